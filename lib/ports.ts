@@ -1,0 +1,164 @@
+/**
+ * The small interfaces the domain logic (provision sequence, lease, admission) is written against.
+ * Adapters for NATS, DynamoDB, SQS, Lambda and the wall clock implement them; tests drive the same
+ * domain code with real services or with injected clocks.
+ */
+
+export interface Clock {
+  /** Wall-clock epoch milliseconds. Deployments' wall clocks may disagree by up to the skew bound. */
+  now(): number;
+  /** Monotonic milliseconds; only comparable within one process, never across deployments. */
+  monotonic(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  monotonic: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
+
+export type LogAttributes = Record<string, unknown>;
+
+/** Structured logger; the Powertools logger satisfies it. Never pass secrets in attributes. */
+export interface Logger {
+  debug(message: string, attributes?: LogAttributes): void;
+  info(message: string, attributes?: LogAttributes): void;
+  warn(message: string, attributes?: LogAttributes): void;
+  error(message: string, attributes?: LogAttributes): void;
+}
+
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Metric names of the Go provisioner (behaviour §7); every emission carries the `site` dimension. */
+export const METRIC = {
+  paused: "choria_provisioner_paused",
+  discovered: "choria_provisioner_discovered",
+  eventDiscovered: "choria_provisioner_event_discovered",
+  discoverCycles: "choria_provisioner_discover_cycles",
+  discoveryErrors: "choria_provisioner_discovery_errors",
+  provisionErrors: "choria_provisioner_provision_errors",
+  busyWorkers: "choria_provisioner_busy_workers",
+  provisioned: "choria_provisioner_provisioned",
+  workQueueEntries: "choria_provisioner_work_queue_entries",
+  waitingNodes: "choria_provisioner_waiting_nodes",
+  rpcTime: "choria_provisioner_rpc_time",
+  helperTime: "choria_provisioner_helper_time",
+  rpcErrors: "choria_provisioner_rpc_errors",
+  helperErrors: "choria_provisioner_helper_errors",
+  helperShutdownRequests: "choria_provisioner_helper_shutdown_requests",
+} as const;
+
+export type MetricName = (typeof METRIC)[keyof typeof METRIC];
+
+/** Extra metric names this serverless build adds (lease and fencing observability). */
+export const EXTRA_METRIC = {
+  staleWorkDiscarded: "choria_provisioner_stale_work_discarded",
+  leaseStoreErrors: "choria_provisioner_lease_store_errors",
+  leaseTerm: "choria_provisioner_lease_term",
+  lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+} as const;
+
+export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];
+
+/** Labels beyond `site`; only `rpc` (`agent#action`) is used, as in the Go daemon. */
+export interface MetricLabels {
+  rpc?: string;
+}
+
+export interface Metrics {
+  gauge(name: AnyMetricName, value: number, labels?: MetricLabels): void;
+  count(name: AnyMetricName, increment?: number, labels?: MetricLabels): void;
+  /** A duration observation in seconds (Go: a summary/histogram). */
+  timing(name: AnyMetricName, seconds: number, labels?: MetricLabels): void;
+}
+
+export interface RpcCall {
+  identity: string;
+  agent: string;
+  action: string;
+  data: Record<string, unknown>;
+  /** Per-attempt timeout: discovery timeout (2 s) + the agent's DDL timeout. */
+  timeoutMs: number;
+}
+
+export interface RpcReply<T = Record<string, unknown>> {
+  sender: string;
+  statuscode: number;
+  statusmsg: string;
+  data: T;
+}
+
+/**
+ * One direct Choria RPC attempt to one node. Resolves only with exactly one reply from the target
+ * whose statuscode is 0; otherwise throws RpcTimeoutError, RpcStatusError or RpcProtocolError.
+ * Retries, backoff and the pause gate belong to the caller.
+ */
+export interface ChoriaRpc {
+  call(call: RpcCall): Promise<RpcReply>;
+}
+
+/** Broadcast discovery of nodes in provisioning mode (agent filter `choria_provision`). */
+export interface NodeDiscoverer {
+  discover(): Promise<string[]>;
+}
+
+/**
+ * The pause gate (behaviour §4). Resolves when this deployment holds lease term `term`, that term is
+ * still current, and the remaining validity covers an action lasting `attemptTimeoutMs`; otherwise
+ * throws PausedError (or LeaseLostError). Read before every RPC attempt and every helper run.
+ */
+export interface PauseGate {
+  assertOpen(term: number, attemptTimeoutMs: number): Promise<void>;
+}
+
+/** What the helper gets on stdin (keys in the Go daemon's order). */
+export interface HelperRequest {
+  identity: string;
+  csr: { csr: string; public_key: string; ssldir: string } | null;
+  ed25519_pubkey: { public_key: string; directory: string; signature: string } | null;
+  /** JSON text of the rpcutil#inventory reply data (keys sorted). */
+  inventory: string;
+  /** Verified provisioning JWT claims, or null when the jwt feature is off. */
+  jwt: Record<string, unknown> | null;
+}
+
+export interface ServerClaimsOverride {
+  ou?: string;
+  exp?: number;
+  collectives?: string[];
+  pub_subjects?: string[];
+  permissions?: { submission?: boolean; streams?: boolean; governor?: boolean; service_host?: boolean };
+}
+
+/** What the helper answers on stdout, validated. */
+export interface HelperResponse {
+  defer: boolean;
+  shutdown: boolean;
+  msg: string;
+  configuration: Record<string, string>;
+  certificate: string;
+  ca: string;
+  key: string;
+  ssldir: string;
+  server_claims: ServerClaimsOverride | null;
+  action_policies: Record<string, string>;
+  opa_policies: Record<string, string>;
+  upgrade: string;
+}
+
+export interface HelperRunner {
+  run(request: HelperRequest): Promise<HelperResponse>;
+}
+
+/** Where a host's admission came from. */
+export type AdmissionSource = "discovery" | "event" | "operator";
+
+/** One unit of queued host work. `term` is the fencing token it was admitted under. */
+export interface HostWork {
+  identity: string;
+  term: number;
+  /** Wall-clock epoch ms of admission; work older than 2 x interval is skipped. */
+  admittedAt: number;
+  source: AdmissionSource;
+}
