@@ -1,0 +1,34 @@
+/**
+ * Strict codecs. Node's Buffer decoders silently skip invalid characters; Go's decoders reject them,
+ * and a key or signature that decodes "partly" must fail here exactly as it does in Go.
+ */
+
+const HEX_PATTERN = /^[0-9a-fA-F]*$/;
+const BASE64URL_PATTERN = /^[A-Za-z0-9_-]*$/;
+
+/** Decodes hex like Go's encoding/hex: even length, hex digits of either case, nothing else. */
+export function decodeHex(text: string): Uint8Array {
+  if (text.length % 2 !== 0) {
+    throw new Error("encoding/hex: odd length hex string");
+  }
+  if (!HEX_PATTERN.test(text)) {
+    throw new Error("encoding/hex: invalid byte");
+  }
+  return new Uint8Array(Buffer.from(text, "hex"));
+}
+
+export function encodeHex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString("hex");
+}
+
+/** Decodes unpadded base64url (RFC 7515 segments); padding or foreign characters are malformed. */
+export function decodeBase64Url(text: string): Uint8Array {
+  if (!BASE64URL_PATTERN.test(text) || text.length % 4 === 1) {
+    throw new Error("illegal base64url data");
+  }
+  return new Uint8Array(Buffer.from(text, "base64url"));
+}
+
+export function encodeBase64Url(bytes: Uint8Array | string): string {
+  return Buffer.from(bytes).toString("base64url");
+}
