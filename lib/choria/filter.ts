@@ -49,12 +49,16 @@ export function parseFilter(value: unknown, required: boolean): Filter {
       throw new EnvelopeError("request filter", `"fact" entries need string fact, operator and value`);
     }
   }
+  const compound = object.compound as unknown[];
+  if (!compound.every((entry) => Array.isArray(entry) && entry.every((item) => typeof item === "object" && item !== null && !Array.isArray(item)))) {
+    throw new EnvelopeError("request filter", `"compound" must hold arrays of objects`);
+  }
   return {
     fact: facts as FactFilter[],
     cf_class: strings("cf_class"),
     agent: strings("agent"),
     identity: strings("identity"),
-    compound: object.compound as unknown[][],
+    compound: compound as unknown[][],
   };
 }
 
@@ -65,14 +69,17 @@ export interface FilterTarget {
   facts?: Record<string, unknown>;
 }
 
-function asRegex(pattern: string): RegExp | undefined {
-  if (pattern.length >= 2 && pattern.startsWith("/") && pattern.endsWith("/")) {
-    try {
-      return new RegExp(pattern.slice(1, -1));
-    } catch {
-      return undefined;
-    }
+/** An invalid pattern from the wire matches nothing instead of throwing inside the filter. */
+function compileOrUndefined(source: string): RegExp | undefined {
+  try {
+    return new RegExp(source);
+  } catch {
+    return undefined;
   }
+}
+
+function asRegex(pattern: string): RegExp | undefined {
+  if (pattern.length >= 2 && pattern.startsWith("/") && pattern.endsWith("/")) return compileOrUndefined(pattern.slice(1, -1));
   return undefined;
 }
 
@@ -93,7 +100,7 @@ function compareFact(actual: unknown, operator: string, expected: string): boole
     case "!=":
       return bothNumeric ? numeric !== expectedNumber : text !== expected;
     case "=~":
-      return asRegex(expected)?.test(text) ?? new RegExp(expected).test(text);
+      return (asRegex(expected) ?? compileOrUndefined(expected))?.test(text) ?? false;
     case ">=":
       return bothNumeric ? numeric >= expectedNumber : text >= expected;
     case "<=":

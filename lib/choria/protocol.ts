@@ -52,6 +52,8 @@ export interface OutgoingRequest {
   ttl: number;
   /** Wall-clock epoch milliseconds; v1 sends seconds, v2 nanoseconds. */
   timeMs: number;
+  /** Full-precision v2 time in epoch nanoseconds (Go sends real nanoseconds); overrides timeMs. */
+  timeNs?: bigint;
   filter: Filter;
   /** Payload bytes: the RPC request JSON, or DISCOVERY_PING. */
   payload: Uint8Array;
@@ -83,6 +85,8 @@ export interface OutgoingReply {
   senderId: string;
   agent: string;
   timeMs: number;
+  /** Full-precision v2 time in epoch nanoseconds; overrides timeMs. */
+  timeNs?: bigint;
   payload: Uint8Array;
 }
 
@@ -151,8 +155,8 @@ function filterJson(filter: Filter): string {
   ]);
 }
 
-function nanosText(timeMs: number): string {
-  return (BigInt(Math.trunc(timeMs)) * 1_000_000n).toString();
+function nanosText(timeMs: number, timeNs: bigint | undefined): string {
+  return (timeNs ?? BigInt(Math.trunc(timeMs)) * 1_000_000n).toString();
 }
 
 export function encodeRequest(request: OutgoingRequest): Uint8Array {
@@ -202,7 +206,7 @@ export function encodeRequest(request: OutgoingRequest): Uint8Array {
       ["collective", json(request.collective)],
       ["agent", json(request.agent)],
       ["ttl", json(request.ttl)],
-      ["time", nanosText(request.timeMs)],
+      ["time", nanosText(request.timeMs, request.timeNs)],
       ["filter", filterJson(request.filter)],
     ]),
   );
@@ -257,7 +261,7 @@ export function encodeReply(reply: OutgoingReply): Uint8Array {
       ["request", json(reply.requestId)],
       ["sender", json(reply.senderId)],
       ["agent", json(reply.agent)],
-      ["time", nanosText(reply.timeMs)],
+      ["time", nanosText(reply.timeMs, reply.timeNs)],
     ]),
   );
   const secure = orderedJson([
@@ -313,6 +317,12 @@ function requireInteger(object: JsonObject, key: string, layer: string, minimum?
 function requireBase64(object: JsonObject, key: string, layer: string): Uint8Array {
   const bytes = decodeStrictBase64(requireString(object, key, layer, 0));
   if (!bytes) throw new EnvelopeError(layer, `"${key}" is not valid base64`);
+  return bytes;
+}
+
+function requireNonEmptyBase64(object: JsonObject, key: string, layer: string): Uint8Array {
+  const bytes = requireBase64(object, key, layer);
+  if (bytes.byteLength === 0) throw new EnvelopeError(layer, `"${key}" must not be empty`);
   return bytes;
 }
 
@@ -405,8 +415,8 @@ function requireNumber(object: JsonObject, key: string, layer: string): number {
 
 /**
  * Server side: decode a request with the schema rules a Choria server always enforces (§4.4, §13):
- * v1 requestid of exactly 32 characters, ttl >= 30, filter with fact/cf_class/identity/compound;
- * v2 non-empty caller and signature.
+ * v1 requestid of exactly 32 characters, ttl >= 30, non-empty message, filter with
+ * fact/cf_class/identity/compound; v2 non-empty caller, signature, sender and message, ttl >= 1, time >= 1.
  */
 export function decodeRequest(bytes: Uint8Array, maxBytes = DEFAULT_MAX_MESSAGE_BYTES): IncomingRequest {
   const transport = decodeTransport(bytes, maxBytes);
@@ -442,10 +452,8 @@ export function decodeRequest(bytes: Uint8Array, maxBytes = DEFAULT_MAX_MESSAGE_
     };
   }
 
-  const requestBytes = requireBase64(secure, "request", "secure request");
-  if (requireBase64(secure, "signature", "secure request").byteLength === 0) {
-    throw new EnvelopeError("secure request", `"signature" must not be empty`);
-  }
+  const requestBytes = requireNonEmptyBase64(secure, "request", "secure request");
+  requireNonEmptyBase64(secure, "signature", "secure request");
   requireString(secure, "caller", "secure request");
   const request = parseObject(utf8.decode(requestBytes), "request");
   if (request.protocol !== PROTOCOL[2].request) throw new EnvelopeError("request", `unexpected protocol ${JSON.stringify(request.protocol)}`);
@@ -454,14 +462,14 @@ export function decodeRequest(bytes: Uint8Array, maxBytes = DEFAULT_MAX_MESSAGE_
     replyTo,
     transportSender: transportSender(transport),
     id: requireString(request, "id", "request"),
-    senderId: requireString(request, "sender", "request", 0),
+    senderId: requireString(request, "sender", "request"),
     callerId: requireString(request, "caller", "request"),
     collective: requireString(request, "collective", "request"),
     agent: requireString(request, "agent", "request"),
     ttl: requireInteger(request, "ttl", "request", 1),
-    timeSeconds: Math.trunc(requireNumber(request, "time", "request") / 1e9),
+    timeSeconds: Math.trunc(requireInteger(request, "time", "request", 1) / 1e9),
     filter: request.filter === undefined ? parseFilter(undefined, false) : parseFilter(request.filter, true),
-    payload: decodeBase64OrRaw(requireBase64(request, "message", "request")),
+    payload: decodeBase64OrRaw(requireNonEmptyBase64(request, "message", "request")),
   };
 }
 

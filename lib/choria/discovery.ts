@@ -1,0 +1,171 @@
+/**
+ * Broadcast discovery of nodes in provisioning mode (choria-wire.md §5): a `discovery` ping to
+ * every node with the `choria_provision` agent, names read from each reply's transport sender
+ * header, collected in a sliding window (cap `discovery_timeout`, 300 ms after the latest reply).
+ *
+ * Go's discoverer returns duplicates and leaves deduplication to the host table; this one returns
+ * each identity once, in the order first seen, which the registry would produce anyway. Names that
+ * could not safely become a NATS subject token are skipped like undecodable replies.
+ */
+import type { NatsConnection, Subscription } from "nats";
+import { ProvisionerError } from "../errors";
+import type { NodeDiscoverer } from "../ports";
+import { agentFilter } from "./filter";
+import { isValidIdentity } from "./identity";
+import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "./protocol";
+import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
+
+export const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
+export const DISCOVERY_IDLE_MS = 300;
+
+/** Discovery could not be sent (connection closed, publish refused). Empty results are not errors. */
+export class DiscoveryError extends ProvisionerError {}
+
+export interface TimerHandle {
+  cancel(): void;
+}
+
+/** The one timer primitive the sliding window needs; injectable so unit tests control time. */
+export interface Scheduler {
+  schedule(delayMs: number, callback: () => void): TimerHandle;
+}
+
+export const realScheduler: Scheduler = {
+  schedule(delayMs, callback) {
+    const timer = setTimeout(callback, delayMs);
+    return { cancel: () => clearTimeout(timer) };
+  },
+};
+
+/**
+ * Ends `done` when no reply arrived for `idleMs` after the latest one, or `capMs` after start,
+ * whichever is first. Like Go's window, the first reply swaps the initial timer for the idle one.
+ */
+export class SlidingWindow {
+  readonly done: Promise<void>;
+  private finish!: () => void;
+  private idle: TimerHandle | undefined;
+  private readonly cap: TimerHandle;
+  private closed = false;
+
+  constructor(
+    private readonly scheduler: Scheduler,
+    capMs: number,
+    private readonly idleMs: number,
+  ) {
+    this.done = new Promise((resolve) => (this.finish = resolve));
+    this.cap = scheduler.schedule(capMs, () => this.close());
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Restarts the idle timer; ignored once the window has closed. */
+  touch(): void {
+    if (this.closed) return;
+    this.idle?.cancel();
+    this.idle = this.scheduler.schedule(this.idleMs, () => this.close());
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.idle?.cancel();
+    this.cap.cancel();
+    this.finish();
+  }
+}
+
+export interface DiscoverySettings extends ChoriaClientSettings {
+  /** The `discovery_timeout` setting: window cap in ms, default 2000. */
+  discoveryTimeoutMs?: number;
+  /** Quiet time after the latest reply that ends discovery; default 300 ms. */
+  idleMs?: number;
+  scheduler?: Scheduler;
+}
+
+export interface DiscoveryResult {
+  /** Unique identities, in the order first seen. */
+  identities: string[];
+  /** Every message received on the reply subject inside the window. */
+  replies: number;
+  /** Replies without a usable sender (undecodable transport, empty or unsafe name). */
+  skipped: number;
+}
+
+export class BroadcastDiscoverer implements NodeDiscoverer {
+  private readonly client: ReturnType<typeof resolveClientSettings>;
+  private readonly capMs: number;
+  private readonly idleMs: number;
+  private readonly scheduler: Scheduler;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    settings: DiscoverySettings,
+  ) {
+    this.client = resolveClientSettings(settings);
+    this.capMs = settings.discoveryTimeoutMs ?? DEFAULT_DISCOVERY_TIMEOUT_MS;
+    this.idleMs = settings.idleMs ?? DISCOVERY_IDLE_MS;
+    this.scheduler = settings.scheduler ?? realScheduler;
+  }
+
+  async discover(): Promise<string[]> {
+    return (await this.discoverWithStats()).identities;
+  }
+
+  async discoverWithStats(): Promise<DiscoveryResult> {
+    const { collective, senderId, callerId, protocolVersion, signer, ttl, clock, maxReplyBytes } = this.client;
+    const requestId = newRequestId(protocolVersion, clock);
+    const replyTo = replySubject(collective, callerId, requestId);
+    const seen = new Set<string>();
+    let replies = 0;
+    let skipped = 0;
+
+    const window = new SlidingWindow(this.scheduler, this.capMs, this.idleMs);
+    let subscription: Subscription | undefined;
+    try {
+      subscription = this.nc.subscribe(replyTo, {
+        callback: (error, message) => {
+          if (error || window.isClosed) return;
+          replies += 1;
+          window.touch();
+          let sender: string;
+          try {
+            sender = readTransportSender(message.data, maxReplyBytes);
+          } catch {
+            skipped += 1;
+            return;
+          }
+          if (!isValidIdentity(sender)) skipped += 1;
+          else seen.add(sender);
+        },
+      });
+      await this.nc.flush();
+      this.nc.publish(
+        broadcastSubject(collective, "discovery"),
+        encodeRequest({
+          id: requestId,
+          senderId,
+          callerId,
+          collective,
+          agent: "discovery",
+          ttl,
+          timeMs: clock.now(),
+          filter: agentFilter("choria_provision"),
+          payload: DISCOVERY_PING,
+          replyTo,
+          signer,
+        }),
+      );
+    } catch (error) {
+      window.close();
+      subscription?.unsubscribe();
+      throw new DiscoveryError("could not publish the discovery request", { cause: error });
+    }
+
+    await window.done;
+    subscription.unsubscribe();
+    return { identities: [...seen], replies, skipped };
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * Direct Choria RPC over NATS (choria-wire.md §1, §4, §12.4): one request to
+ * `provisioning.node.<identity>`, one reply expected on `provisioning.reply.<md5(callerid)>.<id>`.
+ *
+ * Reply selection, like the Go client's: the first reply whose envelopes decode, whose transport
+ * and envelope sender are both the target and whose request id is ours decides the call; the wait
+ * ends right there, so a second reply from the same identity inside the window (a duplicate
+ * identity in the fleet) is not waited for and not detected. Replies that fail any of those checks
+ * are ignored, as Go ignores them, so a stray or hostile publisher on the reply subject cannot end
+ * the call early; when no deciding reply arrives in time, the first ignored one is reported as an
+ * RpcProtocolError instead of a bare timeout.
+ *
+ * Nothing here logs request or reply data: choria_provision requests carry the provisioning token.
+ */
+import type { NatsConnection, Subscription } from "nats";
+import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../errors";
+import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
+import { ksuid, uuidHex } from "../crypto";
+import { agentFilter } from "./filter";
+import { assertValidIdentity } from "./identity";
+import {
+  decodeReply,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  encodeRequest,
+  type IncomingReply,
+  nodeSubject,
+  type ProtocolVersion,
+  replySubject,
+  type RequestSigner,
+} from "./protocol";
+
+export const PROVISIONING_COLLECTIVE = "provisioning";
+export const DEFAULT_TTL_SECONDS = 60;
+
+export interface ChoriaClientSettings {
+  /** Default `provisioning`. */
+  collective?: string;
+  /** The provisioner's identity: envelope sender and transport sender header. */
+  senderId: string;
+  /** `choria=<name>`; constant across invocations because nodes lock on `<senderId>.<callerId>`. */
+  callerId: string;
+  protocolVersion: ProtocolVersion;
+  signer: RequestSigner;
+  /** Request TTL in seconds; default 60 (v1 servers drop anything below 30). */
+  ttl?: number;
+  clock?: Clock;
+  /** Replies larger than this are rejected undecoded; default 1 MiB (NATS max_payload). */
+  maxReplyBytes?: number;
+  /** Receives one warning per ignored reply: sender and reason only, never data. */
+  logger?: Logger;
+}
+
+interface ResolvedSettings {
+  collective: string;
+  senderId: string;
+  callerId: string;
+  protocolVersion: ProtocolVersion;
+  signer: RequestSigner;
+  ttl: number;
+  clock: Clock;
+  maxReplyBytes: number;
+  logger: Logger;
+}
+
+export function resolveClientSettings(settings: ChoriaClientSettings): ResolvedSettings {
+  if (settings.signer.version !== settings.protocolVersion) {
+    throw new InvalidInputError(`a protocol v${settings.signer.version} signer cannot sign protocol v${settings.protocolVersion} requests`);
+  }
+  const ttl = settings.ttl ?? DEFAULT_TTL_SECONDS;
+  const minimumTtl = settings.protocolVersion === 1 ? 30 : 1;
+  if (!Number.isInteger(ttl) || ttl < minimumTtl) {
+    throw new InvalidInputError(`request ttl must be an integer of at least ${minimumTtl} seconds for protocol v${settings.protocolVersion}`);
+  }
+  if (settings.callerId.length === 0) throw new InvalidInputError("callerId must not be empty");
+  return {
+    collective: settings.collective ?? PROVISIONING_COLLECTIVE,
+    senderId: settings.senderId,
+    callerId: settings.callerId,
+    protocolVersion: settings.protocolVersion,
+    signer: settings.signer,
+    ttl,
+    clock: settings.clock ?? systemClock,
+    maxReplyBytes: settings.maxReplyBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    logger: settings.logger ?? silentLogger,
+  };
+}
+
+/** v1 ids must be 32 characters (UUIDv4 hex); v2 uses a KSUID like Go. */
+export function newRequestId(version: ProtocolVersion, clock: Clock): string {
+  return version === 1 ? uuidHex() : ksuid(new Date(clock.now()));
+}
+
+/** The mcorpc reply body (choria-wire.md §4.2). */
+interface McorpcReply {
+  statuscode: number;
+  statusmsg: string;
+  data: Record<string, unknown>;
+}
+
+function parseMcorpcReply(payload: Uint8Array): McorpcReply | string {
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    return "reply body is not JSON";
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return "reply body is not a JSON object";
+  const { action, statuscode, statusmsg, data } = body as Record<string, unknown>;
+  if (typeof action !== "string") return `reply body "action" must be a string`;
+  if (typeof statuscode !== "number" || !Number.isInteger(statuscode) || statuscode < 0) {
+    return `reply body "statuscode" must be a non-negative integer`;
+  }
+  if (typeof statusmsg !== "string") return `reply body "statusmsg" must be a string`;
+  if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
+    return `reply body "data" must be an object`;
+  }
+  return { statuscode, statusmsg, data: (data ?? {}) as Record<string, unknown> };
+}
+
+/** Printable, bounded rendering of a name taken from the network, for error messages. */
+function quoted(name: string): string {
+  return JSON.stringify(name.slice(0, 200));
+}
+
+type Outcome = { reply: IncomingReply } | { timeout: true };
+
+export class NatsChoriaRpc implements ChoriaRpc {
+  private readonly settings: ResolvedSettings;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    settings: ChoriaClientSettings,
+  ) {
+    this.settings = resolveClientSettings(settings);
+  }
+
+  async call(call: RpcCall): Promise<RpcReply> {
+    assertValidIdentity(call.identity);
+    const rpc = `${call.agent}#${call.action}`;
+    const { collective, callerId, protocolVersion, clock } = this.settings;
+    const requestId = newRequestId(protocolVersion, clock);
+    const replyTo = replySubject(collective, callerId, requestId);
+
+    let firstRejection: string | undefined;
+    const reject = (reason: string) => {
+      firstRejection ??= reason;
+      this.settings.logger.warn("ignored a Choria reply", { identity: call.identity, rpc, reason });
+    };
+
+    let subscription: Subscription | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const outcome = await new Promise<Outcome>((resolve, fail) => {
+        timer = setTimeout(() => resolve({ timeout: true }), call.timeoutMs);
+        subscription = this.nc.subscribe(replyTo, {
+          callback: (error, message) => {
+            if (error) return reject(`subscription error: ${error.message}`);
+            const verdict = this.judge(message.data, call.identity, requestId);
+            if (typeof verdict === "string") reject(verdict);
+            else resolve({ reply: verdict });
+          },
+        });
+        this.publish(call, requestId, replyTo).catch(fail);
+      });
+
+      if ("timeout" in outcome) {
+        if (firstRejection) throw new RpcProtocolError(call.identity, rpc, `no valid reply within ${call.timeoutMs} ms; ${firstRejection}`);
+        throw new RpcTimeoutError(call.identity, rpc, `no reply within ${call.timeoutMs} ms`);
+      }
+
+      const body = parseMcorpcReply(outcome.reply.payload);
+      if (typeof body === "string") throw new RpcProtocolError(call.identity, rpc, `${body} (sender ${quoted(call.identity)})`);
+      if (body.statuscode !== 0) throw new RpcStatusError(call.identity, rpc, call.identity, body.statuscode, body.statusmsg);
+      return { sender: call.identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data };
+    } catch (error) {
+      if (error instanceof RpcError) throw error;
+      throw new RpcError(call.identity, rpc, "could not send the request over NATS", { cause: error });
+    } finally {
+      clearTimeout(timer);
+      subscription?.unsubscribe();
+    }
+  }
+
+  /** Either the decoded reply that decides the call, or why this message was ignored. */
+  private judge(bytes: Uint8Array, identity: string, requestId: string): IncomingReply | string {
+    let reply: IncomingReply;
+    try {
+      reply = decodeReply(bytes, this.settings.maxReplyBytes);
+    } catch (error) {
+      return error instanceof Error ? error.message : "undecodable reply";
+    }
+    if (reply.transportSender !== identity) return `reply from unexpected sender ${quoted(reply.transportSender)}`;
+    if (reply.senderId !== identity) return `reply envelope names unexpected sender ${quoted(reply.senderId)}`;
+    if (reply.requestId !== requestId) return `reply from ${quoted(reply.senderId)} is for another request`;
+    if (reply.version !== this.settings.protocolVersion) return `reply from ${quoted(reply.senderId)} uses protocol v${reply.version}`;
+    return reply;
+  }
+
+  private async publish(call: RpcCall, requestId: string, replyTo: string): Promise<void> {
+    const { collective, senderId, callerId, signer, ttl, clock } = this.settings;
+    // The subscription must be registered on the server before a fast node can answer (§1).
+    await this.nc.flush();
+    const payload = new TextEncoder().encode(JSON.stringify({ agent: call.agent, action: call.action, data: call.data }));
+    this.nc.publish(
+      nodeSubject(collective, call.identity),
+      encodeRequest({
+        id: requestId,
+        senderId,
+        callerId,
+        collective,
+        agent: call.agent,
+        ttl,
+        timeMs: clock.now(),
+        filter: agentFilter(call.agent),
+        payload,
+        replyTo,
+        signer,
+      }),
+    );
+  }
+}

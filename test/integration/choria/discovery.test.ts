@@ -1,0 +1,76 @@
+import { connect, type NatsConnection } from "nats";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
+import { matchesFilter } from "../../../lib/choria/filter";
+import type { IncomingRequest } from "../../../lib/choria/protocol";
+import { type RunningNats, startNats } from "../../../lib/local/services";
+import { clientSettings, encoder, replyTo, respond } from "./support";
+
+let nats: RunningNats;
+let client: NatsConnection;
+const responders: NatsConnection[] = [];
+
+beforeAll(async () => {
+  nats = await startNats();
+  client = await connect({ servers: nats.url });
+});
+
+afterEach(async () => {
+  await Promise.all(responders.splice(0).map((nc) => nc.close()));
+});
+
+afterAll(async () => {
+  await client.close();
+  await nats.stop();
+});
+
+const PROVISIONING_AGENTS = ["choria_provision", "choria_util", "discovery", "rpcutil"];
+
+/** Answers like a node's discovery agent: only when the filter matches and the payload says ping. */
+async function fakeNode(identity: string, agents = PROVISIONING_AGENTS, replies = 1) {
+  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", (request: IncomingRequest) => {
+    const ping = new TextDecoder().decode(request.payload) === "ping";
+    if (!ping || !matchesFilter(request.filter, { identity, agents })) return [];
+    return Array.from({ length: replies }, () => replyTo(request, identity, encoder.encode("pong")));
+  });
+  responders.push(responder.nc);
+  return responder;
+}
+
+async function rawReplier(answer: (request: IncomingRequest) => Uint8Array) {
+  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", (request) => [answer(request)]);
+  responders.push(responder.nc);
+}
+
+describe.each([1, 2] as const)("BroadcastDiscoverer over protocol v%i", (version) => {
+  it("finds every provisioning node once and skips undecodable or unsafe replies", async () => {
+    const [first] = await Promise.all([
+      fakeNode("n1.example.net"),
+      fakeNode("n2.example.net"),
+      fakeNode("n3.example.net", PROVISIONING_AGENTS, 2),
+      fakeNode("provisioned.example.net", ["choria_util", "discovery", "rpcutil"]),
+    ]);
+    await rawReplier(() => encoder.encode("garbage"));
+    await rawReplier((request) => replyTo(request, "evil.*", encoder.encode("pong")));
+    const discoverer = new BroadcastDiscoverer(client, clientSettings(version));
+
+    const result = await discoverer.discoverWithStats();
+
+    expect([...result.identities].sort()).toEqual(["n1.example.net", "n2.example.net", "n3.example.net"]);
+    expect(result.replies).toBe(6);
+    expect(result.skipped).toBe(2);
+    expect(first.requests[0]).toMatchObject({
+      version,
+      agent: "discovery",
+      collective: "provisioning",
+      ttl: 60,
+      filter: { agent: ["choria_provision"], fact: [], cf_class: [], identity: [], compound: [] },
+    });
+  });
+
+  it("returns nothing when no node answers", async () => {
+    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(version), discoveryTimeoutMs: 300 });
+
+    expect(await discoverer.discover()).toEqual([]);
+  });
+});
