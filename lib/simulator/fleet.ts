@@ -1,0 +1,324 @@
+/**
+ * A fleet of simulated provisioning-mode Choria Servers on a real NATS server, for tests, the local
+ * run and benchmarks. Nodes share a small pool of connections (one per `nodesPerConnection`); each
+ * connection holds one subscription per broadcast agent subject and fans a broadcast out to its
+ * nodes in-process, while every node keeps its own `provisioning.node.<identity>` subscription and
+ * replies with its own identity, as separate servers would.
+ */
+import { createHmac } from "node:crypto";
+import { connect, type NatsConnection, type Subscription } from "nats";
+import { encodeLifecycleEvent, type LifecycleEvent, type LifecycleFormat, lifecycleSubject } from "../choria/lifecycle";
+import { broadcastSubject, decodeRequest, type IncomingRequest, nodeSubject, type ProtocolVersion } from "../choria/protocol";
+import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, ksuid, mintProvisioningJwt, type SigningKey } from "../crypto";
+import { type Clock, systemClock } from "../ports";
+import type { NodeFaults, ProvisioningJwtFault } from "./faults";
+import { PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
+import { RsaKeyPool, type RsaKeyPoolOptions } from "./rsa-pool";
+import { encodeNodeReplies } from "./wire";
+
+export interface FleetOptions {
+  natsUrl: string;
+  /** Number of nodes named `<identityPrefix><n>.<domain>` (n from 1); ignored when `identities` is given. */
+  count?: number;
+  identities?: string[];
+  identityPrefix?: string;
+  domain?: string;
+  protocolVersion?: ProtocolVersion;
+  /** The provisioning token (`cht`); empty makes nodes accept any token. Default "". */
+  token?: string;
+  /** Key that signs the nodes' provisioning JWT; default a fresh Ed25519 key (see `fleet.signer`). */
+  provisioningSigner?: SigningKey;
+  /** Claims merged over the defaults (cht, chs, chu, chpd, v2, update, purpose, iat, exp, jti). */
+  jwtClaims?: Record<string, unknown>;
+  /** Server version reported by inventory and lifecycle events. Default "0.30.0". */
+  version?: string;
+  /** allow_update: release_update permitted, inventory `upgradable`. Default false. */
+  upgradable?: boolean;
+  facts?: Record<string, unknown> | ((identity: string) => Record<string, unknown>);
+  /** Lifecycle event format; servers default to CloudEvents. */
+  lifecycleFormat?: LifecycleFormat;
+  /** Delay before a restarted node comes back; default Go's 2 s (+ splay). */
+  restartDelayMs?: number;
+  /** Delay before the shutdown action stops a node; default Go's rand[0,10) s. */
+  shutdownDelayMs?: number;
+  clock?: Clock;
+  faults?: Record<string, NodeFaults>;
+  /** Nodes sharing one NATS connection. Default 250. */
+  nodesPerConnection?: number;
+  rsaKeys?: RsaKeyPoolOptions;
+  /** Record discovery pings too (every node, every discovery). Default true. */
+  recordDiscovery?: boolean;
+}
+
+export interface PublishedLifecycleEvent {
+  subject: string;
+  event: LifecycleEvent;
+}
+
+export interface Fleet {
+  readonly identities: readonly string[];
+  /** The node's state and fault controls; throws for an unknown identity. */
+  node(identity: string): SimulatedNode;
+  /** Every request the nodes received, in arrival order. */
+  readonly record: RpcRecord[];
+  /** Every lifecycle event the nodes published, in order. */
+  readonly lifecycleEvents: PublishedLifecycleEvent[];
+  /** The raw provisioning JWT the nodes hand out (unfaulted). */
+  readonly provisioningJwt: string;
+  /** The key that signed it. */
+  readonly signer: SigningKey;
+  addNodes(count: number, faults?: Record<string, NodeFaults>): Promise<string[]>;
+  waitFor(predicate: () => boolean, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const BROADCAST_AGENTS = PROVISIONING_AGENTS;
+const YEAR_SECONDS = 365 * 24 * 3600;
+
+interface Link {
+  nc: NatsConnection;
+  nodes: Map<string, SimulatedNode>;
+  nodeSubscriptions: Map<string, Subscription>;
+}
+
+/** Starts the fleet; resolves once every node is subscribed and has announced itself. */
+export async function startFleet(options: FleetOptions): Promise<Fleet> {
+  const clock = options.clock ?? systemClock;
+  const protocolVersion = options.protocolVersion ?? 1;
+  const perConnection = Math.max(1, options.nodesPerConnection ?? 250);
+  const format = options.lifecycleFormat ?? "cloudevents";
+  const recordDiscovery = options.recordDiscovery ?? true;
+  const signer = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
+  const rsaPool = new RsaKeyPool(options.rsaKeys);
+  const record: RpcRecord[] = [];
+  const lifecycleEvents: PublishedLifecycleEvent[] = [];
+  const links: Link[] = [];
+  const nodes = new Map<string, { node: SimulatedNode; link: Link }>();
+  const identities: string[] = [];
+  let numbered = 0;
+  let stopped = false;
+
+  const nowSeconds = Math.trunc(clock.now() / 1000);
+  const claims: Record<string, unknown> = {
+    cht: options.token ?? "",
+    chs: false,
+    chu: options.natsUrl,
+    chpd: true,
+    ...(protocolVersion === 2 ? { v2: true } : {}),
+    ...(options.upgradable ? { update: true } : {}),
+    purpose: "choria_provisioning",
+    iat: nowSeconds,
+    nbf: nowSeconds,
+    exp: nowSeconds + YEAR_SECONDS,
+    jti: ksuid(new Date(nowSeconds * 1000)),
+    ...options.jwtClaims,
+  };
+  const provisioningJwt = await mintProvisioningJwt(claims, signer);
+  const faultyJwts = new Map<ProvisioningJwtFault, Promise<string>>();
+  const jwtFor = (fault: ProvisioningJwtFault | undefined): Promise<string> => {
+    if (fault === undefined || fault === "missing-file") return Promise.resolve(provisioningJwt);
+    let jwt = faultyJwts.get(fault);
+    if (!jwt) {
+      jwt = mintFaultyJwt(fault, claims, signer, nowSeconds);
+      faultyJwts.set(fault, jwt);
+    }
+    return jwt;
+  };
+
+  async function newLink(): Promise<Link> {
+    const nc = await connect({ servers: options.natsUrl, name: `choria-fleet-${links.length}`, maxReconnectAttempts: -1 });
+    const link: Link = { nc, nodes: new Map(), nodeSubscriptions: new Map() };
+    for (const agent of BROADCAST_AGENTS) {
+      nc.subscribe(broadcastSubject(PROVISIONING_COLLECTIVE, agent), {
+        callback: (_error, message) => fanOut(link, message.data),
+      });
+    }
+    links.push(link);
+    return link;
+  }
+
+  function recordUnanswered(identity: string, error: unknown): void {
+    record.push({
+      timeMs: clock.now(),
+      identity,
+      caller: "",
+      agent: "",
+      action: "",
+      requestId: "",
+      outcome: "dropped",
+      reason: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  function decode(data: Uint8Array, identities: Iterable<string>): IncomingRequest | undefined {
+    try {
+      return decodeRequest(data);
+    } catch (error) {
+      for (const identity of identities) recordUnanswered(identity, error);
+      return undefined;
+    }
+  }
+
+  function fanOut(link: Link, data: Uint8Array): void {
+    const listening = [...link.nodes.values()].filter((node) => node.listening);
+    const request = decode(
+      data,
+      listening.map((node) => node.identity),
+    );
+    if (!request) return;
+    for (const node of listening) void answer(link, node, request);
+  }
+
+  async function answer(link: Link, node: SimulatedNode, request: IncomingRequest): Promise<void> {
+    let reply: Awaited<ReturnType<SimulatedNode["handle"]>>;
+    try {
+      reply = await node.handle(request);
+    } catch (error) {
+      // A simulator bug must not take the fleet down; a real server would log and not answer.
+      recordUnanswered(node.identity, error);
+      return;
+    }
+    if (!reply || stopped || link.nc.isClosed()) return;
+    if (request.replyTo === "") return;
+    const messages = encodeNodeReplies(
+      reply,
+      { identity: node.identity, version: request.version, requestId: request.id, nowMs: clock.now() },
+      node.faults,
+    );
+    for (const message of messages) {
+      try {
+        link.nc.publish(request.replyTo, message);
+      } catch {
+        // Larger than the server's max_payload: a real node's publish fails the same way.
+      }
+    }
+  }
+
+  const environment = (link: Link, identity: string) => ({
+    clock,
+    provisioningJwt: jwtFor,
+    rsaKey: () => rsaPool.take(),
+    publishLifecycle: (event: LifecycleEvent) => {
+      const subject = lifecycleSubject(event.type, event.component);
+      lifecycleEvents.push({ subject, event });
+      if (!stopped && !link.nc.isClosed()) link.nc.publish(subject, encodeLifecycleEvent(event, format));
+    },
+    record: (entry: RpcRecord) => {
+      if (recordDiscovery || entry.agent !== "discovery") record.push(entry);
+    },
+    listeningChanged: (listening: boolean) => {
+      const existing = link.nodeSubscriptions.get(identity);
+      if (listening && !existing && !stopped) {
+        const subscription = link.nc.subscribe(nodeSubject(PROVISIONING_COLLECTIVE, identity), {
+          callback: (_error, message) => {
+            const node = link.nodes.get(identity);
+            if (!node?.listening) return;
+            const request = decode(message.data, [identity]);
+            if (request) void answer(link, node, request);
+          },
+        });
+        link.nodeSubscriptions.set(identity, subscription);
+      } else if (!listening && existing) {
+        existing.unsubscribe();
+        link.nodeSubscriptions.delete(identity);
+      }
+    },
+  });
+
+  async function add(names: string[], faults: Record<string, NodeFaults> = {}): Promise<string[]> {
+    const touched = new Set<Link>();
+    for (const identity of names) {
+      if (nodes.has(identity)) throw new Error(`the fleet already has a node ${identity}`);
+      let link = links[links.length - 1];
+      if (!link || link.nodes.size >= perConnection) link = await newLink();
+      const node = new SimulatedNode(
+        {
+          identity,
+          version: options.version ?? "0.30.0",
+          protocolVersion,
+          token: typeof claims.cht === "string" ? claims.cht : "",
+          provisionDefault: claims.chpd === true,
+          upgradable: options.upgradable === true || claims.update === true,
+          facts: typeof options.facts === "function" ? options.facts(identity) : (options.facts ?? {}),
+          ...(options.restartDelayMs === undefined ? {} : { restartDelayMs: options.restartDelayMs }),
+          ...(options.shutdownDelayMs === undefined ? {} : { shutdownDelayMs: options.shutdownDelayMs }),
+          ...(faults[identity] ? { faults: faults[identity] } : {}),
+        },
+        environment(link, identity),
+      );
+      link.nodes.set(identity, node);
+      nodes.set(identity, { node, link });
+      identities.push(identity);
+      touched.add(link);
+      node.start();
+    }
+    await Promise.all([...touched].map((link) => link.nc.flush()));
+    return names;
+  }
+
+  function numberedNames(count: number): string[] {
+    const prefix = options.identityPrefix ?? "node";
+    const domain = options.domain ?? "example.net";
+    return Array.from({ length: count }, () => `${prefix}${++numbered}.${domain}`);
+  }
+
+  try {
+    await add(options.identities ?? numberedNames(options.count ?? 1), options.faults);
+  } catch (error) {
+    await Promise.all(links.map((link) => link.nc.close()));
+    throw error;
+  }
+
+  return {
+    identities,
+    record,
+    lifecycleEvents,
+    provisioningJwt,
+    signer,
+    node(identity) {
+      const entry = nodes.get(identity);
+      if (!entry) throw new Error(`the fleet has no node ${identity}`);
+      return entry.node;
+    },
+    addNodes: (count, faults) => add(numberedNames(count), faults),
+    async waitFor(predicate, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!predicate()) {
+        if (Date.now() > deadline) throw new Error(`fleet condition not met within ${timeoutMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    async stop() {
+      if (stopped) return;
+      for (const { node } of nodes.values()) node.stop();
+      stopped = true;
+      await Promise.all(links.map((link) => link.nc.drain().catch(() => link.nc.close())));
+    },
+  };
+}
+
+async function mintFaultyJwt(
+  fault: Exclude<ProvisioningJwtFault, "missing-file">,
+  claims: Record<string, unknown>,
+  signer: SigningKey,
+  nowSeconds: number,
+): Promise<string> {
+  switch (fault) {
+    case "expired":
+      return mintProvisioningJwt({ ...claims, iat: nowSeconds - 7200, nbf: nowSeconds - 7200, exp: nowSeconds - 3600 }, signer);
+    case "foreign":
+      return mintProvisioningJwt(claims, ed25519SigningKey(generateEd25519Seed()));
+    case "not-provisioning": {
+      const { purpose: _purpose, sub: _sub, ...rest } = claims;
+      return mintProvisioningJwt(rest, signer);
+    }
+    case "hs256": {
+      const header = encodeBase64Url(JSON.stringify({ alg: "HS256", typ: "JWT" }));
+      const payload = encodeBase64Url(JSON.stringify(claims));
+      const signature = createHmac("sha256", "not-a-choria-key").update(`${header}.${payload}`).digest();
+      return `${header}.${payload}.${encodeBase64Url(signature)}`;
+    }
+    case "garbage":
+      return "this is not a JWT";
+  }
+}

@@ -1,0 +1,87 @@
+import { connect, type NatsConnection } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseLifecycleEvent, type LifecycleEvent } from "../../../lib/choria/lifecycle";
+import { type RunningNats, startNats } from "../../../lib/local/services";
+import { type Fleet, startFleet } from "../../../lib/simulator";
+import { discoverer } from "./support";
+
+describe("fleet discovery and announcements", () => {
+  let nats: RunningNats;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    nats = await startNats();
+    nc = await connect({ servers: nats.url });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it.each([
+    [1, 1],
+    [100, 1],
+    [100, 2],
+    [2000, 1],
+  ] as const)("discovery finds exactly the %i simulated nodes (protocol v%i)", async (count, version) => {
+    const fleet = await startFleet({ natsUrl: nats.url, count, protocolVersion: version, identityPrefix: `d${count}v${version}-` });
+    try {
+      const found = await discoverer(nc, version).discover();
+
+      expect([...found].sort()).toEqual([...fleet.identities].sort());
+    } finally {
+      await fleet.stop();
+    }
+  });
+
+  it("a v1 fleet stays silent for v2 discovery", async () => {
+    const fleet = await startFleet({ natsUrl: nats.url, count: 5, protocolVersion: 1, identityPrefix: "mixed-" });
+    try {
+      const found = await discoverer(nc, 2).discover();
+
+      expect(found).toEqual([]);
+      expect(fleet.record.filter((entry) => entry.agent === "discovery").map((entry) => entry.reason)).toEqual(
+        Array(5).fill("protocol v2 request on a protocol v1 server"),
+      );
+    } finally {
+      await fleet.stop();
+    }
+  });
+
+  it.each(["cloudevents", "choria"] as const)("publishes a %s startup event per node on start", async (format) => {
+    const events: Array<{ subject: string; event: LifecycleEvent; cloudEvent: boolean }> = [];
+    const subscription = nc.subscribe("choria.lifecycle.event.>", {
+      callback: (_error, message) => {
+        const text = new TextDecoder().decode(message.data);
+        events.push({ subject: message.subject, event: parseLifecycleEvent(message.data), cloudEvent: text.includes('"specversion"') });
+      },
+    });
+    await nc.flush();
+
+    const fleet = await startFleet({ natsUrl: nats.url, count: 3, lifecycleFormat: format, identityPrefix: `life-${format}-`, version: "0.30.1" });
+    try {
+      await fleet.waitFor(() => events.length >= 3);
+
+      expect(events.map((entry) => entry.subject)).toEqual(Array(3).fill("choria.lifecycle.event.startup.provision_mode_server"));
+      expect(events.map((entry) => entry.event.identity).sort()).toEqual([...fleet.identities].sort());
+      expect(events.every((entry) => entry.event.type === "startup" && entry.event.version === "0.30.1")).toBe(true);
+      expect(events.every((entry) => entry.cloudEvent === (format === "cloudevents"))).toBe(true);
+    } finally {
+      subscription.unsubscribe();
+      await fleet.stop();
+    }
+  });
+
+  it("adds nodes at runtime that discovery then finds", async () => {
+    const fleet: Fleet = await startFleet({ natsUrl: nats.url, count: 2, identityPrefix: "grow-", nodesPerConnection: 2 });
+    try {
+      const added = await fleet.addNodes(3);
+      const found = await discoverer(nc, 1).discover();
+
+      expect(added).toEqual(["grow-3.example.net", "grow-4.example.net", "grow-5.example.net"]);
+      expect([...found].sort()).toEqual([...fleet.identities].sort());
+    } finally {
+      await fleet.stop();
+    }
+  });
+});

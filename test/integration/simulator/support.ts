@@ -1,0 +1,29 @@
+import { generateKeyPairSync, sign } from "node:crypto";
+import type { NatsConnection } from "nats";
+import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
+import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
+import { type ChoriaClientSettings, NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+
+const callerKey = generateKeyPairSync("ed25519").privateKey;
+
+export function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
+  const signer: RequestSigner =
+    version === 1
+      ? { version: 1, kind: "insecure" }
+      : { version: 2, callerJwt: "caller.jwt.placeholder", sign: (bytes) => new Uint8Array(sign(null, bytes, callerKey)) };
+  return {
+    senderId: "provisioner.example.net",
+    callerId: "choria=provisioner.mcollective",
+    protocolVersion: version,
+    signer,
+    ...extra,
+  };
+}
+
+export function rpcClient(nc: NatsConnection, version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): NatsChoriaRpc {
+  return new NatsChoriaRpc(nc, clientSettings(version, extra));
+}
+
+export function discoverer(nc: NatsConnection, version: ProtocolVersion): BroadcastDiscoverer {
+  return new BroadcastDiscoverer(nc, clientSettings(version));
+}
