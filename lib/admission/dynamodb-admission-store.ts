@@ -1,0 +1,217 @@
+/**
+ * AdmissionStore on a DynamoDB table keyed by `site` + `identity`. Each operation is one
+ * conditional write whose condition failure returns the stored entry. `ttl` (epoch seconds) lets
+ * DynamoDB delete entries no rule reads any more; no rule depends on that deletion happening.
+ */
+import {
+  ConditionalCheckFailedException,
+  CreateTableCommand,
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateItemCommand,
+  UpdateTimeToLiveCommand,
+  waitUntilTableExists,
+  type AttributeValue,
+  type DynamoDBClient,
+} from "@aws-sdk/client-dynamodb";
+import type {
+  AdmissionEntry,
+  AdmissionKey,
+  AdmissionState,
+  AdmissionStore,
+  AdmissionWrite,
+  AdmitRequest,
+  ClaimRequest,
+  ForgetRequest,
+  MarkProvisionedRequest,
+} from "./registry";
+import type { AdmissionSource } from "../ports";
+
+export const ADMISSION_TTL_ATTRIBUTE = "ttl";
+
+export interface DynamoDbAdmissionStoreOptions {
+  client: DynamoDBClient;
+  tableName: string;
+}
+
+const n = (value: number): AttributeValue => ({ N: String(value) });
+const s = (value: string): AttributeValue => ({ S: value });
+const ttlOf = (expiresAt: number) => n(Math.ceil(expiresAt / 1000));
+
+export class DynamoDbAdmissionStore implements AdmissionStore {
+  constructor(private readonly options: DynamoDbAdmissionStoreOptions) {}
+
+  admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new PutItemCommand({
+        TableName: this.options.tableName,
+        Item: {
+          site: s(entry.site),
+          identity: s(entry.identity),
+          term: n(entry.term),
+          admittedAt: n(entry.admittedAt),
+          source: s(entry.source),
+          state: s(entry.state),
+          expiresAt: n(entry.expiresAt),
+          [ADMISSION_TTL_ATTRIBUTE]: ttlOf(entry.expiresAt),
+        },
+        ConditionExpression:
+          "attribute_not_exists(#identity) OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
+          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
+          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))",
+        ExpressionAttributeNames: {
+          "#identity": "identity",
+          "#term": "term",
+          "#admittedAt": "admittedAt",
+          "#claimedUntil": "claimedUntil",
+          "#heldUntil": "heldUntil",
+        },
+        ExpressionAttributeValues: { ":term": n(entry.term), ":blockAfter": n(blockIfAdmittedAfter), ":now": n(now) },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  claim(request: ClaimRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        UpdateExpression:
+          "SET #state = :provisioning, #claimToken = :token, #claimedUntil = :claimedUntil, #expiresAt = :expiresAt, #ttl = :ttl",
+        ConditionExpression:
+          "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned" +
+          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)",
+        ExpressionAttributeNames: {
+          "#state": "state",
+          "#claimToken": "claimToken",
+          "#claimedUntil": "claimedUntil",
+          "#expiresAt": "expiresAt",
+          "#ttl": ADMISSION_TTL_ATTRIBUTE,
+          "#term": "term",
+          "#admittedAt": "admittedAt",
+        },
+        ExpressionAttributeValues: {
+          ":provisioning": s("provisioning"),
+          ":provisioned": s("provisioned"),
+          ":token": s(request.claimToken),
+          ":claimedUntil": n(request.claimedUntil),
+          ":expiresAt": n(request.expiresAt),
+          ":ttl": ttlOf(request.expiresAt),
+          ":term": n(request.term),
+          ":admittedAt": n(request.admittedAt),
+          ":now": n(request.now),
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        UpdateExpression: "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil",
+        ConditionExpression: "#claimToken = :token",
+        ExpressionAttributeNames: {
+          "#state": "state",
+          "#heldUntil": "heldUntil",
+          "#expiresAt": "expiresAt",
+          "#ttl": ADMISSION_TTL_ATTRIBUTE,
+          "#claimToken": "claimToken",
+          "#claimedUntil": "claimedUntil",
+        },
+        ExpressionAttributeValues: {
+          ":provisioned": s("provisioned"),
+          ":heldUntil": n(request.heldUntil),
+          ":expiresAt": n(request.expiresAt),
+          ":ttl": ttlOf(request.expiresAt),
+          ":token": s(request.claimToken),
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  forget(request: ForgetRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new DeleteItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        ConditionExpression: "#claimToken = :token",
+        ExpressionAttributeNames: { "#claimToken": "claimToken" },
+        ExpressionAttributeValues: { ":token": s(request.claimToken) },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
+    const { Item } = await this.options.client.send(
+      new GetItemCommand({ TableName: this.options.tableName, Key: this.key(key), ConsistentRead: true }),
+    );
+    return decodeEntry(Item);
+  }
+
+  private key({ site, identity }: AdmissionKey): Record<string, AttributeValue> {
+    return { site: s(site), identity: s(identity) };
+  }
+
+  private async conditional(command: PutItemCommand | UpdateItemCommand | DeleteItemCommand): Promise<AdmissionWrite> {
+    try {
+      // The union of command types does not narrow `send`'s overloads; each is a plain write.
+      await this.options.client.send(command as PutItemCommand);
+      return { applied: true };
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return { applied: false, current: decodeEntry(error.Item) };
+      throw error;
+    }
+  }
+}
+
+function decodeEntry(item: Record<string, AttributeValue> | undefined): AdmissionEntry | undefined {
+  if (!item?.site?.S || !item.identity?.S || !item.term?.N || !item.admittedAt?.N) return undefined;
+  const optionalNumber = (value: AttributeValue | undefined) => (value?.N === undefined ? undefined : Number(value.N));
+  const entry: AdmissionEntry = {
+    site: item.site.S,
+    identity: item.identity.S,
+    term: Number(item.term.N),
+    admittedAt: Number(item.admittedAt.N),
+    source: (item.source?.S ?? "discovery") as AdmissionSource,
+    state: (item.state?.S ?? "queued") as AdmissionState,
+    expiresAt: Number(item.expiresAt?.N ?? 0),
+  };
+  if (item.claimToken?.S !== undefined) entry.claimToken = item.claimToken.S;
+  const claimedUntil = optionalNumber(item.claimedUntil);
+  if (claimedUntil !== undefined) entry.claimedUntil = claimedUntil;
+  const heldUntil = optionalNumber(item.heldUntil);
+  if (heldUntil !== undefined) entry.heldUntil = heldUntil;
+  return entry;
+}
+
+/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
+export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [
+        { AttributeName: "site", AttributeType: "S" },
+        { AttributeName: "identity", AttributeType: "S" },
+      ],
+      KeySchema: [
+        { AttributeName: "site", KeyType: "HASH" },
+        { AttributeName: "identity", KeyType: "RANGE" },
+      ],
+    }),
+  );
+  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
+  await client.send(
+    new UpdateTimeToLiveCommand({
+      TableName: tableName,
+      TimeToLiveSpecification: { AttributeName: ADMISSION_TTL_ATTRIBUTE, Enabled: true },
+    }),
+  );
+}

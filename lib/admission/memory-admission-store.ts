@@ -1,0 +1,82 @@
+/**
+ * An in-process AdmissionStore with the same conditions as the DynamoDB one: for unit tests and a
+ * single-process local run. Each operation is atomic because it runs without awaiting.
+ */
+import type {
+  AdmissionEntry,
+  AdmissionKey,
+  AdmissionStore,
+  AdmissionWrite,
+  AdmitRequest,
+  ClaimRequest,
+  ForgetRequest,
+  MarkProvisionedRequest,
+} from "./registry";
+
+export class MemoryAdmissionStore implements AdmissionStore {
+  private readonly entries = new Map<string, AdmissionEntry>();
+
+  async admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
+    const current = this.get(entry);
+    const admissible =
+      current === undefined ||
+      current.term < entry.term ||
+      (current.term === entry.term &&
+        current.admittedAt <= blockIfAdmittedAfter &&
+        (current.claimedUntil === undefined || current.claimedUntil <= now) &&
+        (current.heldUntil === undefined || current.heldUntil <= now));
+    if (!admissible) return { applied: false, current: copy(current) };
+    this.entries.set(keyOf(entry), { ...entry });
+    return { applied: true };
+  }
+
+  async claim(request: ClaimRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    const claimable =
+      current !== undefined &&
+      current.term === request.term &&
+      current.admittedAt === request.admittedAt &&
+      current.state !== "provisioned" &&
+      (current.claimedUntil === undefined || current.claimedUntil <= request.now);
+    if (!claimable) return { applied: false, current: copy(current) };
+    Object.assign(current, {
+      state: "provisioning",
+      claimToken: request.claimToken,
+      claimedUntil: request.claimedUntil,
+      expiresAt: Math.max(current.expiresAt, request.expiresAt),
+    });
+    return { applied: true };
+  }
+
+  async markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
+    delete current.claimToken;
+    delete current.claimedUntil;
+    Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt });
+    return { applied: true };
+  }
+
+  async forget(request: ForgetRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
+    this.entries.delete(keyOf(request));
+    return { applied: true };
+  }
+
+  async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
+    return copy(this.get(key));
+  }
+
+  private get(key: AdmissionKey): AdmissionEntry | undefined {
+    return this.entries.get(keyOf(key));
+  }
+}
+
+function keyOf({ site, identity }: AdmissionKey): string {
+  return JSON.stringify([site, identity]);
+}
+
+function copy(entry: AdmissionEntry | undefined): AdmissionEntry | undefined {
+  return entry && { ...entry };
+}

@@ -1,0 +1,265 @@
+/**
+ * The host admission registry (behaviour §2), the serverless stand-in for the Go daemon's `hosts`
+ * map: which hosts were admitted, under which lease term, and which one a worker is provisioning.
+ *
+ * - A host is admitted at most once per `interval`; an entry from an older term never blocks the
+ *   new leader (Go forgets every host when it loses the election).
+ * - Work is discarded when its term is not the current one, when a newer admission superseded it,
+ *   or when it waited longer than 2 x interval.
+ * - A conditional claim with an expiry keeps SQS's at-least-once duplicates from provisioning one
+ *   host twice at once; a crashed claimer's claim runs out.
+ * - A provisioned host stays known for 60 s; a failed one is forgotten at once.
+ *
+ * A provisioned host costs three writes: admit, claim, mark provisioned.
+ */
+import { randomUUID } from "node:crypto";
+import { ProvisionerError } from "../errors";
+import { EXTRA_METRIC, silentLogger, systemClock, type AdmissionSource, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
+
+export type AdmissionState = "queued" | "provisioning" | "provisioned";
+
+export interface AdmissionKey {
+  site: string;
+  identity: string;
+}
+
+export interface AdmissionEntry extends AdmissionKey {
+  term: number;
+  /** Wall-clock epoch ms. */
+  admittedAt: number;
+  source: AdmissionSource;
+  state: AdmissionState;
+  claimToken?: string;
+  claimedUntil?: number;
+  heldUntil?: number;
+  /** Epoch ms after which the entry no longer matters to any rule; the store may delete it (TTL). */
+  expiresAt: number;
+}
+
+export interface AdmitRequest {
+  entry: AdmissionEntry & { state: "queued" };
+  /** An entry of the same term admitted after this still blocks. */
+  blockIfAdmittedAfter: number;
+  now: number;
+}
+
+export interface ClaimRequest extends AdmissionKey {
+  term: number;
+  admittedAt: number;
+  claimToken: string;
+  claimedUntil: number;
+  now: number;
+  expiresAt: number;
+}
+
+export interface MarkProvisionedRequest extends AdmissionKey {
+  claimToken: string;
+  heldUntil: number;
+  expiresAt: number;
+}
+
+export interface ForgetRequest extends AdmissionKey {
+  claimToken: string;
+}
+
+export type AdmissionWrite = { applied: true } | { applied: false; current: AdmissionEntry | undefined };
+
+/**
+ * Conditional writes on admission entries. Conditions are evaluated by the store atomically; a
+ * failed condition returns the stored entry. Any throw means the outcome is unknown.
+ */
+export interface AdmissionStore {
+  /**
+   * Writes `entry` (replacing the old one) if there is no entry, or the stored one has an older
+   * term, or it has the same term and was admitted at or before `blockIfAdmittedAfter`, is not
+   * claimed past `now`, and is not held past `now`.
+   */
+  admit(request: AdmitRequest): Promise<AdmissionWrite>;
+  /**
+   * Claims the entry if its term and admittedAt match, it is not provisioned, and it has no claim
+   * that runs past `now`.
+   */
+  claim(request: ClaimRequest): Promise<AdmissionWrite>;
+  /** If the claim token matches: state provisioned, claim removed, held until `heldUntil`. */
+  markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
+  /** If the claim token matches: delete the entry. */
+  forget(request: ForgetRequest): Promise<AdmissionWrite>;
+  /** Strongly consistent read. */
+  read(key: AdmissionKey): Promise<AdmissionEntry | undefined>;
+}
+
+export class AdmissionStoreError extends ProvisionerError {}
+
+export interface AdmissionSettings {
+  site: string;
+  /** The discovery `interval` (Go: minimum 1 minute). */
+  intervalMs: number;
+  /** How long a provisioned host stays known (Go: 60 s). */
+  provisionedHoldMs?: number;
+  /** Longest one provisioning attempt of one host can take; a claim older than this is abandoned. */
+  claimTtlMs?: number;
+}
+
+export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000 } as const;
+
+/** Entries outlive the last rule that reads them by this much, so TTL deletion never races a rule. */
+const EXPIRY_SLACK_MS = 60 * 60_000;
+
+export interface HostClaim {
+  work: HostWork;
+  token: string;
+  claimedUntil: number;
+}
+
+export type BeginOutcome =
+  | { status: "claimed"; claim: HostClaim }
+  | { status: "stale-term" | "not-current" | "waited-too-long" | "already-claimed" | "already-provisioned" };
+
+export interface AdmissionDeps {
+  store: AdmissionStore;
+  metrics: Metrics;
+  clock?: Clock;
+  logger?: Logger;
+  newClaimToken?: () => string;
+}
+
+export class AdmissionRegistry {
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly holdMs: number;
+  private readonly claimTtlMs: number;
+
+  constructor(
+    private readonly settings: AdmissionSettings,
+    private readonly deps: AdmissionDeps,
+  ) {
+    this.clock = deps.clock ?? systemClock;
+    this.logger = deps.logger ?? silentLogger;
+    this.holdMs = settings.provisionedHoldMs ?? ADMISSION_DEFAULTS.provisionedHoldMs;
+    this.claimTtlMs = settings.claimTtlMs ?? ADMISSION_DEFAULTS.claimTtlMs;
+  }
+
+  /** Admits `identity` under `term`; returns the work to enqueue, or undefined when it was admitted recently. */
+  async admit(identity: string, source: AdmissionSource, term: number): Promise<HostWork | undefined> {
+    const now = this.clock.now();
+    const entry = {
+      site: this.settings.site,
+      identity,
+      term,
+      admittedAt: now,
+      source,
+      state: "queued" as const,
+      expiresAt: now + 2 * this.settings.intervalMs + EXPIRY_SLACK_MS,
+    };
+    const request = { entry, blockIfAdmittedAfter: now - this.settings.intervalMs, now };
+    const result = await this.settle(
+      "admit",
+      identity,
+      () => this.deps.store.admit(request),
+      (current) => current?.term === term && current.admittedAt === now && current.state === "queued",
+    );
+    if (!result.applied) {
+      this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
+      return undefined;
+    }
+    return { identity, term, admittedAt: now, source };
+  }
+
+  /**
+   * The worker's check before provisioning (Go `isCurrent` plus the waiting limit), then the
+   * claim. Only a "claimed" outcome may be provisioned.
+   */
+  async begin(work: HostWork, currentTerm: number): Promise<BeginOutcome> {
+    const { identity } = work;
+    if (work.term !== currentTerm) {
+      this.discardStale(work, `it was admitted under lease term ${work.term} but the current term is ${currentTerm}`);
+      return { status: "stale-term" };
+    }
+    const now = this.clock.now();
+    const waitedMs = now - work.admittedAt;
+    if (waitedMs > 2 * this.settings.intervalMs) {
+      this.logger.error(`skipping node that's been waiting ${Math.round(waitedMs / 1000)}s`, { identity, term: work.term });
+      return { status: "waited-too-long" };
+    }
+    const token = (this.deps.newClaimToken ?? randomUUID)();
+    const claimedUntil = now + this.claimTtlMs;
+    const request = {
+      site: this.settings.site,
+      identity,
+      term: work.term,
+      admittedAt: work.admittedAt,
+      claimToken: token,
+      claimedUntil,
+      now,
+      expiresAt: claimedUntil + EXPIRY_SLACK_MS,
+    };
+    const result = await this.settle(
+      "claim",
+      identity,
+      () => this.deps.store.claim(request),
+      (current) => current?.claimToken === token,
+    );
+    if (result.applied) return { status: "claimed", claim: { work, token, claimedUntil } };
+
+    const current = result.current;
+    if (!current || current.term !== work.term || current.admittedAt !== work.admittedAt) {
+      this.discardStale(work, "the host is no longer current (forgotten or admitted again since)");
+      return { status: "not-current" };
+    }
+    if (current.state === "provisioned") {
+      this.logger.info("host already provisioned, skipping duplicate work", { identity, term: work.term });
+      return { status: "already-provisioned" };
+    }
+    this.logger.info("host is being provisioned by another worker, skipping duplicate work", { identity, term: work.term });
+    return { status: "already-claimed" };
+  }
+
+  /** Records the end of a claimed provisioning: keep a provisioned host for the hold time, forget a failed one. */
+  async complete(claim: HostClaim, outcome: "provisioned" | "failed"): Promise<void> {
+    const key = { site: this.settings.site, identity: claim.work.identity };
+    const heldUntil = this.clock.now() + this.holdMs;
+    const result = await this.settle(
+      outcome === "provisioned" ? "mark provisioned" : "forget",
+      key.identity,
+      () =>
+        outcome === "provisioned"
+          ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt: heldUntil + EXPIRY_SLACK_MS })
+          : this.deps.store.forget({ ...key, claimToken: claim.token }),
+      (current) =>
+        outcome === "provisioned" ? current?.claimToken === undefined && current?.heldUntil === heldUntil : current === undefined,
+    );
+    if (!result.applied) {
+      this.logger.warn("the claim on this host ran out before the provisioning finished", {
+        identity: key.identity,
+        outcome,
+        claimedUntil: claim.claimedUntil,
+      });
+    }
+  }
+
+  private discardStale(work: HostWork, reason: string): void {
+    this.deps.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
+    this.logger.info(`discarding work for ${work.identity}: ${reason}`, { identity: work.identity, term: work.term, source: work.source });
+  }
+
+  /** One write; a throw means its outcome is unknown, so a consistent read decides whether it landed. */
+  private async settle(
+    action: string,
+    identity: string,
+    write: () => Promise<AdmissionWrite>,
+    landed: (current: AdmissionEntry | undefined) => boolean,
+  ): Promise<AdmissionWrite> {
+    try {
+      return await write();
+    } catch (writeError) {
+      this.logger.warn(`admission ${action} outcome unknown, settling with a consistent read`, { identity, error: String(writeError) });
+      let current: AdmissionEntry | undefined;
+      try {
+        current = await this.deps.store.read({ site: this.settings.site, identity });
+      } catch (readError) {
+        throw new AdmissionStoreError(`could not ${action} host ${identity}: the admission store failed`, { cause: readError });
+      }
+      return landed(current) ? { applied: true } : { applied: false, current };
+    }
+  }
+}

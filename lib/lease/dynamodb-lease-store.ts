@@ -1,0 +1,122 @@
+/**
+ * LeaseStore on a DynamoDB table keyed by `site` (one item per site). Every operation is one
+ * UpdateItem with a condition; on a condition failure DynamoDB returns the stored item
+ * (ReturnValuesOnConditionCheckFailure), so the caller learns who holds the lease without a read.
+ * The item is never deleted, so the term survives releases and only ever increases.
+ */
+import {
+  ConditionalCheckFailedException,
+  CreateTableCommand,
+  GetItemCommand,
+  UpdateItemCommand,
+  waitUntilTableExists,
+  type AttributeValue,
+  type DynamoDBClient,
+  type UpdateItemCommandInput,
+} from "@aws-sdk/client-dynamodb";
+import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+
+const NAMES = { "#site": "site", "#holder": "holder", "#term": "term", "#expiresAt": "expiresAt" };
+
+export interface DynamoDbLeaseStoreOptions {
+  client: DynamoDBClient;
+  tableName: string;
+}
+
+export class DynamoDbLeaseStore implements LeaseStore {
+  constructor(private readonly options: DynamoDbLeaseStoreOptions) {}
+
+  claim(request: ClaimRequest): Promise<ConditionalWrite> {
+    return this.update(request.site, {
+      UpdateExpression: "SET #holder = :holder, #expiresAt = :expiresAt ADD #term :one",
+      ConditionExpression: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
+      ExpressionAttributeValues: {
+        ":holder": { S: request.holder },
+        ":expiresAt": { N: String(request.expiresAt) },
+        ":expiredBefore": { N: String(request.expiredBefore) },
+        ":one": { N: "1" },
+      },
+    });
+  }
+
+  extend(request: ExtendRequest): Promise<ConditionalWrite> {
+    const values: Record<string, AttributeValue> = {
+      ":holder": { S: request.holder },
+      ":expiresAt": { N: String(request.expiresAt) },
+    };
+    let condition = "#holder = :holder AND #expiresAt < :expiresAt";
+    if (request.term !== undefined) {
+      condition += " AND #term = :term";
+      values[":term"] = { N: String(request.term) };
+    }
+    return this.update(request.site, {
+      UpdateExpression: "SET #expiresAt = :expiresAt",
+      ConditionExpression: condition,
+      ExpressionAttributeValues: values,
+    });
+  }
+
+  release(request: ReleaseRequest): Promise<ConditionalWrite> {
+    return this.update(request.site, {
+      UpdateExpression: "SET #expiresAt = :zero",
+      ConditionExpression: "#holder = :holder AND #term = :term",
+      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) }, ":zero": { N: "0" } },
+    });
+  }
+
+  async read(site: string): Promise<LeaseItem | undefined> {
+    const { Item } = await this.options.client.send(
+      new GetItemCommand({ TableName: this.options.tableName, Key: { site: { S: site } }, ConsistentRead: true }),
+    );
+    return decodeLeaseItem(Item);
+  }
+
+  private async update(
+    site: string,
+    input: Pick<UpdateItemCommandInput, "UpdateExpression" | "ConditionExpression" | "ExpressionAttributeValues">,
+  ): Promise<ConditionalWrite> {
+    const names = Object.fromEntries(
+      Object.entries(NAMES).filter(([placeholder]) => `${input.UpdateExpression} ${input.ConditionExpression}`.includes(placeholder)),
+    );
+    try {
+      const { Attributes } = await this.options.client.send(
+        new UpdateItemCommand({
+          ...input,
+          TableName: this.options.tableName,
+          Key: { site: { S: site } },
+          ExpressionAttributeNames: names,
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      const item = decodeLeaseItem(Attributes);
+      if (!item) throw new Error(`DynamoDB returned no lease item for site ${site} after an applied update`);
+      return { applied: true, item };
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return { applied: false, current: decodeLeaseItem(error.Item) };
+      throw error;
+    }
+  }
+}
+
+function decodeLeaseItem(item: Record<string, AttributeValue> | undefined): LeaseItem | undefined {
+  if (!item?.site?.S || item.holder?.S === undefined || !item.term?.N || !item.expiresAt?.N) return undefined;
+  return { site: item.site.S, holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
+}
+
+/** Creates the lease table (on-demand) and waits until it is active; for tests, benchmarks and the local run. */
+export async function createLeaseTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [{ AttributeName: "site", AttributeType: "S" }],
+      KeySchema: [{ AttributeName: "site", KeyType: "HASH" }],
+    }),
+  );
+  await waitUntilActive(client, tableName);
+}
+
+export async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
+  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
+}

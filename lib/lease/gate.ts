@@ -1,0 +1,139 @@
+/**
+ * The pause gate (behaviour §4) over the lease. It opens only while this deployment holds the term
+ * the work was admitted under and the remaining validity covers the whole next attempt, so an
+ * attempt that starts before a takeover is also over before it. Nothing is cached beyond the
+ * lease's own monotonic deadline: when that is too short the gate renews first, and any store
+ * failure reads closed.
+ */
+import { LeaseLostError, PausedError } from "../errors";
+import { METRIC, silentLogger, systemClock, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { Lease, type LeaseOutcome, type LeaseStore } from "./lease";
+import type { LeaseSettings } from "./settings";
+
+/** The term every piece of work carries when leader election is off. */
+export const UNELECTED_TERM = 0;
+
+export interface LeaseGate extends PauseGate {
+  /**
+   * The term to stamp new work with, renewing or acquiring first if needed; undefined while this
+   * deployment is a standby or the store cannot be reached.
+   */
+  currentTerm(): Promise<number | undefined>;
+  /** One acquire/renew/contest round; calls `onWon` when it wins a new term. Throws LeaseStoreError. */
+  acquireOrRenew(): Promise<LeaseOutcome>;
+  /** Graceful stop of the whole deployment (see Lease.release). */
+  release(): Promise<boolean>;
+}
+
+export interface LeaseGateDeps {
+  /** Required when leader election is on. */
+  store?: LeaseStore;
+  metrics: Metrics;
+  clock?: Clock;
+  logger?: Logger;
+  /** Called once per newly won term: trigger a discovery and publish the startup event. */
+  onWon?: (term: number) => void | Promise<void>;
+}
+
+export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): LeaseGate {
+  if (!settings.leaderElection) return unelectedGate(deps.metrics);
+  if (!deps.store) throw new TypeError("a LeaseStore is required when leader election is on");
+  const clock = deps.clock ?? systemClock;
+  const logger = deps.logger ?? silentLogger;
+  const lease = new Lease(settings, { store: deps.store, clock, logger, metrics: deps.metrics });
+  const maxValidityMs = settings.leaseDurationMs - settings.skewBoundMs;
+
+  // Concurrent callers share one lease round and so one outcome; the term is announced once.
+  let announcedTerm = 0;
+  const reportPaused = () => deps.metrics.gauge(METRIC.paused, lease.holding() ? 0 : 1);
+
+  async function acquireOrRenew(): Promise<LeaseOutcome> {
+    try {
+      const outcome = await lease.acquireOrRenew();
+      if (outcome.holding && outcome.wonNewTerm && outcome.term > announcedTerm && deps.onWon) {
+        announcedTerm = outcome.term;
+        try {
+          await deps.onWon(outcome.term);
+        } catch (error) {
+          logger.error("handling a newly won lease term failed", { site: settings.site, term: outcome.term, error: String(error) });
+        }
+      }
+      return outcome;
+    } finally {
+      reportPaused();
+    }
+  }
+
+  async function validHolding(minValidMs: number): Promise<{ term: number; validForMs: number } | undefined> {
+    const held = lease.holding();
+    if (held && held.validForMs >= minValidMs) return held;
+    await acquireOrRenew();
+    return lease.holding();
+  }
+
+  return {
+    async assertOpen(term, attemptTimeoutMs) {
+      try {
+        if (attemptTimeoutMs > maxValidityMs) {
+          throw new PausedError(
+            `an attempt of ${attemptTimeoutMs} ms cannot fit in one lease validity of ${maxValidityMs} ms (lease duration minus skew bound)`,
+          );
+        }
+        let held;
+        try {
+          held = await validHolding(attemptTimeoutMs);
+        } catch (error) {
+          throw new PausedError(`paused: the lease store for site ${settings.site} could not be reached`, { cause: error });
+        }
+        if (!held) throw new PausedError(`paused: deployment ${settings.deploymentId} does not hold the lease for site ${settings.site}`);
+        if (held.term !== term) {
+          throw new LeaseLostError(`work admitted under lease term ${term} is stale: the current term is ${held.term}`);
+        }
+        if (held.validForMs < attemptTimeoutMs) {
+          throw new PausedError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
+        }
+      } finally {
+        reportPaused();
+      }
+    },
+
+    async currentTerm() {
+      try {
+        return (await validHolding(1))?.term;
+      } catch {
+        return undefined;
+      } finally {
+        reportPaused();
+      }
+    },
+
+    acquireOrRenew,
+    release: async () => {
+      try {
+        return await lease.release();
+      } finally {
+        reportPaused();
+      }
+    },
+  };
+}
+
+function unelectedGate(metrics: Metrics): LeaseGate {
+  const open = () => metrics.gauge(METRIC.paused, 0);
+  return {
+    async assertOpen() {
+      open();
+    },
+    async currentTerm() {
+      open();
+      return UNELECTED_TERM;
+    },
+    async acquireOrRenew() {
+      open();
+      return { holding: true, term: UNELECTED_TERM, wonNewTerm: false, validForMs: Number.POSITIVE_INFINITY };
+    },
+    async release() {
+      return false;
+    },
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * An in-process LeaseStore with the same conditions as the DynamoDB one: for unit tests, the
+ * randomized interleaving test and a single-process local run. Each operation is atomic because
+ * it runs without awaiting.
+ */
+import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+
+export class MemoryLeaseStore implements LeaseStore {
+  private readonly items = new Map<string, LeaseItem>();
+
+  async claim(request: ClaimRequest): Promise<ConditionalWrite> {
+    return this.applyClaim(request);
+  }
+
+  async extend(request: ExtendRequest): Promise<ConditionalWrite> {
+    return this.applyExtend(request);
+  }
+
+  async release(request: ReleaseRequest): Promise<ConditionalWrite> {
+    return this.applyRelease(request);
+  }
+
+  async read(site: string): Promise<LeaseItem | undefined> {
+    return this.snapshot(site);
+  }
+
+  /** The synchronous forms, for callers that model the network around an atomic store. */
+  applyClaim({ site, holder, expiresAt, expiredBefore }: ClaimRequest): ConditionalWrite {
+    const current = this.items.get(site);
+    if (current && current.expiresAt >= expiredBefore) return { applied: false, current: { ...current } };
+    const item = { site, holder, expiresAt, term: (current?.term ?? 0) + 1 };
+    this.items.set(site, item);
+    return { applied: true, item: { ...item } };
+  }
+
+  applyExtend({ site, holder, term, expiresAt }: ExtendRequest): ConditionalWrite {
+    const current = this.items.get(site);
+    if (!current || current.holder !== holder || current.expiresAt >= expiresAt || (term !== undefined && current.term !== term)) {
+      return { applied: false, current: current && { ...current } };
+    }
+    current.expiresAt = expiresAt;
+    return { applied: true, item: { ...current } };
+  }
+
+  applyRelease({ site, holder, term }: ReleaseRequest): ConditionalWrite {
+    const current = this.items.get(site);
+    if (!current || current.holder !== holder || current.term !== term) return { applied: false, current: current && { ...current } };
+    current.expiresAt = 0;
+    return { applied: true, item: { ...current } };
+  }
+
+  snapshot(site: string): LeaseItem | undefined {
+    const item = this.items.get(site);
+    return item && { ...item };
+  }
+}

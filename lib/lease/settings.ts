@@ -1,0 +1,57 @@
+import { ConfigError } from "../errors";
+
+/** How this deployment takes part in the election for one site (behaviour §5). */
+export interface LeaseSettings {
+  /** `leader_election`; when false the gate is always open at term 0 and the store is never used. */
+  leaderElection: boolean;
+  /** The Choria site; one lease item per site. */
+  site: string;
+  /** One provisioner installation (e.g. `stage/region` or a configured id); every invocation of it shares the lease. */
+  deploymentId: string;
+  /** How long one acquire or renew keeps the lease, measured on the writer's clock. */
+  leaseDurationMs: number;
+  /** How often the lease keeper renews (leader) or contests (standby). */
+  renewIntervalMs: number;
+  /** Largest disagreement between any two deployments' wall clocks. */
+  skewBoundMs: number;
+}
+
+export const LEASE_DEFAULTS = {
+  leaseDurationMs: 30_000,
+  renewIntervalMs: 10_000,
+  skewBoundMs: 5_000,
+} as const;
+
+export type LeaseSettingsInput = Pick<LeaseSettings, "leaderElection" | "site" | "deploymentId"> &
+  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs">>;
+
+/**
+ * Fills defaults and rejects combinations under which a renewed lease could not outlive the next
+ * renewal: the holder only counts `leaseDuration - skewBound` as valid, and that must exceed the
+ * renew interval or the leader would pause between its own renewals.
+ */
+export function resolveLeaseSettings(input: LeaseSettingsInput): LeaseSettings {
+  const settings: LeaseSettings = { ...LEASE_DEFAULTS, ...input };
+  if (!settings.leaderElection) return settings;
+  if (settings.site.trim() === "") throw new ConfigError("site", "must not be empty when leader_election is on");
+  if (settings.deploymentId.trim() === "") {
+    throw new ConfigError("lease.deployment_id", "must not be empty when leader_election is on");
+  }
+  for (const [key, value] of [
+    ["lease.duration", settings.leaseDurationMs],
+    ["lease.renew_interval", settings.renewIntervalMs],
+  ] as const) {
+    if (!Number.isFinite(value) || value <= 0) throw new ConfigError(key, `must be a positive duration, got ${value} ms`);
+  }
+  if (!Number.isFinite(settings.skewBoundMs) || settings.skewBoundMs < 0) {
+    throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${settings.skewBoundMs} ms`);
+  }
+  const validity = settings.leaseDurationMs - settings.skewBoundMs;
+  if (validity <= settings.renewIntervalMs) {
+    throw new ConfigError(
+      "lease.renew_interval",
+      `${settings.renewIntervalMs} ms must be shorter than lease.duration minus lease.skew_bound (${validity} ms)`,
+    );
+  }
+  return settings;
+}

@@ -1,0 +1,208 @@
+/**
+ * The registry rules of behaviour §2, written once and run against every AdmissionStore: the
+ * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
+ */
+import { describe, expect, it } from "vitest";
+import { AdmissionRegistry, type AdmissionStore, type AdmissionWrite } from "../../../lib/admission/registry";
+import { EXTRA_METRIC } from "../../../lib/ports";
+import { RecordingLogger, RecordingMetrics, SharedTime } from "../lease/support";
+
+const INTERVAL = 60_000;
+const CLAIM_TTL = 120_000;
+
+/** Counts writes and can make the next write land while its response is lost. */
+class CountingStore implements AdmissionStore {
+  writes = 0;
+  loseNextResponse = false;
+  constructor(private readonly inner: AdmissionStore) {}
+  admit: AdmissionStore["admit"] = (request) => this.write(() => this.inner.admit(request));
+  claim: AdmissionStore["claim"] = (request) => this.write(() => this.inner.claim(request));
+  markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
+  forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
+  read: AdmissionStore["read"] = (key) => this.inner.read(key);
+  private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
+    this.writes++;
+    const result = await send();
+    if (this.loseNextResponse) {
+      this.loseNextResponse = false;
+      throw new Error("response lost after the write landed");
+    }
+    return result;
+  }
+}
+
+export function describeRegistryRules(storeName: string, makeStore: () => AdmissionStore) {
+  describe(`admission registry rules on ${storeName}`, () => {
+    let siteCounter = 0;
+    function setup() {
+      const time = new SharedTime();
+      const store = new CountingStore(makeStore());
+      const metrics = new RecordingMetrics();
+      const logger = new RecordingLogger();
+      let tokens = 0;
+      const site = `site-${Date.now()}-${siteCounter++}`;
+      const registry = (clock = time.clock()) =>
+        new AdmissionRegistry(
+          { site, intervalMs: INTERVAL, claimTtlMs: CLAIM_TTL },
+          { store, metrics, logger, clock, newClaimToken: () => `claim-${tokens++}` },
+        );
+      return { time, store, metrics, logger, registry: registry(), site };
+    }
+
+    it("admits a new host stamped with the current term", async () => {
+      const { registry, time } = setup();
+
+      const work = await registry.admit("node-1", "discovery", 4);
+
+      expect(work).toEqual({ identity: "node-1", term: 4, admittedAt: time.trueTime, source: "discovery" });
+    });
+
+    it("does not admit the same host twice within one interval, and admits it again after", async () => {
+      const { registry, time } = setup();
+      await registry.admit("node-1", "discovery", 1);
+
+      time.advance(INTERVAL - 1);
+      const tooSoon = await registry.admit("node-1", "event", 1);
+      time.advance(1);
+      const later = await registry.admit("node-1", "event", 1);
+
+      expect(tooSoon).toBeUndefined();
+      expect(later).toMatchObject({ identity: "node-1", term: 1, source: "event" });
+    });
+
+    it("never lets an entry from an older term block the new leader", async () => {
+      const { registry, time } = setup();
+      await registry.admit("node-1", "discovery", 1);
+      await registry.begin((await registry.admit("node-2", "discovery", 1))!, 1);
+      time.advance(1_000);
+
+      const queued = await registry.admit("node-1", "discovery", 2);
+      const claimed = await registry.admit("node-2", "discovery", 2);
+
+      expect(queued).toMatchObject({ term: 2 });
+      expect(claimed).toMatchObject({ term: 2 });
+    });
+
+    it("discards work from an older term with a metric and a log line", async () => {
+      const { registry, metrics, logger } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+
+      const outcome = await registry.begin(work, 2);
+
+      expect(outcome).toEqual({ status: "stale-term" });
+      expect(metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
+      expect(logger.lines.some((line) => line.message.includes("discarding work for node-1"))).toBe(true);
+    });
+
+    it("discards work that a newer admission superseded", async () => {
+      const { registry, metrics, time } = setup();
+      const first = (await registry.admit("node-1", "discovery", 1))!;
+      time.advance(INTERVAL);
+      const second = (await registry.admit("node-1", "discovery", 1))!;
+
+      const outcomes = [await registry.begin(first, 1), await registry.begin(second, 1)];
+
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(["not-current", "claimed"]);
+      expect(metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
+    });
+
+    it("skips a host that waited longer than twice the interval, logging an error", async () => {
+      const { registry, time, logger } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      time.advance(2 * INTERVAL + 1);
+
+      const outcome = await registry.begin(work, 1);
+
+      expect(outcome).toEqual({ status: "waited-too-long" });
+      expect(logger.lines).toContainEqual(expect.objectContaining({ level: "error", message: "skipping node that's been waiting 120s" }));
+    });
+
+    it("lets only one of several duplicate deliveries claim the host", async () => {
+      const { registry } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+
+      const outcomes = await Promise.all([registry.begin(work, 1), registry.begin(work, 1), registry.begin(work, 1)]);
+
+      expect(outcomes.map((outcome) => outcome.status).sort()).toEqual(["already-claimed", "already-claimed", "claimed"]);
+    });
+
+    it("lets a duplicate take over the claim of a claimer that crashed, once the claim expires", async () => {
+      const { registry, time } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      await registry.begin(work, 1);
+
+      time.advance(CLAIM_TTL - 1);
+      const whileClaimed = await registry.begin(work, 1);
+      time.advance(1);
+      const afterExpiry = await registry.begin(work, 1);
+
+      expect(whileClaimed.status).toBe("already-claimed");
+      expect(afterExpiry.status).toBe("claimed");
+    });
+
+    it("does not admit a host again while it is being provisioned", async () => {
+      const { registry, time } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      await registry.begin(work, 1);
+      time.advance(INTERVAL + 1);
+
+      const readmitted = await registry.admit("node-1", "discovery", 1);
+
+      expect(readmitted).toBeUndefined();
+    });
+
+    it("keeps a provisioned host known for 60 s and ignores duplicate work for it", async () => {
+      const { registry, time } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      const begun = await registry.begin(work, 1);
+      time.advance(50_000);
+      if (begun.status !== "claimed") throw new Error(`expected a claim, got ${begun.status}`);
+      await registry.complete(begun.claim, "provisioned");
+
+      const duplicate = await registry.begin(work, 1);
+      time.advance(59_999);
+      const heldBack = await registry.admit("node-1", "discovery", 1);
+      time.advance(1);
+      const readmitted = await registry.admit("node-1", "discovery", 1);
+
+      expect(duplicate.status).toBe("already-provisioned");
+      expect(heldBack).toBeUndefined();
+      expect(readmitted).toMatchObject({ identity: "node-1" });
+    });
+
+    it("forgets a host whose provisioning failed at once", async () => {
+      const { registry } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      const begun = await registry.begin(work, 1);
+      if (begun.status !== "claimed") throw new Error(`expected a claim, got ${begun.status}`);
+
+      await registry.complete(begun.claim, "failed");
+      const readmitted = await registry.admit("node-1", "discovery", 1);
+
+      expect(readmitted).toMatchObject({ identity: "node-1" });
+    });
+
+    it("spends three writes on a provisioned host: admit, claim, done", async () => {
+      const { registry, store } = setup();
+
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      const begun = await registry.begin(work, 1);
+      if (begun.status !== "claimed") throw new Error(`expected a claim, got ${begun.status}`);
+      await registry.complete(begun.claim, "provisioned");
+
+      expect(store.writes).toBe(3);
+    });
+
+    it("settles a claim whose response was lost with a consistent read", async () => {
+      const { registry, store } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.loseNextResponse = true;
+
+      const outcome = await registry.begin(work, 1);
+      const duplicate = await registry.begin(work, 1);
+
+      expect(outcome.status).toBe("claimed");
+      expect(duplicate.status).toBe("already-claimed");
+    });
+  });
+}
