@@ -1,0 +1,112 @@
+import { readFile } from "node:fs/promises";
+import { parse as parseYaml } from "yaml";
+import { ConfigError } from "../errors";
+import type { Logger } from "../ports";
+import { parseConfig, type ProvisionerConfig } from "./config";
+import { ENV_OVERRIDABLE } from "./schema";
+import { SECRET_KEYS, formatSecretReference, parseSecretReference, type SecretResolver } from "./secrets";
+
+export interface LoadConfigOptions {
+  /** YAML file path; defaults to `PROVISIONER_CONFIG`. */
+  file?: string;
+  /** Environment to read `PROVISIONER_CONFIG`, `PROVISIONER_CONFIG_YAML` and overrides from. */
+  env?: Record<string, string | undefined>;
+  /** Resolves `ssm:` / `secretsmanager:` references; without one, a reference is a ConfigError. */
+  secrets?: SecretResolver;
+  logger?: Logger;
+}
+
+const ENV_PREFIX = "PROVISIONER_";
+
+/**
+ * Reads the configuration from a YAML file and/or inline YAML (`PROVISIONER_CONFIG_YAML`, for
+ * Lambda), applies `PROVISIONER_<KEY>` overrides of top-level scalars, resolves secret references
+ * and validates the result once. Inline YAML overrides the file key by key.
+ */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<ProvisionerConfig> {
+  const env = options.env ?? process.env;
+  const file = options.file ?? nonEmpty(env.PROVISIONER_CONFIG);
+  const inline = nonEmpty(env.PROVISIONER_CONFIG_YAML);
+
+  const document: Record<string, unknown> = {};
+  if (file) Object.assign(document, parseDocument(await readConfigFile(file), `file ${file}`));
+  if (inline) Object.assign(document, parseDocument(inline, "PROVISIONER_CONFIG_YAML"));
+  if (!file && !inline) {
+    throw new ConfigError("(root)", "no configuration given: set PROVISIONER_CONFIG or PROVISIONER_CONFIG_YAML");
+  }
+  Object.assign(document, environmentOverrides(env));
+  await resolveSecretReferences(document, options.secrets);
+  return parseConfig(document, { logger: options.logger, env });
+}
+
+async function readConfigFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (error) {
+    throw new ConfigError("(root)", `configuration file ${file} could not be read`, { cause: error });
+  }
+}
+
+/** YAML 1.1, as the Go daemon's yaml.v2-based loader reads it (`yes`/`on` are booleans there too). */
+function parseDocument(text: string, source: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text, { version: "1.1" });
+  } catch (error) {
+    throw new ConfigError("(root)", `${source} is not valid YAML`, { cause: error });
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new ConfigError("(root)", `${source} must be a YAML mapping`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+function environmentOverrides(env: Record<string, string | undefined>): Record<string, unknown> {
+  const overrides: Record<string, unknown> = {};
+  for (const [key, kind] of Object.entries(ENV_OVERRIDABLE)) {
+    const name = `${ENV_PREFIX}${key.toUpperCase()}`;
+    const text = env[name];
+    if (text === undefined) continue;
+    overrides[key] = readEnvValue(key, name, kind, text);
+  }
+  return overrides;
+}
+
+function readEnvValue(key: string, name: string, kind: string, text: string): unknown {
+  switch (kind) {
+    case "boolean":
+      if (/^(true|1|yes|on)$/i.test(text)) return true;
+      if (/^(false|0|no|off|)$/i.test(text)) return false;
+      throw new ConfigError(key, `${name} must be true or false`);
+    case "integer":
+      if (!/^\d+$/.test(text.trim())) throw new ConfigError(key, `${name} must be a whole number`);
+      return Number(text);
+    case "list":
+      return text.split(",").map((item) => item.trim()).filter((item) => item !== "");
+    default:
+      return text;
+  }
+}
+
+async function resolveSecretReferences(document: Record<string, unknown>, resolver: SecretResolver | undefined) {
+  await Promise.all(
+    SECRET_KEYS.map(async (key) => {
+      const value = document[key];
+      if (typeof value !== "string") return;
+      const reference = parseSecretReference(value);
+      if (!reference) return;
+      const where = formatSecretReference(reference);
+      if (!resolver) throw new ConfigError(key, `${where} needs a secret resolver, none is configured`);
+      try {
+        document[key] = await resolver.resolve(reference);
+      } catch (error) {
+        throw new ConfigError(key, `could not resolve ${where}`, { cause: error });
+      }
+    }),
+  );
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === "" ? undefined : value;
+}

@@ -1,0 +1,63 @@
+import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
+import type { LogAttributes, Logger } from "../ports";
+import { Redactor } from "./redact";
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+const LEVEL_ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface LoggerOptions {
+  serviceName?: string;
+  level?: LogLevel;
+  /** Secret values (e.g. `secretValues(config)`) masked wherever they appear in a log line. */
+  secretValues?: Iterable<string>;
+}
+
+export interface PowertoolsLoggerOptions extends LoggerOptions {
+  /** An existing Powertools logger (e.g. one the middy injectLambdaContext middleware uses). */
+  logger?: PowertoolsLogger;
+}
+
+/** The Lambda logger: Powertools structured JSON with credentials masked before they are serialised. */
+export function createLogger(options: PowertoolsLoggerOptions = {}): Logger & { readonly powertools: PowertoolsLogger } {
+  const powertools =
+    options.logger ??
+    new PowertoolsLogger({
+      serviceName: options.serviceName ?? "choria-provisioner",
+      logLevel: (options.level ?? "info").toUpperCase() as "INFO",
+    });
+  const redactor = new Redactor(options.secretValues);
+  const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
+    const safe = redactor.attributes(attributes);
+    if (safe === undefined) powertools[level](redactor.text(message));
+    else powertools[level](redactor.text(message), safe);
+  };
+  return { powertools, debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
+}
+
+export interface ConsoleLoggerOptions extends LoggerOptions {
+  /** Receives each JSON line without its newline; default writes to stdout. */
+  write?: (line: string) => void;
+  now?: () => number;
+}
+
+/** A dependency-free JSON-lines logger for the local run and benchmarks, with the same masking. */
+export function createConsoleLogger(options: ConsoleLoggerOptions = {}): Logger {
+  const threshold = LEVEL_ORDER[options.level ?? "info"];
+  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const now = options.now ?? Date.now;
+  const service = options.serviceName ?? "choria-provisioner";
+  const redactor = new Redactor(options.secretValues);
+  const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
+    if (LEVEL_ORDER[level] < threshold) return;
+    const record = {
+      level: level.toUpperCase(),
+      message: redactor.text(message),
+      service,
+      timestamp: new Date(now()).toISOString(),
+      ...redactor.attributes(attributes),
+    };
+    write(JSON.stringify(record));
+  };
+  return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
+}

@@ -1,0 +1,93 @@
+import type { LogAttributes } from "../ports";
+
+export const REDACTED = "[redacted]";
+
+/** Attribute-name words that mark a value as a credential (`natsToken`, `client_seed`, `signing-key`...). */
+const SECRET_WORDS = new Set([
+  "token",
+  "tokens",
+  "password",
+  "passwords",
+  "passwd",
+  "pass",
+  "secret",
+  "secrets",
+  "seed",
+  "jwt",
+  "key",
+  "privatekey",
+  "apikey",
+  "credential",
+  "credentials",
+  "authorization",
+  "cookie",
+]);
+
+/** Known secret values shorter than this are not masked inside strings: too likely to be ordinary text. */
+const MIN_MASKED_VALUE_LENGTH = 6;
+const MAX_DEPTH = 10;
+
+export function isSecretAttributeName(name: string): boolean {
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
+  return words.some((word) => SECRET_WORDS.has(word)) || SECRET_WORDS.has(name.toLowerCase().replace(/[^a-z0-9]/g, ""));
+}
+
+/**
+ * Masks credentials in log attributes twice over: by attribute name (any key naming a token,
+ * password, key, seed, secret or JWT) and by value (any occurrence of a known secret value inside
+ * any string), so a secret passed under an innocent name is still caught.
+ */
+export class Redactor {
+  private readonly secrets: string[];
+
+  constructor(secretValues: Iterable<string> = []) {
+    this.secrets = [...new Set(secretValues)]
+      .filter((value) => value.length >= MIN_MASKED_VALUE_LENGTH)
+      .sort((a, b) => b.length - a.length);
+  }
+
+  text(value: string): string {
+    let masked = value;
+    for (const secret of this.secrets) {
+      if (masked.includes(secret)) masked = masked.split(secret).join(REDACTED);
+    }
+    return masked;
+  }
+
+  attributes(attributes: LogAttributes | undefined): LogAttributes | undefined {
+    if (attributes === undefined) return undefined;
+    return this.value(attributes, 0, new WeakSet()) as LogAttributes;
+  }
+
+  private value(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+    if (typeof value === "string") return this.text(value);
+    if (typeof value !== "object" || value === null) return value;
+    if (seen.has(value) || depth > MAX_DEPTH) return "[truncated]";
+    seen.add(value);
+
+    if (value instanceof Error) {
+      const cause = (value as { cause?: unknown }).cause;
+      return {
+        name: value.name,
+        message: this.text(value.message),
+        ...(value.stack ? { stack: this.text(value.stack) } : {}),
+        ...(cause !== undefined ? { cause: this.value(cause, depth + 1, seen) } : {}),
+      };
+    }
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === "function") return this.value(toJSON.call(value), depth + 1, seen);
+    if (Array.isArray(value)) return value.map((item) => this.value(item, depth + 1, seen));
+    if (value instanceof Uint8Array) return `[${value.byteLength} bytes]`;
+
+    const result: Record<string, unknown> = {};
+    for (const [key, entry] of Object.entries(value)) {
+      result[key] = isSecretAttributeName(key) && entry !== undefined && entry !== null && entry !== ""
+        ? REDACTED
+        : this.value(entry, depth + 1, seen);
+    }
+    return result;
+  }
+}
