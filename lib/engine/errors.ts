@@ -1,0 +1,46 @@
+import { ProvisionerError, RpcError } from "../errors";
+
+/**
+ * The invocation would run out of time before the next attempt (or helper run) could finish. The
+ * host was not harmed; its work goes back to the queue for another invocation.
+ */
+export class OutOfTimeError extends ProvisionerError {
+  constructor(
+    readonly what: string,
+    readonly neededMs: number,
+    readonly remainingMs: number,
+  ) {
+    super(`not enough time left for ${what}: needs ${neededMs} ms, ${Math.max(0, Math.floor(remainingMs))} ms remain`);
+  }
+}
+
+/** Every attempt of a call failed; `cause` is the last attempt's error. */
+export class RpcRetriesExhaustedError extends RpcError {
+  constructor(
+    identity: string,
+    rpc: string,
+    readonly tries: number,
+    lastError: unknown,
+  ) {
+    super(identity, rpc, `gave up after ${tries} ${tries === 1 ? "try" : "tries"}: ${reasonOf(lastError, identity, rpc)}`, {
+      cause: lastError,
+    });
+  }
+}
+
+/** The upgrade step could not run or failed (fatal unless `upgrades_optional`). */
+export class UpgradeError extends ProvisionerError {}
+
+/** The helper's private key could not be made ready for transport to the node. */
+export class KeyTransportError extends ProvisionerError {}
+
+/** The server JWT for a node's ed25519 key could not be made. */
+export class ServerJwtError extends ProvisionerError {}
+
+// RpcError messages already say "<rpc> to <identity> failed: "; keep the reason only so the
+// wrapping message does not repeat it.
+function reasonOf(error: unknown, identity: string, rpc: string): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const prefix = `${rpc} to ${identity} failed: `;
+  return message.startsWith(prefix) ? message.slice(prefix.length) : message;
+}

@@ -1,0 +1,914 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import {
+  decodeJwt,
+  ed25519SigningKey,
+  encodeHex,
+  generateEd25519Seed,
+  mintChainIssuerToken,
+  mintProvisioningJwt,
+  verifyChainedServerJwt,
+  verifyJwtSignature,
+} from "../../../lib/crypto";
+import {
+  encodeGoJson,
+  HELPER_TIMEOUT_MS,
+  KeyTransportError,
+  keepsHostKnown,
+  OutOfTimeError,
+  ProvisionEngine,
+  RPC_PLAN,
+  RpcRetriesExhaustedError,
+  UpgradeError,
+  type EngineFeatures,
+  type EngineSettings,
+  type ProvisionOutcome,
+} from "../../../lib/engine";
+import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError } from "../../../lib/errors";
+import { METRIC, type HelperResponse } from "../../../lib/ports";
+import {
+  FakeGate,
+  FakeHelper,
+  FakeNode,
+  FakeRpc,
+  helperResponse,
+  IDENTITY,
+  makeTestKeys,
+  RecordingLogger,
+  RecordingMetrics,
+  seededRandom,
+  settings,
+  START_WALL_MS,
+  statusError,
+  type TestKeys,
+  timeout,
+  TOKEN,
+  VirtualClock,
+  work,
+} from "./support";
+
+const NONE: EngineFeatures = { jwt: false, ed25519: false, pki: false, upgrades: false };
+const JWT: EngineFeatures = { ...NONE, jwt: true };
+const JWT_ED25519: EngineFeatures = { ...NONE, jwt: true, ed25519: true };
+const JWT_PKI: EngineFeatures = { ...NONE, jwt: true, pki: true };
+
+const INVENTORY = "rpcutil#inventory";
+const JWT_RPC = "choria_provision#jwt";
+const GEN25519 = "choria_provision#gen25519";
+const GENCSR = "choria_provision#gencsr";
+const CONFIGURE = "choria_provision#configure";
+const RESTART = "choria_provision#restart";
+const SHUTDOWN = "choria_provision#shutdown";
+const RELEASE_UPDATE = "choria_provision#release_update";
+
+let keys: TestKeys;
+
+beforeAll(() => {
+  keys = makeTestKeys();
+});
+
+interface Harness {
+  engine: ProvisionEngine;
+  rpc: FakeRpc;
+  node: FakeNode;
+  gate: FakeGate;
+  helper: FakeHelper;
+  metrics: RecordingMetrics;
+  logger: RecordingLogger;
+  clock: VirtualClock;
+  settings: EngineSettings;
+}
+
+async function harness(options: { features?: EngineFeatures; settings?: Partial<EngineSettings>; helper?: HelperResponse | Error } = {}): Promise<Harness> {
+  const clock = new VirtualClock();
+  const node = await FakeNode.create(IDENTITY, keys, clock.now());
+  const rpc = node.install(new FakeRpc());
+  const gate = new FakeGate();
+  const helper = new FakeHelper(options.helper ?? helperResponse());
+  const metrics = new RecordingMetrics();
+  const logger = new RecordingLogger();
+  const engineSettings = settings({
+    features: options.features ?? NONE,
+    jwtVerifier: keys.verifier,
+    signingKey: keys.signingKey,
+    ...options.settings,
+  });
+  const engine = new ProvisionEngine({ settings: engineSettings, rpc, gate, helper, metrics, clock, logger, random: seededRandom(7) });
+  return { engine, rpc, node, gate, helper, metrics, logger, clock, settings: engineSettings };
+}
+
+function configureData(h: Harness): Record<string, unknown> {
+  const calls = h.rpc.callsTo(CONFIGURE);
+  expect(calls).toHaveLength(1);
+  return calls[0]!.data;
+}
+
+function expectFailed(outcome: ProvisionOutcome, step: string, errorType: abstract new (...args: never[]) => Error) {
+  expect(outcome.kind).toBe("failed");
+  if (outcome.kind !== "failed") throw new Error("unreachable");
+  expect(outcome.step).toBe(step);
+  expect(outcome.error).toBeInstanceOf(errorType);
+  return outcome;
+}
+
+describe("ProvisionEngine sequence without features", () => {
+  it("runs inventory, helper, configure and restart and counts a provisioned host", async () => {
+    // Arrange
+    const h = await harness();
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY });
+    expect(keepsHostKnown(outcome)).toBe(true);
+    expect(h.rpc.sequence()).toEqual([INVENTORY, CONFIGURE, RESTART]);
+    expect(h.metrics.total(METRIC.provisioned)).toBe(1);
+    expect(h.metrics.total(METRIC.provisionErrors)).toBe(0);
+    expect(h.metrics.of(METRIC.busyWorkers).map((record) => record.value)).toEqual([1, 0]);
+    expect(h.metrics.of(METRIC.helperTime)).toHaveLength(1);
+  });
+
+  it("hands the helper the host JSON with the Go-encoded inventory and no csr, key or jwt", async () => {
+    // Arrange
+    const h = await harness();
+    delete h.node.inventory.upgradable;
+
+    // Act
+    await h.engine.provision(work());
+
+    // Assert
+    expect(h.helper.requests).toEqual([
+      { identity: IDENTITY, csr: null, ed25519_pubkey: null, inventory: encodeGoJson({ ...h.node.inventory, upgradable: false }), jwt: null },
+    ]);
+    expect(h.helper.requests[0]!.inventory).toContain('"facts":{"10":"ten","9":"nine","zone":"a\\u003cb\\u003e\\u0026c"}');
+  });
+
+  it("sends configure with exactly the ten keys the Go provisioner sends", async () => {
+    // Arrange
+    const configuration = { "plugin.choria.server.provision": "false", "plugin.choria.srv_domain": "example.net" };
+    const h = await harness({
+      helper: helperResponse({ configuration, ca: "CA PEM", certificate: "CERT PEM", ssldir: "/opt/ssl", opa_policies: { "x.rego": "package x" } }),
+    });
+
+    // Act
+    await h.engine.provision(work());
+
+    // Assert
+    expect(configureData(h)).toEqual({
+      action_policies: {},
+      ca: "CA PEM",
+      certificate: "CERT PEM",
+      config: encodeGoJson(configuration),
+      ecdh_public: "",
+      key: "",
+      opa_policies: { "x.rego": "package x" },
+      server_jwt: "",
+      ssldir: "/opt/ssl",
+      token: TOKEN,
+    });
+    expect(Object.keys(configureData(h))).toEqual([
+      "action_policies", "ca", "certificate", "config", "ecdh_public", "key", "opa_policies", "server_jwt", "ssldir", "token",
+    ]);
+  });
+
+  it("restarts with splay 1 and the token, and sends inventory with no data", async () => {
+    // Arrange
+    const h = await harness();
+
+    // Act
+    await h.engine.provision(work());
+
+    // Assert
+    expect(h.rpc.callsTo(RESTART)[0]).toEqual({ identity: IDENTITY, agent: "choria_provision", action: "restart", data: { splay: 1, token: TOKEN }, timeoutMs: 22_000 });
+    expect(h.rpc.callsTo(INVENTORY)[0]).toEqual({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
+  });
+
+  it("refuses an empty configuration without sending configure", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ configuration: {} }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "configure", HelperError).error.message).toBe("empty configuration");
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+    expect(h.metrics.total(METRIC.provisionErrors)).toBe(1);
+  });
+
+  it("retries each RPC the planned number of times and no more", async () => {
+    // Arrange
+    const h = await harness();
+    h.rpc.respond(CONFIGURE, () => timeout(IDENTITY, CONFIGURE));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const failed = expectFailed(outcome, "configure", RpcRetriesExhaustedError);
+    expect(failed.retryable).toBe(false);
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(RPC_PLAN.configure.tries);
+    expect(h.rpc.callsTo(RESTART)).toHaveLength(0);
+    expect(h.clock.sleeps).toHaveLength(RPC_PLAN.configure.tries - 1);
+    expect(h.metrics.total(METRIC.rpcErrors, CONFIGURE)).toBe(1);
+    expect(h.metrics.of(METRIC.rpcTime).filter((record) => record.labels?.rpc === CONFIGURE)).toHaveLength(5);
+  });
+
+  it("gives up on inventory after 5 tries and restart after 3", async () => {
+    // Arrange
+    const inventoryDown = await harness();
+    inventoryDown.rpc.respond(INVENTORY, () => timeout(IDENTITY, INVENTORY));
+    const restartDown = await harness();
+    restartDown.rpc.respond(RESTART, () => statusError(IDENTITY, RESTART));
+
+    // Act
+    const inventoryOutcome = await inventoryDown.engine.provision(work());
+    const restartOutcome = await restartDown.engine.provision(work());
+
+    // Assert
+    expectFailed(inventoryOutcome, "inventory", RpcRetriesExhaustedError);
+    expect(inventoryDown.rpc.calls).toHaveLength(5);
+    expect(inventoryDown.helper.requests).toHaveLength(0);
+    expectFailed(restartOutcome, "restart", RpcRetriesExhaustedError);
+    expect(restartDown.rpc.callsTo(RESTART)).toHaveLength(3);
+  });
+});
+
+describe("ProvisionEngine with the jwt feature", () => {
+  it("fetches the JWT with the token and gives the helper the verified claims", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.sequence()).toEqual([JWT_RPC, INVENTORY, CONFIGURE, RESTART]);
+    expect(h.rpc.callsTo(JWT_RPC)[0]!.data).toEqual({ token: TOKEN });
+    expect(h.helper.requests[0]!.jwt).toMatchObject({ cht: TOKEN, chs: true, chpd: true, purpose: "choria_provisioning" });
+  });
+
+  it("stops when the JWT is not signed by the configured issuer", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    const iat = Math.floor(START_WALL_MS / 1000);
+    h.node.provisioningJwt = await mintProvisioningJwt(
+      { cht: TOKEN, chs: true, chpd: true, purpose: "choria_provisioning", iat, exp: iat + 60 },
+      ed25519SigningKey(generateEd25519Seed()),
+    );
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "jwt", JwtError).error.message).toMatch(/^could not validate JWT from node1.example.net: /);
+    expect(h.rpc.sequence()).toEqual([JWT_RPC]);
+  });
+
+  it("stops when the JWT has expired by the engine's clock", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    h.clock.advance(2 * 3_600_000);
+
+    // Act
+    const outcome = await h.engine.provision(work({ admittedAt: h.clock.now() }));
+
+    // Assert
+    expectFailed(outcome, "jwt", JwtError);
+    expect(h.rpc.sequence()).toEqual([JWT_RPC]);
+  });
+
+  it("stops when the node sends no JWT", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    h.node.provisioningJwt = "";
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "jwt", JwtError).error.message).toContain("no JWT received");
+  });
+
+  it("names jwt_verify_cert when no verifier was loaded", async () => {
+    // Arrange
+    const h = await harness({ features: JWT, settings: { jwtVerifier: undefined } });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "jwt", ConfigError).error).toMatchObject({ key: "jwt_verify_cert" });
+  });
+
+  it("gives up on jwt after 3 tries", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    h.rpc.respond(JWT_RPC, () => timeout(IDENTITY, JWT_RPC));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expectFailed(outcome, "jwt", RpcRetriesExhaustedError);
+    expect(h.rpc.calls).toHaveLength(3);
+  });
+
+  it("encrypts the helper's key for the node with X25519 and sends the provisioner's public key", async () => {
+    // Arrange
+    const h = await harness({ features: JWT, helper: helperResponse({ key: keys.rsaKeyPem }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    const data = configureData(h);
+    expect(data.ecdh_public).toMatch(/^[0-9a-f]{64}$/);
+    expect(String(data.key)).toMatch(/^-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,[0-9a-f]{32}\n/);
+    const decrypted = h.node.decryptKey(String(data.key), String(data.ecdh_public));
+    expect(encodeHex(decrypted)).toBe(encodeHex(keys.rsaKey.export({ format: "der", type: "pkcs1" })));
+  });
+});
+
+describe("ProvisionEngine with jwt and ed25519", () => {
+  it("fetches an ed25519 key with a fresh nonce and signs a server JWT for it", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.sequence()).toEqual([JWT_RPC, GEN25519, INVENTORY, CONFIGURE, RESTART]);
+    const gen = h.rpc.callsTo(GEN25519)[0]!;
+    expect(Object.keys(gen.data)).toEqual(["nonce", "token"]);
+    expect(gen.data.nonce).toMatch(/^[0-9a-f]{32}$/);
+    expect(h.helper.requests[0]!.ed25519_pubkey).toEqual({
+      public_key: h.node.ed25519PublicKeyHex(),
+      directory: "/etc/choria",
+      signature: expect.stringMatching(/^[0-9a-f]{128}$/),
+    });
+    const claims = verifyJwtSignature(String(configureData(h).server_jwt), keys.signingKey.publicKey);
+    expect(claims).toMatchObject({
+      identity: IDENTITY,
+      collectives: ["mcollective"],
+      ou: "choria",
+      purpose: "choria_server",
+      public_key: h.node.ed25519PublicKeyHex(),
+      iss: "Choria Provisioner",
+      iat: Math.floor(START_WALL_MS / 1000),
+      exp: Math.floor(START_WALL_MS / 1000) + h.settings.serverJwtValidityMs / 1000,
+    });
+  });
+
+  it("applies the helper's server claims and collectives to the server JWT", async () => {
+    // Arrange
+    const exp = Math.floor(START_WALL_MS / 1000) + 30 * 24 * 3600;
+    const h = await harness({
+      features: JWT_ED25519,
+      helper: helperResponse({
+        configuration: { "plugin.security.provider": "choria", collectives: "a,b" },
+        server_claims: { ou: "acme", exp, pub_subjects: ["x.>"], permissions: { streams: true } },
+      }),
+    });
+
+    // Act
+    await h.engine.provision(work());
+
+    // Assert
+    const claims = decodeJwt(String(configureData(h).server_jwt)).claims;
+    expect(claims).toMatchObject({ collectives: ["a", "b"], ou: "acme", pub_subjects: ["x.>"], permissions: { streams: true }, exp });
+  });
+
+  it("retries gen25519 with a new nonce after a bad signature", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+    h.rpc.queue(GEN25519, { public_key: encodeHex(new Uint8Array(32).fill(1)), directory: "/etc/choria", signature: "00".repeat(64) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    const nonces = h.rpc.callsTo(GEN25519).map((call) => call.data.nonce);
+    expect(nonces).toHaveLength(2);
+    expect(nonces[0]).not.toBe(nonces[1]);
+  });
+
+  it("fails after 5 gen25519 tries when the nonce signature never verifies", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+    h.rpc.respond(GEN25519, () => ({ public_key: h.node.ed25519PublicKeyHex(), directory: "/etc/choria", signature: "ab".repeat(64) }));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const failed = expectFailed(outcome, "gen25519", RpcRetriesExhaustedError);
+    expect(failed.error.cause).toBeInstanceOf(NonceSignatureError);
+    expect(failed.error.message).toContain("invalid nonce signature");
+    expect(h.rpc.callsTo(GEN25519)).toHaveLength(5);
+    expect(h.rpc.callsTo(INVENTORY)).toHaveLength(0);
+  });
+
+  it("requires a public key and a signature in the gen25519 reply", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+    h.rpc.respond(GEN25519, () => ({ directory: "/etc/choria" }));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "gen25519", RpcRetriesExhaustedError).error.message).toContain("no public key received");
+  });
+
+  it("adds chain issuer data when a signing token is configured", async () => {
+    // Arrange
+    const org = ed25519SigningKey(generateEd25519Seed());
+    const chainKey = keys.signingKey as Extract<typeof keys.signingKey, { alg: "EdDSA" }>;
+    const signingToken = await mintChainIssuerToken({
+      orgIssuer: org,
+      chainPublicKeyHex: chainKey.publicKeyHex,
+      now: new Date(START_WALL_MS),
+      exp: Math.floor(START_WALL_MS / 1000) + 90 * 24 * 3600,
+    });
+    const h = await harness({ features: JWT_ED25519, settings: { signingToken } });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    const orgPublicKeyHex = (org as Extract<typeof org, { alg: "EdDSA" }>).publicKeyHex;
+    const claims = verifyChainedServerJwt(String(configureData(h).server_jwt), orgPublicKeyHex, new Date(START_WALL_MS));
+    expect(claims.iss).toMatch(/^C-/);
+    expect(claims.exp).toBe(Math.floor(START_WALL_MS / 1000) + 90 * 24 * 3600);
+  });
+
+  it("names jwt_signing_key when no signing key was loaded", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519, settings: { signingKey: undefined } });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "server_jwt", ConfigError).error).toMatchObject({ key: "jwt_signing_key" });
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+  });
+});
+
+describe("ProvisionEngine with jwt and pki", () => {
+  it("asks for a CSR once with cn = identity and lets the CSR's ssldir win", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_PKI, helper: helperResponse({ ssldir: "/helper/ssl" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.sequence()).toEqual([JWT_RPC, INVENTORY, GENCSR, CONFIGURE, RESTART]);
+    expect(h.rpc.callsTo(GENCSR)[0]!.data).toEqual({ cn: IDENTITY, token: TOKEN });
+    expect(h.helper.requests[0]!.csr).toMatchObject({ ssldir: "/etc/choria/ssl", csr: expect.stringContaining("BEGIN CERTIFICATE REQUEST") });
+    expect(configureData(h).ssldir).toBe("/etc/choria/ssl");
+  });
+
+  it("keeps the helper's ssldir when the CSR reply has none", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_PKI, helper: helperResponse({ ssldir: "/helper/ssl" }) });
+    h.node.ssldir = "";
+
+    // Act
+    await h.engine.provision(work());
+
+    // Assert
+    expect(configureData(h).ssldir).toBe("/helper/ssl");
+  });
+
+  it("tries gencsr only once", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_PKI });
+    h.rpc.respond(GENCSR, () => timeout(IDENTITY, GENCSR));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expectFailed(outcome, "gencsr", RpcRetriesExhaustedError);
+    expect(h.rpc.callsTo(GENCSR)).toHaveLength(1);
+    expect(h.clock.sleeps).toEqual([]);
+  });
+
+  it("rejects a CSR whose name matches the deny list", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_PKI });
+    h.node.csrDnsNames = ["evil.privileged.choria"];
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "gencsr", CsrError).error.message).toBe("evil.privileged.choria matches denied certificate pattern");
+    expect(h.helper.requests).toHaveLength(0);
+  });
+
+  it("rejects a CSR whose common name is not the identity", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_PKI });
+    h.node.csrCommonName = "other.example.net";
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "gencsr", CsrError).error.message).toBe("common name other.example.net does not match identity node1.example.net");
+  });
+});
+
+describe("ProvisionEngine helper decisions", () => {
+  it("defers with Go's message and sends nothing more", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ defer: true, msg: "not in CMDB yet" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("deferred");
+    if (outcome.kind !== "deferred") throw new Error("unreachable");
+    expect(outcome.error).toBeInstanceOf(DeferredError);
+    expect(outcome.error.message).toBe("configuration defered: not in CMDB yet");
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+    expect(h.metrics.total(METRIC.provisionErrors)).toBe(1);
+  });
+
+  it("shuts the node down with the token and counts the request", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ shutdown: true, msg: "decommissioned" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toEqual({ kind: "shutdown", identity: IDENTITY, acknowledged: true });
+    expect(h.rpc.sequence()).toEqual([INVENTORY, SHUTDOWN]);
+    expect(h.rpc.callsTo(SHUTDOWN)[0]!.data).toEqual({ token: TOKEN });
+    expect(h.metrics.total(METRIC.helperShutdownRequests)).toBe(1);
+    expect(h.metrics.total(METRIC.provisioned)).toBe(1);
+  });
+
+  it("only logs an error status from shutdown and does not retry it", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ shutdown: true }) });
+    h.rpc.respond(SHUTDOWN, () => statusError(IDENTITY, SHUTDOWN, "Cannot shutdown a server that is not in provisioning mode or with no token set"));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toEqual({ kind: "shutdown", identity: IDENTITY, acknowledged: false });
+    expect(h.rpc.callsTo(SHUTDOWN)).toHaveLength(1);
+    expect(h.metrics.total(METRIC.helperShutdownRequests)).toBe(0);
+    expect(h.logger.records.some((record) => record.level === "warn" && record.message.startsWith("Could not shutdown node1.example.net"))).toBe(true);
+  });
+
+  it("retries shutdown up to 3 times when the node does not answer", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ shutdown: true }) });
+    h.rpc.respond(SHUTDOWN, () => timeout(IDENTITY, SHUTDOWN));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expectFailed(outcome, "shutdown", RpcRetriesExhaustedError);
+    expect(h.rpc.callsTo(SHUTDOWN)).toHaveLength(3);
+  });
+
+  it("counts a helper error and keeps a HelperError as it is", async () => {
+    // Arrange
+    const failure = new HelperError("cannot read helper output: zero bytes received");
+    const h = await harness({ helper: failure });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "helper", HelperError).error).toBe(failure);
+    expect(h.metrics.total(METRIC.helperErrors)).toBe(1);
+    expect(h.metrics.of(METRIC.helperTime)).toHaveLength(1);
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+  });
+
+  it("wraps any other helper failure in a HelperError", async () => {
+    // Arrange
+    const h = await harness({ helper: new Error("spawn ENOENT") });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "helper", HelperError).error.message).toBe("could not invoke configure helper: spawn ENOENT");
+  });
+
+  it("refuses a key when the node never started the Diffie-Hellman exchange", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ key: keys.rsaKeyPem }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "key", KeyTransportError).error.message).toBe(
+      "private key received from helper but server did not start Diffie-Hellman exchange",
+    );
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+  });
+});
+
+describe("ProvisionEngine upgrades", () => {
+  const UPGRADES: EngineFeatures = { ...NONE, upgrades: true };
+
+  it("releases an update to a different version and ends without configuring", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.31.0" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toEqual({ kind: "upgrading", identity: IDENTITY, fromVersion: "0.30.0", toVersion: "0.31.0" });
+    expect(keepsHostKnown(outcome)).toBe(false);
+    expect(h.rpc.sequence()).toEqual([INVENTORY, RELEASE_UPDATE]);
+    expect(h.rpc.callsTo(RELEASE_UPDATE)[0]!.data).toEqual({ repository: "https://repo.example.net/choria", token: TOKEN, version: "0.31.0" });
+    expect(h.metrics.total(METRIC.provisioned)).toBe(1);
+  });
+
+  it("releases an update for a downgrade too", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.29.4" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("upgrading");
+  });
+
+  it("configures as usual when the node already runs the target version", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.30.0" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.sequence()).toEqual([INVENTORY, CONFIGURE, RESTART]);
+  });
+
+  it("ignores the helper's upgrade when the feature is off", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ upgrade: "0.31.0" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.callsTo(RELEASE_UPDATE)).toHaveLength(0);
+  });
+
+  it("fails when the node cannot be upgraded and upgrades are not optional", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.31.0" }) });
+    h.node.inventory.upgradable = false;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "upgrade", UpgradeError).error.message).toBe("does not support upgrades");
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+  });
+
+  it("fails without a version in the inventory", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.31.0" }) });
+    delete h.node.inventory.version;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "upgrade", UpgradeError).error.message).toBe("did not receive a version in inventory");
+  });
+
+  it("fails without a repository unless upgrades are optional", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, settings: { upgradesRepository: "" }, helper: helperResponse({ upgrade: "0.31.0" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "upgrade", UpgradeError).error.message).toContain("upgrades_repository");
+    expect(h.rpc.callsTo(RELEASE_UPDATE)).toHaveLength(0);
+  });
+
+  it("configures anyway when upgrades are optional and the node cannot be upgraded", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, settings: { upgradesOptional: true }, helper: helperResponse({ upgrade: "0.31.0" }) });
+    h.node.inventory.upgradable = false;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.sequence()).toEqual([INVENTORY, CONFIGURE, RESTART]);
+  });
+
+  it("tries release_update 3 times, then continues only when upgrades are optional", async () => {
+    // Arrange
+    const optional = await harness({ features: UPGRADES, settings: { upgradesOptional: true }, helper: helperResponse({ upgrade: "0.31.0" }) });
+    const required = await harness({ features: UPGRADES, helper: helperResponse({ upgrade: "0.31.0" }) });
+    for (const h of [optional, required]) {
+      h.rpc.respond(RELEASE_UPDATE, () => statusError(IDENTITY, RELEASE_UPDATE, "Version updates is not enabled in the configuration"));
+    }
+
+    // Act
+    const optionalOutcome = await optional.engine.provision(work());
+    const requiredOutcome = await required.engine.provision(work());
+
+    // Assert
+    expect(optionalOutcome.kind).toBe("provisioned");
+    expect(optional.rpc.sequence()).toEqual([INVENTORY, RELEASE_UPDATE, RELEASE_UPDATE, RELEASE_UPDATE, CONFIGURE, RESTART]);
+    expect(expectFailed(requiredOutcome, "upgrade", UpgradeError).error.message).toMatch(/^update to 0.31.0 failed: /);
+    expect(required.rpc.sequence()).toEqual([INVENTORY, RELEASE_UPDATE, RELEASE_UPDATE, RELEASE_UPDATE]);
+  });
+
+  it("stops at a closed gate during release_update even when upgrades are optional", async () => {
+    // Arrange
+    const h = await harness({ features: UPGRADES, settings: { upgradesOptional: true }, helper: helperResponse({ upgrade: "0.31.0" }) });
+    h.rpc.respond(RELEASE_UPDATE, () => timeout(IDENTITY, RELEASE_UPDATE));
+    h.gate.closeWhen = () => h.rpc.callsTo(RELEASE_UPDATE).length >= 1;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("paused");
+    expect(h.rpc.sequence()).toEqual([INVENTORY, RELEASE_UPDATE]);
+  });
+});
+
+describe("ProvisionEngine pause gate", () => {
+  it("sends nothing when the gate is closed from the start", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+    h.gate.close();
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "paused", step: "jwt" });
+    expect(h.rpc.calls).toEqual([]);
+    expect(h.helper.requests).toEqual([]);
+    expect(h.gate.checks[0]).toEqual({ term: 7, attemptTimeoutMs: 22_000 });
+  });
+
+  it("stops mid-retries at the next attempt boundary and sends nothing after the gate closed", async () => {
+    // Arrange
+    const h = await harness();
+    h.rpc.respond(CONFIGURE, () => timeout(IDENTITY, CONFIGURE));
+    let callsWhenClosed = -1;
+    h.gate.closeWhen = () => {
+      const closed = h.rpc.callsTo(CONFIGURE).length >= 2;
+      if (closed && callsWhenClosed < 0) callsWhenClosed = h.rpc.calls.length;
+      return closed;
+    };
+    h.gate.failure = new LeaseLostError("term 7 is no longer current");
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "paused", step: "configure" });
+    expect(h.rpc.calls).toHaveLength(callsWhenClosed);
+    expect(h.rpc.sequence()).toEqual([INVENTORY, CONFIGURE, CONFIGURE]);
+  });
+
+  it("refuses to run the helper when the gate closed after inventory", async () => {
+    // Arrange
+    const h = await harness();
+    h.gate.closeWhen = () => h.rpc.calls.length >= 1;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "paused", step: "helper" });
+    if (outcome.kind !== "paused") throw new Error("unreachable");
+    expect(outcome.error).toBeInstanceOf(PausedError);
+    expect(h.helper.requests).toEqual([]);
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+    expect(h.gate.checks.at(-1)).toEqual({ term: 7, attemptTimeoutMs: HELPER_TIMEOUT_MS });
+    expect(h.metrics.total(METRIC.helperErrors)).toBe(0);
+  });
+});
+
+describe("ProvisionEngine admission age and deadline", () => {
+  it("skips work that waited longer than twice the interval without contacting the node", async () => {
+    // Arrange
+    const h = await harness();
+
+    // Act
+    const outcome = await h.engine.provision(work({ admittedAt: START_WALL_MS - 2 * 60_000 - 5_300 }));
+
+    // Assert
+    expect(outcome).toEqual({ kind: "skipped", identity: IDENTITY, reason: "skipping node that's been waiting 2m5.3s" });
+    expect(h.rpc.calls).toEqual([]);
+    expect(h.metrics.total(METRIC.provisionErrors)).toBe(1);
+  });
+
+  it("provisions work that waited exactly twice the interval", async () => {
+    // Arrange
+    const h = await harness();
+
+    // Act
+    const outcome = await h.engine.provision(work({ admittedAt: START_WALL_MS - 2 * 60_000 }));
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+  });
+
+  it("hands work back as retryable when the helper could not finish before the deadline", async () => {
+    // Arrange
+    const h = await harness();
+    const end = h.clock.monotonic() + HELPER_TIMEOUT_MS - 1;
+    h.rpc.beforeAnswer = () => h.clock.advance(1);
+
+    // Act
+    const outcome = await h.engine.provision(work(), { remainingMs: () => end - h.clock.monotonic() });
+
+    // Assert
+    const failed = expectFailed(outcome, "helper", OutOfTimeError);
+    expect(failed.retryable).toBe(true);
+    expect(h.helper.requests).toEqual([]);
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+  });
+
+  it("hands work back as retryable when no configure attempt fits", async () => {
+    // Arrange
+    const h = await harness();
+    const end = h.clock.monotonic() + RPC_PLAN.configure.timeoutMs - 1;
+
+    // Act
+    const outcome = await h.engine.provision(work(), { remainingMs: () => end - h.clock.monotonic() });
+
+    // Assert
+    expect(expectFailed(outcome, "configure", OutOfTimeError).retryable).toBe(true);
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
+  });
+});
+
+describe("ProvisionEngine observability", () => {
+  it("keeps the token, keys and JWTs out of logs and tags lines with identity and term", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519, helper: helperResponse({ key: keys.rsaKeyPem }) });
+    h.rpc.queue(CONFIGURE, timeout(IDENTITY, CONFIGURE));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    const logged = h.logger.text();
+    expect(logged).not.toContain(TOKEN);
+    expect(logged).not.toContain(h.node.provisioningJwt);
+    expect(logged).not.toContain("PRIVATE KEY");
+    expect(logged).not.toContain(String(h.rpc.callsTo(CONFIGURE).at(-1)!.data.server_jwt).split(".")[1]);
+    expect(h.logger.records.filter((record) => record.level !== "debug").every((record) => record.attributes?.identity === IDENTITY && record.attributes?.term === 7)).toBe(true);
+  });
+
+  it("reports the busy gauge across concurrent provisions", async () => {
+    // Arrange
+    const h = await harness();
+
+    // Act
+    await Promise.all([h.engine.provision(work()), h.engine.provision(work({ identity: "node2.example.net" }))]);
+
+    // Assert
+    const values = h.metrics.of(METRIC.busyWorkers).map((record) => record.value);
+    expect(values.slice(0, 2)).toEqual([1, 2]);
+    expect(values.at(-1)).toBe(0);
+    expect(Math.max(...values)).toBe(2);
+  });
+});
