@@ -159,6 +159,17 @@ function nanosText(timeMs: number, timeNs: bigint | undefined): string {
   return (timeNs ?? BigInt(Math.trunc(timeMs)) * 1_000_000n).toString();
 }
 
+/** The outer transport: the secure layer as base64 `data` plus routing headers (JSON text values). */
+function transportBytes(version: ProtocolVersion, secureJson: string, headers: Array<[string, string]>): Uint8Array {
+  return encoder.encode(
+    orderedJson([
+      ["protocol", json(PROTOCOL[version].transport)],
+      ["data", json(base64(encoder.encode(secureJson)))],
+      ["headers", orderedJson(headers)],
+    ]),
+  );
+}
+
 export function encodeRequest(request: OutgoingRequest): Uint8Array {
   const { signer } = request;
   if (signer.version === 1) {
@@ -187,13 +198,7 @@ export function encodeRequest(request: OutgoingRequest): Uint8Array {
       ["signature", json(signature)],
       ["pubcert", json(pubcert)],
     ]);
-    return encoder.encode(
-      orderedJson([
-        ["protocol", json(PROTOCOL[1].transport)],
-        ["data", json(base64(encoder.encode(secure)))],
-        ["headers", orderedJson([["reply-to", json(request.replyTo)], ["mc_sender", json(request.senderId)]])],
-      ]),
-    );
+    return transportBytes(1, secure, [["reply-to", json(request.replyTo)], ["mc_sender", json(request.senderId)]]);
   }
 
   const requestBytes = encoder.encode(
@@ -216,13 +221,7 @@ export function encodeRequest(request: OutgoingRequest): Uint8Array {
     ["signature", json(base64(signer.sign(requestBytes)))],
     ["caller", json(signer.callerJwt)],
   ]);
-  return encoder.encode(
-    orderedJson([
-      ["protocol", json(PROTOCOL[2].transport)],
-      ["data", json(base64(encoder.encode(secure)))],
-      ["headers", orderedJson([["reply", json(request.replyTo)], ["sender", json(request.senderId)]])],
-    ]),
-  );
+  return transportBytes(2, secure, [["reply", json(request.replyTo)], ["sender", json(request.senderId)]]);
 }
 
 export function encodeReply(reply: OutgoingReply): Uint8Array {
@@ -245,13 +244,7 @@ export function encodeReply(reply: OutgoingReply): Uint8Array {
       ["message", json(replyJson)],
       ["hash", json(sha256Base64(encoder.encode(replyJson)))],
     ]);
-    return encoder.encode(
-      orderedJson([
-        ["protocol", json(PROTOCOL[1].transport)],
-        ["data", json(base64(encoder.encode(secure)))],
-        ["headers", orderedJson([["mc_sender", json(reply.senderId)]])],
-      ]),
-    );
+    return transportBytes(1, secure, [["mc_sender", json(reply.senderId)]]);
   }
 
   const replyBytes = encoder.encode(
@@ -269,13 +262,7 @@ export function encodeReply(reply: OutgoingReply): Uint8Array {
     ["reply", json(base64(replyBytes))],
     ["hash", json(sha256Base64(replyBytes))],
   ]);
-  return encoder.encode(
-    orderedJson([
-      ["protocol", json(PROTOCOL[2].transport)],
-      ["data", json(base64(encoder.encode(secure)))],
-      ["headers", orderedJson([["sender", json(reply.senderId)]])],
-    ]),
-  );
+  return transportBytes(2, secure, [["sender", json(reply.senderId)]]);
 }
 
 type JsonObject = Record<string, unknown>;
