@@ -1,0 +1,635 @@
+/**
+ * The use cases behind the Lambda handlers, written against ports: the lease gate, the admission
+ * registry, the provisioning engine, message queues and the broker. `createApp` (create-app.ts)
+ * wires the AWS and NATS adapters in; nothing here imports an AWS client.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from "nats";
+import type { AdmissionRegistry, HostClaim } from "../admission/registry";
+import { identityProblem } from "../choria/identity";
+import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
+import type { ProvisionerConfig } from "../config";
+import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
+import { ProvisionerError } from "../errors";
+import type { LeaseGate } from "../lease/gate";
+import type { LeaseItem, LeaseStore } from "../lease/lease";
+import { runLeaseKeeper } from "../lease/keeper";
+import { EXTRA_METRIC, METRIC, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { Limiter, mapLimited } from "./concurrency";
+import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
+import type { HostRecords, MessageQueue, QueueCounts, RegistrySummary } from "./ports";
+
+/** What a handler knows about its invocation. */
+export interface InvocationContext {
+  remainingMs(): number;
+  requestId?: string;
+}
+
+export interface DiscoverResult {
+  paused: boolean;
+  term?: number;
+  discovered: number;
+  admitted: number;
+}
+
+export interface KeepLeaseResult {
+  rounds: number;
+  heldRounds: number;
+  wonTerms: number[];
+}
+
+export interface BridgeResult {
+  mode: "jetstream" | "core";
+  forwarded: number;
+}
+
+export interface ReprovisionResult {
+  admitted: string[];
+  rejected: Array<{ identity: string; reason: string }>;
+}
+
+export interface StatusReport {
+  site: string;
+  deploymentId: string;
+  leaderElection: boolean;
+  lease: {
+    leader: string | null;
+    term: number | null;
+    expiresAt: number | null;
+    heldByThisDeployment: boolean;
+  };
+  queues: Record<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq", QueueCounts | { error: string }>;
+  registry: RegistrySummary;
+}
+
+export interface App {
+  readonly config: ProvisionerConfig;
+  discover(ctx: InvocationContext): Promise<DiscoverResult>;
+  keepLease(ctx: InvocationContext): Promise<KeepLeaseResult>;
+  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
+  handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  status(): Promise<StatusReport>;
+  reprovision(identities: string[]): Promise<ReprovisionResult>;
+  release(): Promise<{ released: boolean }>;
+  close(): Promise<void>;
+}
+
+/** The broker as the use cases need it: a healthy connection, and the Choria client on top of it. */
+export interface BrokerAccess {
+  connection(): Promise<NatsConnection>;
+  /** Broadcast discovery on the current connection. */
+  discover(): Promise<string[]>;
+  /** Makes the engine's RPC client use the current connection; call before provisioning. */
+  prepareRpc(): Promise<void>;
+  publishStartup(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface AppQueues {
+  hostWork: MessageQueue;
+  hostWorkDlq: MessageQueue;
+  lifecycle: MessageQueue;
+  lifecycleDlq: MessageQueue;
+}
+
+export interface AppDeps {
+  config: ProvisionerConfig;
+  gate: LeaseGate;
+  /** Absent when leader election is off. */
+  leaseStore?: LeaseStore;
+  registry: AdmissionRegistry;
+  hostRecords: HostRecords;
+  engine: ProvisionEngine;
+  queues: AppQueues;
+  broker: BrokerAccess;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  retry: { baseDelaySeconds: number; maxDelaySeconds: number };
+  /** Ms kept back from the Lambda deadline. */
+  deadlineMarginMs: number;
+  lifecycle: { stream: string; consumer: string };
+  /** Request correlation carried into every log line of an invocation. */
+  invocations: AsyncLocalStorage<LogAttributes>;
+  /** Runs on close (clients to destroy). */
+  onClose?: () => Promise<void>;
+}
+
+/** A message that goes back to the queue for a later delivery (reported as a batch item failure). */
+export class RetryLaterError extends ProvisionerError {}
+
+const KEEPER_MAX_RUN_MS = 58_000;
+const BRIDGE_STOP_BEFORE_DEADLINE_MS = 2_000;
+const ADMIT_CONCURRENCY = 16;
+const JETSTREAM_FETCH_MAX = 100;
+const JETSTREAM_FETCH_EXPIRES_MS = 5_000;
+const CORE_FLUSH_EVERY_MS = 250;
+
+export class ProvisionerApp implements App {
+  readonly config: ProvisionerConfig;
+  private readonly log: Logger;
+  private readonly metrics: Metrics;
+  private readonly clock: Clock;
+  /** discover() calls in progress: a term won inside one does not start a second discovery. */
+  private discovering = 0;
+  private announcedUnelected = false;
+
+  constructor(private readonly deps: AppDeps) {
+    this.config = deps.config;
+    this.log = deps.logger;
+    this.metrics = deps.metrics;
+    this.clock = deps.clock;
+  }
+
+  /** The lease gate's onWon: announce the new leader and look for nodes at once (behaviour §5, §8). */
+  async onWonTerm(term: number): Promise<void> {
+    this.log.info("won the lease, publishing the startup event and discovering", { term });
+    await this.publishStartup();
+    if (this.discovering === 0) await this.runDiscovery(term);
+  }
+
+  discover(ctx: InvocationContext): Promise<DiscoverResult> {
+    return this.invocation(ctx, async () => {
+      this.discovering++;
+      try {
+        await this.announceUnelected();
+        let outcome;
+        try {
+          outcome = await this.deps.gate.acquireOrRenew();
+        } catch (error) {
+          this.log.warn("paused: the lease store could not be reached, not discovering", { error: messageOf(error) });
+          return { paused: true, discovered: 0, admitted: 0 };
+        }
+        if (!outcome.holding) {
+          this.log.info("paused: another deployment holds the lease, not discovering", {
+            holder: outcome.current?.holder,
+            currentTerm: outcome.current?.term,
+          });
+          return { paused: true, discovered: 0, admitted: 0 };
+        }
+        return { paused: false, ...(await this.runDiscovery(outcome.term)) };
+      } finally {
+        this.discovering--;
+      }
+    });
+  }
+
+  keepLease(ctx: InvocationContext): Promise<KeepLeaseResult> {
+    return this.invocation(ctx, async () => {
+      await this.announceUnelected();
+      if (!this.config.leaderElection) {
+        await this.deps.gate.acquireOrRenew();
+        return { rounds: 1, heldRounds: 1, wonTerms: [] };
+      }
+      const runFor = Math.min(KEEPER_MAX_RUN_MS, ctx.remainingMs() - BRIDGE_STOP_BEFORE_DEADLINE_MS);
+      const summary = await runLeaseKeeper({
+        lease: this.deps.gate,
+        clock: this.clock,
+        until: this.clock.monotonic() + runFor,
+        intervalMs: this.config.lease.renewIntervalMs,
+        logger: this.log,
+      });
+      this.log.info("lease keeper run finished", { ...summary, wonTerms: summary.wonTerms.join(",") });
+      return { rounds: summary.rounds, heldRounds: summary.heldRounds, wonTerms: summary.wonTerms };
+    });
+  }
+
+  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult> {
+    return this.invocation(ctx, async () => {
+      const nc = await this.deps.broker.connection();
+      const subject = lifecycleSubject("startup", this.config.lifecycleComponent);
+      const until = this.clock.monotonic() + ctx.remainingMs() - BRIDGE_STOP_BEFORE_DEADLINE_MS;
+      const stream = await this.findLifecycleStream(nc, subject);
+      if (stream) {
+        const forwarded = await this.bridgeJetStream(nc, stream, subject, until);
+        return { mode: "jetstream" as const, forwarded };
+      }
+      this.log.info("no JetStream stream holds lifecycle events, listening on core NATS", { subject });
+      return { mode: "core" as const, forwarded: await this.bridgeCore(nc, subject, until) };
+    });
+  }
+
+  handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse> {
+    return this.invocation(ctx, async () => {
+      let term: Promise<number | undefined> | undefined;
+      const currentTerm = () => (term ??= this.deps.gate.currentTerm());
+      return this.processBatch(event, (record) => this.handleLifecycleRecord(record, currentTerm));
+    });
+  }
+
+  handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse> {
+    return this.invocation(ctx, async () => {
+      const term = await this.deps.gate.currentTerm();
+      const limiter = new Limiter(Math.max(1, this.config.workers));
+      const remainingMs = () => ctx.remainingMs() - this.deps.deadlineMarginMs;
+      return this.processBatch(event, (record) => limiter.run(() => this.handleHostWorkRecord(record, term, remainingMs)));
+    });
+  }
+
+  async status(): Promise<StatusReport> {
+    const { config, leaseStore, queues } = this.deps;
+    const lease: LeaseItem | undefined = leaseStore ? await leaseStore.read(config.site) : undefined;
+    const held = lease !== undefined && lease.holder === config.deploymentId && lease.expiresAt > this.clock.now();
+    this.metrics.gauge(METRIC.paused, !config.leaderElection || held ? 0 : 1);
+    const counts = async (queue: MessageQueue) => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
+    const [hostWork, hostWorkDlq, lifecycle, lifecycleDlq, registry] = await Promise.all([
+      counts(queues.hostWork),
+      counts(queues.hostWorkDlq),
+      counts(queues.lifecycle),
+      counts(queues.lifecycleDlq),
+      this.deps.hostRecords.summary(),
+    ]);
+    return {
+      site: config.site,
+      deploymentId: config.deploymentId,
+      leaderElection: config.leaderElection,
+      lease: {
+        leader: lease && lease.expiresAt > 0 ? lease.holder : null,
+        term: lease?.term ?? null,
+        expiresAt: lease && lease.expiresAt > 0 ? lease.expiresAt : null,
+        heldByThisDeployment: held,
+      },
+      queues: { hostWork, hostWorkDlq, lifecycle, lifecycleDlq },
+      registry,
+    };
+  }
+
+  async reprovision(identities: string[]): Promise<ReprovisionResult> {
+    const result: ReprovisionResult = { admitted: [], rejected: [] };
+    const unique = [...new Set(identities)];
+    const term = await this.deps.gate.currentTerm();
+    if (term === undefined) {
+      for (const identity of unique) result.rejected.push({ identity, reason: "paused: this deployment does not hold the lease" });
+      return result;
+    }
+    const admitted: HostWork[] = [];
+    for (const identity of unique) {
+      const problem = typeof identity === "string" ? identityProblem(identity) : "is not a string";
+      if (problem) {
+        result.rejected.push({ identity: String(identity), reason: `identity ${problem}` });
+        continue;
+      }
+      // The operator overrides the once-per-interval rule, never a provisioning in progress.
+      if (!(await this.deps.hostRecords.forgetUnlessClaimed(identity))) {
+        result.rejected.push({ identity, reason: "the host is being provisioned right now" });
+        continue;
+      }
+      const work = await this.deps.registry.admit(identity, "operator", term);
+      if (work) admitted.push(work);
+      else result.rejected.push({ identity, reason: "the host was admitted again concurrently" });
+    }
+    const notQueued = new Set((await this.enqueue(admitted)).map((work) => work.identity));
+    for (const work of admitted) {
+      if (notQueued.has(work.identity)) result.rejected.push({ identity: work.identity, reason: "the work could not be queued" });
+      else result.admitted.push(work.identity);
+    }
+    this.log.info("operator reprovision", { term, admitted: result.admitted.length, rejected: result.rejected.length });
+    return result;
+  }
+
+  async release(): Promise<{ released: boolean }> {
+    const { config, leaseStore, gate } = this.deps;
+    if (!config.leaderElection || !leaseStore) return { released: false };
+    if (await gate.release()) return { released: true };
+    // This container may never have held the lease itself; another invocation of the deployment did.
+    const item = await leaseStore.read(config.site);
+    if (!item || item.holder !== config.deploymentId || item.expiresAt === 0) return { released: false };
+    const write = await leaseStore.release({ site: config.site, holder: config.deploymentId, term: item.term });
+    this.log.info("released the lease on operator request", { term: item.term, released: write.applied });
+    return { released: write.applied };
+  }
+
+  async close(): Promise<void> {
+    await this.deps.broker.close();
+    await this.deps.onClose?.();
+  }
+
+  // --- discovery and admission -----------------------------------------------------------------
+
+  private async runDiscovery(term: number): Promise<Omit<DiscoverResult, "paused">> {
+    this.metrics.count(METRIC.discoverCycles);
+    let identities: string[];
+    try {
+      identities = await this.deps.broker.discover();
+    } catch (error) {
+      this.metrics.count(METRIC.discoveryErrors);
+      this.log.error("discovery failed", { term, error: messageOf(error) });
+      return { term, discovered: 0, admitted: 0 };
+    }
+    this.metrics.count(METRIC.discovered, identities.length);
+    this.log.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
+    const works = await mapLimited(identities, ADMIT_CONCURRENCY, (identity) => this.admit(identity, "discovery", term));
+    const admitted = works.filter((work): work is HostWork => work !== undefined);
+    const failed = await this.enqueue(admitted);
+    await this.gaugeQueue();
+    return { term, discovered: identities.length, admitted: admitted.length - failed.length };
+  }
+
+  private async admit(identity: string, source: HostWork["source"], term: number): Promise<HostWork | undefined> {
+    try {
+      return await this.deps.registry.admit(identity, source, term);
+    } catch (error) {
+      this.log.error("could not admit host", { identity, term, error: messageOf(error) });
+      return undefined;
+    }
+  }
+
+  /**
+   * Queues term-stamped work; returns what could not be queued. Its admission is undone so the
+   * next discovery or event admits the host again: nothing is lost, only delayed.
+   */
+  private async enqueue(works: HostWork[]): Promise<HostWork[]> {
+    if (works.length === 0) return [];
+    const accepted = await this.deps.queues.hostWork.sendAll(works.map((work) => ({ body: encodeHostWork(work) })));
+    const failed = works.filter((_, index) => !accepted[index]);
+    for (const work of failed) {
+      this.log.error("could not queue host work; forgetting the host so it is admitted again", { identity: work.identity, term: work.term });
+      try {
+        await this.deps.hostRecords.forgetQueued(work);
+      } catch (error) {
+        this.log.error("could not forget unqueued host; it is admitted again after the interval", {
+          identity: work.identity,
+          error: messageOf(error),
+        });
+      }
+    }
+    return failed;
+  }
+
+  private async gaugeQueue(): Promise<void> {
+    try {
+      const counts = await this.deps.queues.hostWork.counts();
+      this.metrics.gauge(METRIC.workQueueEntries, counts.visible + counts.delayed);
+      this.metrics.gauge(METRIC.waitingNodes, counts.visible + counts.delayed + counts.inFlight);
+    } catch (error) {
+      this.log.debug("could not read the host-work queue depth", { error: messageOf(error) });
+    }
+  }
+
+  // --- lifecycle events ------------------------------------------------------------------------
+
+  private async handleLifecycleRecord(record: SQSRecord, currentTerm: () => Promise<number | undefined>): Promise<void> {
+    let event: LifecycleEvent;
+    try {
+      event = parseLifecycleEvent(new TextEncoder().encode(record.body));
+    } catch (error) {
+      await this.deadLetter(this.deps.queues.lifecycleDlq, record, messageOf(error));
+      return;
+    }
+    if (event.type !== "startup" || event.component !== this.config.lifecycleComponent) {
+      this.log.debug("ignoring lifecycle event", { type: event.type, component: event.component, identity: event.identity });
+      return;
+    }
+    const term = await currentTerm();
+    if (term === undefined) {
+      this.metrics.count(EXTRA_METRIC.lifecycleEventsDropped);
+      this.log.info("paused: dropping lifecycle startup event", { identity: event.identity });
+      return;
+    }
+    this.metrics.count(METRIC.eventDiscovered);
+    const work = await this.deps.registry.admit(event.identity, "event", term);
+    if (!work) return;
+    this.log.info("admitted host from its startup event", { identity: work.identity, term });
+    if ((await this.enqueue([work])).length > 0) throw new RetryLaterError(`could not queue work for ${work.identity}`);
+  }
+
+  // --- host work -------------------------------------------------------------------------------
+
+  private async handleHostWorkRecord(record: SQSRecord, term: number | undefined, remainingMs: () => number): Promise<void> {
+    let work: HostWork;
+    try {
+      work = decodeHostWork(record.body);
+    } catch (error) {
+      await this.deadLetter(this.deps.queues.hostWorkDlq, record, messageOf(error));
+      return;
+    }
+    const attributes = { identity: work.identity, term: work.term, messageId: record.messageId };
+    if (term === undefined) {
+      this.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
+      this.log.info("paused: dropping host work, the leader rediscovers the host", attributes);
+      return;
+    }
+
+    let begun;
+    try {
+      begun = await this.deps.registry.begin(work, term);
+    } catch (error) {
+      await this.retryLater(record, attributes);
+      throw new RetryLaterError(`could not claim ${work.identity}: ${messageOf(error)}`, { cause: error });
+    }
+    switch (begun.status) {
+      case "claimed":
+        break;
+      case "already-claimed":
+        // Another delivery of this work is running; this one comes back after the delay.
+        await this.retryLater(record, attributes);
+        throw new RetryLaterError(`${work.identity} is being provisioned by another worker`);
+      case "waited-too-long":
+      case "already-provisioned":
+        this.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
+        this.log.info(`discarding work for ${work.identity}: ${begun.status}`, attributes);
+        return;
+      default:
+        return;
+    }
+
+    const claim = begun.claim;
+    try {
+      await this.deps.broker.prepareRpc();
+    } catch (error) {
+      await this.giveBack(claim, record, `the broker could not be reached: ${messageOf(error)}`);
+      throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
+    }
+    const outcome = await this.deps.engine.provision(work, { remainingMs });
+    await this.finish(claim, record, outcome);
+  }
+
+  private async finish(claim: HostClaim, record: SQSRecord, outcome: ProvisionOutcome): Promise<void> {
+    const { identity, term } = claim.work;
+    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable)) {
+      await this.giveBack(claim, record, outcome.error.message);
+      throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
+    }
+    if (outcome.kind === "paused") {
+      this.log.info("paused mid-provisioning; dropping the work, the leader rediscovers the host", { identity, term, step: outcome.step });
+    }
+    const keep = isSuccessfulOutcome(outcome) && keepsHostKnown(outcome);
+    try {
+      await this.deps.registry.complete(claim, keep ? "provisioned" : "failed");
+    } catch (error) {
+      // The claim runs out on its own; the next discovery after that admits the host again.
+      this.log.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });
+    }
+  }
+
+  /** Gives the claim back with the reason (shown by status) and delays the message's next delivery. */
+  private async giveBack(claim: HostClaim, record: SQSRecord, reason: string): Promise<void> {
+    const { identity, term } = claim.work;
+    try {
+      if (!(await this.deps.hostRecords.releaseClaim(claim, reason))) {
+        this.log.warn("the claim ran out before it could be given back", { identity, term });
+      }
+    } catch (error) {
+      this.log.error("could not give the claim back; it runs out on its own", { identity, term, error: messageOf(error) });
+    }
+    await this.retryLater(record, { identity, term, messageId: record.messageId, reason });
+  }
+
+  private async retryLater(record: SQSRecord, attributes: LogAttributes): Promise<void> {
+    const receiveCount = Number(record.attributes?.ApproximateReceiveCount ?? 1);
+    const seconds = retryDelaySeconds(receiveCount, this.deps.retry.baseDelaySeconds, this.deps.retry.maxDelaySeconds);
+    this.log.info(`host work goes back to the queue for ${seconds}s`, { ...attributes, receiveCount });
+    try {
+      await this.deps.queues.hostWork.delay(record.receiptHandle, seconds);
+    } catch (error) {
+      this.log.warn("could not delay the message; it returns after the queue's visibility timeout", {
+        ...attributes,
+        error: messageOf(error),
+      });
+    }
+  }
+
+  // --- shared ----------------------------------------------------------------------------------
+
+  private async processBatch(event: SQSEvent, handle: (record: SQSRecord) => Promise<void>): Promise<SQSBatchResponse> {
+    const processor = new BatchProcessor(EventType.SQS);
+    return processPartialResponse(event, handle, processor, { throwOnFullBatchFailure: false });
+  }
+
+  /** Poison goes to the DLQ with its reason and is acknowledged, so it never spins on the queue. */
+  private async deadLetter(dlq: MessageQueue, record: SQSRecord, reason: string): Promise<void> {
+    this.log.warn("sending an invalid message to the dead-letter queue", { messageId: record.messageId, reason });
+    await dlq.send({
+      body: record.body,
+      attributes: { reason, sourceMessageId: record.messageId, sourceQueue: record.eventSourceARN || "unknown" },
+    });
+  }
+
+  private async publishStartup(): Promise<void> {
+    try {
+      await this.deps.broker.publishStartup();
+      this.log.info("published the provisioner startup event", { identity: this.config.identity });
+    } catch (error) {
+      this.log.error("could not publish the provisioner startup event", { error: messageOf(error) });
+    }
+  }
+
+  /** Without leader election there is no term to win: announce once per container instead. */
+  private async announceUnelected(): Promise<void> {
+    if (this.config.leaderElection || this.announcedUnelected) return;
+    this.announcedUnelected = true;
+    await this.publishStartup();
+  }
+
+  private invocation<T>(ctx: InvocationContext, run: () => Promise<T>): Promise<T> {
+    const attributes: LogAttributes = ctx.requestId ? { requestId: ctx.requestId } : {};
+    return this.deps.invocations.run(attributes, run);
+  }
+
+  // --- lifecycle bridge ------------------------------------------------------------------------
+
+  private async findLifecycleStream(nc: NatsConnection, subject: string): Promise<string | undefined> {
+    let jsm;
+    try {
+      jsm = await nc.jetstreamManager({ timeout: 2_000 });
+    } catch (error) {
+      this.log.debug("JetStream is not available on the broker", { error: messageOf(error) });
+      return undefined;
+    }
+    try {
+      const info = await jsm.streams.info(this.deps.lifecycle.stream);
+      return info.config.name;
+    } catch {
+      // Not under the configured name; any stream capturing the subject will do.
+    }
+    try {
+      return await jsm.streams.find(subject);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async bridgeJetStream(nc: NatsConnection, stream: string, subject: string, until: number): Promise<number> {
+    const jsm = await nc.jetstreamManager();
+    const durable = this.deps.lifecycle.consumer;
+    try {
+      await jsm.consumers.info(stream, durable);
+    } catch {
+      // Events older than 2 x interval would be skipped anyway; do not replay the stream's history.
+      const startTime = new Date(this.clock.now() - 2 * this.config.intervalMs).toISOString();
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        filter_subject: subject,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.StartTime,
+        opt_start_time: startTime,
+        ack_wait: 30_000_000_000,
+      });
+      this.log.info("created the lifecycle consumer", { stream, durable, subject });
+    }
+    const consumer = await nc.jetstream().consumers.get(stream, durable);
+    let forwarded = 0;
+    for (;;) {
+      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, until - this.clock.monotonic()));
+      if (expires < 1_000) break;
+      const batch: JsMsg[] = [];
+      const messages = await consumer.fetch({ max_messages: JETSTREAM_FETCH_MAX, expires });
+      for await (const message of messages) batch.push(message);
+      if (batch.length === 0) continue;
+      const accepted = await this.deps.queues.lifecycle.sendAll(batch.map((message) => ({ body: message.string() })));
+      batch.forEach((message, index) => (accepted[index] ? message.ack() : message.nak(5_000)));
+      const sent = accepted.filter(Boolean).length;
+      forwarded += sent;
+      if (sent < batch.length) this.log.warn("SQS refused lifecycle events; JetStream redelivers them", { refused: batch.length - sent });
+    }
+    await nc.flush();
+    this.log.info("lifecycle bridge run finished", { mode: "jetstream", stream, durable, forwarded });
+    return forwarded;
+  }
+
+  /** Core NATS has no replay: events published while no bridge listens are lost (docs/lifecycle.md). */
+  private async bridgeCore(nc: NatsConnection, subject: string, until: number): Promise<number> {
+    const pending: string[] = [];
+    let forwarded = 0;
+    let lost = 0;
+    let chain: Promise<void> = Promise.resolve();
+    const flush = (): Promise<void> => {
+      const bodies = pending.splice(0);
+      if (bodies.length > 0) {
+        chain = chain.then(async () => {
+          const accepted = await this.deps.queues.lifecycle.sendAll(bodies.map((body) => ({ body })));
+          const sent = accepted.filter(Boolean).length;
+          forwarded += sent;
+          lost += bodies.length - sent;
+        });
+      }
+      return chain;
+    };
+    const subscription = nc.subscribe(subject, {
+      queue: this.deps.lifecycle.consumer,
+      callback: (error, message) => {
+        if (error) return;
+        pending.push(message.string());
+        if (pending.length >= 10) void flush();
+      },
+    });
+    const timer = setInterval(() => void flush(), CORE_FLUSH_EVERY_MS);
+    try {
+      await this.clock.sleep(Math.max(0, until - this.clock.monotonic()));
+      await subscription.drain();
+    } finally {
+      clearInterval(timer);
+      await flush();
+    }
+    if (lost > 0) this.log.error("SQS refused lifecycle events from core NATS; they are lost", { lost });
+    this.log.info("lifecycle bridge run finished", { mode: "core", forwarded });
+    return forwarded;
+  }
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

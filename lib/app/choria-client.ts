@@ -1,0 +1,94 @@
+/**
+ * Turns the provisioner configuration into the Choria client settings (sender, caller, signer)
+ * and the broker connection settings. Key and certificate files are read once per container.
+ */
+import { createPrivateKey, sign } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { BrokerConnectionSettings } from "../choria/connection";
+import type { RequestSigner } from "../choria/protocol";
+import type { ChoriaClientSettings } from "../choria/rpc-client";
+import type { ProvisionerConfig } from "../config";
+import { decodeHex, decodeJwt, ed25519PrivateKeyFromSeed, loadSigningKey, loadJwtVerifier, type JwtVerifier, type SigningKey } from "../crypto";
+import { ConfigError } from "../errors";
+import type { Clock, Logger } from "../ports";
+
+export async function choriaClientSettings(config: ProvisionerConfig, clock: Clock, logger: Logger): Promise<ChoriaClientSettings> {
+  const base = { senderId: config.identity, ttl: config.rpcTtl, clock, logger };
+  if (config.protocolVersion === 2) {
+    const jwt = config.clientJwt as string;
+    let callerId: unknown;
+    try {
+      callerId = decodeJwt(jwt).claims.callerid;
+    } catch (error) {
+      throw new ConfigError("client_jwt", "is not a JWT", { cause: error });
+    }
+    if (typeof callerId !== "string" || callerId === "") throw new ConfigError("client_jwt", "has no callerid claim");
+    const seed = decodeHex((config.clientSeed as string).trim());
+    if (seed.byteLength !== 32) throw new ConfigError("client_seed", "must be a hex encoded 32 byte ed25519 seed");
+    const key = ed25519PrivateKeyFromSeed(seed);
+    const signer: RequestSigner = { version: 2, callerJwt: jwt, sign: (bytes) => new Uint8Array(sign(null, bytes, key)) };
+    return { ...base, callerId, protocolVersion: 2, signer };
+  }
+  return { ...base, callerId: config.callerid, protocolVersion: 1, signer: await v1Signer(config) };
+}
+
+/** Provisioning-mode servers never verify v1 signatures, but a TLS deployment signs as Go does. */
+async function v1Signer(config: ProvisionerConfig): Promise<RequestSigner> {
+  if (config.choriaInsecure || !config.tls.cert || !config.tls.key) return { version: 1, kind: "insecure" };
+  const pubcert = await readText("tls.cert", config.tls.cert);
+  const key = createPrivateKey(await readText("tls.key", config.tls.key));
+  return { version: 1, kind: "x509", pubcert, sign: (message) => new Uint8Array(sign("sha256", message, key)) };
+}
+
+export async function brokerSettings(config: ProvisionerConfig, name: string): Promise<BrokerConnectionSettings> {
+  const tls = config.choriaInsecure
+    ? undefined
+    : {
+        ca: config.tls.ca ? await readText("tls.ca", config.tls.ca) : undefined,
+        cert: config.tls.cert ? await readText("tls.cert", config.tls.cert) : undefined,
+        key: config.tls.key ? await readText("tls.key", config.tls.key) : undefined,
+        insecureSkipVerify: config.tls.insecureSkipVerify,
+      };
+  // nats.js wants nats:// URLs; tls:// only says the broker listener is TLS, which `insecure` covers.
+  const servers = config.brokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://"));
+  return {
+    servers,
+    provisioningPassword: config.brokerProvisioningPassword,
+    token: config.natsToken ?? (config.protocolVersion === 2 ? config.clientJwt : undefined),
+    tls,
+    insecure: config.choriaInsecure,
+    name,
+  };
+}
+
+export interface EngineKeys {
+  jwtVerifier?: JwtVerifier;
+  signingKey?: SigningKey;
+}
+
+/** Loads `jwt_verify_cert` and `jwt_signing_key` when the enabled features need them. */
+export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineKeys> {
+  const keys: EngineKeys = {};
+  if (config.features.jwt && config.jwtVerifyCert) keys.jwtVerifier = await loadJwtVerifier(config.jwtVerifyCert);
+  if (config.features.ed25519 && config.jwtSigningKey) {
+    const value = config.jwtSigningKey;
+    // A value from a secret store is the key itself; otherwise, as in Go, it names a file.
+    const material = /^-----BEGIN|^[0-9a-fA-F]{64}\s*$/.test(value) ? value : await readText("jwt_signing_key", value);
+    keys.signingKey = loadSigningKey(material, material === value ? "jwt_signing_key" : value);
+  }
+  return keys;
+}
+
+async function readText(key: string, path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(key, `file ${path} could not be read`, { cause: error });
+  }
+}
+
+export function warnInsecureSigner(config: ProvisionerConfig, logger: Logger): void {
+  if (config.protocolVersion === 1 && !config.choriaInsecure && (!config.tls.cert || !config.tls.key)) {
+    logger.warn("no tls.cert / tls.key configured: v1 requests are sent with the insecure signature filler");
+  }
+}

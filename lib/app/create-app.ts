@@ -1,0 +1,250 @@
+/**
+ * Composition: the configuration, the AWS clients (DynamoDB with a short request timeout for the
+ * lease, SQS), the broker connection and the domain objects, wired into one ProvisionerApp per
+ * container. Nothing is connected until first used.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
+import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
+import type { NatsConnection } from "nats";
+import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
+import { AdmissionRegistry } from "../admission/registry";
+import { publishStartupEvent, SharedBrokerConnection } from "../choria/connection";
+import { BroadcastDiscoverer } from "../choria/discovery";
+import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
+import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
+import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
+import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
+import { createHelperRunner } from "../helper/aws-lambda-invoke";
+import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
+import { createLeaseGate } from "../lease/gate";
+import { resolveLeaseSettings } from "../lease/settings";
+import { createLogger, createPowertoolsMetrics } from "../observability";
+import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { ProvisionerApp, type App, type BrokerAccess } from "./app";
+import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
+import { DynamoDbHostRecords } from "./dynamodb-host-records";
+import { AppSettingsError, type AppSettings } from "./settings";
+import { SqsMessageQueue } from "./sqs-queue";
+
+/** The version announced in the provisioner's startup event. */
+export const PROVISIONER_VERSION = "0.1.0";
+
+/** Static credentials for local emulators (DYNAMODB_ENDPOINT / SQS_ENDPOINT); not secrets, never sent to AWS. */
+const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
+/** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
+const LEASE_REQUEST_TIMEOUT_MS = 1_500;
+const STORE_REQUEST_TIMEOUT_MS = 5_000;
+
+export interface AppOverrides {
+  clock?: Clock;
+  /** Replaces the Powertools logger (tests, the local run). Secrets are not masked for you then. */
+  logger?: Logger;
+  metrics?: Metrics;
+  helper?: HelperRunner;
+  random?: RandomSource;
+  /** An already loaded configuration instead of reading `settings.configEnv`. */
+  config?: ProvisionerConfig;
+  /** Resolves `ssm:` / `secretsmanager:` references; default Powertools parameters. */
+  secrets?: SecretResolver;
+  /** The Powertools instances the handler middlewares flush and enrich. */
+  powertools?: { logger?: PowertoolsLogger; metrics?: PowertoolsMetrics };
+}
+
+export async function createApp(settings: AppSettings, overrides: AppOverrides = {}): Promise<App> {
+  const clock = overrides.clock ?? systemClock;
+  const config =
+    overrides.config ??
+    (await loadConfig({
+      env: settings.configEnv,
+      secrets: overrides.secrets ?? createPowertoolsSecretResolver(),
+      logger: overrides.logger ?? createLogger({ logger: overrides.powertools?.logger, serviceName: settings.serviceName }),
+    }));
+  if (config.leaderElection && !settings.leaseTable) {
+    throw new AppSettingsError("LEASE_TABLE", "is required when leader_election is on");
+  }
+
+  const invocations = new AsyncLocalStorage<LogAttributes>();
+  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), invocations);
+  const metrics =
+    overrides.metrics ??
+    createPowertoolsMetrics({
+      site: config.site,
+      namespace: settings.metricsNamespace,
+      serviceName: settings.serviceName,
+      metrics: overrides.powertools?.metrics,
+    });
+
+  const aws = awsClientConfig(settings);
+  const leaseClient = new DynamoDBClient({
+    ...aws.dynamodb,
+    maxAttempts: 2,
+    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 },
+  });
+  const storeClient = new DynamoDBClient({ ...aws.dynamodb, requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 } });
+  const sqsClient = new SQSClient({ ...aws.sqs, requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 } });
+
+  const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined;
+  const registry = new AdmissionRegistry(
+    { site: config.site, intervalMs: config.intervalMs },
+    { store: new DynamoDbAdmissionStore({ client: storeClient, tableName: settings.admissionTable }), metrics, clock, logger },
+  );
+  const hostRecords = new DynamoDbHostRecords({ client: storeClient, tableName: settings.admissionTable, site: config.site, clock });
+  const queue = (url: string) => new SqsMessageQueue({ client: sqsClient, url, logger, clock });
+
+  warnInsecureSigner(config, logger);
+  const clientSettings = await choriaClientSettings(config, clock, logger);
+  const broker = new AppBroker(
+    new SharedBrokerConnection(await brokerSettings(config, `choria-provisioner ${config.deploymentId}`)),
+    clientSettings,
+    config,
+    clock,
+  );
+  const keys = await loadEngineKeys(config);
+  const engineSettings: EngineSettings = {
+    features: config.features,
+    token: config.token ?? "",
+    certDenyList: config.certDenyList,
+    serverJwtValidityMs: config.serverJwtValidityMs,
+    upgradesRepository: config.upgradesRepository ?? "",
+    upgradesOptional: config.upgradesOptional,
+    intervalMs: config.intervalMs,
+    helperTimeoutMs: config.helperTimeoutMs,
+    ...keys,
+    ...(config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
+  };
+
+  // The gate's onWon needs the app, and the app needs the gate.
+  const built: { app?: ProvisionerApp } = {};
+  const gate = createLeaseGate(
+    resolveLeaseSettings({
+      leaderElection: config.leaderElection,
+      site: config.site,
+      deploymentId: config.deploymentId,
+      leaseDurationMs: config.lease.durationMs,
+      renewIntervalMs: config.lease.renewIntervalMs,
+      skewBoundMs: config.lease.skewBoundMs,
+    }),
+    { store: leaseStore, metrics, clock, logger, onWon: (term) => built.app?.onWonTerm(term) },
+  );
+  const engine = new ProvisionEngine({
+    settings: engineSettings,
+    rpc: broker.rpc,
+    gate,
+    helper: overrides.helper ?? createHelperRunner(config),
+    metrics,
+    clock,
+    logger,
+    ...(overrides.random ? { random: overrides.random } : {}),
+  });
+
+  const app = new ProvisionerApp({
+    config,
+    gate,
+    leaseStore,
+    registry,
+    hostRecords,
+    engine,
+    queues: {
+      hostWork: queue(settings.hostWorkQueueUrl),
+      hostWorkDlq: queue(settings.hostWorkDlqUrl),
+      lifecycle: queue(settings.lifecycleQueueUrl),
+      lifecycleDlq: queue(settings.lifecycleDlqUrl),
+    },
+    broker,
+    clock,
+    logger,
+    metrics,
+    retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+    deadlineMarginMs: settings.deadlineMarginMs,
+    lifecycle: { stream: settings.lifecycleStream, consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site) },
+    invocations,
+    onClose: async () => {
+      leaseClient.destroy();
+      storeClient.destroy();
+      sqsClient.destroy();
+    },
+  });
+  built.app = app;
+  logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
+  return app;
+}
+
+/** JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
+export function defaultConsumerName(site: string): string {
+  return `provisioner-${(site || "default").replace(/[.*>\s]/g, "_")}`;
+}
+
+function powertoolsLogger(config: ProvisionerConfig, settings: AppSettings, existing: PowertoolsLogger | undefined): Logger {
+  const logger = createLogger({
+    logger: existing,
+    serviceName: settings.serviceName,
+    level: config.loglevel,
+    secretValues: secretValues(config),
+  });
+  // POWERTOOLS_LOG_LEVEL, when set, wins over the configuration's loglevel.
+  if (existing && !settings.configEnv.POWERTOOLS_LOG_LEVEL) existing.setLogLevel(config.loglevel.toUpperCase() as "INFO");
+  return logger;
+}
+
+/** Adds the current invocation's attributes (request id) to every line, also under concurrency. */
+function withInvocationAttributes(logger: Logger, invocations: AsyncLocalStorage<LogAttributes>): Logger {
+  const emit =
+    (level: keyof Logger) =>
+    (message: string, attributes?: LogAttributes): void => {
+      const current = invocations.getStore();
+      logger[level](message, current && Object.keys(current).length > 0 ? { ...current, ...attributes } : attributes);
+    };
+  return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
+}
+
+function awsClientConfig(settings: AppSettings) {
+  const region = settings.region ?? "us-east-1";
+  const local = (endpoint: string | undefined) =>
+    endpoint ? { region: settings.region ?? "us-east-1", endpoint, credentials: LOCAL_CREDENTIALS } : settings.region ? { region } : {};
+  return { dynamodb: local(settings.dynamoDbEndpoint), sqs: local(settings.sqsEndpoint) };
+}
+
+/** The broker for the use cases: one shared connection, a discoverer and an RPC client bound to it. */
+class AppBroker implements BrokerAccess {
+  private bound: { nc: NatsConnection; rpc: NatsChoriaRpc } | undefined;
+  /** Delegates to the client of the connection prepared last; the engine holds this one object. */
+  readonly rpc: ChoriaRpc = {
+    call: (call) => {
+      if (!this.bound) throw new Error("the broker connection was not prepared before provisioning");
+      return this.bound.rpc.call(call);
+    },
+  };
+
+  constructor(
+    private readonly shared: SharedBrokerConnection,
+    private readonly client: ChoriaClientSettings,
+    private readonly config: ProvisionerConfig,
+    private readonly clock: Clock,
+  ) {}
+
+  connection(): Promise<NatsConnection> {
+    return this.shared.get();
+  }
+
+  async discover(): Promise<string[]> {
+    const nc = await this.shared.get();
+    return new BroadcastDiscoverer(nc, { ...this.client, discoveryTimeoutMs: this.config.discoveryTimeoutMs }).discover();
+  }
+
+  async prepareRpc(): Promise<void> {
+    const nc = await this.shared.get();
+    if (this.bound?.nc !== nc) this.bound = { nc, rpc: new NatsChoriaRpc(nc, this.client) };
+  }
+
+  async publishStartup(): Promise<void> {
+    await publishStartupEvent(await this.shared.get(), { identity: this.config.identity, version: PROVISIONER_VERSION, clock: this.clock });
+  }
+
+  async close(): Promise<void> {
+    this.bound = undefined;
+    await this.shared.close();
+  }
+}

@@ -1,0 +1,21 @@
+export {
+  ProvisionerApp,
+  RetryLaterError,
+  type App,
+  type AppDeps,
+  type AppQueues,
+  type BridgeResult,
+  type BrokerAccess,
+  type DiscoverResult,
+  type InvocationContext,
+  type KeepLeaseResult,
+  type ReprovisionResult,
+  type StatusReport,
+} from "./app";
+export { createApp, defaultConsumerName, PROVISIONER_VERSION, type AppOverrides } from "./create-app";
+export { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
+export { DynamoDbHostRecords } from "./dynamodb-host-records";
+export type { HostRecords, MessageQueue, OutgoingMessage, QueueCounts, RegistrySummary } from "./ports";
+export { lazyApp, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";
+export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, type AppSettings } from "./settings";
+export { SqsMessageQueue } from "./sqs-queue";

@@ -1,0 +1,54 @@
+/**
+ * Per-container state of the Lambda functions: the Powertools instances the handler middlewares
+ * use, and the one App built from the environment on first use (warm invocations reuse both).
+ * No top-level await: the handlers are bundled as CommonJS.
+ */
+import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
+import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
+import { Tracer } from "@aws-lambda-powertools/tracer";
+import type { App } from "./app";
+import { createApp } from "./create-app";
+import { APP_DEFAULTS, appSettingsFromEnv } from "./settings";
+
+export interface PowertoolsRuntime {
+  logger: PowertoolsLogger;
+  metrics: PowertoolsMetrics;
+  tracer: Tracer;
+}
+
+let runtime: PowertoolsRuntime | undefined;
+
+/** Tracing is off unless running in Lambda and not switched off (POWERTOOLS_TRACE_ENABLED=false, `sls invoke local`). */
+export function tracingEnabled(env: NodeJS.ProcessEnv): boolean {
+  return env.POWERTOOLS_TRACE_ENABLED !== "false" && Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_LOCAL !== "true";
+}
+
+export function powertoolsRuntime(env: NodeJS.ProcessEnv = process.env): PowertoolsRuntime {
+  runtime ??= {
+    logger: new PowertoolsLogger({ serviceName: env.POWERTOOLS_SERVICE_NAME || APP_DEFAULTS.serviceName }),
+    metrics: new PowertoolsMetrics({
+      namespace: env.POWERTOOLS_METRICS_NAMESPACE || APP_DEFAULTS.metricsNamespace,
+      serviceName: env.POWERTOOLS_SERVICE_NAME || APP_DEFAULTS.serviceName,
+    }),
+    tracer: new Tracer({ serviceName: env.POWERTOOLS_SERVICE_NAME || APP_DEFAULTS.serviceName, enabled: tracingEnabled(env) }),
+  };
+  return runtime;
+}
+
+/**
+ * The container's App, built from process.env on the first call and shared afterwards. A failed
+ * build is not cached, so the next invocation tries again (e.g. after a secret became readable).
+ */
+export function lazyApp(): () => Promise<App> {
+  let pending: Promise<App> | undefined;
+  return () => {
+    pending ??= (async () => {
+      const { logger, metrics } = powertoolsRuntime();
+      return createApp(appSettingsFromEnv(process.env), { powertools: { logger, metrics } });
+    })().catch((error: unknown) => {
+      pending = undefined;
+      throw error;
+    });
+    return pending;
+  };
+}

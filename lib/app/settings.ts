@@ -1,0 +1,95 @@
+import { ProvisionerError } from "../errors";
+
+/** An environment variable the functions need is missing or invalid; `variable` names it. */
+export class AppSettingsError extends ProvisionerError {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`invalid environment variable ${variable}: ${message}`);
+  }
+}
+
+/** Where the functions find their tables, queues and broker stream; see docs/lifecycle.md and the app contract. */
+export interface AppSettings {
+  /** Environment `loadConfig` reads the provisioner configuration from (PROVISIONER_CONFIG[_YAML], overrides). */
+  configEnv: Record<string, string | undefined>;
+  /** Required when `leader_election` is on. */
+  leaseTable?: string;
+  admissionTable: string;
+  hostWorkQueueUrl: string;
+  hostWorkDlqUrl: string;
+  lifecycleQueueUrl: string;
+  lifecycleDlqUrl: string;
+  /** Local emulator endpoints; when set, static local credentials are used. */
+  dynamoDbEndpoint?: string;
+  sqsEndpoint?: string;
+  region?: string;
+  /** JetStream stream expected to hold `choria.lifecycle.event.>`. */
+  lifecycleStream: string;
+  /** Durable consumer name; default `provisioner-<site>` once the site is known. */
+  lifecycleConsumer?: string;
+  serviceName: string;
+  metricsNamespace: string;
+  /** First visibility delay for work that goes back to the queue; grows with each receive. */
+  retryBaseDelaySeconds: number;
+  retryMaxDelaySeconds: number;
+  /** Ms kept back from the Lambda deadline for acknowledging and flushing. */
+  deadlineMarginMs: number;
+}
+
+export const APP_DEFAULTS = {
+  lifecycleStream: "CHORIA_LIFECYCLE",
+  serviceName: "choria-provisioner",
+  metricsNamespace: "ChoriaProvisioner",
+  retryBaseDelaySeconds: 30,
+  retryMaxDelaySeconds: 300,
+  deadlineMarginMs: 1_000,
+} as const;
+
+/** Reads and validates the functions' environment; throws AppSettingsError naming the bad variable. */
+export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
+  const required = (name: string): string => {
+    const value = env[name]?.trim();
+    if (!value) throw new AppSettingsError(name, "is required");
+    return value;
+  };
+  const optional = (name: string): string | undefined => env[name]?.trim() || undefined;
+  const url = (name: string, value: string | undefined): string | undefined => {
+    if (value === undefined) return undefined;
+    try {
+      new URL(value);
+    } catch {
+      throw new AppSettingsError(name, `"${value}" is not a URL`);
+    }
+    return value;
+  };
+  if (!optional("PROVISIONER_CONFIG") && !optional("PROVISIONER_CONFIG_YAML")) {
+    throw new AppSettingsError("PROVISIONER_CONFIG_YAML", "set PROVISIONER_CONFIG_YAML (inline YAML) or PROVISIONER_CONFIG (a file path)");
+  }
+  const seconds = (name: string, fallback: number): number => {
+    const text = optional(name);
+    if (text === undefined) return fallback;
+    if (!/^\d+$/.test(text)) throw new AppSettingsError(name, "must be a whole number of seconds");
+    return Number(text);
+  };
+  return {
+    configEnv: { ...env },
+    leaseTable: optional("LEASE_TABLE"),
+    admissionTable: required("ADMISSION_TABLE"),
+    hostWorkQueueUrl: url("HOST_WORK_QUEUE_URL", required("HOST_WORK_QUEUE_URL")) as string,
+    hostWorkDlqUrl: url("HOST_WORK_DLQ_URL", required("HOST_WORK_DLQ_URL")) as string,
+    lifecycleQueueUrl: url("LIFECYCLE_QUEUE_URL", required("LIFECYCLE_QUEUE_URL")) as string,
+    lifecycleDlqUrl: url("LIFECYCLE_DLQ_URL", required("LIFECYCLE_DLQ_URL")) as string,
+    dynamoDbEndpoint: url("DYNAMODB_ENDPOINT", optional("DYNAMODB_ENDPOINT")),
+    sqsEndpoint: url("SQS_ENDPOINT", optional("SQS_ENDPOINT")),
+    region: optional("AWS_REGION") ?? optional("AWS_DEFAULT_REGION"),
+    lifecycleStream: optional("LIFECYCLE_STREAM") ?? APP_DEFAULTS.lifecycleStream,
+    lifecycleConsumer: optional("LIFECYCLE_CONSUMER"),
+    serviceName: optional("POWERTOOLS_SERVICE_NAME") ?? APP_DEFAULTS.serviceName,
+    metricsNamespace: optional("POWERTOOLS_METRICS_NAMESPACE") ?? APP_DEFAULTS.metricsNamespace,
+    retryBaseDelaySeconds: seconds("RETRY_BASE_DELAY_SECONDS", APP_DEFAULTS.retryBaseDelaySeconds),
+    retryMaxDelaySeconds: seconds("RETRY_MAX_DELAY_SECONDS", APP_DEFAULTS.retryMaxDelaySeconds),
+    deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs,
+  };
+}
