@@ -1,0 +1,262 @@
+/**
+ * The engine wired the way a deployment wires it, on real services: a real nats-server, the fleet
+ * simulator, NatsChoriaRpc, a lease gate on DynamoDB Local and the real helper runners. Two test
+ * adaptations, both through the engine's own ports: RPC waits are capped (a missing reply costs
+ * milliseconds instead of the 22 s DDL timeout) and the engine clock's backoff sleeps are scaled
+ * down. The gate still sees the planned per-attempt timeouts.
+ */
+import { generateKeyPairSync, randomUUID, sign } from "node:crypto";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { connect, type NatsConnection } from "nats";
+import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
+import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import {
+  decodeHex,
+  DEFAULT_CERT_DENY_LIST,
+  ed25519PrivateKeyFromSeed,
+  ed25519SigningKey,
+  encodeHex,
+  generateEd25519Seed,
+  rawPublicKey,
+  type SigningKey,
+} from "../../../lib/crypto";
+import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
+import { type HelperInvoke } from "../../../lib/helper";
+import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
+import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import type { LeaseStore } from "../../../lib/lease/lease";
+import { resolveLeaseSettings } from "../../../lib/lease/settings";
+import { LOCAL_AWS, startNats, type RunningNats } from "../../../lib/local/services";
+import type { ChoriaRpc, Clock, HelperRunner, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
+import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../lib/simulator";
+import { RecordingMetrics } from "../../unit/lease/support";
+
+const TOKEN = "s3cret-provisioning-token";
+const SENDER_ID = "provisioner.example.net";
+const CALLER_ID = "choria=provisioner.mcollective";
+/** The key a node's provisioning lock is held under (`<senderid>.<callerid>`). */
+export const LOCK_KEY = `${SENDER_ID}.${CALLER_ID}`;
+const CALLER_KEY = generateKeyPairSync("ed25519").privateKey;
+const UPGRADES_REPOSITORY = "https://packages.example.net/choria";
+
+/**
+ * Per-attempt cap on waiting for a reply. Simulated nodes answer in milliseconds, except gencsr,
+ * which generates an RSA key first; missing-reply tests pass a much smaller cap.
+ */
+const RPC_WAIT_CAP_MS = 10_000;
+const BACKOFF_SCALE = 20;
+
+const HELPERS_DIR = fileURLToPath(new URL("../../../examples/helpers/", import.meta.url));
+export const MJS_HELPER = `node ${join(HELPERS_DIR, "provision-helper.mjs")}`;
+export const SH_HELPER = join(HELPERS_DIR, "provision-helper.sh");
+
+/** Wall and monotonic time are real; only the backoff between RPC attempts is shortened. */
+const shortBackoffClock: Clock = {
+  now: () => Date.now(),
+  monotonic: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms / BACKOFF_SCALE)),
+};
+
+/** A real Choria RPC whose per-attempt wait is capped. */
+class CappedWaitRpc implements ChoriaRpc {
+  constructor(
+    private readonly inner: ChoriaRpc,
+    private readonly capMs: number,
+  ) {}
+
+  call(call: RpcCall): Promise<RpcReply> {
+    return this.inner.call({ ...call, timeoutMs: Math.min(call.timeoutMs, this.capMs) });
+  }
+}
+
+/** Runs the example Lambda helper's handler in-process, as a synchronous Lambda invocation would. */
+export function inProcessInvoke<Event>(handler: (event: Event) => Promise<unknown>): HelperInvoke {
+  return async (payload) => {
+    const event = JSON.parse(new TextDecoder().decode(payload)) as Event;
+    const result = await handler(event);
+    return { statusCode: 200, payload: new TextEncoder().encode(JSON.stringify(result)) };
+  };
+}
+
+export interface Deployment {
+  gate: LeaseGate;
+  term: number;
+  metrics: RecordingMetrics;
+}
+
+export interface EngineUnderTest {
+  engine: ProvisionEngine;
+  metrics: RecordingMetrics;
+  settings: EngineSettings;
+  work(identity: string): HostWork;
+}
+
+export interface EngineOptions {
+  fleet: Fleet;
+  helper: HelperRunner;
+  features?: Partial<EngineFeatures>;
+  settings?: Partial<Omit<EngineSettings, "features">>;
+  deployment?: Deployment;
+  rpc?: ChoriaRpc;
+  rpcWaitCapMs?: number;
+}
+
+/** One nats-server, one RPC connection and one lease table per test file. */
+export class EngineHarness {
+  private readonly fleets: Fleet[] = [];
+  private readonly scratch: string[] = [];
+  private siteCount = 0;
+
+  private constructor(
+    readonly nats: RunningNats,
+    readonly nc: NatsConnection,
+    readonly dynamo: DynamoDBClient,
+    readonly tableName: string,
+    readonly store: DynamoDbLeaseStore,
+  ) {}
+
+  static async start(dynamoEndpoint: string): Promise<EngineHarness> {
+    const nats = await startNats();
+    const nc = await connect({ servers: nats.url });
+    const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
+    const tableName = `engine-it-${randomUUID()}`;
+    await createLeaseTable(dynamo, tableName);
+    return new EngineHarness(nats, nc, dynamo, tableName, new DynamoDbLeaseStore({ client: dynamo, tableName }));
+  }
+
+  async stop(): Promise<void> {
+    await this.stopFleets();
+    await Promise.all(this.scratch.map((dir) => rm(dir, { recursive: true, force: true })));
+    await this.nc.close();
+    await this.nats.stop();
+    this.dynamo.destroy();
+  }
+
+  async fleet(options: Omit<FleetOptions, "natsUrl">): Promise<Fleet> {
+    const fleet = await startFleet({
+      natsUrl: this.nats.url,
+      token: TOKEN,
+      restartDelayMs: 50,
+      shutdownDelayMs: 50,
+      recordDiscovery: false,
+      // One RSA key per fleet: each test has its own fleet, and generating keys ahead is wasted here.
+      rsaKeys: { reuse: true, size: 1 },
+      ...options,
+    });
+    this.fleets.push(fleet);
+    return fleet;
+  }
+
+  async stopFleets(): Promise<void> {
+    await Promise.all(this.fleets.splice(0).map((fleet) => fleet.stop()));
+  }
+
+  /** A fresh site on the shared table, so every test starts from term 1. */
+  newSite(): string {
+    return `site-${++this.siteCount}-${randomUUID()}`;
+  }
+
+  /** A deployment that has won the lease of `site` (a new one by default) through the real gate. */
+  async elected(options: { site?: string; deploymentId?: string; clock?: Clock; store?: LeaseStore } = {}): Promise<Deployment> {
+    const metrics = new RecordingMetrics();
+    const settings = resolveLeaseSettings({
+      leaderElection: true,
+      site: options.site ?? this.newSite(),
+      deploymentId: options.deploymentId ?? "deployment-a",
+    });
+    const gate = createLeaseGate(settings, { store: options.store ?? this.store, metrics, clock: options.clock });
+    const outcome = await gate.acquireOrRenew();
+    if (!outcome.holding) throw new Error(`${settings.deploymentId} did not win the lease of ${settings.site}`);
+    return { gate, term: outcome.term, metrics };
+  }
+
+  rpc(nc: NatsConnection = this.nc, capMs = RPC_WAIT_CAP_MS, protocolVersion: ProtocolVersion = 1): ChoriaRpc {
+    const signer: RequestSigner =
+      protocolVersion === 1
+        ? { version: 1, kind: "insecure" }
+        : { version: 2, callerJwt: "provisioner.caller.jwt", sign: (bytes) => new Uint8Array(sign(null, bytes, CALLER_KEY)) };
+    return new CappedWaitRpc(new NatsChoriaRpc(nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion, signer }), capMs);
+  }
+
+  async engine(options: EngineOptions): Promise<EngineUnderTest> {
+    const deployment = options.deployment ?? (await this.elected());
+    const metrics = new RecordingMetrics();
+    const settings: EngineSettings = {
+      features: { jwt: false, ed25519: false, pki: false, upgrades: false, ...options.features },
+      token: TOKEN,
+      certDenyList: DEFAULT_CERT_DENY_LIST,
+      serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+      upgradesRepository: UPGRADES_REPOSITORY,
+      upgradesOptional: false,
+      intervalMs: 60_000,
+      jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
+      ...options.settings,
+    };
+    const engine = new ProvisionEngine({
+      settings,
+      rpc: options.rpc ?? this.rpc(this.nc, options.rpcWaitCapMs),
+      gate: deployment.gate,
+      helper: options.helper,
+      metrics,
+      clock: shortBackoffClock,
+      random: () => 0.5,
+    });
+    const work = (identity: string): HostWork => ({ identity, term: deployment.term, admittedAt: Date.now(), source: "discovery" });
+    return { engine, metrics, settings, work };
+  }
+
+  /** Writes an executable Node helper script for this test file; returns its path (the command line). */
+  async helperScript(name: string, body: string): Promise<string> {
+    const path = await this.scratchFile(name, `#!/usr/bin/env node\n${body}\n`);
+    await chmod(path, 0o755);
+    return path;
+  }
+
+  /** A helper that reads the host JSON and answers with `response`, as a site's own helper would. */
+  async respondingHelper(name: string, response: object): Promise<string> {
+    const responseFile = await this.scratchFile(`${name}.json`, JSON.stringify(response));
+    const script = await this.helperScript(
+      "respond-from-file.mjs",
+      'import { readFileSync } from "node:fs";\nfor await (const _ of process.stdin);\nprocess.stdout.write(readFileSync(process.argv[2]));',
+    );
+    return `${script} ${responseFile}`;
+  }
+
+  private async scratchFile(name: string, content: string): Promise<string> {
+    this.scratch[0] ??= await mkdtemp(join(tmpdir(), "engine-it-"));
+    const path = join(this.scratch[0], name);
+    await writeFile(path, content);
+    return path;
+  }
+}
+
+export type Ed25519SigningKey = Extract<SigningKey, { alg: "EdDSA" }>;
+
+/** A fresh Ed25519 key (`jwt_signing_key`, or an org issuer). */
+export function newSigningKey(): Ed25519SigningKey {
+  return ed25519SigningKey(generateEd25519Seed()) as Ed25519SigningKey;
+}
+
+/** Hex public key of the seed the node wrote on gen25519 (empty when it has none). */
+export function nodePublicKeyHex(node: SimulatedNode): string {
+  const seedHex = node.files.serverSeedHex;
+  return seedHex === undefined ? "" : encodeHex(rawPublicKey(ed25519PrivateKeyFromSeed(decodeHex(seedHex))));
+}
+
+/** What one node was asked, as `action:outcome`, in arrival order. */
+export function requestsTo(fleet: Fleet, identity: string): string[] {
+  return fleet.record.filter((entry) => entry.identity === identity).map((entry) => `${entry.action}:${entry.outcome}`);
+}
+
+export function recordsOf(fleet: Fleet, identity: string): RpcRecord[] {
+  return fleet.record.filter((entry) => entry.identity === identity);
+}
+
+/** Waits until a node that was told to restart is back (or gone from provisioning mode). */
+export async function restarted(fleet: Fleet, identity: string, times = 1): Promise<void> {
+  await fleet.waitFor(() => fleet.node(identity).restarts >= times, 5_000);
+}
