@@ -64,6 +64,8 @@ export interface EngineSettings {
   upgradesOptional: boolean;
   /** Discovery `interval`; work admitted more than twice this long ago is skipped. */
   intervalMs: number;
+  /** The helper runner's own timeout (`helper_timeout`, Go's fixed 10 s by default): the gate must cover it. */
+  helperTimeoutMs?: number;
   /** From `jwt_verify_cert`; required with features.jwt. */
   jwtVerifier?: JwtVerifier;
   /** From `jwt_signing_key`; required with features.ed25519. */
@@ -415,8 +417,9 @@ class HostProvisioning {
       inventory: this.inventory,
       jwt: this.claims ? helperJwtClaims(this.claims) : null,
     };
-    assertTimeLeft(this.remainingMs, "the helper", HELPER_TIMEOUT_MS);
-    await assertGateOpen(this.deps.gate, this.work.term, HELPER_TIMEOUT_MS, "the helper");
+    const helperTimeoutMs = this.deps.settings.helperTimeoutMs ?? HELPER_TIMEOUT_MS;
+    assertTimeLeft(this.remainingMs, "the helper", helperTimeoutMs);
+    await assertGateOpen(this.deps.gate, this.work.term, helperTimeoutMs, "the helper");
 
     const started = this.clock.monotonic();
     try {

@@ -824,6 +824,21 @@ describe("ProvisionEngine pause gate", () => {
   });
 });
 
+describe("ProvisionEngine helper timeout", () => {
+  it("asks the gate to cover the configured helper timeout, not Go's fixed 10 s", async () => {
+    // Arrange
+    const h = await harness({ settings: { helperTimeoutMs: 45_000 } });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.gate.checks).toContainEqual({ term: 7, attemptTimeoutMs: 45_000 });
+    expect(h.gate.checks).not.toContainEqual({ term: 7, attemptTimeoutMs: HELPER_TIMEOUT_MS });
+  });
+});
+
 describe("ProvisionEngine admission age and deadline", () => {
   it("skips work that waited longer than twice the interval without contacting the node", async () => {
     // Arrange
