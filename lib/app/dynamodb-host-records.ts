@@ -6,7 +6,7 @@
 import {
   ConditionalCheckFailedException,
   DeleteItemCommand,
-  ScanCommand,
+  QueryCommand,
   UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
@@ -87,9 +87,9 @@ export class DynamoDbHostRecords implements HostRecords {
     let startKey: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.options.client.send(
-        new ScanCommand({
+        new QueryCommand({
           TableName: this.options.tableName,
-          FilterExpression: "#site = :site",
+          KeyConditionExpression: "#site = :site",
           ProjectionExpression: "#identity, #term, #state, #lastError, #lastErrorAt",
           ExpressionAttributeNames: {
             "#site": "site",
