@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs `sls invoke local` for one function against the services of scripts/local-services.ts.
+# Source its `export` lines first (docs/deploy.md). The queue URLs become params, because in a
+# deployment serverless.yml takes them from CloudFormation; everything else passes through the
+# environment. Extra arguments go to sls, e.g. --data '{"identities":["node1.local.example.net"]}'.
+#
+#   scripts/sls-local.sh status
+#   scripts/sls-local.sh reprovision --data '{"identities":["node1.local.example.net"]}'
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 <function> [sls invoke local options]" >&2
+  exit 64
+fi
+function_name=$1
+shift
+
+for name in HOST_WORK_QUEUE_URL HOST_WORK_DLQ_URL LIFECYCLE_QUEUE_URL LIFECYCLE_DLQ_URL DYNAMODB_ENDPOINT SQS_ENDPOINT; do
+  if [[ -z "${!name:-}" ]]; then
+    echo "$name is not set: start scripts/local-services.ts and paste its export lines" >&2
+    exit 64
+  fi
+done
+
+cd "$(dirname "$0")/.."
+export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true
+export SLS_TELEMETRY_DISABLED=1
+exec node_modules/.bin/sls invoke local \
+  --function "$function_name" \
+  --stage "${SLS_LOCAL_STAGE:-local}" \
+  --region us-east-1 \
+  --param="provisionerConfig=${PROVISIONER_CONFIG_FILE:-config/local.yaml}" \
+  --param="hostWorkQueueUrl=$HOST_WORK_QUEUE_URL" \
+  --param="hostWorkDlqUrl=$HOST_WORK_DLQ_URL" \
+  --param="lifecycleQueueUrl=$LIFECYCLE_QUEUE_URL" \
+  --param="lifecycleDlqUrl=$LIFECYCLE_DLQ_URL" \
+  "$@"

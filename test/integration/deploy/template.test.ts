@@ -1,0 +1,492 @@
+/**
+ * Packages the service once with osls (offline: `sls package` needs no AWS credentials) and checks
+ * the generated CloudFormation template: functions, schedules, SQS sources, queues, tables, IAM,
+ * alarms and the dashboard.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { METRIC } from "../../../lib/ports";
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, "../../..");
+const SLS = join(ROOT, "node_modules/.bin/sls");
+const require = createRequire(import.meta.url);
+
+type Json = Record<string, unknown>;
+interface Resource {
+  Type: string;
+  Condition?: string;
+  Properties: Json;
+}
+interface Template {
+  Resources: Record<string, Resource>;
+  Conditions: Record<string, unknown>;
+}
+interface Statement {
+  Effect: string;
+  Action: string | string[];
+  Resource: unknown;
+}
+
+const FUNCTIONS = {
+  Discover: { handler: "handlers/discover.handler", role: "DiscoverRole" },
+  LeaseKeeper: { handler: "handlers/lease-keeper.handler", role: "LeaseKeeperRole" },
+  LifecycleBridge: { handler: "handlers/lifecycle-bridge.handler", role: "LifecycleBridgeRole" },
+  Lifecycle: { handler: "handlers/lifecycle.handler", role: "LifecycleRole" },
+  Provision: { handler: "handlers/provision.handler", role: "ProvisionRole" },
+  Status: { handler: "handlers/status.handler", role: "StatusRole" },
+  Reprovision: { handler: "handlers/reprovision.handler", role: "ReprovisionRole" },
+  Release: { handler: "handlers/release.handler", role: "ReleaseRole" },
+} as const;
+type FunctionId = keyof typeof FUNCTIONS;
+
+/** Data services: an action on them must name specific resources, never `*`. */
+const DATA_SERVICES = ["dynamodb", "sqs", "ssm", "secretsmanager", "kms", "lambda", "logs"];
+
+/** Optional params switched on: KMS key, VPC, alarm topic, a standby without the paused alarm. */
+const OPTIONAL_PARAMS = {
+  secretsKmsKeyArn: "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+  subnetIds: "subnet-0a,subnet-0b",
+  securityGroupIds: "sg-0c",
+  alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:provisioner-alarms",
+  pausedAlarm: "false",
+};
+
+let workDir: string;
+let template: Template;
+let optional: Template;
+let packagedFiles: string[];
+
+async function packageService(into: string, params: Record<string, string>): Promise<Template> {
+  const paramArgs = Object.entries(params).map(([key, value]) => `--param=${key}=${value}`);
+  await run(SLS, ["package", "--package", into, "--stage", "test", "--region", "eu-west-1", ...paramArgs], {
+    cwd: ROOT,
+    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", SLS_TELEMETRY_DISABLED: "1" },
+    timeout: 240_000,
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  return JSON.parse(await readFile(join(into, "cloudformation-template-update-stack.json"), "utf8")) as Template;
+}
+
+beforeAll(async () => {
+  workDir = await mkdtemp(join(tmpdir(), "sls-package-"));
+  // One at a time: both runs share the esbuild work directory of the service.
+  template = await packageService(join(workDir, "default"), {});
+  optional = await packageService(join(workDir, "optional"), OPTIONAL_PARAMS);
+  packagedFiles = await readdir(join(workDir, "default"));
+}, 300_000);
+
+afterAll(async () => {
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+const resource = (id: string, from: Template = template): Resource => {
+  const found = from.Resources[id];
+  if (!found) throw new Error(`template has no resource ${id}`);
+  return found;
+};
+const ofType = (type: string) => Object.entries(template.Resources).filter(([, r]) => r.Type === type);
+const lambda = (fn: FunctionId) => resource(`${fn}LambdaFunction`).Properties as Json;
+const asList = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
+
+/** Evaluates a template condition as CloudFormation would (the package-time values are literals). */
+function condition(from: Template, node: unknown): boolean {
+  const expression = node as Record<string, unknown>;
+  if ("Condition" in expression) return condition(from, from.Conditions[expression.Condition as string]);
+  if ("Fn::Equals" in expression) {
+    const [left, right] = expression["Fn::Equals"] as [unknown, unknown];
+    return JSON.stringify(left) === JSON.stringify(right);
+  }
+  if ("Fn::Not" in expression) return !condition(from, (expression["Fn::Not"] as unknown[])[0]);
+  if ("Fn::Or" in expression) return (expression["Fn::Or"] as unknown[]).some((c) => condition(from, c));
+  throw new Error(`unsupported condition ${JSON.stringify(node)}`);
+}
+
+/** The branch of an Fn::If that applies; nothing for AWS::NoValue. */
+function applied(from: Template, node: unknown): unknown[] {
+  if (node && typeof node === "object" && "Fn::If" in node) {
+    const [name, whenTrue, whenFalse] = (node as { "Fn::If": [string, unknown, unknown] })["Fn::If"];
+    return applied(from, condition(from, from.Conditions[name]) ? whenTrue : whenFalse);
+  }
+  if (JSON.stringify(node) === '{"Ref":"AWS::NoValue"}') return [];
+  return [node];
+}
+
+/** Every statement of a role that applies in the given template. */
+function statementsOf(roleId: string, from: Template = template): Statement[] {
+  const policies = resource(roleId, from).Properties.Policies as unknown[];
+  const statements: Statement[] = [];
+  for (const policy of policies.flatMap((p) => applied(from, p))) {
+    const document = (policy as { PolicyDocument: { Statement: unknown[] } }).PolicyDocument;
+    statements.push(...(document.Statement.flatMap((s) => applied(from, s)) as Statement[]));
+  }
+  return statements;
+}
+
+const actionsOf = (roleId: string, from: Template = template) => statementsOf(roleId, from).flatMap((s) => asList(s.Action));
+
+function grants(roleId: string, action: string, target: string): boolean {
+  return statementsOf(roleId).some(
+    (s) => asList(s.Action).includes(action) && JSON.stringify(s.Resource).includes(`"${target}"`),
+  );
+}
+
+describe("functions", () => {
+  it("packages one CommonJS bundle per function", () => {
+    for (const fn of Object.keys(FUNCTIONS)) {
+      expect(packagedFiles).toContain(`${fn[0]!.toLowerCase()}${fn.slice(1)}.zip`);
+    }
+  });
+
+  it.each(Object.entries(FUNCTIONS))("%s runs on nodejs22.x arm64 with its own role", (fn, spec) => {
+    const props = lambda(fn as FunctionId);
+
+    expect(props.Runtime).toBe("nodejs22.x");
+    expect(props.Architectures).toEqual(["arm64"]);
+    expect(props.Handler).toBe(spec.handler);
+    expect(props.Role).toEqual({ "Fn::GetAtt": [spec.role, "Arn"] });
+  });
+
+  it("defines no other function and no shared execution role", () => {
+    expect(ofType("AWS::Lambda::Function").map(([id]) => id).sort()).toEqual(
+      Object.keys(FUNCTIONS).map((fn) => `${fn}LambdaFunction`).sort(),
+    );
+    expect(template.Resources.IamRoleLambdaExecution).toBeUndefined();
+  });
+
+  it("gives every function the environment of the app contract as plain values", () => {
+    for (const fn of Object.keys(FUNCTIONS) as FunctionId[]) {
+      const variables = (lambda(fn).Environment as { Variables: Json }).Variables;
+      expect(typeof variables.PROVISIONER_CONFIG_YAML).toBe("string");
+      expect(variables.LEASE_TABLE).toBe("choria-provisioner-test-lease");
+      expect(variables.ADMISSION_TABLE).toBe("choria-provisioner-test-admission");
+      expect(variables.HOST_WORK_QUEUE_URL).toEqual({ Ref: "HostWorkQueue" });
+      expect(variables.HOST_WORK_DLQ_URL).toEqual({ Ref: "HostWorkDeadLetterQueue" });
+      expect(variables.LIFECYCLE_QUEUE_URL).toEqual({ Ref: "LifecycleQueue" });
+      expect(variables.LIFECYCLE_DLQ_URL).toEqual({ Ref: "LifecycleDeadLetterQueue" });
+      expect(variables.POWERTOOLS_METRICS_NAMESPACE).toBe("ChoriaProvisioner");
+      expect(variables.POWERTOOLS_SERVICE_NAME).toBe("choria-provisioner");
+    }
+  });
+
+  it("delivers the configuration file unchanged, secrets as references", async () => {
+    const file = await readFile(join(ROOT, "config/provisioner.example.yaml"), "utf8");
+    const variables = (lambda("Provision").Environment as { Variables: Json }).Variables;
+
+    expect(variables.PROVISIONER_CONFIG_YAML).toBe(file);
+    expect(file).toMatch(/^token: ssm:\//m);
+  });
+
+  it("sizes timeouts for the work: loops run to about a minute, provision a whole batch", () => {
+    expect(lambda("Discover").Timeout).toBe(30);
+    expect(lambda("LeaseKeeper").Timeout).toBeGreaterThan(60);
+    expect(lambda("LifecycleBridge").Timeout).toBeGreaterThan(60);
+    expect(lambda("Provision").Timeout).toBeGreaterThanOrEqual(300);
+  });
+
+  it("reserves concurrency for the lease keeper and the bridge only", () => {
+    expect(lambda("LeaseKeeper").ReservedConcurrentExecutions).toBeGreaterThanOrEqual(1);
+    expect(lambda("LifecycleBridge").ReservedConcurrentExecutions).toBeGreaterThanOrEqual(1);
+    expect(lambda("Provision").ReservedConcurrentExecutions).toBeUndefined();
+  });
+
+  it("does not retry scheduled loops asynchronously (the next tick is the retry)", () => {
+    for (const fn of ["Discover", "LeaseKeeper", "LifecycleBridge"]) {
+      expect(resource(`${fn}LambdaEvConf`).Properties.MaximumRetryAttempts).toBe(0);
+    }
+  });
+});
+
+describe("schedules", () => {
+  const ruleFor = (fn: FunctionId) => {
+    const rules = ofType("AWS::Events::Rule").filter(([, r]) =>
+      JSON.stringify(r.Properties.Targets).includes(`"${fn}LambdaFunction"`),
+    );
+    expect(rules).toHaveLength(1);
+    return rules[0]![1].Properties;
+  };
+
+  it("runs discover at the configured rate (default one minute)", () => {
+    expect(ruleFor("Discover").ScheduleExpression).toBe("rate(1 minute)");
+  });
+
+  it("runs the lease keeper and the lifecycle bridge every minute", () => {
+    expect(ruleFor("LeaseKeeper").ScheduleExpression).toBe("rate(1 minute)");
+    expect(ruleFor("LifecycleBridge").ScheduleExpression).toBe("rate(1 minute)");
+  });
+
+  it("lets EventBridge invoke each scheduled function", () => {
+    const permissions = ofType("AWS::Lambda::Permission").map(([, p]) => p.Properties);
+    for (const fn of ["Discover", "LeaseKeeper", "LifecycleBridge"]) {
+      expect(
+        permissions.some(
+          (p) => p.Principal === "events.amazonaws.com" && JSON.stringify(p.FunctionName).includes(`${fn}LambdaFunction`),
+        ),
+      ).toBe(true);
+    }
+  });
+});
+
+describe("queues and event sources", () => {
+  const mapping = (fn: FunctionId) => {
+    const found = ofType("AWS::Lambda::EventSourceMapping").filter(([, m]) =>
+      JSON.stringify(m.Properties.FunctionName).includes(`"${fn}LambdaFunction"`),
+    );
+    expect(found).toHaveLength(1);
+    return found[0]![1].Properties;
+  };
+
+  it.each([
+    ["Provision", "HostWorkQueue", "HostWorkDeadLetterQueue"],
+    ["Lifecycle", "LifecycleQueue", "LifecycleDeadLetterQueue"],
+  ] as const)("%s consumes %s with partial batch failures and a concurrency cap", (fn, queue, dlq) => {
+    const source = mapping(fn);
+    const queueProps = resource(queue).Properties;
+    const functionTimeout = lambda(fn).Timeout as number;
+
+    expect(source.EventSourceArn).toEqual({ "Fn::GetAtt": [queue, "Arn"] });
+    expect(source.FunctionResponseTypes).toEqual(["ReportBatchItemFailures"]);
+    expect((source.ScalingConfig as { MaximumConcurrency: number }).MaximumConcurrency).toBeGreaterThanOrEqual(2);
+    expect(source.BatchSize).toBeGreaterThanOrEqual(1);
+    expect(source.MaximumBatchingWindowInSeconds).toBeGreaterThanOrEqual(1);
+    expect(queueProps.VisibilityTimeout as number).toBeGreaterThanOrEqual(6 * functionTimeout);
+    const redrive = queueProps.RedrivePolicy as { deadLetterTargetArn: unknown; maxReceiveCount: number };
+    expect(redrive.deadLetterTargetArn).toEqual({ "Fn::GetAtt": [dlq, "Arn"] });
+    expect(redrive.maxReceiveCount).toBeGreaterThanOrEqual(5);
+  });
+
+  it("encrypts every queue and keeps dead letters for 14 days", () => {
+    for (const [, queue] of ofType("AWS::SQS::Queue")) expect(queue.Properties.SqsManagedSseEnabled).toBe(true);
+    expect(resource("HostWorkDeadLetterQueue").Properties.MessageRetentionPeriod).toBe(1_209_600);
+    expect(resource("LifecycleDeadLetterQueue").Properties.MessageRetentionPeriod).toBe(1_209_600);
+    expect(ofType("AWS::SQS::Queue")).toHaveLength(4);
+  });
+});
+
+describe("tables", () => {
+  it("keys the lease table by site, on demand, with point-in-time recovery and SSE", () => {
+    const table = resource("LeaseTable").Properties;
+
+    expect(table.KeySchema).toEqual([{ AttributeName: "site", KeyType: "HASH" }]);
+    expect(table.BillingMode).toBe("PAY_PER_REQUEST");
+    expect(table.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+    expect(table.SSESpecification).toEqual({ SSEEnabled: true });
+  });
+
+  it("keys the admission table by site + identity with TTL on ttl", () => {
+    const table = resource("AdmissionTable").Properties;
+
+    expect(table.KeySchema).toEqual([
+      { AttributeName: "site", KeyType: "HASH" },
+      { AttributeName: "identity", KeyType: "RANGE" },
+    ]);
+    expect(table.TimeToLiveSpecification).toEqual({ AttributeName: "ttl", Enabled: true });
+    expect(table.BillingMode).toBe("PAY_PER_REQUEST");
+    expect(table.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+    expect(table.SSESpecification).toEqual({ SSEEnabled: true });
+  });
+
+  it("keeps both tables when the stack is deleted (the lease term must never go back)", () => {
+    expect((resource("LeaseTable") as unknown as Json).DeletionPolicy).toBe("Retain");
+    expect((resource("AdmissionTable") as unknown as Json).DeletionPolicy).toBe("Retain");
+  });
+});
+
+describe("IAM", () => {
+  const roles = Object.values(FUNCTIONS).map((f) => f.role);
+
+  it("uses no wildcard action anywhere, with or without the optional params", () => {
+    for (const from of [template, optional]) {
+      for (const role of roles) {
+        for (const action of actionsOf(role, from)) {
+          expect(action, `${role}: ${action}`).not.toMatch(/\*/);
+        }
+      }
+    }
+  });
+
+  it("names specific resources for every data action, with or without the optional params", () => {
+    for (const [from, role] of [template, optional].flatMap((t) => roles.map((r) => [t, r] as const))) {
+      for (const statement of statementsOf(role, from)) {
+        const service = asList(statement.Action)[0]!.split(":")[0]!;
+        if (!DATA_SERVICES.includes(service)) continue;
+        for (const target of asList(statement.Resource)) {
+          expect(target, `${role}: ${JSON.stringify(statement.Action)}`).not.toBe("*");
+          if (typeof target === "string") expect(target).toMatch(/^arn:/);
+        }
+      }
+    }
+  });
+
+  it("adds KMS decrypt on the given key and VPC network-interface actions only when configured", () => {
+    const kms = (from: Template) => statementsOf("ProvisionRole", from).filter((s) => asList(s.Action).includes("kms:Decrypt"));
+    const eni = (from: Template) => actionsOf("ProvisionRole", from).filter((a) => a.startsWith("ec2:"));
+
+    expect(kms(template)).toHaveLength(0);
+    expect(eni(template)).toHaveLength(0);
+    expect(kms(optional).map((s) => s.Resource)).toEqual([OPTIONAL_PARAMS.secretsKmsKeyArn]);
+    expect(eni(optional)).toContain("ec2:CreateNetworkInterface");
+    expect(lambda("Provision").VpcConfig).toBeUndefined();
+    expect(resource("ProvisionLambdaFunction", optional).Properties.VpcConfig).toEqual({
+      SecurityGroupIds: ["sg-0c"],
+      SubnetIds: ["subnet-0a", "subnet-0b"],
+    });
+  });
+
+  it("lets each function write only its own log group", () => {
+    for (const [fn, spec] of Object.entries(FUNCTIONS)) {
+      const logs = statementsOf(spec.role).filter((s) => asList(s.Action).some((a) => a.startsWith("logs:")));
+      const name = `${fn[0]!.toLowerCase()}${fn.slice(1)}`;
+      expect(logs).toHaveLength(1);
+      expect(JSON.stringify(logs[0]!.Resource)).toContain(`log-group:/aws/lambda/choria-provisioner-test-${name}:*`);
+    }
+  });
+
+  it("gives the SQS consumers exactly what their event source mapping needs", () => {
+    for (const action of ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]) {
+      expect(grants("ProvisionRole", action, "HostWorkQueue")).toBe(true);
+      expect(grants("LifecycleRole", action, "LifecycleQueue")).toBe(true);
+    }
+    expect(grants("ProvisionRole", "sqs:SendMessage", "HostWorkDeadLetterQueue")).toBe(true);
+    expect(grants("ProvisionRole", "sqs:SendMessage", "HostWorkQueue")).toBe(false);
+  });
+
+  it("lets only the admitting functions enqueue host work", () => {
+    const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole"];
+    for (const role of roles) {
+      expect(grants(role, "sqs:SendMessage", "HostWorkQueue"), role).toBe(admitting.includes(role));
+      expect(grants(role, "dynamodb:PutItem", "AdmissionTable"), role).toBe(admitting.includes(role) || role === "ProvisionRole");
+    }
+    expect(grants("LifecycleBridgeRole", "sqs:SendMessage", "LifecycleQueue")).toBe(true);
+  });
+
+  it("lets every lease user conditionally write the lease and status only read", () => {
+    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "ReprovisionRole", "ReleaseRole"]) {
+      expect(grants(role, "dynamodb:UpdateItem", "LeaseTable"), role).toBe(true);
+      expect(grants(role, "dynamodb:GetItem", "LeaseTable"), role).toBe(true);
+    }
+    expect(actionsOf("StatusRole").filter((a) => a.startsWith("dynamodb:")).sort()).toEqual(["dynamodb:GetItem", "dynamodb:Query"]);
+    expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "LeaseTable")).toBe(false);
+  });
+
+  it("grants reading exactly the secrets the configuration references", () => {
+    const ssm = statementsOf("ProvisionRole").find((s) => asList(s.Action).includes("ssm:GetParameter"));
+    const secrets = statementsOf("ProvisionRole").find((s) => asList(s.Action).includes("secretsmanager:GetSecretValue"));
+
+    expect(JSON.stringify(ssm?.Resource)).toContain(":parameter/choria/provisioner/token");
+    expect(asList(ssm?.Resource)).toHaveLength(1);
+    expect(JSON.stringify(secrets?.Resource)).toContain(":secret:choria/provisioner/broker-??????");
+    expect(JSON.stringify(secrets?.Resource)).toContain(":secret:choria/provisioner/signing-key-??????");
+    expect(asList(secrets?.Resource)).toHaveLength(2);
+    expect(template.Conditions.HasSsmSecrets).toEqual({ "Fn::Equals": ["true", "true"] });
+  });
+
+  it("lets only provision invoke the configured helper function", () => {
+    for (const role of roles) {
+      const invoke = statementsOf(role).filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
+      expect(invoke.length, role).toBe(role === "ProvisionRole" ? 1 : 0);
+    }
+    const [helper] = statementsOf("ProvisionRole").filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
+    expect(JSON.stringify(helper!.Resource)).toContain(":function:choria-provisioner-helper");
+  });
+
+  it("reads the same secret keys as the configuration loader", () => {
+    const resolver = require(join(ROOT, "config/deployment.cjs")) as { SECRET_KEYS: string[] };
+
+    expect(resolver.SECRET_KEYS).toEqual([...SECRET_KEYS]);
+  });
+});
+
+describe("alarms", () => {
+  const alarms = () => ofType("AWS::CloudWatch::Alarm").map(([id, a]) => ({ id, ...(a.Properties as { Namespace: string; MetricName: string; Dimensions: unknown }) }));
+  const alarm = (id: string) => resource(id).Properties;
+
+  it("alarms on any message in either dead-letter queue", () => {
+    for (const [id, dlq] of [
+      ["HostWorkDeadLetterAlarm", "HostWorkDeadLetterQueue"],
+      ["LifecycleDeadLetterAlarm", "LifecycleDeadLetterQueue"],
+    ]) {
+      const props = alarm(id!);
+      expect(props.Namespace).toBe("AWS/SQS");
+      expect(props.MetricName).toBe("ApproximateNumberOfMessagesVisible");
+      expect(props.Dimensions).toEqual([{ Name: "QueueName", Value: { "Fn::GetAtt": [dlq, "QueueName"] } }]);
+      expect(props.Threshold).toBe(0);
+      expect(props.ComparisonOperator).toBe("GreaterThanThreshold");
+    }
+  });
+
+  it("alarms when the site stays paused, and can be switched off for standbys", () => {
+    const props = alarm("PausedTooLongAlarm");
+    const standby = resource("PausedTooLongAlarm", optional);
+
+    expect(props.Namespace).toBe("ChoriaProvisioner");
+    expect(props.MetricName).toBe(METRIC.paused);
+    expect(props.Dimensions).toContainEqual({ Name: "site", Value: "lon" });
+    expect(props.Statistic).toBe("Minimum");
+    expect(props.Threshold).toBe(1);
+    expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
+    expect(props.EvaluationPeriods as number).toBeGreaterThanOrEqual(2);
+    expect(condition(template, { Condition: resource("PausedTooLongAlarm").Condition })).toBe(true);
+    expect(condition(optional, { Condition: standby.Condition })).toBe(false);
+  });
+
+  it("alarms on the provision error rate from the provisioner's own metrics", () => {
+    const metrics = alarm("ProvisionErrorRateAlarm").Metrics as Array<{ MetricStat?: { Metric: { MetricName: string } } }>;
+    const names = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat.Metric.MetricName] : []));
+
+    expect(names.sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+  });
+
+  it("alarms on Lambda errors of every function", () => {
+    const lambdaAlarms = alarms().filter((a) => a.Namespace === "AWS/Lambda" && a.MetricName === "Errors");
+    const watched = lambdaAlarms.map((a) => (a.Dimensions as Array<{ Value: { Ref: string } }>)[0]!.Value.Ref).sort();
+
+    expect(watched).toEqual(Object.keys(FUNCTIONS).map((fn) => `${fn}LambdaFunction`).sort());
+  });
+
+  it("notifies the alarm topic only when one is configured", () => {
+    for (const [id] of ofType("AWS::CloudWatch::Alarm")) {
+      expect(applied(template, resource(id).Properties.AlarmActions), id).toEqual([]);
+      expect(applied(optional, resource(id, optional).Properties.AlarmActions), id).toEqual([[OPTIONAL_PARAMS.alarmTopicArn]]);
+    }
+  });
+});
+
+describe("dashboard", () => {
+  const body = () => JSON.parse(resource("Dashboard").Properties.DashboardBody as string) as { widgets: Array<{ properties: { title: string; metrics: unknown[] } }> };
+  const panel = (title: string) => {
+    const found = body().widgets.find((w) => w.properties.title === title);
+    expect(found, title).toBeDefined();
+    return JSON.stringify(found!.properties.metrics);
+  };
+
+  it("has the Go provisioner dashboard's panels on the site's metrics", () => {
+    expect(panel("Discovery")).toContain(METRIC.discovered);
+    expect(panel("Discovery")).toContain(METRIC.eventDiscovered);
+    expect(panel("Discovery")).toContain(METRIC.discoverCycles);
+    expect(panel("Provisioned")).toContain(METRIC.provisioned);
+    expect(panel("Provisioned")).toContain(METRIC.provisionErrors);
+    expect(panel("RPC time by rpc (average, s)")).toContain(METRIC.rpcTime);
+    expect(panel("RPC errors by rpc")).toContain(METRIC.rpcErrors);
+    expect(panel("Helper")).toContain(METRIC.helperTime);
+    expect(panel("Helper")).toContain(METRIC.helperErrors);
+    expect(panel("Busy workers / waiting nodes")).toContain(METRIC.busyWorkers);
+    expect(panel("Busy workers / waiting nodes")).toContain(METRIC.waitingNodes);
+    expect(panel("Busy workers / waiting nodes")).toContain(METRIC.workQueueEntries);
+    expect(panel("Paused and lease term")).toContain(METRIC.paused);
+    expect(panel("Paused and lease term")).toContain("choria_provisioner_lease_term");
+    expect(panel("Queue depths")).toContain("choria-provisioner-test-host-work-dlq");
+    expect(JSON.stringify(body())).toContain('"site","lon"');
+  });
+
+  it("covers every Go metric somewhere", () => {
+    const text = JSON.stringify(body());
+    for (const name of Object.values(METRIC)) expect(text, name).toContain(name);
+  });
+});
