@@ -11,7 +11,7 @@ import type { NatsConnection, Subscription } from "nats";
 import { ProvisionerError } from "../errors";
 import type { NodeDiscoverer } from "../ports";
 import { agentFilter } from "./filter";
-import { isValidIdentity } from "./identity";
+import { identityProblem } from "./identity";
 import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "./protocol";
 import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
 
@@ -115,7 +115,7 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
   }
 
   async discoverWithStats(): Promise<DiscoveryResult> {
-    const { collective, senderId, callerId, protocolVersion, signer, ttl, clock, maxReplyBytes } = this.client;
+    const { collective, senderId, callerId, protocolVersion, signer, ttl, clock, maxReplyBytes, logger } = this.client;
     const requestId = newRequestId(protocolVersion, clock);
     const replyTo = replySubject(collective, callerId, requestId);
     const seen = new Set<string>();
@@ -137,8 +137,14 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
             skipped += 1;
             return;
           }
-          if (!isValidIdentity(sender)) skipped += 1;
-          else seen.add(sender);
+          const problem = identityProblem(sender);
+          if (problem === undefined) {
+            seen.add(sender);
+            return;
+          }
+          skipped += 1;
+          // A name that would widen a subject is someone probing us: leave a trace, not just a count.
+          logger.warn("ignored a discovery reply whose sender cannot be a node identity", { sender: sender.slice(0, 100), reason: problem });
         },
       });
       await this.nc.flush();

@@ -1,0 +1,160 @@
+/**
+ * The long soak of the leadership chaos scenarios: deployments contend for one site on a DynamoDB
+ * Local of their own while a seeded schedule keeps injecting faults (leader killed and replaced,
+ * graceful release, lease writes held back past the lease, nats-server restarted) and new nodes
+ * keep arriving. At the end the faults stop, the fleet drains, and the run fails when a node was
+ * lost, a deposed leader sent after a newer term began, or an admission was configured twice.
+ *
+ *   npx tsx scripts/soak.ts --minutes 5 [--nodes 100] [--seed 7] [--out soak.json]
+ *
+ * Time runs SCALE times faster on the deployments' clocks (see test/integration/chaos/deployments.ts),
+ * so five minutes of real time are close to an hour of lease and discovery activity.
+ */
+import { randomUUID } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { connect, type NatsConnection } from "nats";
+import { createLeaseTable, DynamoDbLeaseStore } from "../lib/lease/dynamodb-lease-store";
+import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../lib/local/services";
+import { startFleet } from "../lib/simulator";
+import { ChaosDeployment, LEASE, Observatory, SCALE, unprovisioned } from "../test/integration/chaos/deployments";
+import { TOKEN } from "../test/integration/chaos/support";
+
+type FaultKind = "kill-leader" | "release" | "delay-writes" | "restart-nats" | "add-nodes";
+const FAULTS: readonly FaultKind[] = ["kill-leader", "release", "delay-writes", "restart-nats", "add-nodes"];
+const FAULT_EVERY_MS = 6_000;
+const DRAIN_MS = 90_000;
+
+function option(name: string, fallback: number): number {
+  const index = process.argv.indexOf(`--${name}`);
+  const value = index >= 0 ? Number(process.argv[index + 1]) : fallback;
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
+  return value;
+}
+
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main(): Promise<void> {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+  const minutes = option("minutes", 5);
+  const nodes = option("nodes", 100);
+  const random = seeded(option("seed", 7));
+  const outIndex = process.argv.indexOf("--out");
+  const out = outIndex >= 0 ? process.argv[outIndex + 1] : undefined;
+
+  const nats = await startNats();
+  const dynamoDb = await startDynamoDbLocal();
+  const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDb.url });
+  const tableName = `soak-lease-${randomUUID()}`;
+  await createLeaseTable(dynamo, tableName);
+  const store = new DynamoDbLeaseStore({ client: dynamo, tableName });
+  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: "soak", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, rsaKeys: { size: 4, reuse: true } });
+  const observatory = new Observatory();
+  const site = `soak-${randomUUID()}`;
+  const connections: NatsConnection[] = [];
+  const alive: ChaosDeployment[] = [];
+  const retired: ChaosDeployment[] = [];
+  let named = 0;
+
+  const launch = async (): Promise<ChaosDeployment> => {
+    const name = `deployment-${++named}`;
+    const nc = await connect({ servers: nats.url, name, maxReconnectAttempts: -1 });
+    connections.push(nc);
+    const deployment = new ChaosDeployment({ name, site, store, nc, fleet, observatory });
+    deployment.start();
+    alive.push(deployment);
+    return deployment;
+  };
+  const retire = (deployment: ChaosDeployment) => {
+    alive.splice(alive.indexOf(deployment), 1);
+    retired.push(deployment);
+  };
+  const leader = (): ChaosDeployment | undefined => {
+    const latest = observatory.terms.at(-1)?.deployment;
+    return alive.find((deployment) => deployment.name === latest);
+  };
+
+  await launch();
+  await launch();
+  const injected: Record<FaultKind, number> = { "kill-leader": 0, release: 0, "delay-writes": 0, "restart-nats": 0, "add-nodes": 0 };
+  const deadline = performance.now() + minutes * 60_000;
+  let delayed: ChaosDeployment | undefined;
+
+  while (performance.now() < deadline) {
+    await sleep(FAULT_EVERY_MS);
+    delayed?.delayStoreWrites(0);
+    delayed = undefined;
+    const kind = FAULTS[Math.floor(random() * FAULTS.length)] as FaultKind;
+    const current = leader();
+    switch (kind) {
+      case "kill-leader":
+        if (!current) continue;
+        current.kill();
+        retire(current);
+        await launch();
+        break;
+      case "release":
+        if (!current) continue;
+        retire(current);
+        await current.stopAndRelease();
+        await launch();
+        break;
+      case "delay-writes":
+        if (!current) continue;
+        current.delayStoreWrites((LEASE.leaseDurationMs * 2) / SCALE);
+        delayed = current;
+        break;
+      case "restart-nats":
+        await nats.restart();
+        break;
+      case "add-nodes":
+        await fleet.addNodes(Math.ceil(nodes / 10));
+        break;
+    }
+    injected[kind] += 1;
+    console.log(`${new Date().toISOString()} ${kind}: ${fleet.identities.length - unprovisioned(fleet).length}/${fleet.identities.length} provisioned, ${observatory.terms.length} terms, ${observatory.duplicateSends().length} duplicate sends`);
+  }
+
+  delayed?.delayStoreWrites(0);
+  const drainUntil = performance.now() + DRAIN_MS;
+  while (unprovisioned(fleet).length > 0 && performance.now() < drainUntil) await sleep(500);
+
+  const doubleConfigured = [...observatory.configuresPerAdmission(fleet)].filter(([, count]) => count > 1).map(([admission]) => admission);
+  const summary = {
+    minutes,
+    scale: SCALE,
+    nodes: fleet.identities.length,
+    provisioned: fleet.identities.length - unprovisioned(fleet).length,
+    hostsLost: unprovisioned(fleet).length,
+    duplicateSends: observatory.duplicateSends().length,
+    doubleConfiguredAdmissions: doubleConfigured.length,
+    terms: observatory.terms.length,
+    deployments: named,
+    rpcsSent: observatory.sends.length,
+    faults: injected,
+  };
+  console.log(JSON.stringify(summary, null, 2));
+  if (out) writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
+
+  for (const deployment of alive) deployment.kill();
+  await Promise.all([...alive, ...retired].map((deployment) => deployment.shutdown()));
+  await fleet.stop();
+  await Promise.all(connections.map((nc) => nc.close()));
+  dynamo.destroy();
+  await dynamoDb.stop();
+  await nats.stop();
+  process.exitCode = summary.hostsLost === 0 && summary.duplicateSends === 0 && summary.doubleConfiguredAdmissions === 0 ? 0 : 1;
+}
+
+await main();

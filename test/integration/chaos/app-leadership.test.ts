@@ -1,0 +1,166 @@
+/**
+ * Leadership faults through the real App: two deployments (createApp, each with its own queues,
+ * sharing the lease and admission tables as global tables would) started at once, the leader
+ * killed in the middle of its host work, the standby's lease keeper taking over, and the dead
+ * leader's queued work handed to the new leader. The Apps run on clocks SCALE times faster than
+ * real time, so the 30 s lease expires in seconds; every RPC attempt is tagged from the engine's
+ * per-attempt log line (identity, term) with the deployment that logged it.
+ */
+import { randomUUID } from "node:crypto";
+import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { APP_DEFAULTS, createApp, type App, type AppSettings } from "../../../lib/app";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
+import { InMemoryMetrics } from "../../../lib/observability";
+import type { HelperRequest, HelperResponse, LogAttributes, Logger } from "../../../lib/ports";
+import { startFleet, type Fleet } from "../../../lib/simulator";
+import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "./aws";
+import { scaledClock } from "./deployments";
+import { recordScenario } from "./scenario";
+import { configuringResponse, TOKEN } from "./support";
+
+const NODES = 16;
+
+let nats: RunningNats;
+let sqs: RunningSqs;
+let sqsApi: SQSClient;
+let dynamo: DynamoDBClient;
+let fleet: Fleet;
+const apps: App[] = [];
+
+beforeAll(async () => {
+  nats = await startNats();
+  sqs = await startSqs();
+  sqsApi = sqsClient(sqs.url);
+  dynamo = dynamoClient(inject("dynamoEndpoint"));
+  // The nodes share the Apps' time: they judge each request's TTL by it.
+  fleet = await startFleet({ natsUrl: nats.url, count: NODES, identityPrefix: "app-lead", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, clock: scaledClock() });
+});
+
+afterAll(async () => {
+  await Promise.all(apps.map((app) => app.close()));
+  await fleet?.stop();
+  dynamo?.destroy();
+  sqsApi?.destroy();
+  await sqs?.stop();
+  await nats?.stop();
+});
+
+interface Attempt {
+  deployment: string;
+  identity: string;
+  term: number;
+  rpc: string;
+  at: number;
+}
+
+/** What every deployment logged that the assertions need, stamped with real time. */
+class Journal {
+  readonly attempts: Attempt[] = [];
+  readonly wonTerms: Array<{ deployment: string; term: number; at: number }> = [];
+
+  logger(deployment: string): Logger {
+    const record = (message: string, attributes?: LogAttributes) => {
+      const at = performance.now();
+      if (message.startsWith("Trying action ") && typeof attributes?.term === "number") {
+        this.attempts.push({ deployment, identity: String(attributes.identity), term: attributes.term, rpc: String(attributes.rpc), at });
+      }
+      if (message === "holding the lease under a new term" && typeof attributes?.term === "number") this.wonTerms.push({ deployment, term: attributes.term, at });
+    };
+    return { debug: record, info: record, warn: record, error: record };
+  }
+}
+
+async function deployment(name: string, site: string, tables: { lease: string; admission: string }, journal: Journal): Promise<{ app: App; queues: Queues }> {
+  const queues = await createQueues(sqs, sqsApi, `${site}-${name}`);
+  const yaml = [
+    `site: ${site}`,
+    `deployment_id: ${name}`,
+    "helper: /bin/false",
+    "choria_insecure: true",
+    "leader_election: true",
+    "workers: 8",
+    `token: ${TOKEN}`,
+    "features: { jwt: true }",
+    `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
+    `broker_urls: ["${nats.url}"]`,
+  ].join("\n");
+  const settings: AppSettings = {
+    configEnv: { PROVISIONER_CONFIG_YAML: yaml },
+    leaseTable: tables.lease,
+    admissionTable: tables.admission,
+    hostWorkQueueUrl: queues.hostWork,
+    hostWorkDlqUrl: queues.hostWorkDlq,
+    lifecycleQueueUrl: queues.lifecycle,
+    lifecycleDlqUrl: queues.lifecycleDlq,
+    dynamoDbEndpoint: inject("dynamoEndpoint"),
+    sqsEndpoint: sqs.url,
+    region: "us-east-1",
+    lifecycleStream: APP_DEFAULTS.lifecycleStream,
+    serviceName: name,
+    metricsNamespace: "Chaos",
+    retryBaseDelaySeconds: 1,
+    retryMaxDelaySeconds: 1,
+    deadlineMarginMs: 1_000,
+  };
+  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const app = await createApp(settings, { metrics: new InMemoryMetrics(site), logger: journal.logger(name), helper, clock: scaledClock() });
+  apps.push(app);
+  return { app, queues };
+}
+
+async function deliver(app: App, queueUrl: string, max = 10): Promise<number> {
+  const messages = await receive(sqsApi, queueUrl, max);
+  if (messages.length === 0) return 0;
+  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(600_000) });
+  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
+  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
+  if (done.length > 0) await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
+  return messages.length;
+}
+
+const configures = (identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
+const unprovisioned = () => fleet.identities.filter((identity) => configures(identity) === 0);
+
+describe("leadership faults through the App", () => {
+  it("started at once, leader killed mid-work, standby's keeper takes over: no attempt by the dead leader after the new term, stale work discarded, every node configured once", async ({ task }) => {
+    // Arrange
+    const site = `app-chaos-${randomUUID().slice(0, 8)}`;
+    const tables = await createTables(dynamo, site);
+    const journal = new Journal();
+    const [east, west] = await Promise.all([deployment("east", site, tables, journal), deployment("west", site, tables, journal)]);
+
+    // Act: both discover at once; the leader works one batch, then dies.
+    const [eastDiscovery, westDiscovery] = await Promise.all([east.app.discover({ remainingMs: remainingTime(60_000) }), west.app.discover({ remainingMs: remainingTime(60_000) })]);
+    const [leader, standby] = eastDiscovery.paused ? [west, east] : [east, west];
+    const leaderName = leader === east ? "east" : "west";
+    await deliver(leader.app, leader.queues.hostWork, 5);
+    const configuredByLeader = NODES - unprovisioned().length;
+    // The standby's lease keeper contests until the dead leader's lease has expired, then discovers.
+    const keeper = await standby.app.keepLease({ remainingMs: remainingTime(60_000) });
+    const deadline = performance.now() + 30_000;
+    while (unprovisioned().length > 0 && performance.now() < deadline) {
+      if ((await deliver(standby.app, standby.queues.hostWork)) === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // The dead leader's queued work reaches the new leader (a shared queue, or an operator redrive).
+    const recordsBefore = fleet.record.length;
+    let leftover = 0;
+    for (let delivered = await deliver(standby.app, leader.queues.hostWork); delivered > 0; delivered = await deliver(standby.app, leader.queues.hostWork)) leftover += delivered;
+
+    // Assert
+    expect([eastDiscovery.paused, westDiscovery.paused].sort()).toEqual([false, true]);
+    expect(configuredByLeader).toBeGreaterThan(0);
+    expect(keeper.wonTerms).toEqual([2]);
+    const newTerm = journal.wonTerms.find((won) => won.term === 2);
+    expect(newTerm?.deployment).not.toBe(leaderName);
+    const late = journal.attempts.filter((attempt) => attempt.deployment === leaderName && attempt.at > (newTerm?.at ?? 0));
+    expect(late).toEqual([]);
+    expect(journal.attempts.filter((attempt) => attempt.deployment !== leaderName).every((attempt) => attempt.term === 2)).toBe(true);
+    expect(unprovisioned()).toEqual([]);
+    for (const identity of fleet.identities) expect(configures(identity), identity).toBe(1);
+    expect(leftover).toBeGreaterThan(0);
+    expect(fleet.record.length).toBe(recordsBefore);
+    recordScenario(task, { area: "leadership", load: NODES, faults: 2, duplicateSends: late.length, hostsLost: unprovisioned().length });
+  });
+});

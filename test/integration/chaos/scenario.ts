@@ -1,0 +1,31 @@
+/**
+ * Figures a chaos or fuzz test attaches to itself, so `scripts/reliability-report.ts` can list every
+ * scenario with what it put the system through, from vitest's JSON report alone (task meta is
+ * carried into it). The assertions live in the tests; these numbers only describe them.
+ */
+import type { RunnerTestCase } from "vitest";
+
+export type ChaosArea = "leadership" | "infrastructure" | "hostile-node" | "hostile-helper" | "config" | "fuzz";
+
+export interface ScenarioFigures {
+  area: ChaosArea;
+  /** Hosts provisioned or messages pushed through while the fault was active. */
+  load: number;
+  /** Faults injected (restarts, kills, delays, faulty nodes). */
+  faults: number;
+  /** Hostile or malformed inputs handed to the code under test. */
+  badInputs: number;
+  /** Admitted hosts that never ended provisioned, deferred or parked with a reason. */
+  hostsLost: number;
+  /** choria_provision calls a deployment sent after another deployment's term began. */
+  duplicateSends: number;
+  /** The scenario deliberately breaks an assumption (clock skew past the bound): duplicateSends is reported, not required to be 0. */
+  beyondBound?: boolean;
+}
+
+export const CHAOS_META_KEY = "chaos";
+
+export function recordScenario(task: Pick<RunnerTestCase, "meta">, figures: Partial<ScenarioFigures> & Pick<ScenarioFigures, "area">): void {
+  const complete: ScenarioFigures = { load: 0, faults: 0, badInputs: 0, hostsLost: 0, duplicateSends: 0, ...figures };
+  (task.meta as Record<string, unknown>)[CHAOS_META_KEY] = complete;
+}
