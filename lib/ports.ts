@@ -5,7 +5,7 @@
  */
 
 export interface Clock {
-  /** Wall-clock epoch milliseconds. Deployments' wall clocks may disagree by up to the skew bound. */
+  /** Wall-clock epoch milliseconds (callers stamping records floor it to whole ms). Deployments' wall clocks may disagree by up to the skew bound. */
   now(): number;
   /** Monotonic milliseconds; only comparable within one process, never across deployments. */
   monotonic(): number;

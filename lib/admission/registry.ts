@@ -141,7 +141,8 @@ export class AdmissionRegistry {
 
   /** Admits `identity` under `term`; returns the work to enqueue, or undefined when it was admitted recently. */
   async admit(identity: string, source: AdmissionSource, term: number): Promise<HostWork | undefined> {
-    const now = this.clock.now();
+    // Host-work messages carry admittedAt as an integer; a fractional clock would make them poison.
+    const now = Math.floor(this.clock.now());
     const entry = {
       site: this.settings.site,
       identity,

@@ -216,7 +216,9 @@ export class ProvisionerApp implements App {
     return this.invocation(ctx, async () => {
       let term: Promise<number | undefined> | undefined;
       const currentTerm = () => (term ??= this.deps.gate.currentTerm());
-      return this.processBatch(event, (record) => this.handleLifecycleRecord(record, currentTerm));
+      // A whole SQS batch at once would flood the registry table; admissions share discovery's bound.
+      const limiter = new Limiter(ADMIT_CONCURRENCY);
+      return this.processBatch(event, (record) => limiter.run(() => this.handleLifecycleRecord(record, currentTerm)));
     });
   }
 

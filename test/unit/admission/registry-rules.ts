@@ -57,6 +57,16 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(work).toEqual({ identity: "node-1", term: 4, admittedAt: time.trueTime, source: "discovery" });
     });
 
+    it("stamps whole milliseconds even when the clock has a fraction, as host-work messages require", async () => {
+      const { registry, time } = setup();
+      time.advance(0.75);
+
+      const work = await registry.admit("node-1", "discovery", 4);
+
+      expect(work?.admittedAt).toBe(Math.floor(time.trueTime));
+      expect(Number.isInteger(work?.admittedAt)).toBe(true);
+    });
+
     it("does not admit the same host twice within one interval, and admits it again after", async () => {
       const { registry, time } = setup();
       await registry.admit("node-1", "discovery", 1);
