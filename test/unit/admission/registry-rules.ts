@@ -35,7 +35,9 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
   describe(`admission registry rules on ${storeName}`, () => {
     let siteCounter = 0;
     function setup() {
-      const time = new SharedTime();
+      // Anchored at real time: entries carry a TTL, and DynamoDB Local's sweeper deletes items whose
+      // TTL is already past, which a fixed 2023 clock would make every item.
+      const time = new SharedTime(Date.now());
       const store = new CountingStore(makeStore());
       const metrics = new RecordingMetrics();
       const logger = new RecordingLogger();

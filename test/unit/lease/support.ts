@@ -2,7 +2,7 @@ import type { AnyMetricName, Clock, LogAttributes, Logger, Metrics } from "../..
 
 /** Several clocks sharing one true time, each with its own wall-clock offset. */
 export class SharedTime {
-  trueTime = 1_700_000_000_000;
+  constructor(public trueTime = 1_700_000_000_000) {}
   clock(offsetMs = 0): Clock & { advance(ms: number): void } {
     return {
       now: () => this.trueTime + offsetMs,
