@@ -1,7 +1,9 @@
 /**
- * AdmissionStore on a DynamoDB table keyed by `site` + `identity`. Each operation is one
- * conditional write whose condition failure returns the stored entry. `ttl` (epoch seconds) lets
- * DynamoDB delete entries no rule reads any more; no rule depends on that deletion happening.
+ * AdmissionStore on a DynamoDB table keyed by `site` + `identity`; the only code that knows the
+ * item layout. Each write is one conditional write on the exact admission or claim it acts on, so
+ * it never undoes a newer admission or another worker's claim; a condition failure returns the
+ * stored entry. `ttl` (epoch seconds) lets DynamoDB delete entries no rule reads any more; no rule
+ * depends on that deletion happening.
  */
 import {
   ConditionalCheckFailedException,
@@ -9,6 +11,7 @@ import {
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
+  QueryCommand,
   UpdateItemCommand,
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
@@ -20,11 +23,15 @@ import type {
   AdmissionKey,
   AdmissionState,
   AdmissionStore,
+  AdmissionSummaryRow,
   AdmissionWrite,
   AdmitRequest,
   ClaimRequest,
+  ForgetQueuedRequest,
   ForgetRequest,
+  ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  ReleaseClaimRequest,
 } from "./registry";
 import type { AdmissionSource } from "../ports";
 
@@ -148,6 +155,84 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     );
   }
 
+  releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        UpdateExpression: "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt REMOVE #claimToken, #claimedUntil",
+        ConditionExpression: "#claimToken = :token",
+        ExpressionAttributeNames: {
+          "#state": "state",
+          "#lastError": "lastError",
+          "#lastErrorAt": "lastErrorAt",
+          "#claimToken": "claimToken",
+          "#claimedUntil": "claimedUntil",
+        },
+        ExpressionAttributeValues: {
+          ":queued": s("queued"),
+          ":lastError": s(request.lastError),
+          ":lastErrorAt": n(request.lastErrorAt),
+          ":token": s(request.claimToken),
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new DeleteItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        ConditionExpression: "#term = :term AND #admittedAt = :admittedAt AND attribute_not_exists(#claimToken)",
+        ExpressionAttributeNames: { "#term": "term", "#admittedAt": "admittedAt", "#claimToken": "claimToken" },
+        ExpressionAttributeValues: { ":term": n(request.term), ":admittedAt": n(request.admittedAt) },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new DeleteItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        ConditionExpression: "attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now",
+        ExpressionAttributeNames: { "#claimedUntil": "claimedUntil" },
+        ExpressionAttributeValues: { ":now": n(request.now) },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  async listSite(site: string): Promise<AdmissionSummaryRow[]> {
+    const rows: AdmissionSummaryRow[] = [];
+    let startKey: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.options.client.send(
+        new QueryCommand({
+          TableName: this.options.tableName,
+          KeyConditionExpression: "#site = :site",
+          ProjectionExpression: "#identity, #term, #state, #lastError, #lastErrorAt",
+          ExpressionAttributeNames: {
+            "#site": "site",
+            "#identity": "identity",
+            "#term": "term",
+            "#state": "state",
+            "#lastError": "lastError",
+            "#lastErrorAt": "lastErrorAt",
+          },
+          ExpressionAttributeValues: { ":site": s(site) },
+          ExclusiveStartKey: startKey,
+        }),
+      );
+      for (const item of page.Items ?? []) rows.push(decodeSummaryRow(item));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return rows;
+  }
+
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
     const { Item } = await this.options.client.send(
       new GetItemCommand({ TableName: this.options.tableName, Key: this.key(key), ConsistentRead: true }),
@@ -188,7 +273,21 @@ function decodeEntry(item: Record<string, AttributeValue> | undefined): Admissio
   if (claimedUntil !== undefined) entry.claimedUntil = claimedUntil;
   const heldUntil = optionalNumber(item.heldUntil);
   if (heldUntil !== undefined) entry.heldUntil = heldUntil;
+  if (item.lastError?.S !== undefined) entry.lastError = item.lastError.S;
+  const lastErrorAt = optionalNumber(item.lastErrorAt);
+  if (lastErrorAt !== undefined) entry.lastErrorAt = lastErrorAt;
   return entry;
+}
+
+function decodeSummaryRow(item: Record<string, AttributeValue>): AdmissionSummaryRow {
+  const row: AdmissionSummaryRow = {
+    identity: item.identity?.S ?? "",
+    term: Number(item.term?.N ?? 0),
+    state: (item.state?.S ?? "queued") as AdmissionState,
+  };
+  if (item.lastError?.S !== undefined) row.lastError = item.lastError.S;
+  if (item.lastErrorAt?.N !== undefined) row.lastErrorAt = Number(item.lastErrorAt.N);
+  return row;
 }
 
 /** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */

@@ -6,11 +6,15 @@ import type {
   AdmissionEntry,
   AdmissionKey,
   AdmissionStore,
+  AdmissionSummaryRow,
   AdmissionWrite,
   AdmitRequest,
   ClaimRequest,
+  ForgetQueuedRequest,
   ForgetRequest,
+  ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  ReleaseClaimRequest,
 } from "./registry";
 
 export class MemoryAdmissionStore implements AdmissionStore {
@@ -62,6 +66,42 @@ export class MemoryAdmissionStore implements AdmissionStore {
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     this.entries.delete(keyOf(request));
     return { applied: true };
+  }
+
+  async releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
+    delete current.claimToken;
+    delete current.claimedUntil;
+    Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt });
+    return { applied: true };
+  }
+
+  async forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    const queued =
+      current !== undefined &&
+      current.term === request.term &&
+      current.admittedAt === request.admittedAt &&
+      current.claimToken === undefined;
+    if (!queued) return { applied: false, current: copy(current) };
+    this.entries.delete(keyOf(request));
+    return { applied: true };
+  }
+
+  async forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimedUntil !== undefined && current.claimedUntil > request.now) return { applied: false, current: copy(current) };
+    this.entries.delete(keyOf(request));
+    return { applied: true };
+  }
+
+  /** In identity order, as a DynamoDB Query returns the partition. */
+  async listSite(site: string): Promise<AdmissionSummaryRow[]> {
+    return [...this.entries.values()]
+      .filter((entry) => entry.site === site)
+      .sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0))
+      .map(({ identity, term, state, lastError, lastErrorAt }) => ({ identity, term, state, lastError, lastErrorAt }));
   }
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {

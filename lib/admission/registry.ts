@@ -10,6 +10,10 @@
  *   host twice at once; a crashed claimer's claim runs out.
  * - A provisioned host stays known for 60 s; a failed one is forgotten at once.
  *
+ * - A claim given back for a retry keeps the admission and records why, for the status report.
+ * - An admission whose work never reached the queue is withdrawn, so the host is admitted again.
+ * - The operator may forget a host at any time except while a worker provisions it.
+ *
  * A provisioned host costs three writes: admit, claim, mark provisioned.
  */
 import { randomUUID } from "node:crypto";
@@ -32,6 +36,9 @@ export interface AdmissionEntry extends AdmissionKey {
   claimToken?: string;
   claimedUntil?: number;
   heldUntil?: number;
+  /** Why the last attempt failed; kept until the host is admitted again. */
+  lastError?: string;
+  lastErrorAt?: number;
   /** Epoch ms after which the entry no longer matters to any rule; the store may delete it (TTL). */
   expiresAt: number;
 }
@@ -62,6 +69,31 @@ export interface ForgetRequest extends AdmissionKey {
   claimToken: string;
 }
 
+export interface ReleaseClaimRequest extends AdmissionKey {
+  claimToken: string;
+  lastError: string;
+  lastErrorAt: number;
+}
+
+export interface ForgetQueuedRequest extends AdmissionKey {
+  term: number;
+  admittedAt: number;
+}
+
+export interface ForgetUnlessClaimedRequest extends AdmissionKey {
+  now: number;
+}
+
+/** The fields of an entry the registry summary shows. */
+export type AdmissionSummaryRow = Pick<AdmissionEntry, "identity" | "term" | "state" | "lastError" | "lastErrorAt">;
+
+export interface RegistrySummary {
+  total: number;
+  byState: Record<AdmissionState, number>;
+  /** Hosts whose last attempt failed and will be retried, with the reason; newest first. */
+  lastErrors: Array<{ identity: string; term: number; lastError: string; lastErrorAt: number }>;
+}
+
 export type AdmissionWrite = { applied: true } | { applied: false; current: AdmissionEntry | undefined };
 
 /**
@@ -84,6 +116,14 @@ export interface AdmissionStore {
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: delete the entry. */
   forget(request: ForgetRequest): Promise<AdmissionWrite>;
+  /** If the claim token matches: state queued, claim removed, `lastError` and `lastErrorAt` recorded. */
+  releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite>;
+  /** If its term and admittedAt match and it has no claim token: delete the entry. */
+  forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite>;
+  /** Unless it has a claim that runs past `now`: delete the entry (also applied when there is none). */
+  forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite>;
+  /** Every entry of `site` (eventually consistent), reduced to the fields the summary shows. */
+  listSite(site: string): Promise<AdmissionSummaryRow[]>;
   /** Strongly consistent read. */
   read(key: AdmissionKey): Promise<AdmissionEntry | undefined>;
 }
@@ -101,6 +141,11 @@ export interface AdmissionSettings {
 }
 
 export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000 } as const;
+
+/** Keeps the status report small however many hosts keep failing. */
+export const LAST_ERRORS_SHOWN = 50;
+/** A failure reason is recorded up to this length. */
+const LAST_ERROR_MAX_LENGTH = 1_000;
 
 /** Entries outlive the last rule that reads them by this much, so TTL deletion never races a rule. */
 const EXPIRY_SLACK_MS = 60 * 60_000;
@@ -236,6 +281,59 @@ export class AdmissionRegistry {
         claimedUntil: claim.claimedUntil,
       });
     }
+  }
+
+  /**
+   * Gives `claim` back without ending the admission, recording `reason`, so a redelivery of the
+   * same work can claim the host again. False when the claim had run out (another worker may hold it).
+   */
+  async retryLater(claim: HostClaim, reason: string): Promise<boolean> {
+    const result = await this.deps.store.releaseClaim({
+      site: this.settings.site,
+      identity: claim.work.identity,
+      claimToken: claim.token,
+      lastError: reason.slice(0, LAST_ERROR_MAX_LENGTH) || "unknown",
+      lastErrorAt: this.clock.now(),
+    });
+    return result.applied;
+  }
+
+  /**
+   * Undoes the admission of `work` whose message never reached the queue, so the next discovery or
+   * event admits the host again. False when the host was admitted again or claimed since.
+   */
+  async withdraw(work: HostWork): Promise<boolean> {
+    const result = await this.deps.store.forgetQueued({
+      site: this.settings.site,
+      identity: work.identity,
+      term: work.term,
+      admittedAt: work.admittedAt,
+    });
+    return result.applied;
+  }
+
+  /**
+   * The operator's override of the once-per-interval rule and the provisioned hold: forgets the
+   * host unless a worker holds an unexpired claim on it, in which case it returns false.
+   */
+  async forgetUnlessClaimed(identity: string): Promise<boolean> {
+    const result = await this.deps.store.forgetUnlessClaimed({ site: this.settings.site, identity, now: this.clock.now() });
+    return result.applied;
+  }
+
+  /** How many hosts of this site are in each state, and the most recent failures. */
+  async summary(): Promise<RegistrySummary> {
+    const summary: RegistrySummary = { total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0 }, lastErrors: [] };
+    for (const row of await this.deps.store.listSite(this.settings.site)) {
+      summary.total++;
+      if (Object.hasOwn(summary.byState, row.state)) summary.byState[row.state]++;
+      if (row.lastError) {
+        summary.lastErrors.push({ identity: row.identity, term: row.term, lastError: row.lastError, lastErrorAt: row.lastErrorAt ?? 0 });
+      }
+    }
+    summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);
+    summary.lastErrors.length = Math.min(summary.lastErrors.length, LAST_ERRORS_SHOWN);
+    return summary;
   }
 
   private discardStale(work: HostWork, reason: string): void {

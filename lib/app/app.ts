@@ -7,7 +7,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from "nats";
-import type { AdmissionRegistry, HostClaim } from "../admission/registry";
+import type { AdmissionRegistry, HostClaim, RegistrySummary } from "../admission/registry";
 import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
@@ -19,7 +19,7 @@ import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { Limiter, mapLimited } from "./concurrency";
 import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
-import type { HostRecords, MessageQueue, QueueCounts, RegistrySummary } from "./ports";
+import type { MessageQueue, QueueCounts } from "./ports";
 
 /** What a handler knows about its invocation. */
 export interface InvocationContext {
@@ -101,7 +101,6 @@ export interface AppDeps {
   /** Absent when leader election is off. */
   leaseStore?: LeaseStore;
   registry: AdmissionRegistry;
-  hostRecords: HostRecords;
   engine: ProvisionEngine;
   queues: AppQueues;
   broker: BrokerAccess;
@@ -242,7 +241,7 @@ export class ProvisionerApp implements App {
       counts(queues.hostWorkDlq),
       counts(queues.lifecycle),
       counts(queues.lifecycleDlq),
-      this.deps.hostRecords.summary(),
+      this.deps.registry.summary(),
     ]);
     return {
       site: config.site,
@@ -275,7 +274,7 @@ export class ProvisionerApp implements App {
         continue;
       }
       // The operator overrides the once-per-interval rule, never a provisioning in progress.
-      if (!(await this.deps.hostRecords.forgetUnlessClaimed(identity))) {
+      if (!(await this.deps.registry.forgetUnlessClaimed(identity))) {
         result.rejected.push({ identity, reason: "the host is being provisioned right now" });
         continue;
       }
@@ -350,7 +349,7 @@ export class ProvisionerApp implements App {
     for (const work of failed) {
       this.log.error("could not queue host work; forgetting the host so it is admitted again", { identity: work.identity, term: work.term });
       try {
-        await this.deps.hostRecords.forgetQueued(work);
+        await this.deps.registry.withdraw(work);
       } catch (error) {
         this.log.error("could not forget unqueued host; it is admitted again after the interval", {
           identity: work.identity,
@@ -471,7 +470,7 @@ export class ProvisionerApp implements App {
   private async giveBack(claim: HostClaim, record: SQSRecord, reason: string): Promise<void> {
     const { identity, term } = claim.work;
     try {
-      if (!(await this.deps.hostRecords.releaseClaim(claim, reason))) {
+      if (!(await this.deps.registry.retryLater(claim, reason))) {
         this.log.warn("the claim ran out before it could be given back", { identity, term });
       }
     } catch (error) {

@@ -25,7 +25,6 @@ import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { ProvisionerApp, type App, type BrokerAccess } from "./app";
 import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
-import { DynamoDbHostRecords } from "./dynamodb-host-records";
 import { AppSettingsError, type AppSettings } from "./settings";
 import { SqsMessageQueue } from "./sqs-queue";
 
@@ -91,7 +90,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     { site: config.site, intervalMs: config.intervalMs },
     { store: new DynamoDbAdmissionStore({ client: storeClient, tableName: settings.admissionTable }), metrics, clock, logger },
   );
-  const hostRecords = new DynamoDbHostRecords({ client: storeClient, tableName: settings.admissionTable, site: config.site, clock });
   const queue = (url: string) => new SqsMessageQueue({ client: sqsClient, url, logger, clock });
 
   warnInsecureSigner(config, logger);
@@ -145,7 +143,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     gate,
     leaseStore,
     registry,
-    hostRecords,
     engine,
     queues: {
       hostWork: queue(settings.hostWorkQueueUrl),

@@ -14,8 +14,8 @@ export {
 } from "./app";
 export { createApp, defaultConsumerName, PROVISIONER_VERSION, type AppOverrides } from "./create-app";
 export { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
-export { DynamoDbHostRecords } from "./dynamodb-host-records";
-export type { HostRecords, MessageQueue, OutgoingMessage, QueueCounts, RegistrySummary } from "./ports";
+export type { RegistrySummary } from "../admission/registry";
+export type { MessageQueue, OutgoingMessage, QueueCounts } from "./ports";
 export { lazyApp, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";
 export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, type AppSettings } from "./settings";
 export { SqsMessageQueue } from "./sqs-queue";

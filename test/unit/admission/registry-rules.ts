@@ -3,7 +3,7 @@
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, type AdmissionStore, type AdmissionWrite } from "../../../lib/admission/registry";
+import { AdmissionRegistry, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, SharedTime } from "../lease/support";
 
@@ -19,7 +19,11 @@ class CountingStore implements AdmissionStore {
   claim: AdmissionStore["claim"] = (request) => this.write(() => this.inner.claim(request));
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
+  releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
+  forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
+  forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
   read: AdmissionStore["read"] = (key) => this.inner.read(key);
+  listSite: AdmissionStore["listSite"] = (site) => this.inner.listSite(site);
   private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
     this.writes++;
     const result = await send();
@@ -43,12 +47,20 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       const logger = new RecordingLogger();
       let tokens = 0;
       const site = `site-${Date.now()}-${siteCounter++}`;
-      const registry = (clock = time.clock()) =>
+      const registryOf = (siteName: string) =>
         new AdmissionRegistry(
-          { site, intervalMs: INTERVAL, claimTtlMs: CLAIM_TTL },
-          { store, metrics, logger, clock, newClaimToken: () => `claim-${tokens++}` },
+          { site: siteName, intervalMs: INTERVAL, claimTtlMs: CLAIM_TTL },
+          { store, metrics, logger, clock: time.clock(), newClaimToken: () => `claim-${tokens++}` },
         );
-      return { time, store, metrics, logger, registry: registry(), site };
+      return { time, store, metrics, logger, registry: registryOf(site), site, otherSite: () => registryOf(`${site}-other`) };
+    }
+
+    async function claimed(registry: AdmissionRegistry, identity: string, term = 1): Promise<HostClaim> {
+      const work = await registry.admit(identity, "discovery", term);
+      if (!work) throw new Error(`expected ${identity} to be admitted`);
+      const begun = await registry.begin(work, term);
+      if (begun.status !== "claimed") throw new Error(`expected a claim on ${identity}, got ${begun.status}`);
+      return begun.claim;
     }
 
     it("admits a new host stamped with the current term", async () => {
@@ -215,6 +227,213 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
       expect(outcome.status).toBe("claimed");
       expect(duplicate.status).toBe("already-claimed");
+    });
+
+    describe("retryLater", () => {
+      it("gives the claim back so a redelivery of the same work can claim the host again", async () => {
+        const { registry } = setup();
+        const claim = await claimed(registry, "node-1");
+
+        const released = await registry.retryLater(claim, "helper timed out");
+        const redelivery = await registry.begin(claim.work, 1);
+
+        expect(released).toBe(true);
+        expect(redelivery.status).toBe("claimed");
+      });
+
+      it("keeps the admission, so the host is not admitted again within the interval", async () => {
+        const { registry, time } = setup();
+        const claim = await claimed(registry, "node-1");
+        await registry.retryLater(claim, "broker unreachable");
+        time.advance(INTERVAL - 1);
+
+        const readmitted = await registry.admit("node-1", "discovery", 1);
+
+        expect(readmitted).toBeUndefined();
+      });
+
+      it("records the reason and when, shown by the summary as queued", async () => {
+        const { registry, time } = setup();
+        const claim = await claimed(registry, "node-1", 3);
+        time.advance(5_000);
+
+        await registry.retryLater(claim, "helper timed out");
+        const summary = await registry.summary();
+
+        expect(summary.byState).toEqual({ queued: 1, provisioning: 0, provisioned: 0 });
+        expect(summary.lastErrors).toEqual([{ identity: "node-1", term: 3, lastError: "helper timed out", lastErrorAt: time.trueTime }]);
+      });
+
+      it("records at most 1000 characters of the reason, and 'unknown' for an empty one", async () => {
+        const { registry } = setup();
+        const long = await claimed(registry, "node-long");
+        const empty = await claimed(registry, "node-empty");
+
+        await registry.retryLater(long, "x".repeat(1_500));
+        await registry.retryLater(empty, "");
+        const errors = new Map((await registry.summary()).lastErrors.map((error) => [error.identity, error.lastError]));
+
+        expect(errors.get("node-long")).toBe("x".repeat(1_000));
+        expect(errors.get("node-empty")).toBe("unknown");
+      });
+
+      it("refuses a claim that ran out and was taken over, leaving the new claim in place", async () => {
+        const { registry, time } = setup();
+        const stale = await claimed(registry, "node-1");
+        time.advance(CLAIM_TTL);
+        const takeover = await registry.begin(stale.work, 1);
+
+        const released = await registry.retryLater(stale, "too late");
+        const duplicate = await registry.begin(stale.work, 1);
+
+        expect(takeover.status).toBe("claimed");
+        expect(released).toBe(false);
+        expect(duplicate.status).toBe("already-claimed");
+      });
+    });
+
+    describe("withdraw", () => {
+      it("undoes an admission whose work was not queued, so the host is admitted again at once", async () => {
+        const { registry } = setup();
+        const work = (await registry.admit("node-1", "discovery", 1))!;
+
+        const withdrawn = await registry.withdraw(work);
+        const readmitted = await registry.admit("node-1", "discovery", 1);
+
+        expect(withdrawn).toBe(true);
+        expect(readmitted).toMatchObject({ identity: "node-1", term: 1 });
+      });
+
+      it("leaves a newer admission of the same host alone", async () => {
+        const { registry, time } = setup();
+        const first = (await registry.admit("node-1", "discovery", 1))!;
+        time.advance(INTERVAL);
+        const second = (await registry.admit("node-1", "discovery", 1))!;
+
+        const withdrawn = await registry.withdraw(first);
+        const outcome = await registry.begin(second, 1);
+
+        expect(withdrawn).toBe(false);
+        expect(outcome.status).toBe("claimed");
+      });
+
+      it("leaves a claimed host alone", async () => {
+        const { registry } = setup();
+        const claim = await claimed(registry, "node-1");
+
+        const withdrawn = await registry.withdraw(claim.work);
+        const duplicate = await registry.begin(claim.work, 1);
+
+        expect(withdrawn).toBe(false);
+        expect(duplicate.status).toBe("already-claimed");
+      });
+
+      it("reports nothing withdrawn for a host it does not know", async () => {
+        const { registry, time } = setup();
+
+        const withdrawn = await registry.withdraw({ identity: "node-unknown", term: 1, admittedAt: time.trueTime, source: "discovery" });
+
+        expect(withdrawn).toBe(false);
+      });
+    });
+
+    describe("forgetUnlessClaimed", () => {
+      it("forgets a queued host so the operator can admit it again within the interval", async () => {
+        const { registry } = setup();
+        await registry.admit("node-1", "discovery", 1);
+
+        const forgotten = await registry.forgetUnlessClaimed("node-1");
+        const readmitted = await registry.admit("node-1", "operator", 1);
+
+        expect(forgotten).toBe(true);
+        expect(readmitted).toMatchObject({ identity: "node-1", source: "operator" });
+      });
+
+      it("forgets a provisioned host still within its hold", async () => {
+        const { registry } = setup();
+        const claim = await claimed(registry, "node-1");
+        await registry.complete(claim, "provisioned");
+
+        const forgotten = await registry.forgetUnlessClaimed("node-1");
+        const readmitted = await registry.admit("node-1", "operator", 1);
+
+        expect(forgotten).toBe(true);
+        expect(readmitted).toMatchObject({ identity: "node-1" });
+      });
+
+      it("refuses while a worker holds an unexpired claim, and forgets once it runs out", async () => {
+        const { registry, time } = setup();
+        await claimed(registry, "node-1");
+
+        time.advance(CLAIM_TTL - 1);
+        const whileClaimed = await registry.forgetUnlessClaimed("node-1");
+        time.advance(1);
+        const afterExpiry = await registry.forgetUnlessClaimed("node-1");
+
+        expect(whileClaimed).toBe(false);
+        expect(afterExpiry).toBe(true);
+      });
+
+      it("forgets a host whose claim was given back for a retry", async () => {
+        const { registry } = setup();
+        const claim = await claimed(registry, "node-1");
+        await registry.retryLater(claim, "helper failed");
+
+        const forgotten = await registry.forgetUnlessClaimed("node-1");
+
+        expect(forgotten).toBe(true);
+      });
+
+      it("succeeds for a host it does not know", async () => {
+        const { registry } = setup();
+
+        const forgotten = await registry.forgetUnlessClaimed("node-unknown");
+
+        expect(forgotten).toBe(true);
+      });
+    });
+
+    describe("summary", () => {
+      it("counts this site's hosts by state and leaves other sites out", async () => {
+        const { registry, otherSite } = setup();
+        await registry.admit("node-queued", "discovery", 1);
+        await claimed(registry, "node-provisioning");
+        await registry.complete(await claimed(registry, "node-provisioned"), "provisioned");
+        await otherSite().admit("node-elsewhere", "discovery", 1);
+
+        const summary = await registry.summary();
+
+        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1 }, lastErrors: [] });
+      });
+
+      it("is empty for a site without hosts", async () => {
+        const { registry } = setup();
+
+        const summary = await registry.summary();
+
+        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0 }, lastErrors: [] });
+      });
+
+      it("lists the most recent failures first and at most LAST_ERRORS_SHOWN of them", async () => {
+        const { registry, time } = setup();
+        const failures = LAST_ERRORS_SHOWN + 2;
+        const failedAt: Array<{ identity: string; at: number }> = [];
+        for (let index = 0; index < failures; index++) {
+          const identity = `node-${String((index * 7) % failures).padStart(3, "0")}`;
+          const claim = await claimed(registry, identity);
+          time.advance(10);
+          await registry.retryLater(claim, `failure of ${identity}`);
+          failedAt.push({ identity, at: time.trueTime });
+        }
+
+        const summary = await registry.summary();
+
+        const newestFirst = failedAt.sort((a, b) => b.at - a.at).slice(0, LAST_ERRORS_SHOWN);
+        expect(summary.total).toBe(failures);
+        expect(summary.lastErrors.map((error) => [error.identity, error.lastErrorAt])).toEqual(
+          newestFirst.map((failure) => [failure.identity, failure.at]),
+        );
+      });
     });
   });
 }
