@@ -18,6 +18,8 @@ export interface RunningNats extends RunningService {
   port: number;
   /** Stops and starts the same server again on the same port and store (for outage tests). */
   restart(): Promise<void>;
+  /** Process id of the running server (for CPU and memory figures from /proc). */
+  readonly pid: number | undefined;
 }
 
 const NATS_BINARY = process.env.NATS_SERVER_BIN ?? "nats-server";
@@ -96,6 +98,9 @@ export async function startNats(options: NatsOptions = {}): Promise<RunningNats>
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    get pid() {
+      return child.pid;
+    },
     async restart() {
       await stopChild(child);
       await launch();
@@ -110,6 +115,8 @@ export async function startNats(options: NatsOptions = {}): Promise<RunningNats>
 export interface RunningDynamoDb extends RunningService {
   port: number;
   restart(): Promise<void>;
+  /** Process id of the DynamoDB Local JVM (for CPU and memory figures from /proc). */
+  readonly pid: number | undefined;
 }
 
 /** DynamoDB Local (in memory, one shared database for every credential and region). */
@@ -130,6 +137,9 @@ export async function startDynamoDbLocal(options: { port?: number } = {}): Promi
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    get pid() {
+      return child.pid;
+    },
     async restart() {
       await stopChild(child);
       await launch();
@@ -154,6 +164,8 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
 export interface RunningSqs extends RunningService {
   /** Creates a queue (and, when given, its DLQ redrive) and returns its URL. */
   createQueue(name: string, attributes?: Record<string, string>): string;
+  /** As createQueue, also returning the ARN a RedrivePolicy names. */
+  createQueueWithArn(name: string, attributes?: Record<string, string>): { url: string; arn: string };
 }
 
 /** fauxqs, an SQS emulator speaking the current JSON protocol, in this process. */
@@ -163,6 +175,10 @@ export async function startSqs(): Promise<RunningSqs> {
   return {
     url: server.address,
     createQueue: (name, attributes) => server.createQueue(name, attributes ? { attributes } : undefined).queueUrl,
+    createQueueWithArn: (name, attributes) => {
+      const created = server.createQueue(name, attributes ? { attributes } : undefined);
+      return { url: created.queueUrl, arn: created.queueArn };
+    },
     stop: () => server.stop(),
   };
 }

@@ -1,0 +1,575 @@
+/**
+ * Pipeline benchmark: the whole product on the local stack (discovery + lifecycle events + queue +
+ * engine with jwt + ed25519 and an executable helper) against 100, 1,000 and 5,000 simulated nodes,
+ * at several provision concurrency levels, plus a failover run with a standby deployment and a
+ * CPU-profiled 1,000-node run.
+ *
+ *   npx tsx bench/pipeline.ts                 writes reports/bench.json and reports/bench.md
+ *   BENCH_SIZES=100,1000 npx tsx bench/pipeline.ts   (smaller matrix)
+ *
+ * Everything except nats-server and DynamoDB Local (and the helper processes) runs in this one
+ * process: the simulated fleet, fauxqs, the emulated Lambda runtime and every App.
+ */
+import { readFileSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import { cpus, loadavg } from "node:os";
+import { Session } from "node:inspector/promises";
+import { runLocal, type RunSummary } from "../lib/local/run";
+import { dynamoDbSplit } from "../lib/local/request-counter";
+import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../lib/local/stack";
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+
+const PRICES = {
+  lambdaPerMillionRequests: 0.2,
+  lambdaPerGbSecondArm64: 0.0000133334,
+  sqsPerMillionRequests: 0.4,
+  dynamoDbPerMillionWrites: 0.625,
+  dynamoDbPerMillionReads: 0.125,
+} as const;
+const CLOCK_TICKS_PER_SECOND = 100;
+
+const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
+const SIZES = list(process.env.BENCH_SIZES, [100, 1_000, 5_000]);
+const CONCURRENCY_LEVELS = list(process.env.BENCH_CONCURRENCY, [2, 5, 10]);
+const DEFAULT_CONCURRENCY = Number(process.env.BENCH_DEFAULT_CONCURRENCY ?? 10);
+const SKIP_FAILOVER = process.env.BENCH_SKIP_FAILOVER === "true";
+const SKIP_PROFILE = process.env.BENCH_SKIP_PROFILE === "true";
+
+interface Sample {
+  rssSelf: number;
+  rssNats: number;
+  rssDynamo: number;
+}
+
+function procStat(pid: number | "self"): { utime: number; stime: number; cutime: number; cstime: number } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    // Fields after the command: state is index 0, so utime (14th overall) is index 11.
+    return { utime: Number(fields[11]), stime: Number(fields[12]), cutime: Number(fields[13]), cstime: Number(fields[14]) };
+  } catch {
+    return undefined;
+  }
+}
+
+function rssOf(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const match = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+) kB/);
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+const cpuSeconds = (stat: ReturnType<typeof procStat>, children = false) =>
+  stat ? (children ? stat.cutime + stat.cstime : stat.utime + stat.stime) / CLOCK_TICKS_PER_SECOND : 0;
+
+function percentile(sorted: number[], p: number): number | undefined {
+  if (sorted.length === 0) return undefined;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+interface RunSpec {
+  label: string;
+  nodes: number;
+  helper: HelperChoice;
+  maxConcurrency: number;
+  workers: number;
+  standby?: boolean;
+  killLeaderAfterMs?: number;
+  profile?: boolean;
+  timeoutMs?: number;
+}
+
+interface RunResult {
+  label: string;
+  complete: boolean;
+  timeout_s: number;
+  load_average_1m: { before: number; after: number };
+  nodes: number;
+  helper: string;
+  max_concurrency: number;
+  workers: number;
+  provisioned: number;
+  lost: number;
+  dead_lettered: number;
+  seconds_from_start: number;
+  seconds_first_admission_to_last_restart: number;
+  hosts_per_minute: number;
+  latency_ms: { p50?: number; p95?: number; p99?: number; max?: number; samples: number };
+  cpu_seconds: { self: number; helpers_and_reaped_children: number; nats_server: number; dynamodb_local: number; total: number };
+  cpu_ms_per_host: number;
+  peak_rss_mb: { self: number; nats_server: number; dynamodb_local: number; sum: number };
+  dynamodb: { writes: number; reads: number; writes_per_host: number; reads_per_host: number; by_operation: Record<string, number> };
+  sqs: {
+    app_requests: number;
+    event_source_requests: number;
+    messages_sent: number;
+    messages_per_host: number;
+    requests_per_host: number;
+    by_operation_app: Record<string, number>;
+  };
+  lambda: {
+    invocations: number;
+    invocations_per_host: number;
+    per_host_invocations: number;
+    by_function: RunSummary["invocations"];
+  };
+  cost_per_1000_hosts_usd: { lambda_requests: number; lambda_compute: number; sqs: number; dynamodb: number; total: number };
+  failover?: RunSummary["failover"] & { no_host_lost: boolean };
+  profile_top?: Array<{ function: string; location: string; self_ms: number; self_percent: number }>;
+}
+
+function helperName(helper: HelperChoice): string {
+  return typeof helper === "object" ? helper.command : helper;
+}
+
+async function runOnce(spec: RunSpec): Promise<RunResult> {
+  const admittedAt = new Map<string, number[]>();
+  const options: LocalStackOptions = {
+    nodes: spec.nodes,
+    helper: spec.helper,
+    maxConcurrency: spec.maxConcurrency,
+    workers: spec.workers,
+    deployments: spec.standby ? ["primary", "standby"] : ["primary"],
+    // The Go server's 2 s (+ splay) restart delay only delays the node's return, not the pipeline.
+    restartDelayMs: 2_000,
+    waitTimeSeconds: 1,
+    observe: ({ operation, body }) => {
+      if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
+      try {
+        const parsed = JSON.parse(body) as { QueueUrl?: string; Entries?: Array<{ MessageBody?: string }>; MessageBody?: string };
+        if (!parsed.QueueUrl?.endsWith("-host-work")) return;
+        const bodies = parsed.Entries?.map((entry) => entry.MessageBody) ?? [parsed.MessageBody];
+        for (const text of bodies) {
+          const work = JSON.parse(text ?? "{}") as { identity?: string; admittedAt?: number };
+          if (work.identity && typeof work.admittedAt === "number") {
+            const times = admittedAt.get(work.identity) ?? [];
+            times.push(work.admittedAt);
+            admittedAt.set(work.identity, times);
+          }
+        }
+      } catch {
+        // Not host work.
+      }
+    },
+  };
+  process.stdout.write(`\n== ${spec.label}: ${spec.nodes} nodes, helper ${helperName(spec.helper)}, concurrency ${spec.maxConcurrency} x workers ${spec.workers}${spec.standby ? ", standby" : ""}\n`);
+  const stack = await startLocalStack(options);
+  currentStop = () => stack.stop();
+  const samples: Sample[] = [];
+  const session = spec.profile ? new Session() : undefined;
+  try {
+    const pids = { nats: stack.nats.pid, dynamo: stack.dynamoDb.pid };
+    const loadBefore = loadavg()[0] ?? 0;
+    const before = {
+      self: process.cpuUsage(),
+      children: cpuSeconds(procStat("self"), true),
+      nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
+      dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
+    };
+    const sampler = setInterval(() => {
+      samples.push({ rssSelf: process.memoryUsage.rss(), rssNats: rssOf(pids.nats), rssDynamo: rssOf(pids.dynamo) });
+    }, 200);
+    if (session) {
+      session.connect();
+      await session.post("Profiler.enable");
+      await session.post("Profiler.setSamplingInterval", { interval: 1000 });
+      await session.post("Profiler.start");
+    }
+    let lastLine = 0;
+    const summary = await runLocal(stack, {
+      timeoutMs: spec.timeoutMs ?? 300_000,
+      ...(spec.killLeaderAfterMs === undefined ? {} : { killLeaderAfterMs: spec.killLeaderAfterMs }),
+      onSnapshot: (s) => {
+        if (s.elapsedMs - lastLine >= 5_000) {
+          lastLine = s.elapsedMs;
+          process.stdout.write(`  ${(s.elapsedMs / 1000).toFixed(0)}s provisioned ${s.provisioned}/${s.total} in progress ${s.inProgress} failed ${s.failed} leader ${s.leader} term ${s.term}\n`);
+        }
+      },
+      onEvent: (message) => process.stdout.write(`  ${message}\n`),
+    });
+    const profile = session ? ((await session.post("Profiler.stop")) as { profile: CpuProfile }).profile : undefined;
+    clearInterval(sampler);
+    const after = {
+      self: process.cpuUsage(before.self),
+      children: cpuSeconds(procStat("self"), true),
+      nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
+      dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
+    };
+
+    const latencies: number[] = [];
+    for (const [identity, restartAt] of summary.restartedAt) {
+      const admitted = (admittedAt.get(identity) ?? []).filter((at) => at <= restartAt);
+      const last = admitted.at(-1);
+      if (last !== undefined) latencies.push(restartAt - last);
+    }
+    latencies.sort((a, b) => a - b);
+    const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
+    const lastRestart = Math.max(...summary.restartedAt.values());
+    const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
+
+    const provisioned = summary.provisioned;
+    const perHost = (value: number) => (provisioned > 0 ? value / provisioned : 0);
+    const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
+    const messagesSent = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+    const sqsRequests = stack.traffic.sqsApp.total() + stack.traffic.sqsEventSources.total();
+    const byFunction = summary.invocations;
+    const perHostFunctions = Object.entries(byFunction).filter(([name]) => /-(provision|lifecycle|discover)$/.test(name));
+    const perHostInvocations = perHostFunctions.reduce((sum, [, figures]) => sum + figures.invocations, 0);
+    const perHostGbSeconds = perHostFunctions.reduce((sum, [, figures]) => sum + figures.gbSeconds, 0);
+    const thousand = (value: number) => perHost(value) * 1000;
+    const cost = {
+      lambda_requests: thousand(perHostInvocations) * (PRICES.lambdaPerMillionRequests / 1e6),
+      lambda_compute: thousand(perHostGbSeconds) * PRICES.lambdaPerGbSecondArm64,
+      sqs: thousand(sqsRequests) * (PRICES.sqsPerMillionRequests / 1e6),
+      dynamodb: thousand(dynamo.writes) * (PRICES.dynamoDbPerMillionWrites / 1e6) + thousand(dynamo.reads) * (PRICES.dynamoDbPerMillionReads / 1e6),
+      total: 0,
+    };
+    cost.total = cost.lambda_requests + cost.lambda_compute + cost.sqs + cost.dynamodb;
+    const peak = (pick: (s: Sample) => number) => Math.max(0, ...samples.map(pick)) / (1024 * 1024);
+    const selfCpu = (after.self.user + after.self.system) / 1e6;
+    const cpu = {
+      self: selfCpu,
+      helpers_and_reaped_children: after.children - before.children,
+      nats_server: after.nats - before.nats,
+      dynamodb_local: after.dynamo - before.dynamo,
+      total: 0,
+    };
+    cpu.total = cpu.self + cpu.helpers_and_reaped_children + cpu.nats_server + cpu.dynamodb_local;
+
+    const result: RunResult = {
+      label: spec.label,
+      complete: summary.provisioned === summary.total,
+      timeout_s: (spec.timeoutMs ?? 300_000) / 1000,
+      load_average_1m: { before: round2(loadBefore), after: round2(loadavg()[0] ?? 0) },
+      nodes: spec.nodes,
+      helper: helperName(spec.helper),
+      max_concurrency: spec.maxConcurrency,
+      workers: spec.workers,
+      provisioned,
+      lost: summary.lost.length,
+      dead_lettered: summary.deadLetters.length,
+      seconds_from_start: summary.elapsedMs / 1000,
+      seconds_first_admission_to_last_restart: activeSeconds,
+      hosts_per_minute: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
+      latency_ms: {
+        p50: percentile(latencies, 50),
+        p95: percentile(latencies, 95),
+        p99: percentile(latencies, 99),
+        max: latencies.at(-1),
+        samples: latencies.length,
+      },
+      cpu_seconds: round(cpu),
+      cpu_ms_per_host: Math.round(perHost(cpu.total) * 1000 * 10) / 10,
+      peak_rss_mb: round({
+        self: peak((s) => s.rssSelf),
+        nats_server: peak((s) => s.rssNats),
+        dynamodb_local: peak((s) => s.rssDynamo),
+        sum: peak((s) => s.rssSelf + s.rssNats + s.rssDynamo),
+      }),
+      dynamodb: {
+        writes: dynamo.writes,
+        reads: dynamo.reads,
+        writes_per_host: round2(perHost(dynamo.writes)),
+        reads_per_host: round2(perHost(dynamo.reads)),
+        by_operation: Object.fromEntries(stack.traffic.dynamoDb.operations),
+      },
+      sqs: {
+        app_requests: stack.traffic.sqsApp.total(),
+        event_source_requests: stack.traffic.sqsEventSources.total(),
+        messages_sent: messagesSent,
+        messages_per_host: round2(perHost(messagesSent)),
+        requests_per_host: round2(perHost(sqsRequests)),
+        by_operation_app: Object.fromEntries(stack.traffic.sqsApp.operations),
+      },
+      lambda: {
+        invocations: stack.ledger.count(),
+        invocations_per_host: round2(perHost(stack.ledger.count())),
+        per_host_invocations: round2(perHost(perHostInvocations)),
+        by_function: byFunction,
+      },
+      cost_per_1000_hosts_usd: {
+        lambda_requests: round6(cost.lambda_requests),
+        lambda_compute: round6(cost.lambda_compute),
+        sqs: round6(cost.sqs),
+        dynamodb: round6(cost.dynamodb),
+        total: round6(cost.total),
+      },
+      ...(summary.failover ? { failover: { ...summary.failover, no_host_lost: summary.provisioned === summary.total } } : {}),
+      ...(profile ? { profile_top: summariseProfile(profile, 15) } : {}),
+    };
+    process.stdout.write(
+      `  -> ${provisioned}/${spec.nodes} provisioned, ${result.hosts_per_minute} hosts/min, p50/p95/p99 ${result.latency_ms.p50}/${result.latency_ms.p95}/${result.latency_ms.p99} ms, ` +
+        `${result.dynamodb.writes_per_host} DynamoDB writes/host, ${result.sqs.messages_per_host} SQS messages/host, CPU ${cpu.total.toFixed(1)} s\n`,
+    );
+    return result;
+  } finally {
+    session?.disconnect();
+    await stack.stop();
+  }
+}
+
+const round2 = (value: number) => Math.round(value * 100) / 100;
+const round6 = (value: number) => Math.round(value * 1e6) / 1e6;
+function round<T extends Record<string, number>>(values: T): T {
+  return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, round2(value)])) as T;
+}
+
+interface CpuProfile {
+  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }>;
+  samples?: number[];
+  timeDeltas?: number[];
+  startTime: number;
+  endTime: number;
+}
+
+/** Self time per function (summed over every node of the same function), top `count`. */
+function summariseProfile(profile: CpuProfile, count: number) {
+  const byNode = new Map(profile.nodes.map((node) => [node.id, node]));
+  const selfUs = new Map<string, { fn: string; location: string; us: number }>();
+  const samples = profile.samples ?? [];
+  const deltas = profile.timeDeltas ?? [];
+  let totalUs = 0;
+  for (let i = 0; i < samples.length; i++) {
+    const node = byNode.get(samples[i] as number);
+    const delta = deltas[i] ?? 0;
+    if (!node) continue;
+    totalUs += delta;
+    const { functionName, url, lineNumber } = node.callFrame;
+    const location = `${url.replace(/^file:\/\//, "").replace(process.cwd() + "/", "")}:${lineNumber + 1}`;
+    const key = `${functionName}@${location}`;
+    const entry = selfUs.get(key) ?? { fn: functionName || "(anonymous)", location, us: 0 };
+    entry.us += delta;
+    selfUs.set(key, entry);
+  }
+  return [...selfUs.values()]
+    .sort((a, b) => b.us - a.us)
+    .slice(0, count)
+    .map((entry) => ({
+      function: entry.fn,
+      location: entry.location,
+      self_ms: Math.round(entry.us / 1000),
+      self_percent: Math.round((entry.us / Math.max(1, totalUs)) * 1000) / 10,
+    }));
+}
+
+function markdown(results: RunResult[], generated: string, wallSeconds: number): string {
+  const lines: string[] = [];
+  const cpu = cpus();
+  lines.push("# Pipeline benchmark", "");
+  lines.push(
+    `Generated ${generated} by \`npx tsx bench/pipeline.ts\` on ${cpu.length} CPU(s) (${cpu[0]?.model ?? "unknown"}), Node ${process.version}; the whole benchmark took ${wallSeconds.toFixed(0)} s.`,
+  );
+  lines.push(
+    "",
+    "Each run starts its own nats-server, DynamoDB Local and fauxqs, a simulated fleet and one deployment (two for the failover run),",
+    "with `features: {jwt: true, ed25519: true}`, the lease on (30 s / 10 s / 5 s) and AWS timings (not `--fast`). The real handlers",
+    "run under the emulated Lambda runtime (lib/local/lambda-runtime.ts). Everything but nats-server, DynamoDB Local and the helper",
+    "processes shares this one Node process and its event loop: the fleet simulator (up to 5,000 servers answering RPCs),",
+    "fauxqs, every invocation of every function, and the counting proxies.",
+    "",
+    "- **hosts/minute**: provisioned hosts / time from the first host-work admission to the last restart acknowledgement.",
+    "- **latency**: per host, from `admittedAt` of the host work that provisioned it to the node recording the `restart` request.",
+    "- **CPU**: this process (`process.cpuUsage`), reaped children (helper processes, from `/proc/self/stat` cutime+cstime), nats-server and the DynamoDB Local JVM (`/proc/<pid>/stat`).",
+    "- **memory**: peak of RSS samples every 200 ms (this process, nats-server, the JVM, and their sum).",
+    "- **requests**: counted by proxies in front of DynamoDB Local and fauxqs (by `X-Amz-Target`); event-source SQS requests are the emulated Lambda pollers' ReceiveMessage / DeleteMessageBatch, which AWS also bills.",
+    "",
+  );
+  lines.push("## Throughput and latency", "");
+  lines.push("| run | nodes | helper | concurrency × workers | provisioned | complete | hosts/min | p50 ms | p95 ms | p99 ms | max ms | wall s | load 1m before/after |");
+  lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    lines.push(
+      `| ${r.label} | ${r.nodes} | ${r.helper.includes("/") ? r.helper.split("/").at(-1) : r.helper} | ${r.max_concurrency} × ${r.workers} | ${r.provisioned} | ${r.complete ? "yes" : `no (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_minute} | ${r.latency_ms.p50 ?? "-"} | ${r.latency_ms.p95 ?? "-"} | ${r.latency_ms.p99 ?? "-"} | ${r.latency_ms.max ?? "-"} | ${r.seconds_from_start.toFixed(1)} | ${r.load_average_1m.before} / ${r.load_average_1m.after} |`,
+    );
+  }
+  lines.push("", "## Resources", "");
+  lines.push("| run | CPU s total | self | helpers | nats | DynamoDB Local | CPU ms/host | peak RSS MB (self / nats / JVM / sum) |");
+  lines.push("|---|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    const c = r.cpu_seconds;
+    const m = r.peak_rss_mb;
+    lines.push(`| ${r.label} | ${c.total} | ${c.self} | ${c.helpers_and_reaped_children} | ${c.nats_server} | ${c.dynamodb_local} | ${r.cpu_ms_per_host} | ${m.self} / ${m.nats_server} / ${m.dynamodb_local} / ${m.sum} |`);
+  }
+  lines.push("", "## Requests and cost per host", "");
+  lines.push(
+    `Prices (us-east-1 on-demand, stated not fetched): Lambda $${PRICES.lambdaPerMillionRequests}/M requests + $${PRICES.lambdaPerGbSecondArm64}/GB-s (arm64); SQS $${PRICES.sqsPerMillionRequests}/M requests; DynamoDB on-demand $${PRICES.dynamoDbPerMillionWrites}/M writes, $${PRICES.dynamoDbPerMillionReads}/M reads.`,
+    "Per-host cost counts the provision, lifecycle and discover invocations (durations as measured in-process, 512/256/256 MB);",
+    "the lease keeper and lifecycle bridge run for a fixed time per minute whatever the fleet size (about $4-5 a month per deployment, docs/lease.md) and are left out.",
+    "",
+  );
+  lines.push("| run | DynamoDB writes/host | reads/host | SQS messages/host | SQS requests/host | Lambda invocations/host (per-host functions) | $ per 1,000 hosts |");
+  lines.push("|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    lines.push(
+      `| ${r.label} | ${r.dynamodb.writes_per_host} | ${r.dynamodb.reads_per_host} | ${r.sqs.messages_per_host} | ${r.sqs.requests_per_host} | ${r.lambda.per_host_invocations} | ${r.cost_per_1000_hosts_usd.total.toFixed(4)} |`,
+    );
+  }
+  const failover = results.find((r) => r.failover);
+  if (failover?.failover) {
+    const f = failover.failover;
+    lines.push("", "## Failover", "");
+    lines.push(
+      `${failover.nodes} nodes, a leader and a standby deployment with the default lease (30 s / 10 s / 5 s, keeper every minute looping ~58 s). ` +
+        `The leader was crashed ${(f.killedAtMs / 1000).toFixed(1)} s into the run (schedules and pollers stopped, running invocations out of time, no release).`,
+      "",
+      `- failover (crash → standby's claim visible in the lease table): **${f.tookMs === undefined ? "did not happen" : `${(f.tookMs / 1000).toFixed(1)} s`}** (new term ${f.newTerm ?? "-"})`,
+      `- hosts provisioned: ${failover.provisioned}/${failover.nodes}; lost: ${failover.lost}; dead-lettered: ${failover.dead_lettered}; no host lost: ${f.no_host_lost}`,
+    );
+  }
+  lines.push("", "## Targets", "");
+  lines.push("Figures, not assertions. A run marked incomplete stopped at its time limit; its hosts/min is over the hosts it did provision.", "");
+  lines.push("| target | measured | verdict |", "|---|---|---|");
+  const byLabel = (label: string) => results.find((r) => r.label === label);
+  const best = [...results].filter((r) => !r.failover && !r.profile_top).sort((a, b) => b.hosts_per_minute - a.hosts_per_minute)[0];
+  if (best) {
+    const bashBest = [...results].filter((r) => r.helper.endsWith(".sh") || r.helper === "bash").sort((a, b) => b.hosts_per_minute - a.hosts_per_minute)[0];
+    lines.push(
+      `| >= 10,000 hosts/min | best ${best.hosts_per_minute} (${best.label})${bashBest ? `; best with the bash helper ${bashBest.hosts_per_minute} (${bashBest.label})` : ""} | ${best.hosts_per_minute >= 10_000 ? "met" : `missed, ${(10_000 / Math.max(1, best.hosts_per_minute)).toFixed(1)}x short`} |`,
+    );
+  }
+  const levels = results.filter((r) => /^bash-1000(-c\d+)?$/.test(r.label)).sort((a, b) => a.max_concurrency - b.max_concurrency);
+  if (levels.length > 1) {
+    const growing = levels.every((r, i) => i === 0 || r.hosts_per_minute >= (levels[i - 1]?.hosts_per_minute ?? 0));
+    lines.push(`| throughput grows with concurrency | ${levels.map((r) => `c${r.max_concurrency}: ${r.hosts_per_minute}`).join(", ")} | ${growing ? "yes" : "not monotonic"} |`);
+  }
+  const thousand = byLabel("bash-1000");
+  if (thousand) {
+    const p99 = thousand.latency_ms.p99 ?? Infinity;
+    lines.push(`| p99 admission-to-restart < 2 s at 1,000 nodes | ${thousand.latency_ms.p99 ?? "-"} ms (bash); ${byLabel("inline-1000")?.latency_ms.p99 ?? "-"} ms (inline helper) | ${p99 < 2_000 ? "met" : `missed, ${(p99 / 2_000).toFixed(0)}x`} |`);
+    lines.push(`| <= 4 DynamoDB writes per host | ${thousand.dynamodb.writes_per_host} (bash-1000) | ${thousand.dynamodb.writes_per_host <= 4 ? "met" : `missed by ${(thousand.dynamodb.writes_per_host - 4).toFixed(2)}`} |`);
+    lines.push(`| <= 2 SQS messages per host | ${thousand.sqs.messages_per_host} (bash-1000) | ${thousand.sqs.messages_per_host <= 2 ? "met" : "missed"} |`);
+  }
+  if (failover?.failover) {
+    const took = failover.failover.tookMs;
+    lines.push(
+      `| failover < 45 s with defaults, no host lost | ${took === undefined ? "no takeover" : `${(took / 1000).toFixed(1)} s`}, ${failover.provisioned}/${failover.nodes} provisioned | ${took !== undefined && took < 45_000 && failover.failover.no_host_lost ? "met" : "missed"} |`,
+    );
+  }
+  if (FINDINGS) lines.push("", "## Findings", "", FINDINGS);
+  const profiled = results.find((r) => r.profile_top);
+  if (profiled?.profile_top) {
+    lines.push("", `## Profile (${profiled.label})`, "");
+    lines.push("V8 CPU profile of this process (the same sampler as `node --cpu-prof`, started through `node:inspector`), top self time:", "");
+    lines.push("| function | location | self ms | % |", "|---|---|---|---|");
+    for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+let currentStop: (() => Promise<void>) | undefined;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    process.stdout.write(`\n${signal}: stopping the running stack\n`);
+    void (currentStop?.() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+
+/**
+ * Where the time goes, from the app logs of the same runs under `npm run local`, the profile below
+ * and a separate DynamoDB Local measurement (2026-11-29). Re-check when re-measuring; `--markdown-only`
+ * rewrites bench.md from bench.json with this text.
+ */
+const FINDINGS = `**Throughput misses the 10,000 hosts/min target** (see Targets). In order of weight:
+
+1. **Admission before queueing.** \`discover\` admits every discovered host (16 conditional PutItems at a
+   time) and only then sends the host work. Host work waits from its \`admittedAt\` until the whole
+   admission phase is over, which is most of the p50/p99 admission-to-restart latency at 1,000 nodes;
+   the provision side mostly idles meanwhile (10-40 hosts in progress while hundreds wait), which is
+   also why the provision concurrency (c2 / c10 / c20) makes no difference. With 5,000 nodes the 60 s
+   discover invocation runs out before it queues anything: its admissions then block re-admission for
+   one interval, hosts arrive only one lifecycle event at a time, the run does not finish in its time
+   limit, and writes per provisioned host double. Queueing each chunk of admitted hosts as soon as it
+   is admitted (SendMessageBatch per 10) would remove both the waiting and the stranding (lib/app).
+2. **Helper processes.** With the bash + jq helper, \`spawn\` is the top self-time function of this
+   process in the profile: \`child_process.spawn\` forks and execs on the main thread, stalling the one
+   event loop that also carries the fleet, fauxqs and every invocation. The in-process helper
+   (\`inline\`, same rules, no process) is faster for under half the CPU per host (tables above), and
+   the node helper (a Node.js start per host) is the slowest. On AWS every
+   Lambda container has its own CPU and event loop, so this cost spreads out instead of serialising.
+3. **DynamoDB Local.** Measured alone on this machine: 5-15 ms per sequential PutItem and 80-240 puts/s
+   with 16 in flight. At ~4 writes per host that caps the pipeline at roughly 1,200-3,600 hosts/min
+   here; DynamoDB itself has no such ceiling at these rates.
+4. **A shared 2-core machine.** Other test suites ran at the same time (1-minute load average 6-14,
+   recorded per run), so absolute figures are pessimistic; comparisons between runs are fairer.
+
+**Per host**: ~4.0-4.3 DynamoDB writes (admit, claim, mark provisioned; the lifecycle event's admit
+attempt that fails its condition; a share of inline lease renewals, because the 22 s attempt window
+only fits the 25 s lease validity for 3 s after each renewal) and 2 SQS messages (the host work and
+the forwarded lifecycle event). Lambda compute per host is inflated by the in-process emulation:
+invocations share one event loop, so each lasts longer than it would in its own container.`;
+
+async function main(): Promise<void> {
+  if (process.argv.includes("--markdown-only")) {
+    const recorded = JSON.parse(readFileSync("reports/bench.json", "utf8")) as { generated: string; wall_seconds?: number; runs: RunResult[] };
+    await writeFile("reports/bench.md", markdown(recorded.runs, recorded.generated, recorded.wall_seconds ?? 0));
+    process.stdout.write("rewrote reports/bench.md from reports/bench.json\n");
+    return;
+  }
+  const started = Date.now();
+  const results: RunResult[] = [];
+  const bash: HelperChoice = "bash";
+  const seconds = (name: string, fallback: number) => Number(process.env[name] ?? fallback) * 1000;
+  for (const nodes of SIZES) {
+    const timeoutMs = nodes <= 100 ? seconds("BENCH_TIMEOUT_SMALL_S", 120) : nodes <= 1_000 ? seconds("BENCH_TIMEOUT_1000_S", 240) : seconds("BENCH_TIMEOUT_LARGE_S", 240);
+    results.push(await runOnce({ label: `bash-${nodes}`, nodes, helper: bash, maxConcurrency: DEFAULT_CONCURRENCY, workers: 10, timeoutMs }));
+  }
+  const scaleSize = SIZES.includes(1_000) ? 1_000 : (SIZES[0] ?? 100);
+  const sideTimeoutMs = seconds("BENCH_TIMEOUT_SIDE_S", 120);
+  for (const level of CONCURRENCY_LEVELS.filter((level) => level !== DEFAULT_CONCURRENCY)) {
+    results.push(
+      await runOnce({ label: `bash-${scaleSize}-c${level}`, nodes: scaleSize, helper: bash, maxConcurrency: level, workers: 10, timeoutMs: sideTimeoutMs }),
+    );
+  }
+  for (const helper of (process.env.BENCH_HELPERS ?? "inline,node").split(",").filter(Boolean) as HelperChoice[]) {
+    results.push(await runOnce({ label: `${helperName(helper)}-${scaleSize}`, nodes: scaleSize, helper, maxConcurrency: DEFAULT_CONCURRENCY, workers: 10, timeoutMs: sideTimeoutMs }));
+  }
+  if (!SKIP_PROFILE) {
+    results.push(
+      await runOnce({
+        label: `profiled-bash-${scaleSize}`,
+        nodes: scaleSize,
+        helper: bash,
+        maxConcurrency: DEFAULT_CONCURRENCY,
+        workers: 10,
+        profile: true,
+        timeoutMs: seconds("BENCH_TIMEOUT_PROFILE_S", 90),
+      }),
+    );
+  }
+  if (!SKIP_FAILOVER) {
+    const nodes = Number(process.env.BENCH_FAILOVER_NODES ?? 300);
+    results.push(
+      await runOnce({
+        label: `failover-${nodes}`,
+        nodes,
+        helper: bash,
+        maxConcurrency: DEFAULT_CONCURRENCY,
+        workers: 10,
+        standby: true,
+        killLeaderAfterMs: Number(process.env.BENCH_KILL_AFTER_MS ?? 5_000),
+        timeoutMs: seconds("BENCH_TIMEOUT_FAILOVER_S", 240),
+      }),
+    );
+  }
+  const generated = new Date().toISOString();
+  const wallSeconds = (Date.now() - started) / 1000;
+  await mkdir("reports", { recursive: true });
+  await writeFile(
+    "reports/bench.json",
+    `${JSON.stringify({ generated, wall_seconds: wallSeconds, cpus: cpus().length, node: process.version, prices_usd: PRICES, runs: results }, null, 2)}\n`,
+  );
+  await writeFile("reports/bench.md", markdown(results, generated, wallSeconds));
+  process.stdout.write(`\nwrote reports/bench.json and reports/bench.md (${wallSeconds.toFixed(0)} s)\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

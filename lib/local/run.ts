@@ -1,0 +1,186 @@
+/**
+ * Drives a started local stack to the end of a run: samples progress (waiting / in progress /
+ * provisioned / failed, leader and term), optionally crashes the leading deployment after a delay
+ * to show the failover, and ends when every node is provisioned or the timeout passes. A node is
+ * provisioned once it acknowledged its restart; a node that is not is reported with the best reason
+ * known (its dead letter's reason, or the last request it refused).
+ */
+import type { LocalStack, LeaseView, DeadLetter } from "./stack";
+
+export interface ProgressSnapshot {
+  elapsedMs: number;
+  total: number;
+  waiting: number;
+  inProgress: number;
+  provisioned: number;
+  /** Dead-lettered host work (approximate during the run). */
+  failed: number;
+  leader: string | undefined;
+  term: number | undefined;
+  invocations: number;
+  crashed: string[];
+}
+
+export interface FailoverFigure {
+  killed: string;
+  killedAtMs: number;
+  newLeader: string | undefined;
+  newTerm: number | undefined;
+  /** Crash to the standby's lease claim being visible in the table; undefined if it never happened. */
+  tookMs: number | undefined;
+}
+
+export interface UnprovisionedNode {
+  identity: string;
+  reason: string;
+  deadLettered: boolean;
+}
+
+export interface RunSummary {
+  outcome: "all-provisioned" | "timeout" | "interrupted";
+  elapsedMs: number;
+  total: number;
+  provisioned: number;
+  unprovisioned: UnprovisionedNode[];
+  /** Unprovisioned nodes with no dead letter: nothing records why (the "lost" hosts). */
+  lost: string[];
+  deadLetters: DeadLetter[];
+  leaseChanges: Array<{ atMs: number; holder: string; term: number }>;
+  failover: FailoverFigure | undefined;
+  invocations: Record<string, { invocations: number; failed: number; gbSeconds: number }>;
+  /** Epoch ms each node acknowledged its restart. */
+  restartedAt: Map<string, number>;
+  startedAt: number;
+}
+
+export interface RunOptions {
+  timeoutMs: number;
+  /** Crash the deployment holding the lease this long after the start. */
+  killLeaderAfterMs?: number;
+  sampleEveryMs?: number;
+  onSnapshot?: (snapshot: ProgressSnapshot) => void;
+  onEvent?: (message: string) => void;
+  /** Ends the run early (Ctrl-C). */
+  signal?: AbortSignal;
+  /** Keep running this long after every node is provisioned (to watch a failover). Default 0. */
+  lingerMs?: number;
+}
+
+/** Follows the fleet's request record incrementally. */
+class FleetProgress {
+  private scanned = 0;
+  readonly touched = new Set<string>();
+  readonly lastRefusal = new Map<string, string>();
+  readonly restartedAt = new Map<string, number>();
+
+  constructor(private readonly stack: LocalStack) {}
+
+  update(): void {
+    const record = this.stack.fleet.record;
+    for (; this.scanned < record.length; this.scanned++) {
+      const entry = record[this.scanned];
+      if (!entry || entry.agent === "discovery" || entry.agent === "") continue;
+      this.touched.add(entry.identity);
+      if (entry.outcome !== 0) {
+        this.lastRefusal.set(entry.identity, `${entry.agent}#${entry.action}: ${entry.statusmsg ?? entry.reason ?? String(entry.outcome)}`);
+      } else if (entry.action === "restart" && !this.restartedAt.has(entry.identity)) {
+        this.restartedAt.set(entry.identity, entry.timeMs);
+      }
+    }
+  }
+}
+
+export async function runLocal(stack: LocalStack, options: RunOptions): Promise<RunSummary> {
+  const startedAt = Date.now();
+  const progress = new FleetProgress(stack);
+  const total = stack.fleet.identities.length;
+  const leaseChanges: RunSummary["leaseChanges"] = [];
+  let failover: FailoverFigure | undefined;
+  let lastLease: LeaseView | undefined;
+  let failed = 0;
+  let outcome: RunSummary["outcome"] = "timeout";
+  let allDoneAt: number | undefined;
+  const say = (message: string) => options.onEvent?.(message);
+
+  stack.start();
+  for (;;) {
+    const now = Date.now();
+    progress.update();
+    const lease = await stack.lease().catch(() => lastLease);
+    if (lease && (lease.holder !== lastLease?.holder || lease.term !== lastLease?.term)) {
+      leaseChanges.push({ atMs: now - startedAt, holder: lease.holder, term: lease.term });
+      say(`lease: ${lease.holder} leads with term ${lease.term}`);
+      if (failover && failover.tookMs === undefined && lease.holder !== failover.killed) {
+        failover.tookMs = now - startedAt - failover.killedAtMs;
+        failover.newLeader = lease.holder;
+        failover.newTerm = lease.term;
+        say(`failover: ${lease.holder} took over ${(failover.tookMs / 1000).toFixed(1)} s after ${failover.killed} crashed`);
+      }
+    }
+    lastLease = lease;
+    failed = await stack.deadLetterCount().catch(() => failed);
+
+    if (options.killLeaderAfterMs !== undefined && !failover && now - startedAt >= options.killLeaderAfterMs && lease) {
+      const leader = stack.deployments.find((deployment) => deployment.id === lease.holder);
+      if (leader) {
+        leader.kill();
+        failover = { killed: leader.id, killedAtMs: now - startedAt, newLeader: undefined, newTerm: undefined, tookMs: undefined };
+        say(`crashed the leading deployment ${leader.id} (term ${lease.term})`);
+      }
+    }
+
+    const provisioned = progress.restartedAt.size;
+    options.onSnapshot?.({
+      elapsedMs: now - startedAt,
+      total,
+      provisioned,
+      inProgress: [...progress.touched].filter((identity) => !progress.restartedAt.has(identity)).length,
+      waiting: total - progress.touched.size,
+      failed,
+      leader: lease?.holder,
+      term: lease?.term,
+      invocations: stack.ledger.count(),
+      crashed: stack.deployments.filter((deployment) => deployment.crashed).map((deployment) => deployment.id),
+    });
+
+    if (options.signal?.aborted) {
+      outcome = "interrupted";
+      break;
+    }
+    if (provisioned >= total) {
+      allDoneAt ??= now;
+      const failoverPending = options.killLeaderAfterMs !== undefined && (!failover || failover.tookMs === undefined);
+      if (now - allDoneAt >= (options.lingerMs ?? 0) && !failoverPending) {
+        outcome = "all-provisioned";
+        break;
+      }
+    }
+    if (now - startedAt >= options.timeoutMs) break;
+    await new Promise((resolve) => setTimeout(resolve, options.sampleEveryMs ?? 250));
+  }
+
+  progress.update();
+  const deadLetters = await stack.deadLetters().catch(() => []);
+  const lettered = new Map(deadLetters.filter((letter) => letter.identity).map((letter) => [letter.identity as string, letter]));
+  const unprovisioned: UnprovisionedNode[] = stack.fleet.identities
+    .filter((identity) => !progress.restartedAt.has(identity))
+    .map((identity) => {
+      const letter = lettered.get(identity);
+      const reason = letter?.reason ?? progress.lastRefusal.get(identity) ?? (progress.touched.has(identity) ? "in progress" : "never contacted");
+      return { identity, reason, deadLettered: letter !== undefined };
+    });
+  return {
+    outcome,
+    elapsedMs: Date.now() - startedAt,
+    total,
+    provisioned: progress.restartedAt.size,
+    unprovisioned,
+    lost: unprovisioned.filter((node) => !node.deadLettered).map((node) => node.identity),
+    deadLetters,
+    leaseChanges,
+    failover,
+    invocations: stack.ledger.byFunction(),
+    restartedAt: progress.restartedAt,
+    startedAt,
+  };
+}

@@ -1,0 +1,605 @@
+/**
+ * The local stack: everything `npm run local`, the end-to-end tests and the pipeline benchmark run
+ * on. It starts nats-server, DynamoDB Local and fauxqs on free loopback ports, creates the tables,
+ * queues (with DLQ redrive) and the lifecycle stream, starts a simulated fleet, builds one App per
+ * deployment and binds the real handlers (`makeHandler(() => app)` from handlers/*.ts) to emulated
+ * EventBridge schedules and SQS event source mappings (lambda-runtime.ts).
+ *
+ * Deployments share the lease and admission tables (one site, as global tables would) and each has
+ * its own queues (SQS is regional). The Apps reach DynamoDB and SQS through counting proxies so the
+ * requests they make can be reported without touching the App.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { connect } from "nats";
+import { stringify as toYaml } from "yaml";
+import { createAdmissionTable } from "../admission/dynamodb-admission-store";
+import { appSettingsFromEnv, createApp, type App, type AppOverrides } from "../app";
+import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
+import { createLeaseTable } from "../lease/dynamodb-lease-store";
+import { decodeHelperResponse } from "../helper";
+import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
+import { silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
+import { startFleet, type Fleet, type FleetOptions } from "../simulator";
+import {
+  InvocationLedger,
+  ScheduleSource,
+  SqsEventSource,
+  type EventSource,
+  type FunctionSpec,
+  type ScheduleHandler,
+  type SqsHandler,
+} from "./lambda-runtime";
+import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
+import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
+
+const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+export const HELPERS = {
+  node: `node ${join(REPO_ROOT, "examples/helpers/provision-helper.mjs")}`,
+  bash: join(REPO_ROOT, "examples/helpers/provision-helper.sh"),
+} as const;
+
+export type FeatureName = "jwt" | "ed25519" | "pki";
+export type HelperChoice = keyof typeof HELPERS | "inline" | { command: string };
+
+/** Timings of the emulated functions and schedules. `fast` shortens them for demos and tests. */
+export interface StackTimings {
+  discoverRateMs: number;
+  keeperRateMs: number;
+  keeperTimeoutMs: number;
+  bridgeRateMs: number;
+  bridgeTimeoutMs: number;
+  provisionTimeoutMs: number;
+  hostWorkVisibilitySeconds: number;
+  retryBaseDelaySeconds: number;
+  retryMaxDelaySeconds: number;
+  lease: { duration: string; renew_interval: string; skew_bound: string };
+}
+
+/** What AWS runs with the serverless.yml defaults: one-minute schedules, 30 s / 10 s / 5 s lease. */
+export const DEFAULT_TIMINGS: StackTimings = {
+  discoverRateMs: 60_000,
+  keeperRateMs: 60_000,
+  keeperTimeoutMs: 60_000,
+  bridgeRateMs: 60_000,
+  bridgeTimeoutMs: 60_000,
+  provisionTimeoutMs: 120_000,
+  hostWorkVisibilitySeconds: 130,
+  retryBaseDelaySeconds: 30,
+  retryMaxDelaySeconds: 300,
+  lease: { duration: "30s", renew_interval: "10s", skew_bound: "5s" },
+};
+
+/**
+ * `--fast`: a documented deviation from AWS. EventBridge cannot fire more often than once a minute;
+ * here discovery runs every 15 s, keeper and bridge invocations last ~10 s and retries come back
+ * after 2-10 s. The lease is 30 s / 2 s / 1 s: the pause gate only opens for an RPC attempt (up to
+ * 2 s discovery + 20 s choria_provision timeout = 22 s) that fits in the validity left after a
+ * renewal, so a much shorter lease cannot provision at all; a failover then takes ~31-33 s.
+ */
+export const FAST_TIMINGS: StackTimings = {
+  discoverRateMs: 15_000,
+  keeperRateMs: 10_000,
+  keeperTimeoutMs: 12_000,
+  bridgeRateMs: 10_000,
+  bridgeTimeoutMs: 12_000,
+  provisionTimeoutMs: 60_000,
+  hostWorkVisibilitySeconds: 70,
+  retryBaseDelaySeconds: 2,
+  retryMaxDelaySeconds: 10,
+  lease: { duration: "30s", renew_interval: "2s", skew_bound: "1s" },
+};
+
+export interface LocalStackOptions {
+  /** Simulated nodes; default 100. */
+  nodes?: number;
+  /** Default jwt + ed25519. */
+  features?: FeatureName[];
+  /** Default the node example helper. */
+  helper?: HelperChoice;
+  /** Deployment ids; the first is started first. Default ["primary"]. */
+  deployments?: string[];
+  fast?: boolean;
+  /** Overrides of single timings (after `fast` picked the base). */
+  timings?: Partial<StackTimings>;
+  site?: string;
+  /** `workers`: hosts one provision invocation works on at once. Default 10. */
+  workers?: number;
+  /** Host-work records per provision invocation. Default 10. */
+  batchSize?: number;
+  /** Concurrent provision invocations per deployment (maximumConcurrency). Default 5. */
+  maxConcurrency?: number;
+  /** Host-work receives before the DLQ. Default 5. */
+  maxReceiveCount?: number;
+  /** Simulated node restart delay; default 2 s as the Go server. */
+  restartDelayMs?: number;
+  fleet?: Partial<Omit<FleetOptions, "natsUrl" | "count" | "provisioningSigner" | "token">>;
+  /** Give each deployment its own `callerid`, so fleet.record shows which deployment sent each request (tests only: it breaks lock continuity across a failover). */
+  distinctCallerIds?: boolean;
+  /** Extra App overrides per deployment (tests: helper wrappers). */
+  overrides?: (deployment: string) => Partial<AppOverrides>;
+  /** Logger for the Apps and the runtime; default silent. */
+  logger?: Logger;
+  /** Called with every DynamoDB / SQS request the Apps make (bench: admission times). */
+  observe?: (request: ObservedRequest) => void;
+  /** Poll wait of the emulated event sources (Lambda uses 20 s; shorter stops faster). Default 2 s. */
+  waitTimeSeconds?: number;
+  /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
+  dynamoDbEndpoint?: string;
+}
+
+export interface FunctionNames {
+  discover: string;
+  leaseKeeper: string;
+  lifecycleBridge: string;
+  lifecycle: string;
+  provision: string;
+}
+
+export interface LocalDeployment {
+  readonly id: string;
+  readonly app: App;
+  readonly metrics: InMemoryMetrics;
+  readonly functions: FunctionNames;
+  readonly queues: { hostWork: string; hostWorkDlq: string; lifecycle: string; lifecycleDlq: string };
+  /** The environment the handlers would get on AWS (also what `sls invoke local` needs). */
+  readonly env: Record<string, string>;
+  readonly sources: EventSource[];
+  readonly crashed: boolean;
+  /**
+   * Simulates a crashed deployment: schedules and pollers stop, running invocations run out of
+   * time, and nothing it sends reaches DynamoDB or SQS any more (its proxies hold every request),
+   * so code that does not re-check its deadline (a keeper loop) cannot renew the lease either.
+   */
+  kill(): void;
+}
+
+export interface LeaseView {
+  holder: string;
+  term: number;
+  expiresAt: number;
+}
+
+export interface DeadLetter {
+  deployment: string;
+  identity: string | undefined;
+  reason: string | undefined;
+  body: string;
+}
+
+export interface LocalStack {
+  readonly nats: RunningNats;
+  readonly dynamoDb: { readonly url: string; readonly pid: number | undefined };
+  readonly sqs: RunningSqs;
+  readonly fleet: Fleet;
+  readonly deployments: LocalDeployment[];
+  readonly ledger: InvocationLedger;
+  /** Requests counted by proxies: the Apps' DynamoDB and SQS traffic (all deployments), and the emulated event sources' SQS traffic. */
+  readonly traffic: { dynamoDb: TrafficCounts; sqsApp: TrafficCounts; sqsEventSources: CountingProxy };
+  readonly site: string;
+  readonly tables: { lease: string; admission: string };
+  readonly timings: StackTimings;
+  readonly workDir: string;
+  /** Starts the fleet's discovery targets and every deployment's schedules and pollers. */
+  start(): void;
+  lease(): Promise<LeaseView | undefined>;
+  /** Approximate messages in each deployment's host-work DLQ. */
+  deadLetterCount(): Promise<number>;
+  /** Every dead-lettered host-work message (read without consuming it for long). */
+  deadLetters(): Promise<DeadLetter[]>;
+  stop(): Promise<void>;
+}
+
+const TOKEN = "local-provisioning-token";
+
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const logger = options.logger ?? silentLogger;
+  const timings: StackTimings = { ...(options.fast ? FAST_TIMINGS : DEFAULT_TIMINGS), ...options.timings };
+  const site = options.site ?? "local";
+  const deploymentIds = options.deployments ?? ["primary"];
+  const features = new Set<FeatureName>(options.features ?? ["jwt", "ed25519"]);
+  const cleanup: Array<() => Promise<unknown>> = [];
+  const stopAll = async () => {
+    for (const step of cleanup.reverse()) await step().catch((error) => logger.warn("cleanup step failed", { error: String(error) }));
+    cleanup.length = 0;
+  };
+
+  try {
+    const workDir = await mkdtemp(join(tmpdir(), "choria-local-"));
+    cleanup.push(() => rm(workDir, { recursive: true, force: true }));
+
+    const external = options.dynamoDbEndpoint;
+    const [nats, dynamoDb, sqs] = await Promise.all([
+      startNats(),
+      external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
+      startSqs(),
+    ]);
+    cleanup.push(() => nats.stop(), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    const dynamoDbUrl = dynamoDb?.url ?? (external as string);
+
+    const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
+    const traffic = {
+      dynamoDb: mergedTraffic(() => appProxies.map((proxies) => proxies.dynamoDb)),
+      sqsApp: mergedTraffic(() => appProxies.map((proxies) => proxies.sqs)),
+      sqsEventSources: await startCountingProxy({ target: sqs.url }),
+    };
+    cleanup.push(() => traffic.sqsEventSources.stop());
+    const observe = options.observe ? { observe: options.observe } : {};
+
+    const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDbUrl });
+    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: traffic.sqsEventSources.url });
+    cleanup.push(async () => {
+      dynamoClient.destroy();
+      sqsClient.destroy();
+    });
+    const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
+    const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
+    await Promise.all([createLeaseTable(dynamoClient, tables.lease), createAdmissionTable(dynamoClient, tables.admission)]);
+    await createLifecycleStream(nats.url);
+
+    // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
+    const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
+    const signerFile = join(workDir, "provisioning-signer.pub");
+    const signingKeyFile = join(workDir, "server-jwt-signing.seed");
+    await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
+    await writeFile(signingKeyFile, encodeHex(generateEd25519Seed()), { mode: 0o600 });
+
+    const ledger = new InvocationLedger();
+    const deployments: LocalDeployment[] = [];
+    for (const id of deploymentIds) {
+      const proxies = {
+        dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }),
+        sqs: await startCountingProxy({ target: sqs.url, ...observe }),
+      };
+      appProxies.push(proxies);
+      cleanup.push(() => proxies.dynamoDb.stop(), () => proxies.sqs.stop());
+      const deployment = await startDeployment({
+        id,
+        site,
+        options,
+        timings,
+        features,
+        natsUrl: nats.url,
+        sqs,
+        sqsClient,
+        tables,
+        proxies,
+        ledger,
+        logger,
+        signerFile,
+        signingKeyFile,
+        workDir,
+      });
+      deployments.push(deployment.view);
+      cleanup.push(deployment.close);
+    }
+
+    const fleet = await startFleet({
+      natsUrl: nats.url,
+      count: options.nodes ?? 100,
+      provisioningSigner,
+      token: TOKEN,
+      restartDelayMs: options.restartDelayMs ?? 2_000,
+      recordDiscovery: false,
+      ...options.fleet,
+    });
+    cleanup.push(() => fleet.stop());
+
+    const lease = async (): Promise<LeaseView | undefined> => {
+      const reply = await dynamoClient.send(
+        new GetItemCommand({ TableName: tables.lease, Key: { site: { S: site } }, ConsistentRead: true }),
+      );
+      const item = reply.Item;
+      if (!item?.holder?.S || !item.term?.N || !item.expiresAt?.N) return undefined;
+      return { holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
+    };
+
+    let stopped = false;
+    return {
+      nats,
+      dynamoDb: { url: dynamoDbUrl, pid: dynamoDb?.pid },
+      sqs,
+      fleet,
+      deployments,
+      ledger,
+      traffic,
+      site,
+      tables,
+      timings,
+      workDir,
+      start() {
+        for (const deployment of deployments) for (const source of deployment.sources) source.start();
+      },
+      lease,
+      async deadLetterCount() {
+        let total = 0;
+        for (const deployment of deployments) {
+          const reply = await sqsClient.send(
+            new GetQueueAttributesCommand({
+              QueueUrl: deployment.queues.hostWorkDlq,
+              AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            }),
+          );
+          total += Number(reply.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(reply.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+        }
+        return total;
+      },
+      async deadLetters() {
+        const letters: DeadLetter[] = [];
+        for (const deployment of deployments) {
+          const seen = new Set<string>();
+          for (;;) {
+            const reply = await sqsClient.send(
+              new ReceiveMessageCommand({
+                QueueUrl: deployment.queues.hostWorkDlq,
+                MaxNumberOfMessages: 10,
+                VisibilityTimeout: 30,
+                WaitTimeSeconds: 0,
+                MessageAttributeNames: ["All"],
+              }),
+            );
+            const messages = (reply.Messages ?? []).filter((m) => m.MessageId && !seen.has(m.MessageId));
+            if (messages.length === 0) break;
+            for (const message of messages) {
+              seen.add(message.MessageId as string);
+              letters.push({
+                deployment: deployment.id,
+                identity: identityOf(message.Body),
+                reason: message.MessageAttributes?.reason?.StringValue,
+                body: message.Body ?? "",
+              });
+            }
+          }
+        }
+        return letters;
+      },
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        await stopAll();
+      },
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+function identityOf(body: string | undefined): string | undefined {
+  try {
+    const parsed = JSON.parse(body ?? "") as { identity?: unknown };
+    return typeof parsed.identity === "string" ? parsed.identity : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The broker's lifecycle stream, so events published before the bridge runs are not lost. */
+async function createLifecycleStream(natsUrl: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl, name: "local-stack-setup" });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: "CHORIA_LIFECYCLE", subjects: ["choria.lifecycle.event.>"], max_age: 3_600_000_000_000 });
+  } finally {
+    await nc.close();
+  }
+}
+
+interface DeploymentInput {
+  id: string;
+  site: string;
+  options: LocalStackOptions;
+  timings: StackTimings;
+  features: Set<FeatureName>;
+  natsUrl: string;
+  sqs: RunningSqs;
+  sqsClient: SQSClient;
+  tables: { lease: string; admission: string };
+  proxies: { dynamoDb: CountingProxy; sqs: CountingProxy };
+  ledger: InvocationLedger;
+  logger: Logger;
+  signerFile: string;
+  signingKeyFile: string;
+  workDir: string;
+}
+
+function safeName(id: string): string {
+  return id.replace(/[^A-Za-z0-9-]/g, "-");
+}
+
+async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDeployment; close: () => Promise<void> }> {
+  const { id, options, timings, features } = input;
+  const prefix = `choria-provisioner-${safeName(id)}`;
+  const maxReceiveCount = options.maxReceiveCount ?? 5;
+  const hostWorkDlq = input.sqs.createQueueWithArn(`${prefix}-host-work-dlq`, { MessageRetentionPeriod: "1209600" });
+  const hostWork = input.sqs.createQueueWithArn(`${prefix}-host-work`, {
+    VisibilityTimeout: String(timings.hostWorkVisibilitySeconds),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: hostWorkDlq.arn, maxReceiveCount }),
+  });
+  const lifecycleDlq = input.sqs.createQueueWithArn(`${prefix}-lifecycle-dlq`, { MessageRetentionPeriod: "1209600" });
+  const lifecycle = input.sqs.createQueueWithArn(`${prefix}-lifecycle`, {
+    VisibilityTimeout: "60",
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: lifecycleDlq.arn, maxReceiveCount: 3 }),
+  });
+
+  const helper = options.helper ?? "node";
+  const helperCommand = typeof helper === "object" ? helper.command : helper === "inline" ? HELPERS.node : HELPERS[helper];
+  if (helper === "bash") await chmod(HELPERS.bash, 0o755).catch(() => undefined);
+  const config: Record<string, unknown> = {
+    site: input.site,
+    broker_urls: [input.natsUrl],
+    choria_insecure: true,
+    helper: helperCommand,
+    token: TOKEN,
+    workers: options.workers ?? 10,
+    loglevel: "info",
+    features: { jwt: features.has("jwt") || features.has("ed25519"), ed25519: features.has("ed25519"), pki: features.has("pki") },
+    ...(features.has("jwt") || features.has("ed25519") ? { jwt_verify_cert: input.signerFile } : {}),
+    ...(features.has("ed25519") ? { jwt_signing_key: input.signingKeyFile } : {}),
+    leader_election: true,
+    deployment_id: id,
+    lease: timings.lease,
+    ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
+  };
+  const env: Record<string, string> = {
+    PROVISIONER_CONFIG_YAML: toYaml(config),
+    LEASE_TABLE: input.tables.lease,
+    ADMISSION_TABLE: input.tables.admission,
+    HOST_WORK_QUEUE_URL: hostWork.url,
+    HOST_WORK_DLQ_URL: hostWorkDlq.url,
+    LIFECYCLE_QUEUE_URL: lifecycle.url,
+    LIFECYCLE_DLQ_URL: lifecycleDlq.url,
+    DYNAMODB_ENDPOINT: input.proxies.dynamoDb.url,
+    SQS_ENDPOINT: input.proxies.sqs.url,
+    AWS_REGION: LOCAL_AWS.region,
+    LIFECYCLE_STREAM: "CHORIA_LIFECYCLE",
+    LIFECYCLE_CONSUMER: `provisioner-${input.site}-${safeName(id)}`,
+    POWERTOOLS_SERVICE_NAME: prefix,
+    POWERTOOLS_METRICS_NAMESPACE: "ChoriaProvisioner",
+    RETRY_BASE_DELAY_SECONDS: String(timings.retryBaseDelaySeconds),
+    RETRY_MAX_DELAY_SECONDS: String(timings.retryMaxDelaySeconds),
+  };
+  await writeFile(join(input.workDir, `${safeName(id)}.env`), Object.entries(env).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n"));
+
+  const handlers = await loadHandlers();
+  const metrics = new InMemoryMetrics(input.site);
+  const extra = options.overrides?.(id) ?? {};
+  const overrides: AppOverrides = {
+    logger: input.logger,
+    // Also into the handlers' Powertools instance, so its per-invocation flush finds metrics (and,
+    // disabled locally, prints nothing) instead of warning about an empty flush on every invocation.
+    metrics: teeMetrics(metrics, createPowertoolsMetrics({ site: input.site, metrics: handlers.powertoolsMetrics })),
+    ...(helper === "inline" ? { helper: await inlineHelper() } : {}),
+    ...extra,
+  };
+  const app = await createApp(appSettingsFromEnv(env), overrides);
+  const getApp = () => Promise.resolve(app);
+
+  const fn = (name: string, timeoutMs: number, memoryMb: number): FunctionSpec => ({ name: `${prefix}-${name}`, timeoutMs, memoryMb });
+  const functions = {
+    discover: fn("discover", 60_000, 256),
+    leaseKeeper: fn("lease-keeper", timings.keeperTimeoutMs, 128),
+    lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, 256),
+    lifecycle: fn("lifecycle", 30_000, 256),
+    provision: fn("provision", timings.provisionTimeoutMs, 512),
+  };
+  const common = { ledger: input.ledger, logger: input.logger };
+  const asSchedule = (handler: unknown) => handler as ScheduleHandler;
+  const asSqs = (handler: unknown) => handler as SqsHandler;
+  const sources: EventSource[] = [
+    new ScheduleSource({ ...common, function: functions.leaseKeeper, rateMs: timings.keeperRateMs, handler: asSchedule(handlers.leaseKeeper(getApp)) }),
+    new ScheduleSource({ ...common, function: functions.discover, rateMs: timings.discoverRateMs, handler: asSchedule(handlers.discover(getApp)) }),
+    new ScheduleSource({
+      ...common,
+      function: functions.lifecycleBridge,
+      rateMs: timings.bridgeRateMs,
+      handler: asSchedule(handlers.lifecycleBridge(getApp)),
+    }),
+    new SqsEventSource({
+      ...common,
+      sqs: input.sqsClient,
+      queueUrl: lifecycle.url,
+      queueArn: lifecycle.arn,
+      function: functions.lifecycle,
+      handler: asSqs(handlers.lifecycle(getApp)),
+      batchSize: 10,
+      maxConcurrency: 2,
+      waitTimeSeconds: options.waitTimeSeconds ?? 2,
+    }),
+    new SqsEventSource({
+      ...common,
+      sqs: input.sqsClient,
+      queueUrl: hostWork.url,
+      queueArn: hostWork.arn,
+      function: functions.provision,
+      handler: asSqs(handlers.provision(getApp)),
+      batchSize: options.batchSize ?? 10,
+      maxConcurrency: options.maxConcurrency ?? 5,
+      waitTimeSeconds: options.waitTimeSeconds ?? 2,
+    }),
+  ];
+
+  let crashed = false;
+  const view: LocalDeployment = {
+    id,
+    app,
+    metrics,
+    functions: {
+      discover: functions.discover.name,
+      leaseKeeper: functions.leaseKeeper.name,
+      lifecycleBridge: functions.lifecycleBridge.name,
+      lifecycle: functions.lifecycle.name,
+      provision: functions.provision.name,
+    },
+    queues: { hostWork: hostWork.url, hostWorkDlq: hostWorkDlq.url, lifecycle: lifecycle.url, lifecycleDlq: lifecycleDlq.url },
+    env,
+    sources,
+    get crashed() {
+      return crashed;
+    },
+    kill() {
+      crashed = true;
+      for (const source of sources) source.kill();
+      input.proxies.dynamoDb.block();
+      input.proxies.sqs.block();
+    },
+  };
+  return {
+    view,
+    close: async () => {
+      await Promise.all(sources.map((source) => source.stop(3_000)));
+      await app.close().catch(() => undefined);
+    },
+  };
+}
+
+function teeMetrics(...targets: Metrics[]): Metrics {
+  return {
+    gauge: (name, value, labels) => targets.forEach((target) => target.gauge(name, value, labels)),
+    count: (name, increment, labels) => targets.forEach((target) => target.count(name, increment, labels)),
+    timing: (name, seconds, labels) => targets.forEach((target) => target.timing(name, seconds, labels)),
+  };
+}
+
+/**
+ * The real handler modules. Imported on first use, after the Powertools switches for a local run
+ * are set: the handlers build their Powertools instances when their module loads. EMF output is
+ * off (POWERTOOLS_METRICS_DISABLED) unless the caller set it; the Apps' metrics are kept in memory.
+ */
+async function loadHandlers() {
+  process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
+  const [discover, leaseKeeper, lifecycleBridge, lifecycle, provision, runtime] = await Promise.all([
+    import("../../handlers/discover"),
+    import("../../handlers/lease-keeper"),
+    import("../../handlers/lifecycle-bridge"),
+    import("../../handlers/lifecycle"),
+    import("../../handlers/provision"),
+    import("../app/runtime"),
+  ]);
+  const powertoolsMetrics = runtime.powertoolsRuntime().metrics;
+  // Invocations that emit no metric make Powertools warn on stderr at every flush, which would tear
+  // the live progress line; its console is the only place that warning can be caught.
+  const metricsConsole = (powertoolsMetrics as unknown as { console?: { warn: (...args: unknown[]) => void } }).console;
+  if (metricsConsole) metricsConsole.warn = () => undefined;
+  return {
+    discover: discover.makeHandler,
+    leaseKeeper: leaseKeeper.makeHandler,
+    lifecycleBridge: lifecycleBridge.makeHandler,
+    lifecycle: lifecycle.makeHandler,
+    provision: provision.makeHandler,
+    powertoolsMetrics,
+  };
+}
+
+/** The example helper's rules run in this process: measures the pipeline without a process per host. */
+async function inlineHelper(): Promise<HelperRunner> {
+  const { decide } = await import("../../examples/helpers/decide.mjs");
+  return {
+    run: async (request) => decodeHelperResponse(Buffer.from(JSON.stringify(decide(request, process.env))), "inline example helper"),
+  };
+}

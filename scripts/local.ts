@@ -1,0 +1,203 @@
+/**
+ * `npm run local`: the provisioner end to end on this machine. Starts nats-server, DynamoDB Local
+ * and fauxqs, a simulated fleet, and runs the real handlers under an emulated Lambda (schedules and
+ * SQS event sources), showing live progress until every node is provisioned or the timeout passes.
+ * Exits 0 only when every node was provisioned. See docs/local-run.md.
+ */
+import { createWriteStream } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { createConsoleLogger } from "../lib/observability";
+import { formatSummary, createProgressWriter } from "../lib/local/progress";
+import { runLocal } from "../lib/local/run";
+import { startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
+import { dynamoDbSplit } from "../lib/local/request-counter";
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+
+const USAGE = `Usage: npm run local -- [options]
+
+  --nodes N                 simulated nodes (default 100)
+  --features LIST           comma list of jwt, ed25519, pki, or "none" (default jwt,ed25519)
+  --helper NAME|CMD         node (default), bash, inline, or a helper command line
+  --standby                 run a second (standby) deployment
+  --kill-leader-after S     crash the leading deployment after S seconds (needs --standby to fail over)
+  --fast                    short schedules, retries and lease (10s/3s/2s) for demos; not AWS timings
+  --timeout S               give up after S seconds (default 300 with --fast, else 600)
+  --workers N               hosts one provision invocation works on at once (default 10)
+  --batch-size N            host-work records per provision invocation (default 10)
+  --concurrency N           concurrent provision invocations per deployment (default 5)
+  --log-level LEVEL         debug, info, warn, error (default info); logs go to a file
+  --verbose                 also print the logs on stderr
+  --plain                   plain progress lines even on a terminal
+  --keep-running            after the run, print the primary deployment's environment as export
+                            lines (for scripts/sls-local.sh / sls invoke local) and stay up until Ctrl-C
+  --help
+`;
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+function positive(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) fail(`--${name} must be a positive number, got "${text}"`);
+  return value;
+}
+
+function parseFeatures(text: string | undefined): FeatureName[] {
+  if (text === undefined) return ["jwt", "ed25519"];
+  if (text === "none" || text === "") return [];
+  const features = text.split(",").map((item) => item.trim());
+  for (const feature of features) if (!["jwt", "ed25519", "pki"].includes(feature)) fail(`unknown feature "${feature}"`);
+  return features as FeatureName[];
+}
+
+function parseHelper(text: string | undefined): HelperChoice {
+  if (text === undefined) return "node";
+  if (text === "node" || text === "bash" || text === "inline") return text;
+  return { command: text };
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+async function main(): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        nodes: { type: "string" },
+        features: { type: "string" },
+        helper: { type: "string" },
+        standby: { type: "boolean" },
+        "kill-leader-after": { type: "string" },
+        fast: { type: "boolean" },
+        timeout: { type: "string" },
+        workers: { type: "string" },
+        "batch-size": { type: "string" },
+        concurrency: { type: "string" },
+        "log-level": { type: "string" },
+        verbose: { type: "boolean" },
+        plain: { type: "boolean" },
+        "keep-running": { type: "boolean" },
+        help: { type: "boolean" },
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const str = (name: string) => values[name] as string | undefined;
+  const fast = values.fast === true;
+  const nodes = Math.trunc(positive("nodes", str("nodes"), 100));
+  const timeoutMs = positive("timeout", str("timeout"), fast ? 300 : 600) * 1000;
+  const killAfter = str("kill-leader-after");
+  const killLeaderAfterMs = killAfter === undefined ? undefined : positive("kill-leader-after", killAfter, 1) * 1000;
+  const logLevel = (str("log-level") ?? "info") as "debug" | "info" | "warn" | "error";
+  if (!["debug", "info", "warn", "error"].includes(logLevel)) fail(`--log-level must be debug, info, warn or error`);
+  if (killLeaderAfterMs !== undefined && !values.standby) {
+    process.stderr.write("note: --kill-leader-after without --standby leaves no deployment to take over\n");
+  }
+
+  const progress = createProgressWriter({ plain: values.plain === true });
+  const interrupt = new AbortController();
+  let interrupts = 0;
+  const onSignal = () => {
+    interrupts++;
+    if (interrupts > 1) process.exit(130);
+    progress.event("interrupted: stopping everything (Ctrl-C again to force)");
+    interrupt.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${nodes} simulated nodes${fast ? " (fast mode)" : ""}`);
+  const logPath = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
+  const logFile = createWriteStream(logPath);
+  const logger = createConsoleLogger({
+    level: logLevel,
+    serviceName: "choria-provisioner-local",
+    write: (line) => {
+      logFile.write(`${line}\n`);
+      if (values.verbose) process.stderr.write(`${line}\n`);
+    },
+  });
+  const stack = await startLocalStack({
+    nodes,
+    features: parseFeatures(str("features")),
+    helper: parseHelper(str("helper")),
+    deployments: values.standby ? ["primary", "standby"] : ["primary"],
+    fast,
+    workers: Math.trunc(positive("workers", str("workers"), 10)),
+    batchSize: Math.trunc(positive("batch-size", str("batch-size"), 10)),
+    maxConcurrency: Math.trunc(positive("concurrency", str("concurrency"), 5)),
+    logger,
+  });
+  // A second Ctrl-C exits at once: never leave the servers behind.
+  let servicesStopped = false;
+  process.on("exit", () => {
+    if (servicesStopped) return;
+    for (const pid of [stack.nats.pid, stack.dynamoDb.pid]) {
+      try {
+        if (pid !== undefined) process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  });
+  progress.event(
+    `services up: nats ${stack.nats.url}, DynamoDB ${stack.dynamoDb.url}, SQS ${stack.sqs.url}; deployments ${stack.deployments
+      .map((d) => d.id)
+      .join(", ")}; logs in ${logPath}`,
+  );
+
+  try {
+    const summary = await runLocal(stack, {
+      timeoutMs,
+      ...(killLeaderAfterMs === undefined ? {} : { killLeaderAfterMs }),
+      signal: interrupt.signal,
+      onSnapshot: (snapshot) => progress.snapshot(snapshot),
+      onEvent: (message) => progress.event(message),
+    });
+    progress.finish();
+    const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
+    const sqsMessages = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+    process.stdout.write(
+      `${formatSummary(summary, [
+        ["DynamoDB writes/reads (app)", `${dynamo.writes} / ${dynamo.reads}`],
+        ["SQS requests (app / event sources)", `${stack.traffic.sqsApp.total()} / ${stack.traffic.sqsEventSources.total()}`],
+        ["SQS messages sent (app)", String(sqsMessages)],
+        ["logs", logPath],
+      ])}\n`,
+    );
+    if (values["keep-running"] && !interrupt.signal.aborted) {
+      const primary = stack.deployments[0];
+      process.stdout.write("\nThe stack stays up until Ctrl-C. For sls invoke local (scripts/sls-local.sh), run:\n");
+      for (const [name, value] of Object.entries(primary?.env ?? {})) process.stdout.write(`export ${name}=${shellQuote(value)}\n`);
+      await new Promise((resolve) => interrupt.signal.addEventListener("abort", resolve, { once: true }));
+    }
+    return summary.provisioned === summary.total ? 0 : 1;
+  } finally {
+    progress.event("stopping the fleet, the deployments and the services");
+    await stack.stop();
+    servicesStopped = true;
+    await new Promise<void>((resolve) => logFile.end(resolve));
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`local run failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

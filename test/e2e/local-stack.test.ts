@@ -1,0 +1,84 @@
+/**
+ * The whole product on the local stack: real nats-server, DynamoDB Local and fauxqs, 200 simulated
+ * nodes, the real handlers under the emulated Lambda runtime, and two deployments of which only the
+ * lease holder may act. Each deployment gets its own `callerid` (a test-only marker; production
+ * deployments of a site share it so node locks survive a failover), so the fleet's request record
+ * shows which deployment sent every request, discovery pings included.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { runLocal, type RunSummary } from "../../lib/local/run";
+import { startLocalStack, type LocalStack } from "../../lib/local/stack";
+import { METRIC } from "../../lib/ports";
+
+const NODES = 200;
+const DEPLOYMENTS = ["blue", "green"];
+const callerOf = (deployment: string) => `choria=provisioner-${deployment}`;
+
+describe("local stack end to end", () => {
+  let stack: LocalStack;
+  let summary: RunSummary;
+
+  beforeAll(async () => {
+    stack = await startLocalStack({
+      nodes: NODES,
+      deployments: DEPLOYMENTS,
+      fast: true,
+      helper: "bash",
+      distinctCallerIds: true,
+      restartDelayMs: 200,
+      fleet: { recordDiscovery: true },
+      dynamoDbEndpoint: inject("dynamoEndpoint"),
+      waitTimeSeconds: 1,
+    });
+    summary = await runLocal(stack, { timeoutMs: 60_000 });
+    await stack.fleet.waitFor(() => stack.fleet.identities.every((identity) => !stack.fleet.node(identity).inProvisioningMode), 10_000);
+  }, 85_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+  }, 30_000);
+
+  it("provisions every node, none lost or dead-lettered", () => {
+    expect(summary.outcome).toBe("all-provisioned");
+    expect(summary.provisioned).toBe(NODES);
+    expect(summary.unprovisioned).toEqual([]);
+    expect(summary.deadLetters).toEqual([]);
+  });
+
+  it("configures and restarts every node exactly once, and every node leaves provisioning mode", () => {
+    const requests = new Map<string, { configure: number; restart: number }>();
+    for (const entry of stack.fleet.record) {
+      if (entry.agent !== "choria_provision" || (entry.action !== "configure" && entry.action !== "restart")) continue;
+      const counts = requests.get(entry.identity) ?? { configure: 0, restart: 0 };
+      counts[entry.action]++;
+      requests.set(entry.identity, counts);
+    }
+
+    for (const identity of stack.fleet.identities) {
+      const node = stack.fleet.node(identity);
+      expect({ identity, ...requests.get(identity) }).toEqual({ identity, configure: 1, restart: 1 });
+      expect(node.restarts).toBe(1);
+      expect(node.inProvisioningMode).toBe(false);
+      expect(node.configuredConfig?.["plugin.choria.server.provision"]).toBe("false");
+    }
+  });
+
+  it("sends nothing from the paused deployment: every request comes from the lease holder", async () => {
+    const lease = await stack.lease();
+    const leader = lease?.holder;
+    const standby = DEPLOYMENTS.find((id) => id !== leader);
+    const callers = new Map<string, number>();
+    for (const entry of stack.fleet.record) callers.set(entry.caller, (callers.get(entry.caller) ?? 0) + 1);
+    const fromDeployment = (id: string) =>
+      [...callers.entries()].filter(([caller]) => caller.endsWith(`.${callerOf(id)}`)).reduce((sum, [, count]) => sum + count, 0);
+    const standbyMetrics = stack.deployments.find((deployment) => deployment.id === standby)?.metrics;
+
+    expect(summary.leaseChanges.map((change) => change.holder)).toEqual([leader]);
+    expect(fromDeployment(leader ?? "")).toBeGreaterThanOrEqual(NODES * 2);
+    expect(fromDeployment(standby ?? "")).toBe(0);
+    expect([...callers.keys()].filter((caller) => caller !== "" && !DEPLOYMENTS.some((id) => caller.endsWith(`.${callerOf(id)}`)))).toEqual([]);
+    expect(standbyMetrics?.find(METRIC.rpcTime)).toEqual([]);
+    expect(standbyMetrics?.find(METRIC.helperTime)).toEqual([]);
+    expect(standbyMetrics?.last(METRIC.paused)).toBe(1);
+  });
+});
