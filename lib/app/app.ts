@@ -123,6 +123,11 @@ export class RetryLaterError extends ProvisionerError {}
 const KEEPER_MAX_RUN_MS = 58_000;
 const BRIDGE_STOP_BEFORE_DEADLINE_MS = 2_000;
 const ADMIT_CONCURRENCY = 16;
+/** Discovered hosts are admitted and queued in chunks of one SendMessageBatch. */
+const DISCOVERY_CHUNK = 10;
+const DISCOVERY_CHUNKS_IN_FLIGHT = 2;
+/** Time one chunk (ten conditional writes and one SendMessageBatch) may need before the deadline. */
+const DISCOVERY_CHUNK_BUDGET_MS = 2_000;
 const JETSTREAM_FETCH_MAX = 100;
 const JETSTREAM_FETCH_EXPIRES_MS = 5_000;
 const CORE_FLUSH_EVERY_MS = 250;
@@ -169,7 +174,7 @@ export class ProvisionerApp implements App {
           });
           return { paused: true, discovered: 0, admitted: 0 };
         }
-        return { paused: false, ...(await this.runDiscovery(outcome.term)) };
+        return { paused: false, ...(await this.runDiscovery(outcome.term, () => ctx.remainingMs() - this.deps.deadlineMarginMs)) };
       } finally {
         this.discovering--;
       }
@@ -310,7 +315,12 @@ export class ProvisionerApp implements App {
 
   // --- discovery and admission -----------------------------------------------------------------
 
-  private async runDiscovery(term: number): Promise<Omit<DiscoverResult, "paused">> {
+  /**
+   * Admits and queues discovered hosts chunk by chunk, so provisioning starts while discovery is
+   * still admitting. Near the deadline it stops admitting: a host never admitted is found again by
+   * the next discovery, whereas one admitted but never queued would wait out a whole interval.
+   */
+  private async runDiscovery(term: number, remainingMs?: () => number): Promise<Omit<DiscoverResult, "paused">> {
     this.metrics.count(METRIC.discoverCycles);
     let identities: string[];
     try {
@@ -322,11 +332,23 @@ export class ProvisionerApp implements App {
     }
     this.metrics.count(METRIC.discovered, identities.length);
     this.log.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
-    const works = await mapLimited(identities, ADMIT_CONCURRENCY, (identity) => this.admit(identity, "discovery", term));
-    const admitted = works.filter((work): work is HostWork => work !== undefined);
-    const failed = await this.enqueue(admitted);
+    let queued = 0;
+    let leftForNextCycle = 0;
+    await mapLimited(chunked(identities, DISCOVERY_CHUNK), DISCOVERY_CHUNKS_IN_FLIGHT, async (chunk) => {
+      if (remainingMs && remainingMs() < DISCOVERY_CHUNK_BUDGET_MS) {
+        leftForNextCycle += chunk.length;
+        return;
+      }
+      const works = await Promise.all(chunk.map((identity) => this.admit(identity, "discovery", term)));
+      const admitted = works.filter((work): work is HostWork => work !== undefined);
+      const failed = await this.enqueue(admitted);
+      queued += admitted.length - failed.length;
+    });
+    if (leftForNextCycle > 0) {
+      this.log.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
+    }
     await this.gaugeQueue();
-    return { term, discovered: identities.length, admitted: admitted.length - failed.length };
+    return { term, discovered: identities.length, admitted: queued };
   }
 
   private async admit(identity: string, source: HostWork["source"], term: number): Promise<HostWork | undefined> {
@@ -633,4 +655,10 @@ export class ProvisionerApp implements App {
 
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+function chunked<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size));
+  return chunks;
 }

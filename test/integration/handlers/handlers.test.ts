@@ -250,4 +250,20 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     expect(work).toContainEqual(expect.objectContaining({ identity: fresh, term: leaderTerm + 1 }));
     await fleet.waitFor(() => provisionerStartups.length === startupsBefore + 1);
   });
+
+  it("discover near its deadline queues nothing and leaves the hosts to the next discovery", async () => {
+    await fleet.addNodes(2);
+    const fresh = fleet.identities.slice(-2);
+
+    const tooLate = await handlers(standby).discover({}, lambdaContext(2_500));
+    const queuedTooLate = await receive(sqsApi, standbyQueues.hostWork);
+    const inTime = await handlers(standby).discover({}, lambdaContext());
+    const queuedInTime = (await receive(sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
+
+    expect(tooLate).toMatchObject({ paused: false, admitted: 0 });
+    expect(tooLate.discovered).toBeGreaterThanOrEqual(2);
+    expect(queuedTooLate).toEqual([]);
+    expect(inTime.admitted).toBeGreaterThanOrEqual(2);
+    for (const identity of fresh) expect(queuedInTime).toContainEqual(expect.objectContaining({ identity }));
+  });
 });
