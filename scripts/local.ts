@@ -23,7 +23,7 @@ const USAGE = `Usage: npm run local -- [options]
   --helper NAME|CMD         node (default), bash, inline, or a helper command line
   --standby                 run a second (standby) deployment
   --kill-leader-after S     crash the leading deployment after S seconds (needs --standby to fail over)
-  --fast                    short schedules, retries and lease (10s/3s/2s) for demos; not AWS timings
+  --fast                    short schedules and retries, lease 30s/2s/1s, for demos; not AWS timings
   --timeout S               give up after S seconds (default 300 with --fast, else 600)
   --workers N               hosts one provision invocation works on at once (default 10)
   --batch-size N            host-work records per provision invocation (default 10)
