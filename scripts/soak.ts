@@ -19,6 +19,7 @@ import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../lib/local/services"
 import { startFleet } from "../lib/simulator";
 import { ChaosDeployment, LEASE, Observatory, SCALE, unprovisioned } from "../test/integration/chaos/deployments";
 import { TOKEN } from "../test/integration/chaos/support";
+import { seededRandom } from "../test/support/random";
 
 type FaultKind = "kill-leader" | "release" | "delay-writes" | "restart-nats" | "add-nodes";
 const FAULTS: readonly FaultKind[] = ["kill-leader", "release", "delay-writes", "restart-nats", "add-nodes"];
@@ -32,24 +33,13 @@ function option(name: string, fallback: number): number {
   return value;
 }
 
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
   const minutes = option("minutes", 5);
   const nodes = option("nodes", 100);
-  const random = seeded(option("seed", 7));
+  const random = seededRandom(option("seed", 7));
   const outIndex = process.argv.indexOf("--out");
   const out = outIndex >= 0 ? process.argv[outIndex + 1] : undefined;
 

@@ -272,7 +272,7 @@ export class SqsEventSource implements EventSource {
   }
 
   private async deliver(messages: Message[]): Promise<void> {
-    const event: SQSEvent = { Records: messages.map((message) => this.toRecord(message)) };
+    const event: SQSEvent = { Records: messages.map((message) => sqsRecordFromMessage(message, this.options.queueArn)) };
     let response: SQSBatchResponse | void;
     try {
       response = await this.runner.invoke((context) => this.options.handler(event, context));
@@ -320,25 +320,7 @@ export class SqsEventSource implements EventSource {
     }
   }
 
-  private toRecord(message: Message): SQSRecord {
-    const attributes = message.Attributes ?? {};
-    return {
-      messageId: message.MessageId ?? "",
-      receiptHandle: message.ReceiptHandle ?? "",
-      body: message.Body ?? "",
-      attributes: {
-        ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? "1",
-        SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
-        SenderId: attributes.SenderId ?? "000000000000",
-        ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
-      },
-      messageAttributes: toRecordAttributes(message.MessageAttributes),
-      md5OfBody: message.MD5OfBody ?? "",
-      eventSource: "aws:sqs",
-      eventSourceARN: this.options.queueArn,
-      awsRegion: LOCAL_AWS.region,
-    };
-  }
+
 }
 
 function toRecordAttributes(attributes: Message["MessageAttributes"]): SQSMessageAttributes {
@@ -431,4 +413,25 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }, ms);
     signal.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** The record Lambda's SQS event source builds from a received message. */
+export function sqsRecordFromMessage(message: Message, queueArn: string): SQSRecord {
+  const attributes = message.Attributes ?? {};
+  return {
+    messageId: message.MessageId ?? "",
+    receiptHandle: message.ReceiptHandle ?? "",
+    body: message.Body ?? "",
+    attributes: {
+      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? "1",
+      SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
+      SenderId: attributes.SenderId ?? "000000000000",
+      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
+    },
+    messageAttributes: toRecordAttributes(message.MessageAttributes),
+    md5OfBody: message.MD5OfBody ?? "",
+    eventSource: "aws:sqs",
+    eventSourceARN: queueArn,
+    awsRegion: LOCAL_AWS.region,
+  };
 }

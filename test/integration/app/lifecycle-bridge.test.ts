@@ -4,7 +4,8 @@ import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
-import { createQueues, createTables, dynamoClient, receive, sqsClient, startDeployment, type Deployment, type Queues } from "../handlers/support";
+import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues } from "../../support/aws";
+import { startDeployment, type Deployment } from "../handlers/support";
 
 let nats: RunningNats;
 let sqs: RunningSqs;

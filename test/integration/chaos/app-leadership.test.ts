@@ -10,12 +10,13 @@ import { randomUUID } from "node:crypto";
 import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { APP_DEFAULTS, createApp, type App, type AppSettings } from "../../../lib/app";
+import { createApp, type App } from "../../../lib/app";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import type { HelperRequest, HelperResponse, LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../lib/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "./aws";
+import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { localAppSettings } from "../../support/app-settings";
 import { scaledClock } from "./deployments";
 import { recordScenario } from "./scenario";
 import { configuringResponse, TOKEN } from "./support";
@@ -86,24 +87,8 @@ async function deployment(name: string, site: string, tables: { lease: string; a
     `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
     `broker_urls: ["${nats.url}"]`,
   ].join("\n");
-  const settings: AppSettings = {
-    configEnv: { PROVISIONER_CONFIG_YAML: yaml },
-    leaseTable: tables.lease,
-    admissionTable: tables.admission,
-    hostWorkQueueUrl: queues.hostWork,
-    hostWorkDlqUrl: queues.hostWorkDlq,
-    lifecycleQueueUrl: queues.lifecycle,
-    lifecycleDlqUrl: queues.lifecycleDlq,
-    dynamoDbEndpoint: inject("dynamoEndpoint"),
-    sqsEndpoint: sqs.url,
-    region: "us-east-1",
-    lifecycleStream: APP_DEFAULTS.lifecycleStream,
-    serviceName: name,
-    metricsNamespace: "Chaos",
-    retryBaseDelaySeconds: 1,
-    retryMaxDelaySeconds: 1,
-    deadlineMarginMs: 1_000,
-  };
+  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url }, { serviceName: name, metricsNamespace: "Chaos" });
+
   const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
   const app = await createApp(settings, { metrics: new InMemoryMetrics(site), logger: journal.logger(name), helper, clock: scaledClock() });
   apps.push(app);

@@ -13,13 +13,14 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App, type AppSettings } from "../../../lib/app";
+import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats, type RunningSqs } from "../../../lib/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type HelperRequest, type HelperResponse, type HelperRunner } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../lib/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "./aws";
+import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { localAppSettings } from "../../support/app-settings";
 import { recordScenario } from "./scenario";
 import { configuringResponse } from "./support";
 
@@ -84,24 +85,8 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
     `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
     `broker_urls: ["${nats.url}"]`,
   ].join("\n");
-  const settings: AppSettings = {
-    configEnv: { PROVISIONER_CONFIG_YAML: yaml },
-    leaseTable: tables.lease,
-    admissionTable: tables.admission,
-    hostWorkQueueUrl: queues.hostWork,
-    hostWorkDlqUrl: queues.hostWorkDlq,
-    lifecycleQueueUrl: queues.lifecycle,
-    lifecycleDlqUrl: queues.lifecycleDlq,
-    dynamoDbEndpoint: endpoint,
-    sqsEndpoint: sqs.url,
-    region: "us-east-1",
-    lifecycleStream: APP_DEFAULTS.lifecycleStream,
-    serviceName: "chaos",
-    metricsNamespace: "Chaos",
-    retryBaseDelaySeconds: 1,
-    retryMaxDelaySeconds: 1,
-    deadlineMarginMs: 1_000,
-  };
+  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
+
   const helper = new ScriptedHelper();
   const metrics = new InMemoryMetrics(prefix);
   const app = await createApp(settings, { metrics, logger: silentLogger, helper });

@@ -16,23 +16,10 @@ import { ProvisionerError } from "../../../lib/errors";
 import { startNats, type RunningNats } from "../../../lib/local/services";
 import type { ChoriaRpc, Clock, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate, RpcCall, RpcReply } from "../../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../../../lib/simulator";
+import { helperResponseWith } from "../../support/helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
-  return {
-    defer: false,
-    shutdown: false,
-    msg: "",
-    configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" },
-    certificate: "",
-    ca: "",
-    key: "",
-    ssldir: "",
-    server_claims: null,
-    action_policies: {},
-    opa_policies: {},
-    upgrade: "",
-    ...extra,
-  };
+  return helperResponseWith({ configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" }, ...extra });
 }
 
 /** A helper that configures every host, counting the requests it saw per identity. */

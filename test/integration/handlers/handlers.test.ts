@@ -14,19 +14,8 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
-import {
-  createQueues,
-  createTables,
-  dynamoClient,
-  lambdaContext,
-  receive,
-  send,
-  sqsClient,
-  sqsEvent,
-  startDeployment,
-  type Deployment,
-  type Queues,
-} from "./support";
+import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { send, startDeployment, type Deployment } from "./support";
 
 const SITE = "lab";
 let nats: RunningNats;

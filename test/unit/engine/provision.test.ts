@@ -25,6 +25,7 @@ import {
 } from "../../../lib/engine";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError } from "../../../lib/errors";
 import { METRIC, type HelperResponse } from "../../../lib/ports";
+import { seededRandom } from "../../support/random";
 import {
   FakeGate,
   FakeHelper,
@@ -35,7 +36,6 @@ import {
   makeTestKeys,
   RecordingLogger,
   RecordingMetrics,
-  seededRandom,
   settings,
   START_WALL_MS,
   statusError,

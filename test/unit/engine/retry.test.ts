@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, OutOfTimeError, RpcRetriesExhaustedError, rpcWithRetries, type RetriedCall } from "../../../lib/engine";
 import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
 import { METRIC, silentLogger } from "../../../lib/ports";
-import { FakeGate, RecordingMetrics, seededRandom, timeout, VirtualClock } from "./support";
+import { seededRandom } from "../../support/random";
+import { FakeGate, RecordingMetrics, timeout, VirtualClock } from "./support";
 
 const RPC = "choria_provision#configure";
 const NODE = "node1.example.net";

@@ -37,6 +37,7 @@ import type {
   RpcCall,
   RpcReply,
 } from "../../../lib/ports";
+import { helperResponseWith } from "../../support/helper-response";
 
 export const START_WALL_MS = Date.UTC(2025, 0, 15, 12, 0, 0);
 
@@ -60,18 +61,6 @@ export class VirtualClock implements Clock {
     this.sleeps.push(ms);
     this.advance(ms);
   }
-}
-
-/** mulberry32: a small deterministic PRNG in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export interface MetricRecord {
@@ -202,22 +191,9 @@ export class FakeHelper implements HelperRunner {
   }
 }
 
+/** The engine tests' usual answer: configure node1 and take it out of provisioning mode. */
 export function helperResponse(overrides: Partial<HelperResponse> = {}): HelperResponse {
-  return {
-    defer: false,
-    shutdown: false,
-    msg: "",
-    configuration: { "plugin.choria.server.provision": "false", identity: "node1.example.net" },
-    certificate: "",
-    ca: "",
-    key: "",
-    ssldir: "",
-    server_claims: null,
-    action_policies: {},
-    opa_policies: {},
-    upgrade: "",
-    ...overrides,
-  };
+  return helperResponseWith({ configuration: { "plugin.choria.server.provision": "false", identity: "node1.example.net" }, ...overrides });
 }
 
 export const TOKEN = "s3cret-provisioning-token";

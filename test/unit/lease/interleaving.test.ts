@@ -17,20 +17,10 @@ import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock, Metrics } from "../../../lib/ports";
+import { seededRandom } from "../../support/random";
 
 const SITE = "sim";
 const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
-
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Virtual true time: timers fire in order, and all code they wake runs before the next fires. */
 class Simulation {
@@ -118,7 +108,7 @@ interface Scenario {
 }
 
 async function simulate({ seed, configuredSkewMs, actualSkewMs }: Scenario) {
-  const random = mulberry32(seed);
+  const random = seededRandom(seed);
   const sim = new Simulation();
   const claims: Array<{ term: number; holder: string; at: number }> = [];
   const store = new FlakyNetworkStore(new MemoryLeaseStore(), sim, random, claims);

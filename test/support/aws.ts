@@ -1,14 +1,16 @@
 /**
- * The AWS side of the infrastructure chaos tests: tables and queues on the local emulators, and
- * receiving messages and handing them over as an SQS event, the way the event source mapping does.
+ * AWS plumbing the integration tests share: clients for the local emulators, the queues (each with
+ * its dead-letter queue) and tables a deployment needs, and receiving messages and handing them over
+ * as an SQS event with a Lambda context, the way the event source mapping does.
  */
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
-import type { SQSEvent, SQSRecord } from "aws-lambda";
-import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
-import { createLeaseTable } from "../../../lib/lease/dynamodb-lease-store";
-import { LOCAL_AWS, type RunningSqs } from "../../../lib/local/services";
+import type { Context, SQSEvent } from "aws-lambda";
+import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
+import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
+import { sqsRecordFromMessage } from "../../lib/local/lambda-runtime";
+import { LOCAL_AWS, type RunningSqs } from "../../lib/local/services";
 
 export interface Queues {
   hostWork: string;
@@ -17,8 +19,18 @@ export interface Queues {
   lifecycleDlq: string;
 }
 
-export const sqsClient = (url: string) => new SQSClient({ ...LOCAL_AWS, endpoint: url });
-export const dynamoClient = (endpoint: string) => new DynamoDBClient({ ...LOCAL_AWS, endpoint });
+export interface Tables {
+  lease: string;
+  admission: string;
+}
+
+export function sqsClient(url: string): SQSClient {
+  return new SQSClient({ ...LOCAL_AWS, endpoint: url });
+}
+
+export function dynamoClient(endpoint: string): DynamoDBClient {
+  return new DynamoDBClient({ ...LOCAL_AWS, endpoint });
+}
 
 export async function createQueues(sqs: RunningSqs, client: SQSClient, prefix: string): Promise<Queues> {
   const withDlq = async (name: string) => {
@@ -35,7 +47,7 @@ export async function createQueues(sqs: RunningSqs, client: SQSClient, prefix: s
   return { hostWork, hostWorkDlq, lifecycle, lifecycleDlq };
 }
 
-export async function createTables(client: DynamoDBClient, prefix: string): Promise<{ lease: string; admission: string }> {
+export async function createTables(client: DynamoDBClient, prefix: string): Promise<Tables> {
   const tables = { lease: `${prefix}-lease`, admission: `${prefix}-admission` };
   await Promise.all([createLeaseTable(client, tables.lease), createAdmissionTable(client, tables.admission)]);
   return tables;
@@ -47,7 +59,25 @@ export function remainingTime(budgetMs: number): () => number {
   return () => budgetMs - (Date.now() - started);
 }
 
-/** Receives what is visible now (up to `max`). */
+/** A Lambda context with the given time budget. */
+export function lambdaContext(budgetMs = 60_000): Context {
+  return {
+    awsRequestId: randomUUID(),
+    functionName: "test",
+    functionVersion: "$LATEST",
+    invokedFunctionArn: "arn:aws:lambda:us-east-1:000000000000:function:test",
+    memoryLimitInMB: "256",
+    logGroupName: "test",
+    logStreamName: "test",
+    callbackWaitsForEmptyEventLoop: false,
+    getRemainingTimeInMillis: remainingTime(budgetMs),
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+/** Receives what is visible now (up to `max`), as the messages SQS would hand a Lambda. */
 export async function receive(client: SQSClient, queueUrl: string, max = 10): Promise<Message[]> {
   const messages: Message[] = [];
   for (;;) {
@@ -65,26 +95,8 @@ export async function receive(client: SQSClient, queueUrl: string, max = 10): Pr
   }
 }
 
-function toRecord(message: Message, queueUrl: string): SQSRecord {
-  const attributes = message.Attributes ?? {};
-  return {
-    messageId: message.MessageId ?? randomUUID(),
-    receiptHandle: message.ReceiptHandle ?? "",
-    body: message.Body ?? "",
-    attributes: {
-      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? "1",
-      SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
-      SenderId: attributes.SenderId ?? "local",
-      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
-    },
-    messageAttributes: {},
-    md5OfBody: message.MD5OfBody ?? "",
-    eventSource: "aws:sqs",
-    eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${queueUrl.split("/").pop()}`,
-    awsRegion: "us-east-1",
-  };
-}
 
 export function sqsEvent(messages: Message[], queueUrl: string): SQSEvent {
-  return { Records: messages.map((message) => toRecord(message, queueUrl)) };
+  const queueArn = `arn:aws:sqs:us-east-1:000000000000:${queueUrl.split("/").pop()}`;
+  return { Records: messages.map((message) => sqsRecordFromMessage(message, queueArn)) };
 }
