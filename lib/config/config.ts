@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import type { z } from "zod";
+import { RPC_PLAN } from "../engine/plan";
 import { ConfigError } from "../errors";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
@@ -178,6 +179,15 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
   });
   if (lease.renewIntervalMs + lease.skewBoundMs >= lease.durationMs) {
     throw new ConfigError("lease.renew_interval", "renew_interval plus skew_bound must be shorter than lease.duration");
+  }
+  // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
+  // shorter than the longest choria_provision attempt would keep every deployment paused.
+  const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
+  if ((raw.leader_election ?? false) && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
+    throw new ConfigError(
+      "lease.duration",
+      `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
+    );
   }
 
   const site = raw.site ?? "";

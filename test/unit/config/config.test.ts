@@ -236,6 +236,7 @@ describe("parseConfig rejects invalid values naming the key", () => {
     [{ lease: { renew_interval: "0s" } }, "lease.renew_interval"],
     [{ lease: { renew_interval: "30s" } }, "lease.renew_interval"],
     [{ lease: { skew_bound: "-1s" } }, "lease.skew_bound"],
+    [{ leader_election: true, lease: { duration: "25s", renew_interval: "2s", skew_bound: "5s" } }, "lease.duration"],
     [{ helper_function: 1 }, "helper_function"],
     [{ helper_function: "fn" }, "helper_function"],
     [{ helper_timeout: "0s" }, "helper_timeout"],
