@@ -23,6 +23,8 @@ for name in HOST_WORK_QUEUE_URL HOST_WORK_DLQ_URL LIFECYCLE_QUEUE_URL LIFECYCLE_
 done
 
 cd "$(dirname "$0")/.."
+# sls invoke local runs the bundle from .esbuild/.build, so a relative helper path would not resolve.
+export PROVISIONER_HELPER="${PROVISIONER_HELPER:-node $PWD/examples/helpers/provision-helper.mjs}"
 export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true
 export SLS_TELEMETRY_DISABLED=1
 exec node_modules/.bin/sls invoke local \

@@ -14,13 +14,24 @@ import { powertoolsRuntime } from "./runtime";
 /** Used only when an invoker passes no Lambda context (a plain function call in a script). */
 const NO_CONTEXT_BUDGET_MS = 60_000;
 
+/**
+ * `sls invoke local` (which sets IS_LOCAL) runs one invocation and then waits for the process to
+ * exit, which the open broker connection would prevent forever; on Lambda the container is frozen
+ * instead and the connection is reused by the next invocation.
+ */
+const closeAfterInvocation = process.env.IS_LOCAL === "true";
+
 export type AppAction<TEvent, TResult> = (app: App, event: TEvent, context: InvocationContext) => Promise<TResult>;
 
 export function wrapHandler<TEvent, TResult>(getApp: () => Promise<App>, action: AppAction<TEvent, TResult>) {
   const { logger, metrics, tracer } = powertoolsRuntime();
   return middy(async (event: TEvent, context: Context): Promise<TResult> => {
     const app = await getApp();
-    return action(app, event, invocationContext(context));
+    try {
+      return await action(app, event, invocationContext(context));
+    } finally {
+      if (closeAfterInvocation) await app.close();
+    }
   })
     .use(captureLambdaHandler(tracer, { captureResponse: false }))
     .use(injectLambdaContext(logger, { resetKeys: true }))
