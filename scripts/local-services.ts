@@ -10,15 +10,11 @@
  * Ports are picked free and printed unless given.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { connect } from "nats";
-import { createAdmissionTable } from "../lib/admission/dynamodb-admission-store";
-import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter } from "../lib/local/resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../lib/local/services";
 import { startFleet, type Fleet } from "../lib/simulator";
 
 const SERVICE = "choria-provisioner";
-const LIFECYCLE_STREAM = "CHORIA_LIFECYCLE";
 
 function option(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -32,12 +28,6 @@ function portOption(name: string): number | undefined {
   const port = Number(text);
   if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(`--${name} must be a port number`);
   return port;
-}
-
-async function queueArn(sqs: SQSClient, url: string): Promise<string> {
-  const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }));
-  if (!Attributes?.QueueArn) throw new Error(`fauxqs returned no QueueArn for ${url}`);
-  return Attributes.QueueArn;
 }
 
 async function main(): Promise<void> {
@@ -56,29 +46,19 @@ async function main(): Promise<void> {
   try {
     const nats = await startNats({ port: portOption("nats-port") });
     running.push(nats);
-    const nc = await connect({ servers: nats.url });
-    await (await nc.jetstreamManager()).streams.add({ name: LIFECYCLE_STREAM, subjects: ["choria.lifecycle.event.>"] });
-    await nc.drain();
+    await createLifecycleStream(nats.url);
 
     const dynamo = await startDynamoDbLocal({ port: portOption("dynamodb-port") });
     running.push(dynamo);
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
-    await createLeaseTable(dynamoClient, `${prefix}-lease`);
-    await createAdmissionTable(dynamoClient, `${prefix}-admission`);
+    await createProvisionerTables(dynamoClient, { lease: `${prefix}-lease`, admission: `${prefix}-admission` });
     dynamoClient.destroy();
 
     const sqs = await startSqs();
     running.push(sqs);
-    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: sqs.url });
-    const hostWorkDlq = sqs.createQueue(`${prefix}-host-work-dlq`);
-    const lifecycleDlq = sqs.createQueue(`${prefix}-lifecycle-dlq`);
-    const redrive = async (dlq: string, maxReceiveCount: number) => ({
-      VisibilityTimeout: "60",
-      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: await queueArn(sqsClient, dlq), maxReceiveCount }),
-    });
-    const hostWork = sqs.createQueue(`${prefix}-host-work`, await redrive(hostWorkDlq, 10));
-    const lifecycle = sqs.createQueue(`${prefix}-lifecycle`, await redrive(lifecycleDlq, 5));
-    sqsClient.destroy();
+    const attributes = { VisibilityTimeout: "60" };
+    const hostWork = createQueueWithDeadLetter(sqs, `${prefix}-host-work`, { maxReceiveCount: 10, attributes });
+    const lifecycle = createQueueWithDeadLetter(sqs, `${prefix}-lifecycle`, { maxReceiveCount: 5, attributes });
 
     if (fleetSize > 0) {
       fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, identityPrefix: "node", domain: "local.example.net" });
@@ -88,10 +68,10 @@ async function main(): Promise<void> {
       PROVISIONER_BROKER_URLS: nats.url,
       DYNAMODB_ENDPOINT: dynamo.url,
       SQS_ENDPOINT: sqs.url,
-      HOST_WORK_QUEUE_URL: hostWork,
-      HOST_WORK_DLQ_URL: hostWorkDlq,
-      LIFECYCLE_QUEUE_URL: lifecycle,
-      LIFECYCLE_DLQ_URL: lifecycleDlq,
+      HOST_WORK_QUEUE_URL: hostWork.url,
+      HOST_WORK_DLQ_URL: hostWork.deadLetterUrl,
+      LIFECYCLE_QUEUE_URL: lifecycle.url,
+      LIFECYCLE_DLQ_URL: lifecycle.deadLetterUrl,
       SLS_LOCAL_STAGE: stage,
     };
     console.log(`# local services for stage "${stage}"${fleet ? `, fleet of ${fleet.identities.length} nodes` : ""}; Ctrl-C stops them`);

@@ -16,12 +16,9 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { connect } from "nats";
 import { stringify as toYaml } from "yaml";
-import { createAdmissionTable } from "../admission/dynamodb-admission-store";
 import { appSettingsFromEnv, createApp, type App, type AppOverrides } from "../app";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
-import { createLeaseTable } from "../lease/dynamodb-lease-store";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
 import { silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
@@ -36,6 +33,7 @@ import {
   type SqsHandler,
 } from "./lambda-runtime";
 import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM } from "./resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -239,7 +237,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
     const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
-    await Promise.all([createLeaseTable(dynamoClient, tables.lease), createAdmissionTable(dynamoClient, tables.admission)]);
+    await createProvisionerTables(dynamoClient, tables);
     await createLifecycleStream(nats.url);
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
@@ -379,17 +377,6 @@ function identityOf(body: string | undefined): string | undefined {
   }
 }
 
-/** The broker's lifecycle stream, so events published before the bridge runs are not lost. */
-async function createLifecycleStream(natsUrl: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl, name: "local-stack-setup" });
-  try {
-    const jsm = await nc.jetstreamManager();
-    await jsm.streams.add({ name: "CHORIA_LIFECYCLE", subjects: ["choria.lifecycle.event.>"], max_age: 3_600_000_000_000 });
-  } finally {
-    await nc.close();
-  }
-}
-
 interface DeploymentInput {
   id: string;
   site: string;
@@ -416,15 +403,16 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   const { id, options, timings, features } = input;
   const prefix = `choria-provisioner-${safeName(id)}`;
   const maxReceiveCount = options.maxReceiveCount ?? 5;
-  const hostWorkDlq = input.sqs.createQueueWithArn(`${prefix}-host-work-dlq`, { MessageRetentionPeriod: "1209600" });
-  const hostWork = input.sqs.createQueueWithArn(`${prefix}-host-work`, {
-    VisibilityTimeout: String(timings.hostWorkVisibilitySeconds),
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: hostWorkDlq.arn, maxReceiveCount }),
+  const deadLetterAttributes = { MessageRetentionPeriod: "1209600" };
+  const hostWork = createQueueWithDeadLetter(input.sqs, `${prefix}-host-work`, {
+    maxReceiveCount,
+    attributes: { VisibilityTimeout: String(timings.hostWorkVisibilitySeconds) },
+    deadLetterAttributes,
   });
-  const lifecycleDlq = input.sqs.createQueueWithArn(`${prefix}-lifecycle-dlq`, { MessageRetentionPeriod: "1209600" });
-  const lifecycle = input.sqs.createQueueWithArn(`${prefix}-lifecycle`, {
-    VisibilityTimeout: "60",
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: lifecycleDlq.arn, maxReceiveCount: 3 }),
+  const lifecycle = createQueueWithDeadLetter(input.sqs, `${prefix}-lifecycle`, {
+    maxReceiveCount: 3,
+    attributes: { VisibilityTimeout: "60" },
+    deadLetterAttributes,
   });
 
   const helper = options.helper ?? "node";
@@ -451,13 +439,13 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     LEASE_TABLE: input.tables.lease,
     ADMISSION_TABLE: input.tables.admission,
     HOST_WORK_QUEUE_URL: hostWork.url,
-    HOST_WORK_DLQ_URL: hostWorkDlq.url,
+    HOST_WORK_DLQ_URL: hostWork.deadLetterUrl,
     LIFECYCLE_QUEUE_URL: lifecycle.url,
-    LIFECYCLE_DLQ_URL: lifecycleDlq.url,
+    LIFECYCLE_DLQ_URL: lifecycle.deadLetterUrl,
     DYNAMODB_ENDPOINT: input.proxies.dynamoDb.url,
     SQS_ENDPOINT: input.proxies.sqs.url,
     AWS_REGION: LOCAL_AWS.region,
-    LIFECYCLE_STREAM: "CHORIA_LIFECYCLE",
+    LIFECYCLE_STREAM,
     LIFECYCLE_CONSUMER: `provisioner-${input.site}-${safeName(id)}`,
     POWERTOOLS_SERVICE_NAME: prefix,
     POWERTOOLS_METRICS_NAMESPACE: "ChoriaProvisioner",
@@ -536,7 +524,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       lifecycle: functions.lifecycle.name,
       provision: functions.provision.name,
     },
-    queues: { hostWork: hostWork.url, hostWorkDlq: hostWorkDlq.url, lifecycle: lifecycle.url, lifecycleDlq: lifecycleDlq.url },
+    queues: { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl },
     env,
     sources,
     get crashed() {

@@ -5,10 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
+import { ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
 import type { Context, SQSEvent } from "aws-lambda";
-import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
+import { createProvisionerTables, createQueueWithDeadLetter } from "../../lib/local/resources";
 import { sqsRecordFromMessage } from "../../lib/local/lambda-runtime";
 import { LOCAL_AWS, type RunningSqs } from "../../lib/local/services";
 
@@ -32,24 +31,16 @@ export function dynamoClient(endpoint: string): DynamoDBClient {
   return new DynamoDBClient({ ...LOCAL_AWS, endpoint });
 }
 
-export async function createQueues(sqs: RunningSqs, client: SQSClient, prefix: string): Promise<Queues> {
-  const withDlq = async (name: string) => {
-    const dlq = sqs.createQueue(`${prefix}-${name}-dlq`);
-    const { Attributes } = await client.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ["QueueArn"] }));
-    const queue = sqs.createQueue(`${prefix}-${name}`, {
-      VisibilityTimeout: "30",
-      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: Attributes?.QueueArn, maxReceiveCount: 5 }),
-    });
-    return [queue, dlq] as const;
-  };
-  const [hostWork, hostWorkDlq] = await withDlq("host-work");
-  const [lifecycle, lifecycleDlq] = await withDlq("lifecycle");
-  return { hostWork, hostWorkDlq, lifecycle, lifecycleDlq };
+export function createQueues(sqs: RunningSqs, prefix: string): Queues {
+  const options = { maxReceiveCount: 5, attributes: { VisibilityTimeout: "30" } };
+  const hostWork = createQueueWithDeadLetter(sqs, `${prefix}-host-work`, options);
+  const lifecycle = createQueueWithDeadLetter(sqs, `${prefix}-lifecycle`, options);
+  return { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl };
 }
 
 export async function createTables(client: DynamoDBClient, prefix: string): Promise<Tables> {
   const tables = { lease: `${prefix}-lease`, admission: `${prefix}-admission` };
-  await Promise.all([createLeaseTable(client, tables.lease), createAdmissionTable(client, tables.admission)]);
+  await createProvisionerTables(client, tables);
   return tables;
 }
 

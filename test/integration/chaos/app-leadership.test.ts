@@ -74,7 +74,7 @@ class Journal {
 }
 
 async function deployment(name: string, site: string, tables: { lease: string; admission: string }, journal: Journal): Promise<{ app: App; queues: Queues }> {
-  const queues = await createQueues(sqs, sqsApi, `${site}-${name}`);
+  const queues = createQueues(sqs, `${site}-${name}`);
   const yaml = [
     `site: ${site}`,
     `deployment_id: ${name}`,

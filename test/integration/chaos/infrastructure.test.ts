@@ -71,7 +71,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
   const endpoint = options.dynamoEndpoint ?? inject("dynamoEndpoint");
   const dynamo = dynamoClient(endpoint);
   const tables = await createTables(dynamo, prefix);
-  const queues = await createQueues(sqs, sqsApi, prefix);
+  const queues = createQueues(sqs, prefix);
   const fleet = await startFleet({ natsUrl: nats.url, count: options.nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
   const yaml = [
     `site: ${prefix}`,

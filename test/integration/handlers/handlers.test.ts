@@ -52,8 +52,8 @@ beforeAll(async () => {
   sqsApi = sqsClient(sqs.url);
   dynamo = dynamoClient(inject("dynamoEndpoint"));
   const tables = await createTables(dynamo, `handlers-${Date.now()}`);
-  leaderQueues = await createQueues(sqs, sqsApi, "leader");
-  standbyQueues = await createQueues(sqs, sqsApi, "standby");
+  leaderQueues = createQueues(sqs, "leader");
+  standbyQueues = createQueues(sqs, "standby");
   fleet = await startFleet({
     natsUrl: nats.url,
     identities: ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"],

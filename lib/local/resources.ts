@@ -1,0 +1,52 @@
+/**
+ * The AWS and broker resources a deployment expects, made on the local emulators: the lease and
+ * admission tables, each SQS queue with its dead-letter queue, and the broker's lifecycle stream.
+ * Shared by the local stack, `scripts/local-services.ts` and the integration tests.
+ */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { connect } from "nats";
+import { createAdmissionTable } from "../admission/dynamodb-admission-store";
+import { createLeaseTable } from "../lease/dynamodb-lease-store";
+import type { RunningSqs } from "./services";
+
+export interface ProvisionerTables {
+  lease: string;
+  admission: string;
+}
+
+export async function createProvisionerTables(client: DynamoDBClient, tables: ProvisionerTables): Promise<void> {
+  await Promise.all([createLeaseTable(client, tables.lease), createAdmissionTable(client, tables.admission)]);
+}
+
+export interface QueueWithDeadLetter {
+  url: string;
+  arn: string;
+  deadLetterUrl: string;
+}
+
+/** `<name>` whose RedrivePolicy moves a message to `<name>-dlq` after `maxReceiveCount` receives. */
+export function createQueueWithDeadLetter(
+  sqs: RunningSqs,
+  name: string,
+  options: { maxReceiveCount: number; attributes?: Record<string, string>; deadLetterAttributes?: Record<string, string> },
+): QueueWithDeadLetter {
+  const deadLetter = sqs.createQueueWithArn(`${name}-dlq`, options.deadLetterAttributes);
+  const queue = sqs.createQueueWithArn(name, {
+    ...options.attributes,
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: deadLetter.arn, maxReceiveCount: options.maxReceiveCount }),
+  });
+  return { ...queue, deadLetterUrl: deadLetter.url };
+}
+
+export const LIFECYCLE_STREAM = "CHORIA_LIFECYCLE";
+
+/** The broker's lifecycle stream (1 h retention), so events published before a bridge runs are kept. */
+export async function createLifecycleStream(natsUrl: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl, name: "local-setup" });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: LIFECYCLE_STREAM, subjects: ["choria.lifecycle.event.>"], max_age: 3_600_000_000_000 });
+  } finally {
+    await nc.close();
+  }
+}
