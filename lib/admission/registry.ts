@@ -213,7 +213,8 @@ export class AdmissionRegistry {
 
   /**
    * The worker's check before provisioning (Go `isCurrent` plus the waiting limit), then the
-   * claim. Only a "claimed" outcome may be provisioned.
+   * claim. Only a "claimed" outcome may be provisioned; every discarded outcome is logged and
+   * counted here, so callers only act on the status.
    */
   async begin(work: HostWork, currentTerm: number): Promise<BeginOutcome> {
     const { identity } = work;
@@ -224,6 +225,7 @@ export class AdmissionRegistry {
     const now = this.clock.now();
     const waitedMs = now - work.admittedAt;
     if (waitedMs > 2 * this.settings.intervalMs) {
+      this.deps.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
       this.logger.error(`skipping node that's been waiting ${Math.round(waitedMs / 1000)}s`, { identity, term: work.term });
       return { status: "waited-too-long" };
     }
@@ -253,6 +255,7 @@ export class AdmissionRegistry {
       return { status: "not-current" };
     }
     if (current.state === "provisioned") {
+      this.deps.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
       this.logger.info("host already provisioned, skipping duplicate work", { identity, term: work.term });
       return { status: "already-provisioned" };
     }

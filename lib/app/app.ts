@@ -450,12 +450,8 @@ export class ProvisionerApp implements App {
         // Another delivery of this work is running; this one comes back after the delay.
         await this.retryLater(record, attributes);
         throw new RetryLaterError(`${work.identity} is being provisioned by another worker`);
-      case "waited-too-long":
-      case "already-provisioned":
-        this.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
-        this.log.info(`discarding work for ${work.identity}: ${begun.status}`, attributes);
-        return;
       default:
+        // stale-term, not-current, waited-too-long, already-provisioned: the registry logged and counted it.
         return;
     }
 
