@@ -6,4 +6,4 @@ export function makeHandler(getApp: () => Promise<App>) {
   return wrapHandler(getApp, (app, _event: unknown, context) => app.discover(context));
 }
 
-export const handler = makeHandler(lazyApp());
+export const handler = makeHandler(lazyApp("discover"));

@@ -7,4 +7,4 @@ export function makeHandler(getApp: () => Promise<App>) {
   return wrapHandler(getApp, (app, event: SQSEvent, context): Promise<SQSBatchResponse> => app.handleLifecycleBatch(event, context));
 }
 
-export const handler = makeHandler(lazyApp());
+export const handler = makeHandler(lazyApp("lifecycle"));

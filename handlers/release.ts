@@ -6,4 +6,4 @@ export function makeHandler(getApp: () => Promise<App>) {
   return wrapHandler(getApp, (app) => app.release());
 }
 
-export const handler = makeHandler(lazyApp());
+export const handler = makeHandler(lazyApp("release"));

@@ -14,4 +14,4 @@ export function makeHandler(getApp: () => Promise<App>) {
   });
 }
 
-export const handler = makeHandler(lazyApp());
+export const handler = makeHandler(lazyApp("reprovision"));

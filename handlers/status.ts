@@ -6,4 +6,4 @@ export function makeHandler(getApp: () => Promise<App>) {
   return wrapHandler(getApp, (app) => app.status());
 }
 
-export const handler = makeHandler(lazyApp());
+export const handler = makeHandler(lazyApp("status"));

@@ -4,11 +4,21 @@
  */
 import { createPrivateKey, sign } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { isAbsolute, join } from "node:path";
 import type { BrokerConnectionSettings } from "../choria/connection";
 import type { RequestSigner } from "../choria/protocol";
 import type { ChoriaClientSettings } from "../choria/rpc-client";
-import type { ProvisionerConfig } from "../config";
-import { decodeHex, decodeJwt, ed25519PrivateKeyFromSeed, loadSigningKey, loadJwtVerifier, type JwtVerifier, type SigningKey } from "../crypto";
+import { parseSecretReference, type ProvisionerConfig } from "../config";
+import {
+  decodeHex,
+  decodeJwt,
+  ed25519PrivateKeyFromSeed,
+  jwtVerifierFromContent,
+  loadJwtVerifier,
+  loadSigningKey,
+  type JwtVerifier,
+  type SigningKey,
+} from "../crypto";
 import { ConfigError } from "../errors";
 import type { Clock, Logger } from "../ports";
 
@@ -35,8 +45,8 @@ export async function choriaClientSettings(config: ProvisionerConfig, clock: Clo
 /** Provisioning-mode servers never verify v1 signatures, but a TLS deployment signs as Go does. */
 async function v1Signer(config: ProvisionerConfig): Promise<RequestSigner> {
   if (config.choriaInsecure || !config.tls.cert || !config.tls.key) return { version: 1, kind: "insecure" };
-  const pubcert = await readText("tls.cert", config.tls.cert);
-  const key = createPrivateKey(await readText("tls.key", config.tls.key));
+  const pubcert = await keyMaterial("tls.cert", config.tls.cert);
+  const key = createPrivateKey(await keyMaterial("tls.key", config.tls.key));
   return { version: 1, kind: "x509", pubcert, sign: (message) => new Uint8Array(sign("sha256", message, key)) };
 }
 
@@ -44,9 +54,9 @@ export async function brokerSettings(config: ProvisionerConfig, name: string): P
   const tls = config.choriaInsecure
     ? undefined
     : {
-        ca: config.tls.ca ? await readText("tls.ca", config.tls.ca) : undefined,
-        cert: config.tls.cert ? await readText("tls.cert", config.tls.cert) : undefined,
-        key: config.tls.key ? await readText("tls.key", config.tls.key) : undefined,
+        ca: config.tls.ca ? await keyMaterial("tls.ca", config.tls.ca) : undefined,
+        cert: config.tls.cert ? await keyMaterial("tls.cert", config.tls.cert) : undefined,
+        key: config.tls.key ? await keyMaterial("tls.key", config.tls.key) : undefined,
         insecureSkipVerify: config.tls.insecureSkipVerify,
       };
   // nats.js wants nats:// URLs; tls:// only says the broker listener is TLS, which `insecure` covers.
@@ -69,19 +79,50 @@ export interface EngineKeys {
 /** Loads `jwt_verify_cert` and `jwt_signing_key` when the enabled features need them. */
 export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineKeys> {
   const keys: EngineKeys = {};
-  if (config.features.jwt && config.jwtVerifyCert) keys.jwtVerifier = await loadJwtVerifier(config.jwtVerifyCert);
+  if (config.features.jwt && config.jwtVerifyCert) {
+    const value = unresolvedCheck("jwt_verify_cert", config.jwtVerifyCert);
+    // PEM from a secret store is the certificate itself; anything else is Go's path-or-hex-key rule.
+    keys.jwtVerifier = isPem(value)
+      ? jwtVerifierFromContent(Buffer.from(value, "utf8"), "jwt_verify_cert")
+      : await loadJwtVerifier(/^[0-9a-fA-F]{64}$/.test(value) ? value : shippedPath(value));
+  }
   if (config.features.ed25519 && config.jwtSigningKey) {
-    const value = config.jwtSigningKey;
+    const value = unresolvedCheck("jwt_signing_key", config.jwtSigningKey);
     // A value from a secret store is the key itself; otherwise, as in Go, it names a file.
-    const material = /^-----BEGIN|^[0-9a-fA-F]{64}\s*$/.test(value) ? value : await readText("jwt_signing_key", value);
+    const material = isPem(value) || /^[0-9a-fA-F]{64}\s*$/.test(value) ? value : await readText("jwt_signing_key", value);
     keys.signingKey = loadSigningKey(material, material === value ? "jwt_signing_key" : value);
   }
   return keys;
 }
 
+/**
+ * The PEM of a key or certificate setting: the value itself when it came from a secret store
+ * (`ssm:` / `secretsmanager:`), else the file it names. A relative path is a file shipped in the
+ * function's bundle (docs/deploy.md, `config/files/`), resolved against LAMBDA_TASK_ROOT on Lambda.
+ */
+export async function keyMaterial(setting: string, value: string): Promise<string> {
+  unresolvedCheck(setting, value);
+  return isPem(value) ? value : readText(setting, value);
+}
+
+const isPem = (value: string) => value.trimStart().startsWith("-----BEGIN ");
+
+/** A reference left unresolved means the function's FUNCTION_SETTINGS entry does not list the setting. */
+function unresolvedCheck(setting: string, value: string): string {
+  if (parseSecretReference(value)) {
+    throw new ConfigError(setting, `${value} is not resolved for this function (lib/config/secrets.ts FUNCTION_SETTINGS)`);
+  }
+  return value;
+}
+
+function shippedPath(path: string): string {
+  const root = process.env.LAMBDA_TASK_ROOT;
+  return root && !isAbsolute(path) ? join(root, path) : path;
+}
+
 async function readText(key: string, path: string): Promise<string> {
   try {
-    return await readFile(path, "utf8");
+    return await readFile(shippedPath(path), "utf8");
   } catch (error) {
     throw new ConfigError(key, `file ${path} could not be read`, { cause: error });
   }

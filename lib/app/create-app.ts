@@ -15,6 +15,7 @@ import { publishStartupEvent, SharedBrokerConnection } from "../choria/connectio
 import { BroadcastDiscoverer } from "../choria/discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
 import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
+import { functionUses } from "../config/secrets";
 import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
 import { createHelperRunner } from "../helper/aws-lambda-invoke";
@@ -58,6 +59,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     overrides.config ??
     (await loadConfig({
       env: settings.configEnv,
+      function: settings.function,
       secrets: overrides.secrets ?? createPowertoolsSecretResolver(),
       logger: overrides.logger ?? createLogger({ logger: overrides.powertools?.logger, serviceName: settings.serviceName }),
     }));
@@ -92,18 +94,23 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   );
   const queue = (url: string) => new SqsMessageQueue({ client: sqsClient, url, logger, clock });
 
-  warnInsecureSigner(config, logger);
-  const clientSettings = await choriaClientSettings(config, clock, logger);
-  const broker = new AppBroker(
-    new SharedBrokerConnection(await brokerSettings(config, `choria-provisioner ${config.deploymentId}`)),
-    clientSettings,
-    config,
-    clock,
-  );
-  const keys = await loadEngineKeys(config);
+  // Each function composes only what it uses: `status` and `release` never reach the broker, and
+  // only `provision` configures nodes, so only their secrets were resolved (lib/config/secrets.ts).
+  const usesBroker = functionUses(settings.function, "tls.key");
+  const provisions = functionUses(settings.function, "token");
+  if (usesBroker) warnInsecureSigner(config, logger);
+  const broker = usesBroker
+    ? new AppBroker(
+        new SharedBrokerConnection(await brokerSettings(config, `choria-provisioner ${config.deploymentId}`)),
+        await choriaClientSettings(config, clock, logger),
+        config,
+        clock,
+      )
+    : noBroker(settings.function as string);
+  const keys = provisions ? await loadEngineKeys(config) : {};
   const engineSettings: EngineSettings = {
     features: config.features,
-    token: config.token ?? "",
+    token: provisions ? (config.token ?? "") : "",
     certDenyList: config.certDenyList,
     serverJwtValidityMs: config.serverJwtValidityMs,
     upgradesRepository: config.upgradesRepository ?? "",
@@ -111,7 +118,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     intervalMs: config.intervalMs,
     helperTimeoutMs: config.helperTimeoutMs,
     ...keys,
-    ...(config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
+    ...(provisions && config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
   };
 
   // The gate's onWon needs the app, and the app needs the gate.
@@ -202,6 +209,21 @@ function awsClientConfig(settings: AppSettings) {
   const local = (endpoint: string | undefined) =>
     endpoint ? { region: settings.region ?? "us-east-1", endpoint, credentials: LOCAL_CREDENTIALS } : settings.region ? { region } : {};
   return { dynamodb: local(settings.dynamoDbEndpoint), sqs: local(settings.sqsEndpoint) };
+}
+
+/** The broker of a function that never connects: any use is a wiring mistake, named as such. */
+function noBroker(fn: string): BrokerAccess & { rpc: ChoriaRpc } {
+  const refuse = async (): Promise<never> => {
+    throw new Error(`the ${fn} function does not connect to the broker`);
+  };
+  return {
+    rpc: { call: refuse },
+    connection: refuse,
+    discover: refuse,
+    prepareRpc: refuse,
+    publishStartup: refuse,
+    close: async () => undefined,
+  };
 }
 
 /** The broker for the use cases: one shared connection, a discoverer and an RPC client bound to it. */

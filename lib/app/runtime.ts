@@ -6,6 +6,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
+import type { FunctionName } from "../config/secrets";
 import type { App } from "./app";
 import { createApp } from "./create-app";
 import { APP_DEFAULTS, appSettingsFromEnv } from "./settings";
@@ -36,15 +37,15 @@ export function powertoolsRuntime(env: NodeJS.ProcessEnv = process.env): Powerto
 }
 
 /**
- * The container's App, built from process.env on the first call and shared afterwards. A failed
+ * The container's App for function `fn` (it resolves only that function's secrets), built from process.env on the first call and shared afterwards. A failed
  * build is not cached, so the next invocation tries again (e.g. after a secret became readable).
  */
-export function lazyApp(): () => Promise<App> {
+export function lazyApp(fn?: FunctionName): () => Promise<App> {
   let pending: Promise<App> | undefined;
   return () => {
     pending ??= (async () => {
       const { logger, metrics } = powertoolsRuntime();
-      return createApp(appSettingsFromEnv(process.env), { powertools: { logger, metrics } });
+      return createApp({ ...appSettingsFromEnv(process.env), function: fn }, { powertools: { logger, metrics } });
     })().catch((error: unknown) => {
       pending = undefined;
       throw error;

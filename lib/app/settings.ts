@@ -1,3 +1,4 @@
+import type { FunctionName } from "../config/secrets";
 import { ProvisionerError } from "../errors";
 
 /** An environment variable the functions need is missing or invalid; `variable` names it. */
@@ -12,6 +13,8 @@ export class AppSettingsError extends ProvisionerError {
 
 /** Where the functions find their tables, queues and broker stream; see docs/lifecycle.md and the app contract. */
 export interface AppSettings {
+  /** The deployed function this container runs (its handler says which); unset in local runs of them all. */
+  function?: FunctionName;
   /** Environment `loadConfig` reads the provisioner configuration from (PROVISIONER_CONFIG[_YAML], overrides). */
   configEnv: Record<string, string | undefined>;
   /** Required when `leader_election` is on. */

@@ -16,6 +16,7 @@ export interface FeatureFlags {
   readonly upgrades: boolean;
 }
 
+/** Each is a file path, or the PEM itself when it came from a secret store (lib/app `keyMaterial`). */
 export interface TlsSettings {
   readonly ca: string | undefined;
   readonly cert: string | undefined;
@@ -303,6 +304,7 @@ function redactedView(c: ConfigValues): Record<string, unknown> {
   for (const key of SECRET_KEYS) {
     if (view[key] !== undefined) view[key] = REDACTED;
   }
+  if (c.tls.key !== undefined) (view.tls as Record<string, unknown>).key = REDACTED;
   return view;
 }
 
@@ -316,6 +318,7 @@ export function secretValues(config: ProvisionerConfig): string[] {
     config.natsToken,
     config.clientJwt,
     config.clientSeed,
+    config.tls.key,
   ];
   return values.filter((value): value is string => typeof value === "string" && value !== "");
 }

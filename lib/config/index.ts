@@ -13,9 +13,17 @@ export {
 export { DurationError, parseDuration } from "./duration";
 export { loadConfig, type LoadConfigOptions } from "./load";
 export {
+  FUNCTION_NAMES,
+  FUNCTION_SETTINGS,
+  KEY_FILE_SETTINGS,
+  REFERENCE_SETTINGS,
   SECRET_KEYS,
   SecretResolutionError,
+  formatSecretReference,
+  functionUses,
   parseSecretReference,
+  type FunctionName,
+  type ReferenceSetting,
   type SecretKey,
   type SecretReference,
   type SecretResolver,

@@ -4,7 +4,7 @@ import { ConfigError } from "../errors";
 import type { Logger } from "../ports";
 import { parseConfig, type ProvisionerConfig } from "./config";
 import { ENV_OVERRIDABLE } from "./schema";
-import { SECRET_KEYS, formatSecretReference, parseSecretReference, type SecretResolver } from "./secrets";
+import { FUNCTION_SETTINGS, REFERENCE_SETTINGS, resolveReferences, type FunctionName, type SecretResolver } from "./secrets";
 
 export interface LoadConfigOptions {
   /** YAML file path; defaults to `PROVISIONER_CONFIG`. */
@@ -13,6 +13,11 @@ export interface LoadConfigOptions {
   env?: Record<string, string | undefined>;
   /** Resolves `ssm:` / `secretsmanager:` references; without one, a reference is a ConfigError. */
   secrets?: SecretResolver;
+  /**
+   * The function being started: only the references it uses are resolved (FUNCTION_SETTINGS), so its
+   * role needs read access to no other secret. Unset (local runs): every reference is resolved.
+   */
+  function?: FunctionName;
   logger?: Logger;
 }
 
@@ -35,7 +40,8 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Provi
     throw new ConfigError("(root)", "no configuration given: set PROVISIONER_CONFIG or PROVISIONER_CONFIG_YAML");
   }
   Object.assign(document, environmentOverrides(env));
-  await resolveSecretReferences(document, options.secrets);
+  const settings = options.function ? FUNCTION_SETTINGS[options.function] : REFERENCE_SETTINGS;
+  await resolveReferences(document, settings, options.secrets, (key, message, cause) => new ConfigError(key, message, { cause }));
   return parseConfig(document, { logger: options.logger, env });
 }
 
@@ -87,24 +93,6 @@ function readEnvValue(key: string, name: string, kind: string, text: string): un
     default:
       return text;
   }
-}
-
-async function resolveSecretReferences(document: Record<string, unknown>, resolver: SecretResolver | undefined) {
-  await Promise.all(
-    SECRET_KEYS.map(async (key) => {
-      const value = document[key];
-      if (typeof value !== "string") return;
-      const reference = parseSecretReference(value);
-      if (!reference) return;
-      const where = formatSecretReference(reference);
-      if (!resolver) throw new ConfigError(key, `${where} needs a secret resolver, none is configured`);
-      try {
-        document[key] = await resolver.resolve(reference);
-      } catch (error) {
-        throw new ConfigError(key, `could not resolve ${where}`, { cause: error });
-      }
-    }),
-  );
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

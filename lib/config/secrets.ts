@@ -33,6 +33,58 @@ export const SECRET_KEYS = [
 
 export type SecretKey = (typeof SECRET_KEYS)[number];
 
+/**
+ * Settings that name a key or certificate file (as in the Go daemon) and may instead be a reference
+ * whose value is the PEM (or hex key) itself. `tls.key` is also a credential: it is redacted too.
+ */
+export const KEY_FILE_SETTINGS = ["tls.ca", "tls.cert", "tls.key", "jwt_verify_cert"] as const;
+
+/** Every setting that may be written as an `ssm:` / `secretsmanager:` reference (dotted for nested keys). */
+export const REFERENCE_SETTINGS = [...SECRET_KEYS, ...KEY_FILE_SETTINGS] as const;
+
+export type ReferenceSetting = (typeof REFERENCE_SETTINGS)[number];
+
+/** The deployed functions (serverless.yml `functions:` keys). */
+export const FUNCTION_NAMES = [
+  "discover",
+  "leaseKeeper",
+  "lifecycleBridge",
+  "lifecycle",
+  "provision",
+  "status",
+  "reprovision",
+  "release",
+] as const;
+
+export type FunctionName = (typeof FUNCTION_NAMES)[number];
+
+/** What connecting to the broker and signing requests needs. */
+const BROKER_SETTINGS = ["broker_provisioning_password", "nats_token", "client_jwt", "client_seed", "tls.ca", "tls.cert", "tls.key"] as const;
+/** What configuring a node needs on top: the token it is given and the JWT keys. */
+const PROVISIONING_SETTINGS = ["token", "jwt_signing_key", "jwt_signing_token", "jwt_verify_cert"] as const;
+
+/**
+ * The reference settings each function uses: its loader resolves only these and its IAM role may
+ * read only their parameters and secrets (config/deployment.cjs asks `check-config` for them).
+ * Every function that may win a lease term connects to the broker (the new leader announces itself
+ * and discovers at once); only `provision` configures nodes; `status` and `release` touch neither.
+ */
+export const FUNCTION_SETTINGS: Readonly<Record<FunctionName, readonly ReferenceSetting[]>> = {
+  discover: BROKER_SETTINGS,
+  leaseKeeper: BROKER_SETTINGS,
+  lifecycleBridge: BROKER_SETTINGS,
+  lifecycle: BROKER_SETTINGS,
+  provision: [...BROKER_SETTINGS, ...PROVISIONING_SETTINGS],
+  status: [],
+  reprovision: BROKER_SETTINGS,
+  release: [],
+};
+
+/** Whether a function (or, unset, a local run of every function) uses a setting. */
+export function functionUses(fn: FunctionName | undefined, setting: ReferenceSetting): boolean {
+  return fn === undefined || FUNCTION_SETTINGS[fn].includes(setting);
+}
+
 const REFERENCE = /^(ssm|secretsmanager):(.+)$/;
 
 /** Returns the reference a config value names, or undefined for a literal value. */
@@ -44,4 +96,51 @@ export function parseSecretReference(value: string): SecretReference | undefined
 
 export function formatSecretReference(reference: SecretReference): string {
   return `${reference.store}:${reference.name}`;
+}
+
+/** Reads a dotted setting (`tls.key`) from a parsed YAML document. */
+export function settingValue(document: Record<string, unknown>, setting: string): unknown {
+  const [section, key] = setting.split(".", 2);
+  if (key === undefined) return document[setting];
+  const nested = document[section as string];
+  return nested !== null && typeof nested === "object" && !Array.isArray(nested) ? (nested as Record<string, unknown>)[key] : undefined;
+}
+
+function setSettingValue(document: Record<string, unknown>, setting: string, value: string): void {
+  const [section, key] = setting.split(".", 2);
+  if (key === undefined) {
+    document[setting] = value;
+    return;
+  }
+  // Copy the section: PROVISIONER_CONFIG_YAML sections may be shared with the file's document.
+  document[section as string] = { ...(document[section as string] as Record<string, unknown>), [key]: value };
+}
+
+/**
+ * Replaces the references of the given settings with their values, in place. References of other
+ * settings stay as written: `keyMaterial` (lib/app) refuses to use one.
+ */
+export async function resolveReferences(
+  document: Record<string, unknown>,
+  settings: readonly ReferenceSetting[],
+  resolver: SecretResolver | undefined,
+  onError: (setting: string, message: string, cause?: unknown) => Error,
+): Promise<void> {
+  await Promise.all(
+    settings.map(async (setting) => {
+      const value = settingValue(document, setting);
+      if (typeof value !== "string") return;
+      const reference = parseSecretReference(value);
+      if (!reference) return;
+      const where = formatSecretReference(reference);
+      if (!resolver) throw onError(setting, `${where} needs a secret resolver, none is configured`);
+      let resolved: string;
+      try {
+        resolved = await resolver.resolve(reference);
+      } catch (error) {
+        throw onError(setting, `could not resolve ${where}`, error);
+      }
+      setSettingValue(document, setting, resolved);
+    }),
+  );
 }

@@ -22,6 +22,7 @@ export {
   ALLOWED_JWT_ALGS,
   decodeJwt,
   helperJwtClaims,
+  jwtVerifierFromContent,
   loadJwtVerifier,
   signJwt,
   verifyJwtSignature,

@@ -174,6 +174,12 @@ export async function loadJwtVerifier(jwtVerifyCert: string): Promise<JwtVerifie
   } catch (cause) {
     throw new JwtError(`could not read validation certificate ${jwtVerifyCert}`, { cause });
   }
+  return jwtVerifierFromContent(content, jwtVerifyCert);
+}
+
+/** The verifier of `jwt_verify_cert` file content (or the same content fetched from a secret store). */
+export function jwtVerifierFromContent(content: Buffer, source: string): JwtVerifier {
+  const jwtVerifyCert = source;
   const head = content.subarray(0, CERTIFICATE_HEADER.length).toString("latin1");
   if (head.startsWith(CERTIFICATE_HEADER) || head.startsWith(PUBLIC_KEY_HEADER)) {
     let publicKey: KeyObject;

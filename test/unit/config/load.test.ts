@@ -190,6 +190,48 @@ describe("loadConfig", () => {
     expect(error.key).toBe("nats_token");
   });
 
+  it("resolves key and certificate settings (tls.*, jwt_verify_cert) and redacts tls.key", async () => {
+    // Arrange
+    const resolver = new MapResolver({
+      "ssm:/tls/ca": "-----BEGIN CERTIFICATE-----ca",
+      "ssm:/tls/cert": "-----BEGIN CERTIFICATE-----cert",
+      "secretsmanager:tls/key": "-----BEGIN PRIVATE KEY-----key",
+      "ssm:/jwt/verify": "-----BEGIN CERTIFICATE-----verify",
+    });
+    const yaml = [
+      "jwt_verify_cert: ssm:/jwt/verify",
+      "tls:",
+      "  ca: ssm:/tls/ca",
+      "  cert: ssm:/tls/cert",
+      "  key: secretsmanager:tls/key",
+      "  insecure_skip_verify: true",
+    ].join("\n");
+
+    // Act
+    const config = await loadConfig({ file, secrets: resolver, env: { PROVISIONER_CONFIG_YAML: yaml } });
+
+    // Assert
+    expect(config.tls).toMatchObject({ ca: "-----BEGIN CERTIFICATE-----ca", cert: "-----BEGIN CERTIFICATE-----cert", insecureSkipVerify: true });
+    expect(config.tls.key).toBe("-----BEGIN PRIVATE KEY-----key");
+    expect(config.jwtVerifyCert).toBe("-----BEGIN CERTIFICATE-----verify");
+    expect(JSON.stringify(config)).not.toContain("PRIVATE KEY");
+  });
+
+  it("resolves only the references of the given function", async () => {
+    // Arrange
+    const resolver = new MapResolver({ "secretsmanager:broker": "broker-password" });
+    const yaml = ["token: ssm:/token", "broker_provisioning_password: secretsmanager:broker", "jwt_signing_key: ssm:/key"].join("\n");
+
+    // Act
+    const config = await loadConfig({ file, secrets: resolver, function: "discover", env: { PROVISIONER_CONFIG_YAML: yaml } });
+
+    // Assert
+    expect(resolver.calls.map((c) => c.name)).toEqual(["broker"]);
+    expect(config.brokerProvisioningPassword).toBe("broker-password");
+    expect(config.token).toBe("ssm:/token");
+    expect(config.jwtSigningKey).toBe("ssm:/key");
+  });
+
   it("does not treat non-secret keys as references", async () => {
     // Arrange
     const resolver = new MapResolver({});

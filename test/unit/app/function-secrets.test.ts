@@ -1,0 +1,165 @@
+/**
+ * Each function resolves only the secrets it uses (lib/config/secrets.ts FUNCTION_SETTINGS), and
+ * key/certificate settings take the PEM from a secret store or a file shipped in the bundle.
+ * createApp connects nothing until first use, so no service is needed here.
+ */
+import { generateKeyPairSync } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { APP_DEFAULTS, createApp, type AppSettings } from "../../../lib/app";
+import { keyMaterial } from "../../../lib/app/choria-client";
+import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config";
+import { FUNCTION_NAMES } from "../../../lib/config/secrets";
+import { ConfigError } from "../../../lib/errors";
+import { InMemoryMetrics } from "../../../lib/observability";
+import { silentLogger } from "../../../lib/ports";
+
+const TLS_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+const CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+const SIGNING_SEED = "a".repeat(64);
+
+const SECRETS: Record<string, string> = {
+  "ssm:/choria/token": "token-value",
+  "secretsmanager:choria/broker": "broker-password",
+  "ssm:/choria/nats": "nats-token",
+  "ssm:/choria/tls/ca": CERT,
+  "ssm:/choria/tls/cert": CERT,
+  "secretsmanager:choria/tls/key": TLS_KEY,
+  "secretsmanager:choria/signing-key": SIGNING_SEED,
+};
+
+const YAML = [
+  "site: lon",
+  "helper: /bin/true",
+  "broker_urls: [tls://broker.example.net:4222]",
+  "token: ssm:/choria/token",
+  "broker_provisioning_password: secretsmanager:choria/broker",
+  "nats_token: ssm:/choria/nats",
+  "features: { jwt: true, ed25519: true }",
+  `jwt_verify_cert: ${"b".repeat(64)}`,
+  "jwt_signing_key: secretsmanager:choria/signing-key",
+  "tls:",
+  "  ca: ssm:/choria/tls/ca",
+  "  cert: ssm:/choria/tls/cert",
+  "  key: secretsmanager:choria/tls/key",
+].join("\n");
+
+class RecordingResolver implements SecretResolver {
+  readonly resolved: string[] = [];
+  async resolve(reference: SecretReference): Promise<string> {
+    const name = formatSecretReference(reference);
+    this.resolved.push(name);
+    const value = SECRETS[name];
+    if (value === undefined) throw new Error(`no secret ${name}`);
+    return value;
+  }
+}
+
+function settings(fn: FunctionName | undefined): AppSettings {
+  return {
+    function: fn,
+    configEnv: { PROVISIONER_CONFIG_YAML: YAML },
+    admissionTable: "admission",
+    hostWorkQueueUrl: "http://127.0.0.1:1/q/host-work",
+    hostWorkDlqUrl: "http://127.0.0.1:1/q/host-work-dlq",
+    lifecycleQueueUrl: "http://127.0.0.1:1/q/lifecycle",
+    lifecycleDlqUrl: "http://127.0.0.1:1/q/lifecycle-dlq",
+    dynamoDbEndpoint: "http://127.0.0.1:1",
+    sqsEndpoint: "http://127.0.0.1:1",
+    region: "us-east-1",
+    lifecycleStream: APP_DEFAULTS.lifecycleStream,
+    serviceName: "test",
+    metricsNamespace: "Test",
+    retryBaseDelaySeconds: 1,
+    retryMaxDelaySeconds: 1,
+    deadlineMarginMs: 1_000,
+  };
+}
+
+async function resolvedBy(fn: FunctionName | undefined): Promise<string[]> {
+  const secrets = new RecordingResolver();
+  const app = await createApp(settings(fn), { secrets, logger: silentLogger, metrics: new InMemoryMetrics("lon") });
+  await app.close();
+  return [...secrets.resolved].sort();
+}
+
+const BROKER = [
+  "secretsmanager:choria/broker",
+  "secretsmanager:choria/tls/key",
+  "ssm:/choria/nats",
+  "ssm:/choria/tls/ca",
+  "ssm:/choria/tls/cert",
+];
+
+describe("secrets resolved per function", () => {
+  it("status and release read no secret at all", async () => {
+    expect(await resolvedBy("status")).toEqual([]);
+    expect(await resolvedBy("release")).toEqual([]);
+  });
+
+  it.each(["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "reprovision"] as const)(
+    "%s reads only what the broker connection needs",
+    async (fn) => {
+      expect(await resolvedBy(fn)).toEqual(BROKER);
+    },
+  );
+
+  it("provision also reads the token and the JWT signing key", async () => {
+    expect(await resolvedBy("provision")).toEqual([...BROKER, "secretsmanager:choria/signing-key", "ssm:/choria/token"].sort());
+  });
+
+  it("a local run of every function reads every reference", async () => {
+    expect(await resolvedBy(undefined)).toEqual(Object.keys(SECRETS).sort());
+  });
+
+  it("covers every deployed function", () => {
+    expect([...FUNCTION_NAMES].sort()).toEqual(
+      ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release"].sort(),
+    );
+  });
+});
+
+describe("keyMaterial", () => {
+  let root: string;
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), "task-root-"));
+  });
+
+  afterEach(async () => {
+    vi.unstubAllEnvs();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it("takes a PEM fetched from a secret store as the material itself", async () => {
+    expect(await keyMaterial("tls.key", TLS_KEY)).toBe(TLS_KEY);
+  });
+
+  it("reads a relative path from the function's bundle (LAMBDA_TASK_ROOT)", async () => {
+    // Arrange
+    await mkdir(join(root, "config/files"), { recursive: true });
+    await writeFile(join(root, "config/files/ca.pem"), CERT);
+    vi.stubEnv("LAMBDA_TASK_ROOT", root);
+
+    // Act
+    const material = await keyMaterial("tls.ca", "config/files/ca.pem");
+
+    // Assert
+    expect(material).toBe(CERT);
+  });
+
+  it("refuses a reference its function was not given, naming the setting", async () => {
+    const error = await keyMaterial("tls.key", "ssm:/choria/tls/key").catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).key).toBe("tls.key");
+  });
+
+  it("names the setting when a file is missing", async () => {
+    const error = await keyMaterial("tls.cert", join(root, "absent.pem")).catch((e: unknown) => e);
+
+    expect((error as ConfigError).key).toBe("tls.cert");
+  });
+});
