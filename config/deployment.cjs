@@ -1,46 +1,49 @@
 /**
  * Package-time resolver for serverless.yml (`${file(./config/deployment.cjs):<key>}`).
  *
- * It reads the provisioner configuration file named by the `provisionerConfig` param and hands the
- * template what it needs from it, so nothing is configured twice:
+ * It checks the provisioner configuration file named by the `provisionerConfig` param with the
+ * app's own validation (`scripts/check-config.ts`, lib/config/deploy-check.ts) and fails the package
+ * on an invalid key or a literal secret, so `sls package` / `sls deploy` never ship a configuration
+ * the functions would refuse. Then it hands the template what it needs, so nothing is configured twice:
  * - `configYaml`: the file's text, delivered unchanged as PROVISIONER_CONFIG_YAML (a plain string,
  *   so `sls invoke local` needs no AWS call to build the environment);
  * - `site`: the `site` metric dimension the alarms and the dashboard select;
- * - the ARNs of the secret references and of `helper_function`, so the IAM policies name exactly
- *   those resources and no others;
- * - `vpc`: the VpcConfig from the `subnetIds` / `securityGroupIds` params (absent when unset);
+ * - `discoverSchedule`: the discovery schedule, from `interval`;
+ * - `secretsPolicy.<function>`: per function, read access to exactly the parameters and secrets that
+ *   function resolves (lib/config/secrets.ts FUNCTION_SETTINGS), or an explicit deny of any;
+ * - `helperInvokeStatement`, `vpcPolicy`, `alarmActions`, `vpc`, `helperLayer*`: the optional parts as
+ *   plain values rather than CloudFormation conditions that would be constant at package time;
  * - `dashboardBody`: the CloudWatch dashboard's JSON.
  *
  * CommonJS (.cjs) because osls loads resolver files with `require` and package.json says "module".
  */
-/* global require, module, process */
+/* global require, module, process, console */
 /* eslint-disable @typescript-eslint/no-require-imports -- osls require()s resolver files */
 "use strict";
 
+const { execFileSync } = require("node:child_process");
+const { existsSync, statSync } = require("node:fs");
 const { readFile } = require("node:fs/promises");
 const path = require("node:path");
-const YAML = require("yaml");
-
-/** The configuration keys that may hold `ssm:` / `secretsmanager:` references (lib/config/secrets.ts). */
-const SECRET_KEYS = [
-  "token",
-  "broker_provisioning_password",
-  "jwt_signing_key",
-  "jwt_signing_token",
-  "nats_token",
-  "client_jwt",
-  "client_seed",
-];
 
 /** The app's metric dimension value for an empty site (lib/observability/metrics.ts). */
 const UNSET_SITE = "unset";
 const NAMESPACE = "ChoriaProvisioner";
 /** Powertools adds a `service` dimension (POWERTOOLS_SERVICE_NAME) next to the app's `site`. */
 const SERVICE_DIMENSION = "choria-provisioner";
-const REFERENCE = /^(ssm|secretsmanager):(.+)$/;
+const FUNCTIONS = ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release"];
+const SECRET_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "secretsmanager:GetSecretValue"];
+const ENI_ACTIONS = [
+  "ec2:CreateNetworkInterface",
+  "ec2:DescribeNetworkInterfaces",
+  "ec2:DeleteNetworkInterface",
+  "ec2:AssignPrivateIpAddresses",
+  "ec2:UnassignPrivateIpAddresses",
+];
 
 const sub = (text) => ({ "Fn::Sub": text });
 const regionalArn = (service, rest) => `arn:\${AWS::Partition}:${service}:\${AWS::Region}:\${AWS::AccountId}:${rest}`;
+const policy = (name, statements) => ({ PolicyName: name, PolicyDocument: { Version: "2012-10-17", Statement: statements } });
 
 function ssmParameterArn(name) {
   if (name.startsWith("arn:")) return name;
@@ -61,24 +64,21 @@ function helperFunctionArns(nameOrArn) {
   return [wrap(base), wrap(`${base}:*`)];
 }
 
-function secretReferences(document, file) {
-  const references = { ssm: [], secretsmanager: [] };
-  for (const key of SECRET_KEYS) {
-    const value = document[key];
-    if (typeof value !== "string") continue;
-    const match = REFERENCE.exec(value);
-    if (!match) continue;
-    if (match[1] === "ssm") references.ssm.push(ssmParameterArn(match[2]));
-    else references.secretsmanager.push(secretArn(match[2]));
-  }
-  if (document.tls && typeof document.tls === "object") {
-    for (const [key, value] of Object.entries(document.tls)) {
-      if (typeof value === "string" && REFERENCE.test(value)) {
-        throw new Error(`${file}: tls.${key} must be a file path; secret references are not resolved there`);
-      }
-    }
-  }
-  return references;
+const unique = (items) => [...new Map(items.map((item) => [JSON.stringify(item), item])).values()];
+
+/**
+ * The config-secrets policy of one function: reading exactly its references (and decrypting with the
+ * customer key when given), or, for a function that resolves none, an explicit deny of reading any.
+ */
+function secretsPolicy(references, kmsKeyArn) {
+  const ssm = unique(references.filter((r) => r.store === "ssm").map((r) => ssmParameterArn(r.name)));
+  const secrets = unique(references.filter((r) => r.store === "secretsmanager").map((r) => secretArn(r.name)));
+  const statements = [];
+  if (ssm.length > 0) statements.push({ Effect: "Allow", Action: ["ssm:GetParameter", "ssm:GetParameters"], Resource: ssm });
+  if (secrets.length > 0) statements.push({ Effect: "Allow", Action: ["secretsmanager:GetSecretValue"], Resource: secrets });
+  if (statements.length > 0 && kmsKeyArn) statements.push({ Effect: "Allow", Action: ["kms:Decrypt"], Resource: kmsKeyArn });
+  if (statements.length === 0) statements.push({ Sid: "UsesNoConfigSecret", Effect: "Deny", Action: SECRET_ACTIONS, Resource: "*" });
+  return policy("read-config-secrets", statements);
 }
 
 function splitList(text) {
@@ -88,19 +88,13 @@ function splitList(text) {
     .filter((item) => item !== "");
 }
 
-async function readProvisionerConfig(serviceDir, configPath) {
-  const file = path.resolve(serviceDir, configPath);
-  const text = await readFile(file, "utf8");
-  let document;
-  try {
-    document = YAML.parse(text, { version: "1.1" });
-  } catch (error) {
-    throw new Error(`${configPath} is not valid YAML: ${error.message}`);
-  }
-  if (document === null || typeof document !== "object" || Array.isArray(document)) {
-    throw new Error(`${configPath} must be a YAML mapping`);
-  }
-  return { text, document };
+/** Runs the app's own configuration check (TypeScript, through tsx) and returns its JSON result. */
+function checkConfig(serviceDir, file, { allowLiteralSecrets, helperLayer }) {
+  const args = ["--import", "tsx", path.join(serviceDir, "scripts/check-config.ts"), "--json"];
+  if (allowLiteralSecrets) args.push("--allow-literal-secrets");
+  if (helperLayer) args.push("--helper-layer");
+  const output = execFileSync(process.execPath, [...args, file], { cwd: serviceDir, encoding: "utf8" });
+  return JSON.parse(output);
 }
 
 /**
@@ -213,25 +207,30 @@ module.exports = async ({ resolveVariable }) => {
   const region = await resolveVariable("self:provider.region");
   const subnetIds = splitList(await resolveVariable("param:subnetIds, ''"));
   const securityGroupIds = splitList(await resolveVariable("param:securityGroupIds, ''"));
+  const kmsKeyArn = await resolveVariable("param:secretsKmsKeyArn, ''");
+  const alarmTopicArn = await resolveVariable("param:alarmTopicArn, ''");
+  const allowLiteralSecrets = String(await resolveVariable("param:allowLiteralSecrets, 'false'")) === "true";
+  const helperLayerDir = await resolveVariable("param:helperLayerDir, ''");
+  const pausedAlarm = String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
   if ((subnetIds.length === 0) !== (securityGroupIds.length === 0)) {
     throw new Error("set both params subnetIds and securityGroupIds (comma lists), or neither");
   }
+  if (helperLayerDir && !(existsSync(path.resolve(serviceDir, helperLayerDir)) && statSync(path.resolve(serviceDir, helperLayerDir)).isDirectory())) {
+    throw new Error(`param helperLayerDir: ${helperLayerDir} is not a directory`);
+  }
 
-  const { text, document } = await readProvisionerConfig(serviceDir, configPath);
-  const site = typeof document.site === "string" && document.site !== "" ? document.site : UNSET_SITE;
-  const secrets = secretReferences(document, configPath);
-  const helperFunction = typeof document.helper_function === "string" ? document.helper_function : "";
+  const file = path.resolve(serviceDir, configPath);
+  const text = await readFile(file, "utf8");
+  const check = checkConfig(serviceDir, file, { allowLiteralSecrets, helperLayer: Boolean(helperLayerDir) });
+  for (const warning of check.warnings) console.warn(`${configPath}: warning: ${warning.key}: ${warning.message}`);
+  if (check.errors.length > 0) {
+    const lines = check.errors.map((error) => `  ${error.key}: ${error.message}`);
+    throw new Error(`${configPath} cannot be deployed (npm run check-config -- ${configPath}):\n${lines.join("\n")}`);
+  }
+
+  const site = check.site !== "" ? check.site : UNSET_SITE;
   const prefix = `${service}-${stage}`;
-  const functionNames = [
-    "discover",
-    "leaseKeeper",
-    "lifecycleBridge",
-    "lifecycle",
-    "provision",
-    "status",
-    "reprovision",
-    "release",
-  ].map((name) => `${prefix}-${name}`);
+  const functionNames = FUNCTIONS.map((name) => `${prefix}-${name}`);
   const queues = {
     hostWork: `${prefix}-host-work`,
     hostWorkDlq: `${prefix}-host-work-dlq`,
@@ -242,17 +241,34 @@ module.exports = async ({ resolveVariable }) => {
   return {
     configYaml: text,
     site,
-    leaderElection: document.leader_election === true ? "true" : "false",
-    hasSsmSecrets: secrets.ssm.length > 0 ? "true" : "false",
-    ssmParameterArns: secrets.ssm,
-    hasSecretsManagerSecrets: secrets.secretsmanager.length > 0 ? "true" : "false",
-    secretsManagerArns: secrets.secretsmanager,
-    hasHelperFunction: helperFunction ? "true" : "false",
-    helperFunctionArns: helperFunction ? helperFunctionArns(helperFunction) : [],
-    hasVpc: subnetIds.length > 0 ? "true" : "false",
+    discoverSchedule: check.discoverSchedule,
+    secretsPolicy: Object.fromEntries(FUNCTIONS.map((fn) => [fn, secretsPolicy(check.references[fn] ?? [], kmsKeyArn)])),
+    helperInvokeStatement: check.helperFunction
+      ? { Effect: "Allow", Action: ["lambda:InvokeFunction"], Resource: helperFunctionArns(check.helperFunction) }
+      : { Sid: "NoHelperFunction", Effect: "Deny", Action: ["lambda:InvokeFunction"], Resource: "*" },
+    vpcPolicy:
+      subnetIds.length > 0
+        ? // Lambda manages the ENIs of a VPC function with these; EC2 gives them no resource ARNs.
+          policy("vpc-network-interfaces", [{ Effect: "Allow", Action: ENI_ACTIONS, Resource: "*" }])
+        : policy("vpc-network-interfaces", [{ Sid: "NotInAVpc", Effect: "Deny", Action: ENI_ACTIONS, Resource: "*" }]),
     ...(subnetIds.length > 0 ? { vpc: { subnetIds, securityGroupIds } } : {}),
+    alarmActions: alarmTopicArn ? [alarmTopicArn] : [],
+    pausedAlarmActionsEnabled: pausedAlarm,
+    layers: helperLayerDir
+      ? {
+          helper: {
+            path: helperLayerDir,
+            name: `${prefix}-helper`,
+            description: "Executable provisioning helper, run from /opt by the provision function",
+            compatibleRuntimes: ["nodejs22.x"],
+            compatibleArchitectures: ["arm64"],
+            retain: false,
+          },
+        }
+      : {},
+    provisionLayers: helperLayerDir ? [{ Ref: "HelperLambdaLayer" }] : [],
     dashboardBody: dashboardBody({ site, region, functionNames, queues }),
   };
 };
 
-module.exports.SECRET_KEYS = SECRET_KEYS;
+module.exports.FUNCTIONS = FUNCTIONS;

@@ -32,6 +32,7 @@ exec node_modules/.bin/sls invoke local \
   --stage "${SLS_LOCAL_STAGE:-local}" \
   --region us-east-1 \
   --param="provisionerConfig=${PROVISIONER_CONFIG_FILE:-config/local.yaml}" \
+  --param="allowLiteralSecrets=true" \
   --param="hostWorkQueueUrl=$HOST_WORK_QUEUE_URL" \
   --param="hostWorkDlqUrl=$HOST_WORK_DLQ_URL" \
   --param="lifecycleQueueUrl=$LIFECYCLE_QUEUE_URL" \

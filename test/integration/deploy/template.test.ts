@@ -4,13 +4,13 @@
  * alarms and the dashboard.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);
@@ -95,44 +95,19 @@ const ofType = (type: string) => Object.entries(template.Resources).filter(([, r
 const lambda = (fn: FunctionId) => resource(`${fn}LambdaFunction`).Properties as Json;
 const asList = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
 
-/** Evaluates a template condition as CloudFormation would (the package-time values are literals). */
-function condition(from: Template, node: unknown): boolean {
-  const expression = node as Record<string, unknown>;
-  if ("Condition" in expression) return condition(from, from.Conditions[expression.Condition as string]);
-  if ("Fn::Equals" in expression) {
-    const [left, right] = expression["Fn::Equals"] as [unknown, unknown];
-    return JSON.stringify(left) === JSON.stringify(right);
-  }
-  if ("Fn::Not" in expression) return !condition(from, (expression["Fn::Not"] as unknown[])[0]);
-  if ("Fn::Or" in expression) return (expression["Fn::Or"] as unknown[]).some((c) => condition(from, c));
-  throw new Error(`unsupported condition ${JSON.stringify(node)}`);
-}
-
-/** The branch of an Fn::If that applies; nothing for AWS::NoValue. */
-function applied(from: Template, node: unknown): unknown[] {
-  if (node && typeof node === "object" && "Fn::If" in node) {
-    const [name, whenTrue, whenFalse] = (node as { "Fn::If": [string, unknown, unknown] })["Fn::If"];
-    return applied(from, condition(from, from.Conditions[name]) ? whenTrue : whenFalse);
-  }
-  if (JSON.stringify(node) === '{"Ref":"AWS::NoValue"}') return [];
-  return [node];
-}
-
-/** Every statement of a role that applies in the given template. */
+/** Every statement of a role. */
 function statementsOf(roleId: string, from: Template = template): Statement[] {
-  const policies = resource(roleId, from).Properties.Policies as unknown[];
-  const statements: Statement[] = [];
-  for (const policy of policies.flatMap((p) => applied(from, p))) {
-    const document = (policy as { PolicyDocument: { Statement: unknown[] } }).PolicyDocument;
-    statements.push(...(document.Statement.flatMap((s) => applied(from, s)) as Statement[]));
-  }
-  return statements;
+  const policies = resource(roleId, from).Properties.Policies as Array<{ PolicyDocument: { Statement: Statement[] } }>;
+  return policies.flatMap((policy) => policy.PolicyDocument.Statement);
 }
 
-const actionsOf = (roleId: string, from: Template = template) => statementsOf(roleId, from).flatMap((s) => asList(s.Action));
+/** The statements that grant something; the rest are explicit denies of what a function does not use. */
+const allowedOf = (roleId: string, from: Template = template) => statementsOf(roleId, from).filter((s) => s.Effect === "Allow");
+
+const actionsOf = (roleId: string, from: Template = template) => allowedOf(roleId, from).flatMap((s) => asList(s.Action));
 
 function grants(roleId: string, action: string, target: string): boolean {
-  return statementsOf(roleId).some(
+  return allowedOf(roleId).some(
     (s) => asList(s.Action).includes(action) && JSON.stringify(s.Resource).includes(`"${target}"`),
   );
 }
@@ -151,6 +126,22 @@ describe("functions", () => {
     expect(props.Architectures).toEqual(["arm64"]);
     expect(props.Handler).toBe(spec.handler);
     expect(props.Role).toEqual({ "Fn::GetAtt": [spec.role, "Arn"] });
+  });
+
+  it("ships config/files in every zip and no source map", async () => {
+    for (const fn of Object.keys(FUNCTIONS)) {
+      const zip = join(workDir, "default", `${fn[0]!.toLowerCase()}${fn.slice(1)}.zip`);
+      const { stdout } = await run("unzip", ["-Z1", zip]);
+      const entries = stdout.trim().split("\n");
+
+      expect(entries, fn).toContain("config/files/example-ca.pem");
+      expect(entries.filter((entry) => entry.endsWith(".map")), fn).toEqual([]);
+    }
+  });
+
+  it("uses no CloudFormation condition: optional parts are resolved at package time", () => {
+    expect(template.Conditions).toBeUndefined();
+    expect(optional.Conditions).toBeUndefined();
   });
 
   it("defines no other function and no shared execution role", () => {
@@ -203,6 +194,32 @@ describe("functions", () => {
   });
 });
 
+describe("configuration checked at package time", () => {
+  const packageWith = async (yaml: string, params: Record<string, string> = {}) => {
+    const file = join(workDir, `config-${Object.keys(params).length}-${yaml.length}.yaml`);
+    await writeFile(file, yaml);
+    return packageService(join(workDir, "rejected"), { provisionerConfig: file, ...params }).then(
+      () => "packaged",
+      (error: { stderr?: string; stdout?: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}`,
+    );
+  };
+  const base = (extra: string) => `site: lon\nhelper_function: helper\nbroker_urls: [nats://b.example.net:4222]\n${extra}`;
+
+  it("fails sls package naming an invalid key", async () => {
+    const output = await packageWith(base("interval: 10s\n"));
+
+    expect(output).toContain("cannot be deployed");
+    expect(output).toMatch(/interval: is too small/);
+  }, 120_000);
+
+  it("fails sls package on a literal secret, without printing it", async () => {
+    const output = await packageWith(base("interval: 1m\ntoken: s3cret-value\n"));
+
+    expect(output).toMatch(/token: is a literal secret/);
+    expect(output).not.toContain("s3cret-value");
+  }, 120_000);
+});
+
 describe("schedules", () => {
   const ruleFor = (fn: FunctionId) => {
     const rules = ofType("AWS::Events::Rule").filter(([, r]) =>
@@ -212,8 +229,8 @@ describe("schedules", () => {
     return rules[0]![1].Properties;
   };
 
-  it("runs discover at the configured rate (default one minute)", () => {
-    expect(ruleFor("Discover").ScheduleExpression).toBe("rate(1 minute)");
+  it("runs discover every interval of the configuration (5m in the example)", () => {
+    expect(ruleFor("Discover").ScheduleExpression).toBe("rate(5 minutes)");
   });
 
   it("runs the lease keeper and the lifecycle bridge every minute", () => {
@@ -313,7 +330,7 @@ describe("IAM", () => {
 
   it("names specific resources for every data action, with or without the optional params", () => {
     for (const [from, role] of [template, optional].flatMap((t) => roles.map((r) => [t, r] as const))) {
-      for (const statement of statementsOf(role, from)) {
+      for (const statement of allowedOf(role, from)) {
         const service = asList(statement.Action)[0]!.split(":")[0]!;
         if (!DATA_SERVICES.includes(service)) continue;
         for (const target of asList(statement.Resource)) {
@@ -325,7 +342,7 @@ describe("IAM", () => {
   });
 
   it("adds KMS decrypt on the given key and VPC network-interface actions only when configured", () => {
-    const kms = (from: Template) => statementsOf("ProvisionRole", from).filter((s) => asList(s.Action).includes("kms:Decrypt"));
+    const kms = (from: Template) => allowedOf("ProvisionRole", from).filter((s) => asList(s.Action).includes("kms:Decrypt"));
     const eni = (from: Template) => actionsOf("ProvisionRole", from).filter((a) => a.startsWith("ec2:"));
 
     expect(kms(template)).toHaveLength(0);
@@ -375,31 +392,42 @@ describe("IAM", () => {
     expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "LeaseTable")).toBe(false);
   });
 
-  it("grants reading exactly the secrets the configuration references", () => {
-    const ssm = statementsOf("ProvisionRole").find((s) => asList(s.Action).includes("ssm:GetParameter"));
-    const secrets = statementsOf("ProvisionRole").find((s) => asList(s.Action).includes("secretsmanager:GetSecretValue"));
+  it("lets each function read exactly the secrets it resolves, and denies the others any", () => {
+    const readable = (role: string) =>
+      allowedOf(role)
+        .filter((s) => asList(s.Action).some((a) => a.startsWith("ssm:") || a.startsWith("secretsmanager:")))
+        .flatMap((s) => asList(s.Resource).map((r) => JSON.stringify(r)));
+    const broker = ":secret:choria/provisioner/broker-??????";
 
-    expect(JSON.stringify(ssm?.Resource)).toContain(":parameter/choria/provisioner/token");
-    expect(asList(ssm?.Resource)).toHaveLength(1);
-    expect(JSON.stringify(secrets?.Resource)).toContain(":secret:choria/provisioner/broker-??????");
-    expect(JSON.stringify(secrets?.Resource)).toContain(":secret:choria/provisioner/signing-key-??????");
-    expect(asList(secrets?.Resource)).toHaveLength(2);
-    expect(template.Conditions.HasSsmSecrets).toEqual({ "Fn::Equals": ["true", "true"] });
+    expect(readable("ProvisionRole").join()).toContain(":parameter/choria/provisioner/token");
+    expect(readable("ProvisionRole").join()).toContain(broker);
+    expect(readable("ProvisionRole").join()).toContain(":secret:choria/provisioner/signing-key-??????");
+    expect(readable("ProvisionRole")).toHaveLength(3);
+    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleBridgeRole", "LifecycleRole", "ReprovisionRole"]) {
+      expect(readable(role), role).toHaveLength(1);
+      expect(readable(role)[0], role).toContain(broker);
+    }
+    for (const role of ["StatusRole", "ReleaseRole"]) {
+      expect(readable(role), role).toEqual([]);
+      const deny = statementsOf(role).find((s) => s.Effect === "Deny" && asList(s.Action).includes("secretsmanager:GetSecretValue"));
+      expect(deny?.Resource, role).toBe("*");
+    }
   });
 
   it("lets only provision invoke the configured helper function", () => {
     for (const role of roles) {
-      const invoke = statementsOf(role).filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
+      const invoke = allowedOf(role).filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
       expect(invoke.length, role).toBe(role === "ProvisionRole" ? 1 : 0);
     }
-    const [helper] = statementsOf("ProvisionRole").filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
+    const [helper] = allowedOf("ProvisionRole").filter((s) => asList(s.Action).includes("lambda:InvokeFunction"));
     expect(JSON.stringify(helper!.Resource)).toContain(":function:choria-provisioner-helper");
   });
 
-  it("reads the same secret keys as the configuration loader", () => {
-    const resolver = require(join(ROOT, "config/deployment.cjs")) as { SECRET_KEYS: string[] };
+  it("knows the same functions as the configuration loader", () => {
+    const resolver = require(join(ROOT, "config/deployment.cjs")) as { FUNCTIONS: string[] };
 
-    expect(resolver.SECRET_KEYS).toEqual([...SECRET_KEYS]);
+    expect(resolver.FUNCTIONS).toEqual([...FUNCTION_NAMES]);
+    expect(Object.keys(FUNCTIONS).map((fn) => `${fn[0]!.toLowerCase()}${fn.slice(1)}`)).toEqual([...FUNCTION_NAMES]);
   });
 });
 
@@ -432,8 +460,8 @@ describe("alarms", () => {
     expect(props.Threshold).toBe(1);
     expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
     expect(props.EvaluationPeriods as number).toBeGreaterThanOrEqual(2);
-    expect(condition(template, { Condition: resource("PausedTooLongAlarm").Condition })).toBe(true);
-    expect(condition(optional, { Condition: standby.Condition })).toBe(false);
+    expect(props.ActionsEnabled).toBe(true);
+    expect(standby.Properties.ActionsEnabled).toBe(false);
   });
 
   it("alarms on the provision error rate from the provisioner's own metrics", () => {
@@ -452,8 +480,9 @@ describe("alarms", () => {
 
   it("notifies the alarm topic only when one is configured", () => {
     for (const [id] of ofType("AWS::CloudWatch::Alarm")) {
-      expect(applied(template, resource(id).Properties.AlarmActions), id).toEqual([]);
-      expect(applied(optional, resource(id, optional).Properties.AlarmActions), id).toEqual([[OPTIONAL_PARAMS.alarmTopicArn]]);
+      expect(resource(id).Properties.AlarmActions, id).toEqual([]);
+      expect(resource(id, optional).Properties.AlarmActions, id).toEqual([OPTIONAL_PARAMS.alarmTopicArn]);
+      expect(resource(id, optional).Properties.OKActions, id).toEqual([OPTIONAL_PARAMS.alarmTopicArn]);
     }
   });
 });

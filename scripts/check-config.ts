@@ -1,0 +1,50 @@
+/**
+ * Checks a provisioner configuration before it is deployed (docs/deploy.md, "Checking a configuration"):
+ *
+ *   npm run check-config -- [--allow-literal-secrets] [--helper-layer] [--json] <file>
+ *
+ * Exits 1 naming each invalid key or literal secret; paths that will not exist on Lambda are
+ * warnings. `--json` prints the whole result (errors, warnings, schedule, per-function secret
+ * references) and exits 0: config/deployment.cjs reads it during `sls package` and fails there.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { checkDeploymentConfig, formatProblem } from "../lib/config/deploy-check";
+
+const USAGE = "usage: npm run check-config -- [--allow-literal-secrets] [--helper-layer] [--json] <file>";
+
+async function main(argv: string[]): Promise<number> {
+  const flags = new Set(argv.filter((arg) => arg.startsWith("--")));
+  const files = argv.filter((arg) => !arg.startsWith("--"));
+  const unknown = [...flags].filter((flag) => !["--allow-literal-secrets", "--helper-layer", "--json"].includes(flag));
+  if (files.length !== 1 || unknown.length > 0) {
+    console.error(unknown.length > 0 ? `unknown option ${unknown.join(", ")}\n${USAGE}` : USAGE);
+    return 64;
+  }
+  const file = files[0] as string;
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    console.error(`${file}: cannot be read: ${(error as Error).message}`);
+    return 1;
+  }
+  const serviceDir = resolve(import.meta.dirname, "..");
+  const result = checkDeploymentConfig(text, {
+    allowLiteralSecrets: flags.has("--allow-literal-secrets"),
+    helperLayer: flags.has("--helper-layer"),
+    exists: (relativePath) => existsSync(join(serviceDir, relativePath)),
+  });
+  if (flags.has("--json")) {
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  }
+  for (const problem of result.errors) console.error(formatProblem(file, "error", problem));
+  for (const problem of result.warnings) console.error(formatProblem(file, "warning", problem));
+  if (result.errors.length > 0) return 1;
+  console.log(`${file}: ok (discovery ${result.discoverSchedule}, ${result.warnings.length} warning(s))`);
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2));
