@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from "node:crypto";
+import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -63,6 +63,20 @@ describe("legacy PEM encryption", () => {
 
     expect(encrypted.split("\n").filter((line) => line.length > 64)).toEqual([]);
     expect(Buffer.from(decryptLegacyPem(encrypted, password))).toEqual(key.export({ format: "der", type: "pkcs1" }));
+  });
+
+  it("is what OpenSSL opens and writes: Node's createPrivateKey reads it, and our decrypt reads Node's export", () => {
+    // The hand-written part is only Go's EncryptPEMBlock framing (any DER re-labelled RSA PRIVATE KEY,
+    // a caller-chosen IV); the cipher and the EVP_BytesToKey derivation are checked against OpenSSL here.
+    const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const pkcs1 = privateKey.export({ format: "pem", type: "pkcs1" }).toString();
+    const password = Buffer.alloc(32, 7);
+
+    const opened = createPrivateKey({ key: encryptLegacyPem(pkcs1, password), format: "pem", passphrase: password });
+    const byOpenSsl = privateKey.export({ format: "pem", type: "pkcs1", cipher: "aes-256-cbc", passphrase: password }).toString();
+
+    expect(opened.export({ format: "der", type: "pkcs1" })).toEqual(privateKey.export({ format: "der", type: "pkcs1" }));
+    expect(Buffer.from(decryptLegacyPem(byOpenSsl, password))).toEqual(privateKey.export({ format: "der", type: "pkcs1" }));
   });
 
   it("reports a wrong password like Go", () => {
