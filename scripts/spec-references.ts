@@ -1,7 +1,8 @@
 /**
  * Checks the section references (the section sign and a number, e.g. `docs/protocol.md \u00a74.4`)
  * in code, tests, tooling and docs: each must point into one of the two specification documents
- * this repository carries, at a section that document has.
+ * this repository carries, at a section that document has, and a "step N" after it at a numbered
+ * step of that section.
  *
  * A reference names its document right before the sign: a path from the repository root, or one
  * relative to the citing file (`protocol.md` inside docs/), or a markdown link. A bare reference
@@ -28,6 +29,9 @@ const SKIPPED_DIRECTORIES = new Set(["node_modules", ".serverless", ".esbuild"])
 
 const SIGN = "\u00a7";
 const REFERENCE = new RegExp(`${SIGN}(\\s*)(\\d+(?:\\.\\d+)*)?`, "g");
+const STEP_ITEM = /^ {0,3}(\d+)\.\s/;
+/** "step 2", "steps 5-8", "steps 1, 2 and 4" right after a reference. */
+const STEPS = /^\s+steps?\s+(\d+(?:\s*(?:-|,|and|to)\s*\d+)*)/;
 const HEADING = new RegExp(`^#{1,6}\\s+(?:${SIGN}\\s*)?(\\d+(?:\\.\\d+)*)\\.?(?:\\s|$)`);
 /** Words that may stand before a bare reference ("see \u00a75") without naming a document. */
 const PROSE_WORDS = new Set(["and", "or", "see", "in", "of", "to", "also", "under", "by", "from", "with", "per", "as"]);
@@ -41,21 +45,34 @@ export interface SpecReferenceProblem {
   problem: string;
 }
 
-/** Section numbers of a specification document, from headings like `## 4.` or `### 4.4 Title`. */
-export function sectionsOf(markdown: string): Set<string> {
-  const sections = new Set<string>();
+/** A specification document's sections: number -> the numbers of the numbered steps in its text. */
+export type Sections = ReadonlyMap<string, ReadonlySet<string>>;
+
+/**
+ * The sections of a specification document, from headings like `## 4.` or `### 4.4 Title`, each
+ * with the numbers of the ordered-list items (`1.`, `12.`) between its heading and the next one.
+ */
+export function sectionsOf(markdown: string): Map<string, Set<string>> {
+  const sections = new Map<string, Set<string>>();
+  let steps: Set<string> | undefined;
   for (const line of markdown.split("\n")) {
-    const match = HEADING.exec(line);
-    if (match?.[1]) sections.add(match[1]);
+    if (/^#{1,6}\s/.test(line)) {
+      const number = HEADING.exec(line)?.[1];
+      steps = number === undefined ? undefined : new Set();
+      if (number !== undefined && steps) sections.set(number, steps);
+      continue;
+    }
+    const step = STEP_ITEM.exec(line)?.[1];
+    if (step !== undefined) steps?.add(step);
   }
   return sections;
 }
 
 /**
  * The problems in one file's references. `file` is the path from the repository root (with `/`);
- * `sections` maps each specification document to its section numbers.
+ * `sections` maps each specification document to its sections (see sectionsOf).
  */
-export function findReferenceProblems(file: string, text: string, sections: ReadonlyMap<string, ReadonlySet<string>>): SpecReferenceProblem[] {
+export function findReferenceProblems(file: string, text: string, sections: ReadonlyMap<string, Sections>): SpecReferenceProblem[] {
   const problems: SpecReferenceProblem[] = [];
   let home: string | undefined = sections.has(file) ? file : undefined;
   // The reference before this one; `document` undefined when it was already reported as bad.
@@ -97,10 +114,14 @@ export function findReferenceProblems(file: string, text: string, sections: Read
       report(`names no document, and none is named before it in this file; write ${SPEC_DOCUMENTS[0]} ${SIGN}${section}`);
       continue;
     }
-    if (!sections.get(document)?.has(section)) {
+    const steps = sections.get(document)?.get(section);
+    if (!steps) {
       report(`${document} has no section ${section}`);
       continue;
     }
+    const cited = STEPS.exec(text.slice(end, end + 80))?.[1];
+    const missing = cited?.match(/\d+/g)?.filter((step) => !steps.has(step)) ?? [];
+    if (missing.length > 0) report(`${document} ${SIGN}${section} has no step ${missing.join(", ")}`);
     previous = { document, end };
   }
   return problems;
@@ -117,7 +138,7 @@ function namedDocument(before: string): string | undefined {
 }
 
 /** A named document as a repository path: from the repository root, or relative to the citing file. */
-function resolveDocument(file: string, named: string, sections: ReadonlyMap<string, ReadonlySet<string>>): string | undefined {
+function resolveDocument(file: string, named: string, sections: ReadonlyMap<string, Sections>): string | undefined {
   const candidates = [posix.normalize(named), posix.normalize(posix.join(posix.dirname(file), named))];
   return candidates.find((candidate) => sections.has(candidate));
 }
@@ -138,7 +159,7 @@ function scannedFiles(root: string, path: string): string[] {
 
 /** Every problem in the repository at `root`. */
 export function checkRepository(root: string): SpecReferenceProblem[] {
-  const sections = new Map<string, ReadonlySet<string>>();
+  const sections = new Map<string, Sections>();
   const missing: SpecReferenceProblem[] = [];
   for (const document of SPEC_DOCUMENTS) {
     try {

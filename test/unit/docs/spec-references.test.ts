@@ -10,9 +10,30 @@ import { checkRepository, findReferenceProblems, sectionsOf } from "../../../scr
 const S = "\u00a7";
 const ROOT = resolve(__dirname, "..", "..", "..");
 
+const NO_STEPS = new Set<string>();
 const SECTIONS = new Map([
-  ["docs/protocol.md", new Set(["1", "2", "2.3", "4", "4.4", "5", "12.4"])],
-  ["docs/behaviour.md", new Set(["2", "4", "5", "8"])],
+  [
+    "docs/protocol.md",
+    new Map([
+      ["1", NO_STEPS],
+      ["2", NO_STEPS],
+      ["2.3", NO_STEPS],
+      ["4", NO_STEPS],
+      ["4.4", new Set(["1", "2", "3", "4", "5", "6", "7", "8"])],
+      ["5", NO_STEPS],
+      ["12.4", NO_STEPS],
+    ]),
+  ],
+  [
+    "docs/behaviour.md",
+    new Map([
+      ["2", NO_STEPS],
+      ["3", new Set(["1", "2", "7"])],
+      ["4", NO_STEPS],
+      ["5", NO_STEPS],
+      ["8", NO_STEPS],
+    ]),
+  ],
 ]);
 
 function problemsIn(file: string, text: string) {
@@ -26,10 +47,28 @@ describe("section references", () => {
     expect(problems).toEqual([]);
   });
 
-  it("reads section numbers from the documents' headings", () => {
-    const markdown = ["# Title", "## 1. Subjects", "### 2.3 Request", `## ${S}7 Steps`, "Text 5. not a heading", "#### 9.9"].join("\n");
+  it("reads section numbers from the documents' headings, and each section's numbered steps", () => {
+    const markdown = [
+      "# Title",
+      "## 1. Subjects",
+      "### 2.3 Request",
+      `## ${S}7 Steps`,
+      "0. Skip",
+      "1. First, which continues",
+      "    2. a nested list's item, not a step of 7",
+      "12. Last",
+      "Text 5. not a heading",
+      "## Unnumbered heading",
+      "3. belongs to no section",
+      "#### 9.9",
+    ].join("\n");
 
-    expect([...sectionsOf(markdown)]).toEqual(["1", "2.3", "7", "9.9"]);
+    expect([...sectionsOf(markdown)].map(([section, steps]) => [section, [...steps]])).toEqual([
+      ["1", []],
+      ["2.3", []],
+      ["7", ["0", "1", "12"]],
+      ["9.9", []],
+    ]);
   });
 
   it("accepts named, listed, ranged, relative and bare references", () => {
@@ -75,6 +114,18 @@ describe("section references", () => {
       { line: 2, problem: "docs/protocol.md has no section 4.3" },
       { line: 2, problem: "docs/behaviour.md has no section 9" },
       { line: 3, problem: `${S} without a section number` },
+    ]);
+  });
+
+  it("checks the steps a reference cites", () => {
+    const code = [
+      `// the server JWT (docs/behaviour.md ${S}3 step 7), the pipeline (docs/protocol.md ${S}4.4 steps 5-8)`,
+      `// the nonce (docs/behaviour.md ${S}3 step 9), the pipeline (docs/protocol.md ${S}4.4 steps 1, 2 and 9)`,
+    ].join("\n");
+
+    expect(problemsIn("lib/engine/example.ts", code)).toEqual([
+      { line: 2, problem: `docs/behaviour.md ${S}3 has no step 9` },
+      { line: 2, problem: `docs/protocol.md ${S}4.4 has no step 9` },
     ]);
   });
 
