@@ -21,7 +21,11 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Splits and decodes a compact JWS without checking anything but its shape. */
+/**
+ * Splits and decodes a compact JWS without checking anything but its shape, as golang-jwt's
+ * ParseUnverified does: exactly three segments, each decoded with CR/LF skipped (a token file's
+ * trailing newline is fine); the signing input stays the header and claims exactly as given.
+ */
 export function decodeJwt(token: string): DecodedJwt {
   const parts = token.split(".");
   if (parts.length !== 3) {
