@@ -721,6 +721,24 @@ describe("ProvisionEngine upgrades", () => {
     expect(h.rpc.callsTo(RELEASE_UPDATE)).toHaveLength(0);
   });
 
+  // Go's handleHostUpgrade only refuses an empty upgrades_repository when upgrades are not optional;
+  // otherwise release_update goes out with repository "".
+  it("sends release_update with an empty repository when upgrades are optional", async () => {
+    // Arrange
+    const h = await harness({
+      features: UPGRADES,
+      settings: { upgradesRepository: "", upgradesOptional: true },
+      helper: helperResponse({ upgrade: "0.31.0" }),
+    });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("upgrading");
+    expect(h.rpc.callsTo(RELEASE_UPDATE)[0]!.data).toEqual({ repository: "", token: TOKEN, version: "0.31.0" });
+  });
+
   it("configures anyway when upgrades are optional and the node cannot be upgraded", async () => {
     // Arrange
     const h = await harness({ features: UPGRADES, settings: { upgradesOptional: true }, helper: helperResponse({ upgrade: "0.31.0" }) });
