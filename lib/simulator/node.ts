@@ -25,6 +25,7 @@ import {
   x25519SharedSecret,
 } from "../crypto";
 import type { Clock } from "../ports";
+import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
 import { type ParsedData, parseRequestData, REQUEST_SHAPES, RequestDataError } from "./request-data";
 
@@ -63,8 +64,13 @@ export interface NodeOptions {
   identity: string;
   version: string;
   protocolVersion: ProtocolVersion;
-  /** The provisioning JWT's `cht`; empty accepts any token. */
+  /**
+   * The provisioning JWT's `cht`. Empty: the node never enters provisioning mode, as a go-choria
+   * server ignores a provisioning.jwt without a token ("no auth token").
+   */
   token: string;
+  /** Why the node's provisioning.jwt would not configure provisioning (it then never enters the mode). */
+  provisioningJwtRefused?: string;
   /** The JWT's `chpd`: provisioning mode when the config does not set plugin.choria.server.provision. */
   provisionDefault: boolean;
   /** plugin.choria.server.provision.allow_update or the JWT `update` claim. */
@@ -132,7 +138,7 @@ class Abort extends Error {
   }
 }
 
-const TRUTHY = /^(1|t|true|y|yes|on)$/i;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -162,6 +168,7 @@ export class SimulatedNode {
   private restartCount = 0;
   private provisionedCount = 0;
   private startupCount = 0;
+  private readonly jwtRefusal: string | undefined;
 
   constructor(
     options: NodeOptions,
@@ -175,6 +182,7 @@ export class SimulatedNode {
     this.configDir = this.configFile.slice(0, this.configFile.lastIndexOf("/")) || "/";
     this.versionNow = options.version;
     this.filesNow = { config: { ...(options.initialConfig ?? {}) } };
+    this.jwtRefusal = options.provisioningJwtRefused ?? (options.token === "" ? "no auth token" : undefined);
     this.provisioning = this.provisioningEnabled(this.filesNow.config);
   }
 
@@ -212,6 +220,10 @@ export class SimulatedNode {
   }
   get inProvisioningMode(): boolean {
     return this.running && this.provisioning;
+  }
+  /** Why the node's provisioning.jwt did not configure provisioning mode, if it did not. */
+  get provisioningJwtRefused(): string | undefined {
+    return this.jwtRefusal;
   }
   /** Answers requests on the provisioning subjects: running, not crashed, in provisioning mode. */
   get listening(): boolean {
@@ -459,11 +471,20 @@ export class SimulatedNode {
       }
       if (text("server_jwt") !== "") this.filesNow.serverJwt = text("server_jwt");
 
-      this.filesNow.config = settings;
-      this.filesNow.configText = [
-        `# configuration file written in request ${request.id} from ${request.callerId} (${request.senderId}) at ${new Date(this.env.clock.now()).toISOString()}`,
-        ...Object.entries(settings).map(([key, value]) => `${key}=${value}`),
-      ].join("\n");
+      // Written to a temporary file and loaded with config.NewConfig before it replaces server.conf;
+      // from now on the node knows its config only as that file reads back.
+      let written: ReturnType<typeof writeServerConfig>;
+      try {
+        written = writeServerConfig(
+          settings,
+          `configuration file written in request ${request.id} from ${request.callerId} (${request.senderId}) at ${new Date(this.env.clock.now()).toISOString()}`,
+        );
+      } catch (error) {
+        if (!(error instanceof ServerConfigParseError)) throw error;
+        throw new Abort(`Could not write config: generated configuration could not be parsed: ${error.message}`);
+      }
+      this.filesNow.config = written.settings;
+      this.filesNow.configText = written.text;
       const lines = Object.keys(settings).length + 1;
 
       const actionPolicies = (args.action_policies ?? {}) as Record<string, string>;
@@ -487,7 +508,8 @@ export class SimulatedNode {
     restart: (data) => {
       const args = this.parse("restart", data);
       this.checkToken(args.token);
-      if (TRUTHY.test(this.filesNow.config["plugin.choria.server.provision"] ?? "")) {
+      // Go re-parses the config file here (config.NewConfig) and reads Choria.Provision from it.
+      if (goConfigBool(this.filesNow.config["plugin.choria.server.provision"] ?? "")) {
         throw new Abort(`Configuration ${this.configFile} enables provisioning, restart cannot continue`);
       }
       const splay = typeof args.splay === "number" && args.splay !== 0 ? args.splay : 10;
@@ -550,9 +572,14 @@ export class SimulatedNode {
     return (this.env.random ?? Math.random)();
   }
 
+  /**
+   * go-choria `Framework.ProvisionMode`: only with provisioning settings from the JWT; then the
+   * config's `plugin.choria.server.provision` if the file sets it (Go's bool parsing), else `chpd`.
+   */
   private provisioningEnabled(config: Record<string, string>): boolean {
+    if (this.jwtRefusal !== undefined) return false;
     const setting = config["plugin.choria.server.provision"];
-    return setting === undefined ? this.options.provisionDefault : TRUTHY.test(setting);
+    return setting === undefined ? this.options.provisionDefault : goConfigBool(setting);
   }
 
   private announce(type: LifecycleType, newVersion?: string): void {

@@ -15,7 +15,7 @@ import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { send, startDeployment, type Deployment } from "./support";
+import { send, startDeployment, TOKEN, type Deployment } from "./support";
 
 const SITE = "lab";
 let nats: RunningNats;
@@ -57,6 +57,7 @@ beforeAll(async () => {
   fleet = await startFleet({
     natsUrl: nats.url,
     identities: ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"],
+    token: TOKEN,
     restartDelayMs: 50,
   });
   watcher = await connect({ servers: nats.url });
