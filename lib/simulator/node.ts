@@ -16,6 +16,8 @@ import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../choria
 import {
   createCsr,
   decodeHex,
+  decodeJwt,
+  ed25519SigningKey,
   decryptLegacyPem,
   encodeHex,
   generateEd25519Seed,
@@ -183,7 +185,7 @@ export class SimulatedNode {
     this.versionNow = options.version;
     this.filesNow = { config: { ...(options.initialConfig ?? {}) } };
     this.jwtRefusal = options.provisioningJwtRefused ?? (options.token === "" ? "no auth token" : undefined);
-    this.provisioning = this.provisioningEnabled(this.filesNow.config);
+    this.provisioning = this.modeAtStart();
   }
 
   // ---- state for tests -------------------------------------------------------------------------
@@ -582,6 +584,40 @@ export class SimulatedNode {
     return setting === undefined ? this.options.provisionDefault : goConfigBool(setting);
   }
 
+  /**
+   * go-choria `server run` at start: with `plugin.security.provider=choria` the configured token
+   * and seed files must exist, match and be unexpired, or the server deletes them and starts from
+   * the provisioning defaults (`chpd` decides); otherwise `provisioningEnabled`.
+   */
+  private modeAtStart(): boolean {
+    if (this.jwtRefusal !== undefined) return false;
+    const config = this.filesNow.config;
+    if (config["plugin.security.provider"] === "choria" && !this.serverCredentialsValid(config)) {
+      delete this.filesNow.serverJwt;
+      delete this.filesNow.serverSeedHex;
+      return this.options.provisionDefault;
+    }
+    return this.provisioningEnabled(config);
+  }
+
+  /** `shouldProvisionTokenAndSeed` inverted: gen25519 wrote <dir>/server.seed, configure <dir>/server.jwt. */
+  private serverCredentialsValid(config: Record<string, string>): boolean {
+    const { serverJwt, serverSeedHex } = this.filesNow;
+    if (serverSeedHex === undefined || config["plugin.security.choria.seed_file"] !== `${this.configDir}/server.seed`) return false;
+    if (serverJwt === undefined || config["plugin.security.choria.token_file"] !== `${this.configDir}/server.jwt`) return false;
+    let claims: Record<string, unknown>;
+    try {
+      claims = decodeJwt(serverJwt).claims;
+    } catch {
+      return false;
+    }
+    if (claims.purpose !== "choria_server" || typeof claims.public_key !== "string") return false;
+    if (claims.public_key.toLowerCase() !== ed25519PublicKeyHex(serverSeedHex)) return false;
+    // StandardClaims.ExpireTime: the earlier of exp and issexp; neither set counts as expired.
+    const expiries = [claims.exp, claims.issexp].filter((value): value is number => typeof value === "number");
+    return expiries.length > 0 && this.env.clock.now() <= Math.min(...expiries) * 1000;
+  }
+
   private announce(type: LifecycleType, newVersion?: string): void {
     if (type === "startup") this.startupCount += 1;
     this.env.publishLifecycle(
@@ -615,7 +651,7 @@ export class SimulatedNode {
     this.ecdhPrivate = undefined;
     this.allowRestart = true;
     this.provisionChain = Promise.resolve();
-    this.provisioning = this.provisioningEnabled(this.filesNow.config);
+    this.provisioning = this.modeAtStart();
     if (wasListening !== this.listening) this.env.listeningChanged?.(this.listening);
     if (this.listening) this.announce("startup");
   }
@@ -706,6 +742,15 @@ function goHexDecode(text: string): Uint8Array {
   }
   if (text.length % 2 !== 0) throw new Error("encoding/hex: odd length hex string");
   return decodeHex(text);
+}
+
+function ed25519PublicKeyHex(seedHex: string): string | undefined {
+  try {
+    const key = ed25519SigningKey(decodeHex(seedHex));
+    return key.alg === "EdDSA" ? key.publicKeyHex : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function nonEmpty(policies: Record<string, string>): Record<string, string> {

@@ -1,10 +1,13 @@
 import { createPublicKey } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
+  ed25519SigningKey,
   encodeHex,
   encryptLegacyPem,
+  generateEd25519Seed,
   generateX25519KeyPair,
   parseCsr,
+  signJwt,
   uuidHex,
   verifyCsrSignature,
   verifyNonceSignature,
@@ -97,6 +100,37 @@ describe("the config file as go-choria reads it", () => {
     );
     expect(node.configuredConfig).toBeUndefined();
     expect(node.provisioned).toBe(0);
+  });
+
+  // server run shouldProvisionTokenAndSeed: with the choria security provider a missing,
+  // mismatched or expired server.jwt sends the server back into provisioning mode.
+  it("comes back into provisioning mode when a v2 config has no valid server JWT for its seed", async () => {
+    const v2 = {
+      "plugin.security.provider": "choria",
+      "plugin.security.choria.token_file": "/etc/choria/server.jwt",
+      "plugin.security.choria.seed_file": "/etc/choria/server.seed",
+      "plugin.choria.server.provision": "false",
+    };
+    const serverJwt = async (publicKey: unknown, exp: number) =>
+      signJwt({ identity: "node1.example.net", purpose: "choria_server", public_key: publicKey, exp }, ed25519SigningKey(generateEd25519Seed()));
+    const outcome = async (jwt: (publicKey: unknown, now: number) => Promise<string | undefined>) => {
+      const { call, node, clock } = harness();
+      const generated = await call("choria_provision", "gen25519", { token: TOKEN, nonce: uuidHex() });
+      const token = await jwt(generated?.data.public_key, Math.trunc(clock.now() / 1000));
+      await call("choria_provision", "configure", { token: TOKEN, config: JSON.stringify(v2), ...(token ? { server_jwt: token } : {}) });
+      await call("choria_provision", "restart", { token: TOKEN, splay: 1 });
+      await clock.advance(2000);
+      return { inProvisioningMode: node.inProvisioningMode, seed: node.files.serverSeedHex };
+    };
+
+    const valid = await outcome((publicKey, now) => serverJwt(publicKey, now + 3600));
+    const missing = await outcome(async () => undefined);
+    const foreign = await outcome((_publicKey, now) => serverJwt(encodeHex(new Uint8Array(32)), now + 3600));
+    const expired = await outcome((publicKey, now) => serverJwt(publicKey, now - 1));
+
+    expect(valid.inProvisioningMode).toBe(false);
+    expect(valid.seed).toBeDefined();
+    for (const broken of [missing, foreign, expired]) expect(broken).toEqual({ inProvisioningMode: true, seed: undefined });
   });
 
   // server run: in provisioning mode the server starts from the defaults (provisionConfig), so
