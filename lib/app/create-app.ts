@@ -118,7 +118,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     intervalMs: config.intervalMs,
     helperTimeoutMs: config.helperTimeoutMs,
     ...keys,
-    ...(provisions && config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
   };
 
   // The gate's onWon needs the app, and the app needs the gate.

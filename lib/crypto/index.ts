@@ -24,6 +24,7 @@ export {
   helperJwtClaims,
   jwtVerifierFromContent,
   loadJwtVerifier,
+  parseProvisioningJwtUnverified,
   signJwt,
   verifyJwtSignature,
   verifyProvisioningJwt,
