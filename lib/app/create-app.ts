@@ -155,6 +155,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     logger,
     metrics,
     retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+    failureLimit: settings.hostFailureLimit,
     deadlineMarginMs: settings.deadlineMarginMs,
     lifecycle: { stream: settings.lifecycleStream, consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site) },
     invocations,
