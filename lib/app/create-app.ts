@@ -20,6 +20,7 @@ import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engi
 import { createHelperRunner } from "../helper/aws-lambda-invoke";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate } from "../lease/gate";
+import { DynamoDbPauseStore } from "../lease/pause";
 import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
@@ -125,7 +126,14 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
       renewIntervalMs: config.lease.renewIntervalMs,
       skewBoundMs: config.lease.skewBoundMs,
     }),
-    { store: leaseStore, metrics, clock, logger, onWon: (term) => built.app?.onWonTerm(term) },
+    {
+      store: leaseStore,
+      pause: leaseStore ? new DynamoDbPauseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined,
+      metrics,
+      clock,
+      logger,
+      onWon: (term) => built.app?.onWonTerm(term),
+    },
   );
   const engine = new ProvisionEngine({
     settings: engineSettings,
