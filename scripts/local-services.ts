@@ -10,11 +10,9 @@
  * Ports are picked free and printed unless given.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter } from "../lib/local/resources";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../lib/local/resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../lib/local/services";
 import { startFleet, type Fleet } from "../lib/simulator";
-
-const SERVICE = "choria-provisioner";
 
 function option(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -31,10 +29,10 @@ function portOption(name: string): number | undefined {
 }
 
 async function main(): Promise<void> {
-  const stage = option("stage") ?? "local";
+  const stage = option("stage") ?? LOCAL_STAGE;
   const fleetSize = Number(option("fleet") ?? "0");
   if (!Number.isInteger(fleetSize) || fleetSize < 0) throw new Error("--fleet must be a whole number");
-  const prefix = `${SERVICE}-${stage}`;
+  const names = stageResourceNames(stage);
   const running: RunningService[] = [];
   let fleet: Fleet | undefined;
 
@@ -51,14 +49,14 @@ async function main(): Promise<void> {
     const dynamo = await startDynamoDbLocal({ port: portOption("dynamodb-port") });
     running.push(dynamo);
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
-    await createProvisionerTables(dynamoClient, { lease: `${prefix}-lease`, admission: `${prefix}-admission` });
+    await createProvisionerTables(dynamoClient, { lease: names.leaseTable, admission: names.admissionTable });
     dynamoClient.destroy();
 
     const sqs = await startSqs();
     running.push(sqs);
     const attributes = { VisibilityTimeout: "60" };
-    const hostWork = createQueueWithDeadLetter(sqs, `${prefix}-host-work`, { maxReceiveCount: 10, attributes });
-    const lifecycle = createQueueWithDeadLetter(sqs, `${prefix}-lifecycle`, { maxReceiveCount: 5, attributes });
+    const hostWork = createQueueWithDeadLetter(sqs, names.hostWorkQueue, { maxReceiveCount: 10, attributes });
+    const lifecycle = createQueueWithDeadLetter(sqs, names.lifecycleQueue, { maxReceiveCount: 5, attributes });
 
     if (fleetSize > 0) {
       fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, identityPrefix: "node", domain: "local.example.net" });

@@ -33,7 +33,7 @@ import {
   type SqsHandler,
 } from "./lambda-runtime";
 import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM } from "./resources";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM, LOCAL_STAGE, stageResourceNames } from "./resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -235,8 +235,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       dynamoClient.destroy();
       sqsClient.destroy();
     });
-    const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
-    const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
+    // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
+    // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables.
+    const localNames = stageResourceNames(LOCAL_STAGE);
+    const unique = `${site}-${randomUUID().slice(0, 8)}`;
+    const tables =
+      external === undefined
+        ? { lease: localNames.leaseTable, admission: localNames.admissionTable }
+        : { lease: `${unique}-lease`, admission: `${unique}-admission` };
     await createProvisionerTables(dynamoClient, tables);
     await createLifecycleStream(nats.url);
 
