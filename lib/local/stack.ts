@@ -212,12 +212,20 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     cleanup.push(() => rm(workDir, { recursive: true, force: true }));
 
     const external = options.dynamoDbEndpoint;
-    const [nats, dynamoDb, sqs] = await Promise.all([
+    // Settled one by one, so the services that did start are stopped when another one fails.
+    const started = await Promise.allSettled([
       startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       startSqs(),
     ]);
-    cleanup.push(() => nats.stop(), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    for (const service of started) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
+    const failed = started.find((service): service is PromiseRejectedResult => service.status === "rejected");
+    if (failed) throw failed.reason;
+    const [nats, dynamoDb, sqs] = started.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats,
+      Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
+      RunningSqs,
+    ];
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];

@@ -443,6 +443,20 @@ describe("alarms", () => {
     expect(names.sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
   });
 
+  it("alarms when every host fails: errors and not one host provisioned, twice in a row", () => {
+    const props = alarm("AllHostsFailingAlarm");
+    const metrics = props.Metrics as Array<{ Id: string; Expression?: string; ReturnData: boolean; MetricStat?: { Metric: { MetricName: string }; Period: number; Stat: string } }>;
+    const stats = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat] : []));
+    const [expression] = metrics.filter((m) => m.ReturnData);
+
+    expect(stats.map((stat) => stat.Metric.MetricName).sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+    expect(stats.every((stat) => stat.Period === 300 && stat.Stat === "Sum")).toBe(true);
+    expect(expression?.Expression).toBe("IF(FILL(failed, 0) >= 5 AND FILL(provisioned, 0) == 0, 1, 0)");
+    expect(props.EvaluationPeriods).toBe(2);
+    expect(props.DatapointsToAlarm).toBe(2);
+    expect(props.AlarmDescription).toContain("docs/operations.md");
+  });
+
   it("alarms on Lambda errors of every function", () => {
     const lambdaAlarms = alarms().filter((a) => a.Namespace === "AWS/Lambda" && a.MetricName === "Errors");
     const watched = lambdaAlarms.map((a) => (a.Dimensions as Array<{ Value: { Ref: string } }>)[0]!.Value.Ref).sort();
