@@ -16,6 +16,7 @@ import { SqsMessageQueue } from "../app/sqs-queue";
 import { ProvisionerError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/pause";
+import { stageResourceNames } from "../local/resources";
 import { systemClock, type Clock, type Metrics } from "../ports";
 import { Operator, OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";
@@ -67,7 +68,6 @@ class UsageError extends ProvisionerError {}
 export class StackNotFoundError extends ProvisionerError {}
 
 const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
-const SERVICE = "choria-provisioner";
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
 
 type Needs = { tables: Array<"lease" | "admission">; queues: Array<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq"> };
@@ -235,7 +235,7 @@ function resolveStack(values: Record<string, string | boolean | undefined>, env:
   };
   const fromEnv = (name: string) => env[name]?.trim() || undefined;
   const stage = flag("stage") ?? fromEnv("SLS_STAGE") ?? fromEnv("SLS_LOCAL_STAGE") ?? "dev";
-  const prefix = `${SERVICE}-${stage}`;
+  const names = stageResourceNames(stage);
   const config = readConfig(flag("config"), env);
   const site = flag("site") ?? fromEnv("PROVISIONER_SITE") ?? config.site;
   if (site === undefined) throw new UsageError("the site is unknown: pass --site, or --config with the provisioner YAML");
@@ -245,13 +245,13 @@ function resolveStack(values: Record<string, string | boolean | undefined>, env:
     site,
     deploymentId: flag("deployment") ?? fromEnv("PROVISIONER_DEPLOYMENT_ID") ?? config.deploymentId ?? fromEnv("AWS_REGION") ?? "local",
     region,
-    leaseTable: flag("lease-table") ?? fromEnv("LEASE_TABLE") ?? `${prefix}-lease`,
-    admissionTable: flag("admission-table") ?? fromEnv("ADMISSION_TABLE") ?? `${prefix}-admission`,
+    leaseTable: flag("lease-table") ?? fromEnv("LEASE_TABLE") ?? names.leaseTable,
+    admissionTable: flag("admission-table") ?? fromEnv("ADMISSION_TABLE") ?? names.admissionTable,
     queues: {
-      hostWork: flag("host-work-queue") ?? fromEnv("HOST_WORK_QUEUE_URL") ?? `${prefix}-host-work`,
-      hostWorkDlq: flag("host-work-dlq") ?? fromEnv("HOST_WORK_DLQ_URL") ?? `${prefix}-host-work-dlq`,
-      lifecycle: flag("lifecycle-queue") ?? fromEnv("LIFECYCLE_QUEUE_URL") ?? `${prefix}-lifecycle`,
-      lifecycleDlq: flag("lifecycle-dlq") ?? fromEnv("LIFECYCLE_DLQ_URL") ?? `${prefix}-lifecycle-dlq`,
+      hostWork: flag("host-work-queue") ?? fromEnv("HOST_WORK_QUEUE_URL") ?? names.hostWorkQueue,
+      hostWorkDlq: flag("host-work-dlq") ?? fromEnv("HOST_WORK_DLQ_URL") ?? names.hostWorkDlq,
+      lifecycle: flag("lifecycle-queue") ?? fromEnv("LIFECYCLE_QUEUE_URL") ?? names.lifecycleQueue,
+      lifecycleDlq: flag("lifecycle-dlq") ?? fromEnv("LIFECYCLE_DLQ_URL") ?? names.lifecycleDlq,
     },
     dynamoDbEndpoint: flag("dynamodb-endpoint") ?? fromEnv("DYNAMODB_ENDPOINT"),
     sqsEndpoint: flag("sqs-endpoint") ?? fromEnv("SQS_ENDPOINT"),

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { stageResourceNames } from "../../../lib/local/resources";
 import { METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);
@@ -173,6 +174,20 @@ describe("functions", () => {
       expect(variables.POWERTOOLS_METRICS_NAMESPACE).toBe("ChoriaProvisioner");
       expect(variables.POWERTOOLS_SERVICE_NAME).toBe("choria-provisioner");
     }
+  });
+
+  it("names tables and queues as the local runs and the operator CLI expect for a stage", () => {
+    const names = stageResourceNames("test");
+    const variables = (lambda("Status").Environment as { Variables: Json }).Variables;
+    const queueName = (id: string) => resource(id).Properties.QueueName;
+
+    expect([variables.LEASE_TABLE, variables.ADMISSION_TABLE]).toEqual([names.leaseTable, names.admissionTable]);
+    expect(["HostWorkQueue", "HostWorkDeadLetterQueue", "LifecycleQueue", "LifecycleDeadLetterQueue"].map(queueName)).toEqual([
+      names.hostWorkQueue,
+      names.hostWorkDlq,
+      names.lifecycleQueue,
+      names.lifecycleDlq,
+    ]);
   });
 
   it("delivers the configuration file unchanged, secrets as references", async () => {
