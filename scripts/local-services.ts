@@ -15,6 +15,9 @@ import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLett
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../lib/local/services";
 import { startFleet, type Fleet } from "../lib/simulator";
 
+/** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
+const LOCAL_TOKEN = "local-provisioning-token";
+
 function option(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
   return index >= 0 ? process.argv[index + 1] : undefined;
@@ -76,7 +79,7 @@ async function main(): Promise<void> {
     const lifecycle = createQueueWithDeadLetter(sqs, names.lifecycleQueue, { maxReceiveCount: 5, attributes });
 
     if (fleetSize > 0) {
-      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, identityPrefix: "node", domain: "local.example.net" });
+      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, token: LOCAL_TOKEN, identityPrefix: "node", domain: "local.example.net" });
     }
 
     const exports: Record<string, string> = {

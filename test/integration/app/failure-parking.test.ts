@@ -14,7 +14,7 @@ import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { startDeployment, type Deployment } from "../handlers/support";
+import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
 
 const LIMIT = 3;
 let nats: RunningNats;
@@ -32,7 +32,7 @@ beforeAll(async () => {
   dynamo = dynamoClient(inject("dynamoEndpoint"));
   const tables = await createTables(dynamo, `parking-${Date.now()}`);
   queues = createQueues(sqs, "parking");
-  fleet = await startFleet({ natsUrl: nats.url, identities: ["p1.example.net", "p2.example.net"], restartDelayMs: 50 });
+  fleet = await startFleet({ natsUrl: nats.url, identities: ["p1.example.net", "p2.example.net"], token: TOKEN, restartDelayMs: 50 });
   deployment = await startDeployment({
     site: "parking",
     deploymentId: "leader",
