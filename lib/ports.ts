@@ -57,6 +57,10 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** A discovery stopped at `discovery_max_nodes`. */
+  discoveryCapped: "choria_provisioner_discovery_capped",
+  /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
+  lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

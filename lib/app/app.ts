@@ -8,6 +8,7 @@ import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-p
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from "nats";
 import type { AdmissionRegistry, HostClaim, RegistrySummary } from "../admission/registry";
+import type { DiscoveryResult } from "../choria/discovery";
 import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
@@ -80,8 +81,8 @@ export interface App {
 /** The broker as the use cases need it: a healthy connection, and the Choria client on top of it. */
 export interface BrokerAccess {
   connection(): Promise<NatsConnection>;
-  /** Broadcast discovery on the current connection. */
-  discover(): Promise<string[]>;
+  /** Broadcast discovery on the current connection, bounded by `discovery_max_nodes`. */
+  discover(): Promise<DiscoveryResult>;
   /** Makes the engine's RPC client use the current connection; call before provisioning. */
   prepareRpc(): Promise<void>;
   publishStartup(): Promise<void>;
@@ -324,7 +325,18 @@ export class ProvisionerApp implements App {
     this.metrics.count(METRIC.discoverCycles);
     let identities: string[];
     try {
-      identities = await this.deps.broker.discover();
+      const result = await this.deps.broker.discover();
+      identities = result.identities;
+      if (result.capped) {
+        // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
+        this.metrics.count(EXTRA_METRIC.discoveryCapped);
+        this.log.warn("discovery stopped at discovery_max_nodes; the next discovery finds the rest", {
+          term,
+          maxNodes: this.config.discoveryMaxNodes,
+          replies: result.replies,
+          skipped: result.skipped,
+        });
+      }
     } catch (error) {
       this.metrics.count(METRIC.discoveryErrors);
       this.log.error("discovery failed", { term, error: messageOf(error) });
