@@ -180,6 +180,8 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_helper_errors", "Sum", "helper"),
       metric("choria_provisioner_lease_store_errors", "Sum", "lease store"),
       metric("choria_provisioner_lifecycle_events_dropped", "Sum", "lifecycle events dropped"),
+      metric("choria_provisioner_lifecycle_events_dead_lettered", "Sum", "lifecycle events SQS refused (DLQ)"),
+      metric("choria_provisioner_discovery_capped", "Sum", "discoveries stopped at discovery_max_nodes"),
     ]),
     widget(16, 16, 8, 6, "Paused and lease term", [
       metric("choria_provisioner_paused", "Maximum", "paused"),
