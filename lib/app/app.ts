@@ -140,6 +140,8 @@ const CORE_FLUSH_EVERY_MS = 250;
 const BRIDGE_PAUSED_RECHECK_MS = 2_000;
 /** Of an event SQS refused, the lifecycle DLQ keeps at most this many bytes (base64 grows it by a third). */
 const DEAD_LETTER_KEPT_BYTES = 256 * 1024;
+/** Deliveries of one event SQS keeps refusing (per-entry failures, each after the queue's own retries) before it is dead-lettered. */
+const BRIDGE_MAX_DELIVERIES = 5;
 
 export class ProvisionerApp implements App {
   readonly config: ProvisionerConfig;
@@ -613,18 +615,21 @@ export class ProvisionerApp implements App {
   }
 
   /**
-   * Sends events to the lifecycle queue. An event SQS can never take goes to the lifecycle DLQ
-   * with the reason (its bytes base64-encoded: they may hold exactly the characters SQS refuses),
-   * so it neither spins forever nor blocks the good events batched with it.
+   * Sends events to the lifecycle queue. An event SQS can never take, or one it still refuses on
+   * its last chance (`lastChance`: no redelivery will follow), goes to the lifecycle DLQ with the
+   * reason (its bytes base64-encoded: they may hold exactly the characters SQS refuses), so it
+   * neither spins forever nor blocks the good events batched with it.
    */
-  private async forwardEvents(events: Array<{ data: Uint8Array; subject: string }>): Promise<Array<"sent" | "dead-lettered" | "retry">> {
+  private async forwardEvents(
+    events: Array<{ data: Uint8Array; subject: string; lastChance: boolean }>,
+  ): Promise<Array<"sent" | "dead-lettered" | "retry">> {
     const decoder = new TextDecoder();
     const outcomes = await this.deps.queues.lifecycle.sendEach(events.map((event) => ({ body: decoder.decode(event.data) })));
     return Promise.all(
       outcomes.map(async (outcome, index): Promise<"sent" | "dead-lettered" | "retry"> => {
         if (outcome.accepted) return "sent";
-        if (!outcome.permanent) return "retry";
-        const event = events[index] as { data: Uint8Array; subject: string };
+        const event = events[index] as { data: Uint8Array; subject: string; lastChance: boolean };
+        if (!outcome.permanent && !event.lastChance) return "retry";
         const kept = event.data.subarray(0, DEAD_LETTER_KEPT_BYTES);
         try {
           await this.deps.queues.lifecycleDlq.send({
@@ -679,7 +684,9 @@ export class ProvisionerApp implements App {
         for (const message of batch) message.nak();
         continue;
       }
-      const outcomes = await this.forwardEvents(batch.map((message) => ({ data: message.data, subject: message.subject })));
+      const outcomes = await this.forwardEvents(
+        batch.map((message) => ({ data: message.data, subject: message.subject, lastChance: message.info.deliveryCount >= BRIDGE_MAX_DELIVERIES })),
+      );
       batch.forEach((message, index) => (outcomes[index] === "retry" ? message.nak(5_000) : message.ack()));
       forwarded += outcomes.filter((outcome) => outcome === "sent").length;
       deadLettered += outcomes.filter((outcome) => outcome === "dead-lettered").length;
@@ -719,7 +726,7 @@ export class ProvisionerApp implements App {
    * paused deployment never takes a share of the events.
    */
   private async bridgeCore(nc: NatsConnection, subject: string, until: number): Promise<Omit<BridgeResult, "mode">> {
-    const pending: Array<{ data: Uint8Array; subject: string }> = [];
+    const pending: Array<{ data: Uint8Array; subject: string; lastChance: boolean }> = [];
     let forwarded = 0;
     let deadLettered = 0;
     let lost = 0;
@@ -748,7 +755,8 @@ export class ProvisionerApp implements App {
             queue: this.deps.lifecycle.consumer,
             callback: (error, message) => {
               if (error) return;
-              pending.push({ data: message.data, subject: message.subject });
+              // Core NATS never redelivers: an event SQS keeps refusing is dead-lettered, not dropped.
+              pending.push({ data: message.data, subject: message.subject, lastChance: true });
               if (pending.length >= 10) void flush();
             },
           });
@@ -763,7 +771,7 @@ export class ProvisionerApp implements App {
       clearInterval(timer);
       await flush();
     }
-    if (lost > 0) this.log.error("SQS did not accept lifecycle events from core NATS; they are lost", { lost });
+    if (lost > 0) this.log.error("neither the lifecycle queue nor its DLQ accepted lifecycle events from core NATS; they are lost", { lost });
     this.log.info("lifecycle bridge run finished", { mode: "core", forwarded, deadLettered, paused: !led });
     return { forwarded, deadLettered, paused: !led };
   }
