@@ -159,7 +159,7 @@ export class ProvisionerApp implements App {
     this.clock = deps.clock;
   }
 
-  /** The lease gate's onWon: announce the new leader and look for nodes at once (behaviour §5, §8). */
+  /** The lease gate's onWon: announce the new leader and look for nodes at once (docs/behaviour.md §5, §8). */
   async onWonTerm(term: number): Promise<void> {
     this.log.info("won the lease, publishing the startup event and discovering", { term });
     await this.publishStartup();

@@ -271,7 +271,7 @@ function typedProvisioningClaims(raw: Record<string, unknown>): ProvisioningClai
 }
 
 /**
- * Verifies a node's provisioning JWT (choria-wire §9.1): allowed algorithm matching the verifier's
+ * Verifies a node's provisioning JWT (docs/protocol.md §9.1): allowed algorithm matching the verifier's
  * key type, signature, exp/nbf without leeway, provisioning purpose, and for tokens carrying a trust
  * chain signature a `C-` issuer whose `issexp` has not passed. Reasons never include the token.
  */

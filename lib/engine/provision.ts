@@ -1,5 +1,5 @@
 /**
- * The provisioning sequence for one host (behaviour §3, choria-wire §7), with the Go provisioner's
+ * The provisioning sequence for one host (docs/behaviour.md §3, docs/protocol.md §7), with the Go provisioner's
  * `host.Provision` as the reference: JWT, ed25519 key, inventory, CSR, helper, then shutdown or
  * server JWT, key transport, upgrade, configure and restart. Every step that leaves the process
  * reads the pause gate first, so a deposed leader stops at the next attempt boundary.

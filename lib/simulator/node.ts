@@ -1,5 +1,5 @@
 /**
- * One simulated Choria Server in provisioning mode (choria-wire §4.4, §5, §6, §8): the receive
+ * One simulated Choria Server in provisioning mode (docs/protocol.md §4.4, §5, §6, §8): the receive
  * pipeline after envelope decoding, the discovery / rpcutil / choria_provision agents with the
  * Go server's checks and status texts, the per-caller provisioning lock, and the restart / upgrade
  * / shutdown life cycle. It knows nothing of NATS: the fleet feeds it decoded requests and
