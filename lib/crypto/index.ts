@@ -23,6 +23,7 @@ export {
   decodeJwt,
   helperJwtClaims,
   loadJwtVerifier,
+  parseProvisioningJwtUnverified,
   signJwt,
   verifyJwtSignature,
   verifyProvisioningJwt,

@@ -176,7 +176,8 @@ export function addChainIssuerData(claims: ServerClaims, provisionerToken: strin
   if (provisionerSeed.alg !== "EdDSA") {
     throw new JwtError("jwt_signing_key must be an ed25519 seed when jwt_signing_token is set");
   }
-  const raw = decodeJwt(provisionerToken.trim()).claims;
+  // Parsed as Go's ParseClientIDTokenUnverified reads the file: untrimmed (CR/LF decode away).
+  const raw = decodeJwt(provisionerToken).claims;
   const issuer: ChainIssuerClaims = {
     jti: stringClaim(raw, "jti"),
     public_key: stringClaim(raw, "public_key"),
