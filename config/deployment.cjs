@@ -154,6 +154,7 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_discover_cycles", "Sum", "discovery runs"),
       metric("choria_provisioner_discovered", "Sum", "discovered", { yAxis: "right" }),
       metric("choria_provisioner_event_discovered", "Sum", "event discovered", { yAxis: "right" }),
+      metric("choria_provisioner_lifecycle_events_received", "Sum", "startup events received", { yAxis: "right" }),
     ]),
     widget(8, 4, 8, 6, "Provisioned", [
       metric("choria_provisioner_provisioned", "Sum", "provisioned"),

@@ -57,6 +57,8 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** Startup events of `lifecycle_component` a leading lifecycle function handled (admitted or not). */
+  lifecycleEventsReceived: "choria_provisioner_lifecycle_events_received",
   /** A discovery stopped at `discovery_max_nodes`. */
   discoveryCapped: "choria_provisioner_discovery_capped",
   /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */

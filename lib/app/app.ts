@@ -432,6 +432,7 @@ export class ProvisionerApp implements App {
       this.log.info("paused: dropping lifecycle startup event", { identity: event.identity });
       return;
     }
+    this.metrics.count(EXTRA_METRIC.lifecycleEventsReceived);
     const work = await this.deps.registry.admit(event.identity, "event", term);
     if (!work) return;
     this.metrics.count(METRIC.eventDiscovered);

@@ -27,7 +27,7 @@ import { lifecycleSubject } from "../choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
-import { EXTRA_METRIC, METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import {
   InvocationLedger,
@@ -182,7 +182,7 @@ export interface DeadLetter {
 export interface LifecycleEventCount {
   /** Published by the simulated nodes on choria.lifecycle.event.startup.provision_mode_server. */
   published: number;
-  /** Handled by a lifecycle function while its deployment led, per deployment. */
+  /** Handled by a lifecycle function while its deployment led (admitted, or already admitted by a discovery), per deployment. */
   reachedLeader: Record<string, number>;
   /** Handled by a lifecycle function while its deployment was paused (and so dropped). */
   droppedPaused: number;
@@ -384,7 +384,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       started,
       async lifecycleEvents() {
         const published = fleet.lifecycleEvents.filter((event) => event.subject === lifecycleSubject("startup", "provision_mode_server")).length;
-        const reachedLeader = Object.fromEntries(deployments.map((deployment) => [deployment.id, deployment.metrics.total(METRIC.eventDiscovered)]));
+        const reachedLeader = Object.fromEntries(deployments.map((deployment) => [deployment.id, deployment.metrics.total(EXTRA_METRIC.lifecycleEventsReceived)]));
         const droppedPaused = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDropped), 0);
         const deadLettered = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDeadLettered), 0);
         const pendingInStream = await streamPending().catch(() => 0);
