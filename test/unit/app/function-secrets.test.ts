@@ -75,6 +75,7 @@ function settings(fn: FunctionName | undefined): AppSettings {
     retryBaseDelaySeconds: 1,
     retryMaxDelaySeconds: 1,
     deadlineMarginMs: 1_000,
+    hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
   };
 }
 
