@@ -260,8 +260,11 @@ function leaseTopology({ params, prefix, region }) {
   }
 
   const tableName = `${prefix}-lease`;
+  // The roles name the table by ARN, not GetAtt: the table resource is conditional (LeaseTableLayout),
+  // and a GetAtt to it would be a reference that may not exist (cfn-lint W1001).
+  const ownArn = sub(regionalArn("dynamodb", `table/${tableName}`));
   if (replicaRegions.length === 0) {
-    return { layout: "own", tableName, tableArn: { "Fn::GetAtt": ["LeaseTable", "Arn"] }, tableRegion: region };
+    return { layout: "own", tableName, tableArn: ownArn, tableRegion: region };
   }
   const others = replicaRegions.filter((name) => name !== region);
   const all = [region, ...others, ...(witnessRegion ? [witnessRegion] : [])];
@@ -281,7 +284,7 @@ function leaseTopology({ params, prefix, region }) {
   return {
     layout: "own-global",
     tableName,
-    tableArn: { "Fn::GetAtt": ["LeaseGlobalTable", "Arn"] },
+    tableArn: ownArn,
     tableRegion: region,
     replicas: [region, ...others],
     witnesses: witnessRegion ? [witnessRegion] : [],

@@ -135,9 +135,9 @@ const allowedOf = (roleId: string, from: Template = template) => statementsOf(ro
 
 const actionsOf = (roleId: string, from: Template = template) => allowedOf(roleId, from).flatMap((s) => asList(s.Action));
 
-function grants(roleId: string, action: string, target: string): boolean {
+function grants(roleId: string, action: string, target: string, partOfArn = false): boolean {
   return allowedOf(roleId).some(
-    (s) => asList(s.Action).includes(action) && JSON.stringify(s.Resource).includes(`"${target}"`),
+    (s) => asList(s.Action).includes(action) && JSON.stringify(s.Resource).includes(partOfArn ? `${target}"` : `"${target}"`),
   );
 }
 
@@ -366,7 +366,7 @@ describe("the site's lease table", () => {
   it("is created by the stack in its own Region by default", () => {
     expect(tablesCreated(template)).toEqual(["AdmissionTable", "LeaseTable"]);
     for (const role of LEASE_ROLES) {
-      for (const statement of leaseStatements(template, role)) expect(statement.Resource, role).toEqual({ "Fn::GetAtt": ["LeaseTable", "Arn"] });
+      for (const statement of leaseStatements(template, role)) expect(statement.Resource, role).toEqual({ "Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/choria-provisioner-test-lease" });
     }
   });
 
@@ -404,7 +404,7 @@ describe("the site's lease table", () => {
     expect(table.DeletionPolicy).toBe("Retain");
     expect(props.StreamSpecification).toBeUndefined();
     for (const role of LEASE_ROLES) {
-      for (const statement of leaseStatements(global, role)) expect(statement.Resource, role).toEqual({ "Fn::GetAtt": ["LeaseGlobalTable", "Arn"] });
+      for (const statement of leaseStatements(global, role)) expect(statement.Resource, role).toEqual({ "Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/choria-provisioner-test-lease" });
     }
   });
 
@@ -488,11 +488,11 @@ describe("IAM", () => {
 
   it("lets every lease user conditionally write the lease and status only read", () => {
     for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "ReprovisionRole", "ReleaseRole"]) {
-      expect(grants(role, "dynamodb:UpdateItem", "LeaseTable"), role).toBe(true);
-      expect(grants(role, "dynamodb:GetItem", "LeaseTable"), role).toBe(true);
+      expect(grants(role, "dynamodb:UpdateItem", "table/choria-provisioner-test-lease", true), role).toBe(true);
+      expect(grants(role, "dynamodb:GetItem", "table/choria-provisioner-test-lease", true), role).toBe(true);
     }
     expect(actionsOf("StatusRole").filter((a) => a.startsWith("dynamodb:")).sort()).toEqual(["dynamodb:GetItem", "dynamodb:Query"]);
-    expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "LeaseTable")).toBe(false);
+    expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "table/choria-provisioner-test-lease", true)).toBe(false);
   });
 
   it("lets each function read exactly the secrets it resolves, and denies the others any", () => {

@@ -30,7 +30,7 @@ describe("lease topology", () => {
     expect(topology({})).toEqual({
       layout: "own",
       tableName: "choria-provisioner-prod-lease",
-      tableArn: { "Fn::GetAtt": ["LeaseTable", "Arn"] },
+      tableArn: { "Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/choria-provisioner-prod-lease" },
       tableRegion: "eu-west-1",
     });
   });
@@ -54,7 +54,7 @@ describe("lease topology", () => {
       layout: "own-global",
       replicas: ["us-east-1", "us-east-2", "us-west-2"],
       witnesses: [],
-      tableArn: { "Fn::GetAtt": ["LeaseGlobalTable", "Arn"] },
+      tableArn: { "Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/choria-provisioner-prod-lease" },
     });
     expect(topology({ leaseReplicaRegions: "eu-west-2", leaseWitnessRegion: "eu-west-3" })).toMatchObject({
       replicas: ["eu-west-1", "eu-west-2"],
