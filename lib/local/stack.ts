@@ -10,7 +10,7 @@
  * requests they make can be reported without touching the App.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -129,6 +129,14 @@ export interface LocalStackOptions {
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
+  /**
+   * Use this TLS broker (started and stopped by the caller, e.g. the real fleet's provisioning
+   * broker) instead of starting a plain one: the Apps connect with `choria_insecure: false` and
+   * `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
+   */
+  tlsBroker?: { nats: RunningNats; caFile: string };
+  /** Extra provisioner configuration keys per deployment (merged over the stack's). */
+  config?: (deployment: string) => Record<string, unknown>;
 }
 
 export interface FunctionNames {
@@ -213,11 +221,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const external = options.dynamoDbEndpoint;
     const [nats, dynamoDb, sqs] = await Promise.all([
-      startNats(),
+      options.tlsBroker ? Promise.resolve(options.tlsBroker.nats) : startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       startSqs(),
     ]);
-    cleanup.push(() => nats.stop(), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    cleanup.push(() => (options.tlsBroker ? Promise.resolve() : nats.stop()), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -238,7 +246,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
     const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
     await createProvisionerTables(dynamoClient, tables);
-    await createLifecycleStream(nats.url);
+    await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
     const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
@@ -433,6 +441,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     deployment_id: id,
     lease: timings.lease,
     ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
+    ...(options.tlsBroker ? { choria_insecure: false, tls: { ca: options.tlsBroker.caFile } } : {}),
+    ...options.config?.(id),
   };
   const env: Record<string, string> = {
     PROVISIONER_CONFIG_YAML: toYaml(config),
