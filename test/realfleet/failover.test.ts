@@ -1,11 +1,12 @@
 /**
  * A leader and a standby deployment provision a real go-choria fleet (protocol v2, jwt + ed25519);
- * the leader crashes mid-run, after the first node arrived on the target broker. Nodes started
+ * the leader crashes mid-run, as soon as the first node reports it was configured. Nodes started
  * after the crash are provisioned by the standby once it won the lease. What counts is what the
  * nodes saw: each node's log shows exactly one configuration rewrite and one restart, and every
  * node left provisioning mode and arrived on the target broker.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { METRIC } from "../../lib/ports";
 import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
 
 const FIRST = ["n1.fo.real.example.net", "n2.fo.real.example.net", "n3.fo.real.example.net", "n4.fo.real.example.net"];
@@ -31,14 +32,15 @@ describe("real fleet, leader crash with a standby", () => {
     const started = Date.now();
     stack.start();
 
-    await waitUntil(() => (provisioned.targetEvents.identities("startup").size > 0 ? undefined : "no node arrived on the target broker"), 180_000);
+    const configured = () => provisioned.provisioningEvents.of("provisioned", "provision_mode_server").length;
+    await waitUntil(() => (configured() > 0 ? undefined : "no node was configured"), 180_000);
     const lease = await stack.lease();
     if (!lease) throw new Error("a node was provisioned without a lease");
     leaderBefore = { holder: lease.holder, term: lease.term };
     const leader = stack.deployments.find((deployment) => deployment.id === lease.holder);
     if (!leader) throw new Error(`lease holder ${lease.holder} is not a deployment`);
     const crashedAt = Date.now();
-    figures.arrivedBeforeCrash = provisioned.targetEvents.identities("startup").size;
+    figures.configuredBeforeCrash = configured();
     leader.kill();
     for (const identity of AFTER_CRASH) await fleet.addNode(identity);
 
@@ -49,6 +51,7 @@ describe("real fleet, leader crash with a standby", () => {
     figures.totalSeconds = Math.round((Date.now() - started) / 100) / 10;
     figures.leaderBefore = `${leaderBefore.holder}@${leaderBefore.term}`;
     figures.leaderAfter = `${leaderAfter.holder}@${leaderAfter.term}`;
+    for (const deployment of stack.deployments) figures[`provisionedBy_${deployment.id}`] = deployment.metrics.total(METRIC.provisioned);
     process.stdout.write(`real-fleet failover figures: ${JSON.stringify(figures)}\n`);
   });
 

@@ -5,11 +5,11 @@
  * verifies the broker's certificate against that CA.
  */
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { provisionedFleet, provisioningActions, waitForArrivals, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
+import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
 
 const run = promisify(execFile);
 const IDENTITIES = ["n1.v1.real.example.net", "n2.v1.real.example.net", "n3.v1.real.example.net"];
@@ -73,5 +73,20 @@ describe("real fleet, protocol v1 with jwt + pki", () => {
     }
     const arrivals = provisioned.targetEvents.of("startup");
     expect(arrivals.map((event) => [event.identity, event.component]).sort()).toEqual(IDENTITIES.map((identity) => [identity, "server"]).sort());
+  });
+
+  it("reset deletes what a node wrote, so it starts in provisioning mode again", async () => {
+    const node = provisioned.fleet.nodes.get(IDENTITIES[0]!)!;
+    const startups = () => provisioned.provisioningEvents.of("startup", "provision_mode_server").filter((event) => event.identity === node.identity).length;
+    const before = startups();
+
+    await node.reset();
+    expect(node.running).toBe(false);
+    expect(await readdir(node.configDir)).toEqual([]);
+    expect(await node.log()).toBe("");
+    await node.start();
+
+    await waitUntil(() => (startups() > before ? undefined : `${node.identity} sent no provisioning-mode startup event`), 60_000);
+    expect(await node.log()).toContain("Setting build defaults to those found in");
   });
 });
