@@ -235,7 +235,8 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
   }
 }
 
-async function makeCertificateAuthority(dir: string): Promise<CertificateAuthority> {
+/** A throwaway CA (openssl, P-256) in `dir`. */
+export async function makeCertificateAuthority(dir: string): Promise<CertificateAuthority> {
   await mkdir(dir, { recursive: true });
   const certFile = join(dir, "ca.pem");
   const keyFile = join(dir, "ca.key");
@@ -266,7 +267,7 @@ async function issueServerCertificate(ca: CertificateAuthority, dir: string): Pr
 }
 
 /** nats-server that requires TLS from every client (no client certificates asked for). */
-async function startTlsBroker(ca: CertificateAuthority, dir: string): Promise<TlsBroker> {
+export async function startTlsBroker(ca: CertificateAuthority, dir: string): Promise<TlsBroker> {
   const { certFile, keyFile } = await issueServerCertificate(ca, dir);
   const nats = await startNats({ args: ["--tls", "--tlscert", certFile, "--tlskey", keyFile] });
   return { nats, url: nats.url, hostPort: `127.0.0.1:${nats.port}` };
