@@ -317,12 +317,13 @@ async function createNode(input: NodeInput): Promise<RealNode> {
       await mkdir(configDir, { recursive: true });
       const log = await open(logFile, "a");
       try {
-        // unshare execs sh, which execs the server: the server keeps this pid, its own hostname and
-        // its own view of the baked JWT directory, also across the `restart` re-exec.
+        // unshare execs setpriv, which execs sh, which execs the server: the server keeps this pid,
+        // its own hostname and its own view of the baked JWT directory, also across the `restart`
+        // re-exec; it gets SIGTERM if this process dies, so no server outlives a crashed test run.
         child = spawn(
           "unshare",
           [
-            "--uts", "--mount", "--propagation", "private", "--",
+            "--uts", "--mount", "--propagation", "private", "--", "setpriv", "--pdeathsig", "TERM", "--",
             "sh", "-c", 'hostname "$1" && mount --bind "$2" "$3" && exec "$4" server run --config "$5"',
             "choria-node", identity, jwtDir, dirnameOf(build.provisionJwtFile), build.binary, configFile,
           ],

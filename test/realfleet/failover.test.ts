@@ -26,6 +26,8 @@ describe("real fleet, leader crash with a standby", () => {
       features: ["jwt", "ed25519"],
       deployments: ["blue", "green"],
       dynamoDbEndpoint: inject("dynamoEndpoint"),
+      // One host at a time, so the crash leaves the leader with admitted, queued and in-flight work.
+      stack: { workers: 1, maxConcurrency: 1, batchSize: 1 },
     });
     const { stack, fleet } = provisioned;
     await fleet.startAll();
