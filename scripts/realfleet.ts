@@ -87,8 +87,9 @@ try {
 const arrived = provisioned.targetEvents.identities("startup");
 for (const node of provisioned.fleet.nodes.values()) {
   const actions = await provisioningActions(node);
-  const state = arrived.has(node.identity) ? "on the target broker" : "NOT on the target broker";
-  process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${state}; log ${node.logFile}\n`);
+  const onTarget = arrived.has(node.identity);
+  process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${onTarget ? "on" : "NOT on"} the target broker\n`);
+  if (!onTarget) process.stdout.write(`    last lines of its log:\n${(await node.log()).split("\n").slice(-15).map((line) => `    ${line}`).join("\n")}\n`);
 }
 process.stdout.write(`${arrived.size}/${nodes} provisioned in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 await stop(ok ? 0 : 1);

@@ -81,6 +81,7 @@ export interface RealNode {
   readonly configDir: string;
   readonly configFile: string;
   readonly logFile: string;
+  /** Process id of the node's wrapper shell (the server is its only child). */
   readonly pid: number | undefined;
   readonly running: boolean;
   /** Everything the node logged so far (all its executions: restart re-executes in place). */
@@ -317,17 +318,20 @@ async function createNode(input: NodeInput): Promise<RealNode> {
       await mkdir(configDir, { recursive: true });
       const log = await open(logFile, "a");
       try {
-        // unshare execs setpriv, which execs sh, which execs the server: the server keeps this pid,
-        // its own hostname and its own view of the baked JWT directory, also across the `restart`
-        // re-exec; it gets SIGTERM if this process dies, so no server outlives a crashed test run.
+        // The server runs under a small sh that has its own hostname and its own view of the baked
+        // JWT directory (both inherited by the server, also across its `restart` re-exec). The sh
+        // gets SIGTERM when this process dies (setpriv --pdeathsig; the server's own parent-death
+        // signal would not survive Go's re-exec from another thread) and passes it on, so no server
+        // outlives a crashed run; stop() signals the sh the same way.
         child = spawn(
           "unshare",
           [
             "--uts", "--mount", "--propagation", "private", "--", "setpriv", "--pdeathsig", "TERM", "--",
-            "sh", "-c", 'hostname "$1" && mount --bind "$2" "$3" && exec "$4" server run --config "$5"',
+            "sh", "-c", NODE_WRAPPER,
             "choria-node", identity, jwtDir, dirnameOf(build.provisionJwtFile), build.binary, configFile,
           ],
-          { stdio: ["ignore", log.fd, log.fd], detached: false },
+          // Its own process group, so a server that ignores SIGTERM can be killed with its wrapper.
+          { stdio: ["ignore", log.fd, log.fd], detached: true },
         );
       } finally {
         await log.close();
@@ -339,7 +343,8 @@ async function createNode(input: NodeInput): Promise<RealNode> {
     async stop() {
       if (!running() || !child) return;
       const current = child;
-      const kill = setTimeout(() => current.kill("SIGKILL"), 5_000);
+      // go-choria allows itself 10 s to shut down.
+      const kill = setTimeout(() => current.pid !== undefined && process.kill(-current.pid, "SIGKILL"), 12_000);
       current.kill("SIGTERM");
       await exited;
       clearTimeout(kill);
@@ -353,6 +358,17 @@ async function createNode(input: NodeInput): Promise<RealNode> {
   };
   return node;
 }
+
+/** $1 identity, $2 the node's JWT directory, $3 the baked JWT directory, $4 binary, $5 config file. */
+const NODE_WRAPPER = [
+  'hostname "$1" && mount --bind "$2" "$3" || exit 1',
+  '"$4" server run --config "$5" & server=$!',
+  'trap \'kill -TERM "$server" 2>/dev/null\' TERM INT',
+  'wait "$server"; status=$?',
+  // A trapped signal ends the first wait early; the second waits for the server itself to exit.
+  'kill -0 "$server" 2>/dev/null && { wait "$server"; status=$?; }',
+  'exit "$status"',
+].join("\n");
 
 function dirnameOf(path: string): string {
   return path.slice(0, path.lastIndexOf("/")) || "/";
