@@ -94,6 +94,11 @@ export interface RealNode {
   reset(): Promise<void>;
 }
 
+export interface AddNodeOptions {
+  start?: boolean;
+  jwtFileSuffix?: string;
+}
+
 export interface RealFleetOptions {
   /** Identities of the nodes to create (each must have at least two dots). */
   identities: string[];
@@ -125,8 +130,11 @@ export interface RealFleet {
    * (signed by the fleet's signer, `--server-provisioner`) and its ed25519 seed, as files.
    */
   clientCredentials(callerId: string): Promise<{ jwtFile: string; seedFile: string; jwt: string; seedHex: string }>;
-  /** Creates (and starts) another node. */
-  addNode(identity: string, options?: { start?: boolean }): Promise<RealNode>;
+  /**
+   * Creates (and starts) another node. `jwtFileSuffix` is appended to its provisioning.jwt (e.g. the
+   * trailing newline a file written by config management has; the node sends the file as it is).
+   */
+  addNode(identity: string, options?: AddNodeOptions): Promise<RealNode>;
   /** Starts every stopped node. */
   startAll(): Promise<void>;
   /** Every node reset to an empty configuration directory (stopped; call startAll). */
@@ -180,9 +188,10 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     const provisioningJwt = await readFile(provisioningJwtFile, "utf8");
 
     const nodesDir = join(dir, "nodes");
-    const addNode = async (identity: string, nodeOptions: { start?: boolean } = {}): Promise<RealNode> => {
+    const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
       if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
-      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt });
+      const jwtFile = provisioningJwt + (nodeOptions.jwtFileSuffix ?? "");
+      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile });
       nodes.set(identity, node);
       if (nodeOptions.start ?? true) await node.start();
       return node;
