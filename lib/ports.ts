@@ -57,6 +57,8 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** Hosts parked in the host-work DLQ after failing at one step `HOST_FAILURE_LIMIT` times in a row. */
+  hostsParked: "choria_provisioner_hosts_parked",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

@@ -7,7 +7,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from "nats";
-import type { AdmissionRegistry, HostClaim, RegistrySummary } from "../admission/registry";
+import { failuresInARow, type AdmissionRegistry, type HostClaim, type RegistrySummary } from "../admission/registry";
 import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
@@ -108,6 +108,8 @@ export interface AppDeps {
   logger: Logger;
   metrics: Metrics;
   retry: { baseDelaySeconds: number; maxDelaySeconds: number };
+  /** Hard failures in a row at one step after which a host is parked in the host-work DLQ. */
+  failureLimit: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
   lifecycle: { stream: string; consumer: string };
@@ -473,6 +475,10 @@ export class ProvisionerApp implements App {
       await this.giveBack(claim, record, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
     }
+    if (outcome.kind === "failed") {
+      await this.recordFailure(claim, record, outcome.step, outcome.error.message);
+      return;
+    }
     if (outcome.kind === "paused") {
       this.log.info("paused mid-provisioning; dropping the work, the leader rediscovers the host", { identity, term, step: outcome.step });
     }
@@ -482,6 +488,40 @@ export class ProvisionerApp implements App {
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.log.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });
+    }
+  }
+
+  /**
+   * A hard failure: the host may be admitted again by the next discovery or event, until it has
+   * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
+   * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
+   */
+  private async recordFailure(claim: HostClaim, record: SQSRecord, step: string, error: string): Promise<void> {
+    const { identity, term } = claim.work;
+    const failures = failuresInARow(claim, step);
+    const reason = `${step}: ${error}`;
+    let park = failures >= this.deps.failureLimit;
+    if (park) {
+      try {
+        await this.deadLetter(this.deps.queues.hostWorkDlq, record, reason, { identity, step, failures: String(failures), term: String(term) });
+        this.metrics.count(EXTRA_METRIC.hostsParked);
+        this.log.error(`parked ${identity} after ${failures} failures in a row at step ${step}`, { identity, term, step, failures, reason });
+      } catch (dlqError) {
+        park = false;
+        this.log.error("could not dead-letter the work of a failing host; it is retried instead of parked", {
+          identity,
+          term,
+          error: messageOf(dlqError),
+        });
+      }
+    }
+    try {
+      if (!(await this.deps.registry.recordFailure(claim, { step, reason, failures, park }))) {
+        this.log.warn("the claim ran out before the failure could be recorded", { identity, term, step });
+      }
+    } catch (storeError) {
+      // The claim runs out on its own; the next discovery after that admits the host again.
+      this.log.error("could not record the failure", { identity, term, step, error: messageOf(storeError) });
     }
   }
 
@@ -519,12 +559,12 @@ export class ProvisionerApp implements App {
     return processPartialResponse(event, handle, processor, { throwOnFullBatchFailure: false });
   }
 
-  /** Poison goes to the DLQ with its reason and is acknowledged, so it never spins on the queue. */
-  private async deadLetter(dlq: MessageQueue, record: SQSRecord, reason: string): Promise<void> {
-    this.log.warn("sending an invalid message to the dead-letter queue", { messageId: record.messageId, reason });
+  /** Poison (and parked hosts' work) goes to the DLQ with its reason and is acknowledged, so it never spins on the queue. */
+  private async deadLetter(dlq: MessageQueue, record: SQSRecord, reason: string, extra: Record<string, string> = {}): Promise<void> {
+    this.log.warn("sending a message to the dead-letter queue", { messageId: record.messageId, reason });
     await dlq.send({
       body: record.body,
-      attributes: { reason, sourceMessageId: record.messageId, sourceQueue: record.eventSourceARN || "unknown" },
+      attributes: { reason, ...extra, sourceMessageId: record.messageId, sourceQueue: record.eventSourceARN || "unknown" },
     });
   }
 

@@ -20,6 +20,7 @@ import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engi
 import { createHelperRunner } from "../helper/aws-lambda-invoke";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate } from "../lease/gate";
+import { DynamoDbPauseStore } from "../lease/pause";
 import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
@@ -124,7 +125,14 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
       renewIntervalMs: config.lease.renewIntervalMs,
       skewBoundMs: config.lease.skewBoundMs,
     }),
-    { store: leaseStore, metrics, clock, logger, onWon: (term) => built.app?.onWonTerm(term) },
+    {
+      store: leaseStore,
+      pause: leaseStore ? new DynamoDbPauseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined,
+      metrics,
+      clock,
+      logger,
+      onWon: (term) => built.app?.onWonTerm(term),
+    },
   );
   const engine = new ProvisionEngine({
     settings: engineSettings,
@@ -154,6 +162,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     logger,
     metrics,
     retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+    failureLimit: settings.hostFailureLimit,
     deadlineMarginMs: settings.deadlineMarginMs,
     lifecycle: { stream: settings.lifecycleStream, consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site) },
     invocations,

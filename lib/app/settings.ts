@@ -34,6 +34,8 @@ export interface AppSettings {
   /** First visibility delay for work that goes back to the queue; grows with each receive. */
   retryBaseDelaySeconds: number;
   retryMaxDelaySeconds: number;
+  /** Hard failures in a row at one step before a host is parked in the host-work DLQ. */
+  hostFailureLimit: number;
   /** Ms kept back from the Lambda deadline for acknowledging and flushing. */
   deadlineMarginMs: number;
 }
@@ -44,8 +46,15 @@ export const APP_DEFAULTS = {
   metricsNamespace: "ChoriaProvisioner",
   retryBaseDelaySeconds: 30,
   retryMaxDelaySeconds: 300,
+  hostFailureLimit: 3,
   deadlineMarginMs: 1_000,
 } as const;
+
+function positiveCount(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  if (!/^[1-9]\d*$/.test(text)) throw new AppSettingsError(name, "must be a whole number of at least 1");
+  return Number(text);
+}
 
 /** Reads and validates the functions' environment; throws AppSettingsError naming the bad variable. */
 export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
@@ -90,6 +99,7 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
     metricsNamespace: optional("POWERTOOLS_METRICS_NAMESPACE") ?? APP_DEFAULTS.metricsNamespace,
     retryBaseDelaySeconds: seconds("RETRY_BASE_DELAY_SECONDS", APP_DEFAULTS.retryBaseDelaySeconds),
     retryMaxDelaySeconds: seconds("RETRY_MAX_DELAY_SECONDS", APP_DEFAULTS.retryMaxDelaySeconds),
+    hostFailureLimit: positiveCount("HOST_FAILURE_LIMIT", optional("HOST_FAILURE_LIMIT"), APP_DEFAULTS.hostFailureLimit),
     deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs,
   };
 }

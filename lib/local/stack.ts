@@ -33,7 +33,7 @@ import {
   type SqsHandler,
 } from "./lambda-runtime";
 import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM } from "./resources";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM, LOCAL_STAGE, stageResourceNames } from "./resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -220,12 +220,22 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     cleanup.push(() => rm(workDir, { recursive: true, force: true }));
 
     const external = options.dynamoDbEndpoint;
-    const [nats, dynamoDb, sqs] = await Promise.all([
-      options.tlsBroker ? Promise.resolve(options.tlsBroker.nats) : startNats(),
+    // Settled one by one, so the services that did start are stopped when another one fails.
+    // A caller's TLS broker is the caller's to stop.
+    const started = await Promise.allSettled([
+      options.tlsBroker ? Promise.resolve(undefined) : startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       startSqs(),
     ]);
-    cleanup.push(() => (options.tlsBroker ? Promise.resolve() : nats.stop()), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    for (const service of started) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
+    const failed = started.find((service): service is PromiseRejectedResult => service.status === "rejected");
+    if (failed) throw failed.reason;
+    const [startedNats, dynamoDb, sqs] = started.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats | undefined,
+      Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
+      RunningSqs,
+    ];
+    const nats = options.tlsBroker?.nats ?? (startedNats as RunningNats);
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -243,8 +253,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       dynamoClient.destroy();
       sqsClient.destroy();
     });
-    const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
-    const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
+    // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
+    // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables.
+    const localNames = stageResourceNames(LOCAL_STAGE);
+    const unique = `${site}-${randomUUID().slice(0, 8)}`;
+    const tables =
+      external === undefined
+        ? { lease: localNames.leaseTable, admission: localNames.admissionTable }
+        : { lease: `${unique}-lease`, admission: `${unique}-admission` };
     await createProvisionerTables(dynamoClient, tables);
     await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
 

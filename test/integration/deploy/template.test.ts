@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { stageResourceNames } from "../../../lib/local/resources";
 import { METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);
@@ -173,6 +174,20 @@ describe("functions", () => {
       expect(variables.POWERTOOLS_METRICS_NAMESPACE).toBe("ChoriaProvisioner");
       expect(variables.POWERTOOLS_SERVICE_NAME).toBe("choria-provisioner");
     }
+  });
+
+  it("names tables and queues as the local runs and the operator CLI expect for a stage", () => {
+    const names = stageResourceNames("test");
+    const variables = (lambda("Status").Environment as { Variables: Json }).Variables;
+    const queueName = (id: string) => resource(id).Properties.QueueName;
+
+    expect([variables.LEASE_TABLE, variables.ADMISSION_TABLE]).toEqual([names.leaseTable, names.admissionTable]);
+    expect(["HostWorkQueue", "HostWorkDeadLetterQueue", "LifecycleQueue", "LifecycleDeadLetterQueue"].map(queueName)).toEqual([
+      names.hostWorkQueue,
+      names.hostWorkDlq,
+      names.lifecycleQueue,
+      names.lifecycleDlq,
+    ]);
   });
 
   it("delivers the configuration file unchanged, secrets as references", async () => {
@@ -441,6 +456,20 @@ describe("alarms", () => {
     const names = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat.Metric.MetricName] : []));
 
     expect(names.sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+  });
+
+  it("alarms when every host fails: errors and not one host provisioned, twice in a row", () => {
+    const props = alarm("AllHostsFailingAlarm");
+    const metrics = props.Metrics as Array<{ Id: string; Expression?: string; ReturnData: boolean; MetricStat?: { Metric: { MetricName: string }; Period: number; Stat: string } }>;
+    const stats = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat] : []));
+    const [expression] = metrics.filter((m) => m.ReturnData);
+
+    expect(stats.map((stat) => stat.Metric.MetricName).sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+    expect(stats.every((stat) => stat.Period === 300 && stat.Stat === "Sum")).toBe(true);
+    expect(expression?.Expression).toBe("IF(FILL(failed, 0) >= 5 AND FILL(provisioned, 0) == 0, 1, 0)");
+    expect(props.EvaluationPeriods).toBe(2);
+    expect(props.DatapointsToAlarm).toBe(2);
+    expect(props.AlarmDescription).toContain("docs/operations.md");
   });
 
   it("alarms on Lambda errors of every function", () => {
