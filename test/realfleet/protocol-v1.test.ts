@@ -12,18 +12,22 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
 
 const run = promisify(execFile);
-const IDENTITIES = ["n1.v1.real.example.net", "n2.v1.real.example.net", "n3.v1.real.example.net"];
+// The last node's provisioning.jwt ends in a newline, as a file written by config management does;
+// the node sends it byte for byte in its `jwt` reply and as its NATS token.
+const NEWLINE_JWT = "nl1.v1.real.example.net";
+const IDENTITIES = ["n1.v1.real.example.net", "n2.v1.real.example.net", "n3.v1.real.example.net", NEWLINE_JWT];
 
 describe("real fleet, protocol v1 with jwt + pki", () => {
   let provisioned: ProvisionedFleet;
 
   beforeAll(async () => {
     provisioned = await provisionedFleet({
-      identities: IDENTITIES,
+      identities: IDENTITIES.filter((identity) => identity !== NEWLINE_JWT),
       protocolV2: false,
       features: ["jwt", "pki"],
       dynamoDbEndpoint: inject("dynamoEndpoint"),
     });
+    await provisioned.fleet.addNode(NEWLINE_JWT, { start: false, jwtFileSuffix: "\n" });
     await provisioned.fleet.startAll();
     provisioned.stack.start();
     await waitForArrivals(provisioned, IDENTITIES, 180_000);
