@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../lib/observability";
 import { formatSummary, createProgressWriter } from "../lib/local/progress";
 import { runLocal } from "../lib/local/run";
-import { startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
+import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
 import { dynamoDbSplit } from "../lib/local/request-counter";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -164,11 +164,13 @@ async function main(): Promise<number> {
     progress.finish();
     const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
     const sqsMessages = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+    const events = await stack.lifecycleEvents();
     process.stdout.write(
       `${formatSummary(summary, [
         ["DynamoDB writes/reads (app)", `${dynamo.writes} / ${dynamo.reads}`],
         ["SQS requests (app / event sources)", `${stack.traffic.sqsApp.total()} / ${stack.traffic.sqsEventSources.total()}`],
         ["SQS messages sent (app)", String(sqsMessages)],
+        ["startup events", formatLifecycleEvents(events)],
         ["logs", logPath],
       ])}\n`,
     );

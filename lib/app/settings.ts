@@ -14,7 +14,10 @@ export class AppSettingsError extends ProvisionerError {
 export interface AppSettings {
   /** Environment `loadConfig` reads the provisioner configuration from (PROVISIONER_CONFIG[_YAML], overrides). */
   configEnv: Record<string, string | undefined>;
-  /** Required when `leader_election` is on. */
+  /**
+   * Required when `leader_election` is on: a table name, or a table ARN (any Region or account; the
+   * lease client then uses the ARN's Region, DynamoDB takes the ARN as the table name).
+   */
   leaseTable?: string;
   admissionTable: string;
   hostWorkQueueUrl: string;
@@ -56,6 +59,13 @@ function positiveCount(name: string, text: string | undefined, fallback: number)
   return Number(text);
 }
 
+const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):\d{12}:table\/[A-Za-z0-9_.-]{3,255}$/;
+
+/** The Region of a DynamoDB table ARN; undefined for a plain table name. */
+export function tableArnRegion(table: string): string | undefined {
+  return TABLE_ARN.exec(table)?.[1];
+}
+
 /** Reads and validates the functions' environment; throws AppSettingsError naming the bad variable. */
 export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
   const required = (name: string): string => {
@@ -84,7 +94,7 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
   };
   return {
     configEnv: { ...env },
-    leaseTable: optional("LEASE_TABLE"),
+    leaseTable: leaseTable(optional("LEASE_TABLE")),
     admissionTable: required("ADMISSION_TABLE"),
     hostWorkQueueUrl: url("HOST_WORK_QUEUE_URL", required("HOST_WORK_QUEUE_URL")) as string,
     hostWorkDlqUrl: url("HOST_WORK_DLQ_URL", required("HOST_WORK_DLQ_URL")) as string,
@@ -102,4 +112,11 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
     hostFailureLimit: positiveCount("HOST_FAILURE_LIMIT", optional("HOST_FAILURE_LIMIT"), APP_DEFAULTS.hostFailureLimit),
     deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs,
   };
+}
+
+function leaseTable(value: string | undefined): string | undefined {
+  if (value?.startsWith("arn:") && !tableArnRegion(value)) {
+    throw new AppSettingsError("LEASE_TABLE", `"${value}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
+  }
+  return value;
 }
