@@ -18,7 +18,7 @@ import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
 import { appSettingsFromEnv, createApp, type App, type AppOverrides } from "../app";
-import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
+import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../crypto";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
 import { silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
@@ -129,6 +129,12 @@ export interface LocalStackOptions {
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
+  /** Use this broker instead of starting one, and leave it running (bench: fleet and peers in other processes). */
+  nats?: RunningNats;
+  /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
+  sqs?: RunningSqs;
+  /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
+  provisioningSigner?: SigningKey;
 }
 
 export interface FunctionNames {
@@ -193,7 +199,9 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-const TOKEN = "local-provisioning-token";
+/** The provisioning token (`cht`) the local fleet's JWT carries and the provisioner sends. */
+export const LOCAL_PROVISIONING_TOKEN = "local-provisioning-token";
+const TOKEN = LOCAL_PROVISIONING_TOKEN;
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const logger = options.logger ?? silentLogger;
@@ -213,11 +221,15 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const external = options.dynamoDbEndpoint;
     const [nats, dynamoDb, sqs] = await Promise.all([
-      startNats(),
+      options.nats ?? startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
-      startSqs(),
+      options.sqs ?? startSqs(),
     ]);
-    cleanup.push(() => nats.stop(), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    cleanup.push(
+      () => (options.nats ? Promise.resolve() : nats.stop()),
+      () => dynamoDb?.stop() ?? Promise.resolve(),
+      () => (options.sqs ? Promise.resolve() : sqs.stop()),
+    );
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -241,7 +253,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await createLifecycleStream(nats.url);
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
-    const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
+    const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
     const signerFile = join(workDir, "provisioning-signer.pub");
     const signingKeyFile = join(workDir, "server-jwt-signing.seed");
     await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
