@@ -38,17 +38,22 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
 const SIZES = list(process.env.PEER_SIZES, [1_000, 5_000]);
-const GO_WORKERS = list(process.env.PEER_GO_WORKERS, [4, 16, 64]);
+const GO_WORKERS = list(process.env.PEER_GO_WORKERS, [64, 256, 512]);
 /** `<provision concurrency>x<workers>` pairs. */
-const OURS_SETTINGS = (process.env.PEER_OURS_SETTINGS ?? "5x10,10x10").split(",").map((pair) => {
+const OURS_SETTINGS = (process.env.PEER_OURS_SETTINGS ?? "10x10,20x10,20x20").split(",").map((pair) => {
   const [concurrency, workers] = pair.split("x").map(Number);
   return { maxConcurrency: concurrency ?? 5, workers: workers ?? 10 };
 });
 const PROFILE = process.env.PEER_PROFILE !== "false";
 const RESTART_DELAY_MS = 2_000;
-const timeoutFor = (nodes: number) => Number(process.env.PEER_TIMEOUT_S ?? Math.max(180, 120 + nodes * 0.06)) * 1000;
+const timeoutFor = (nodes: number) => Number(process.env.PEER_TIMEOUT_S ?? Math.max(180, 120 + nodes * 0.1)) * 1000;
+/** Nodes of the unmeasured first run that warms DynamoDB Local's JIT (the first run through a fresh JVM is several times slower). */
+const WARM_UP_NODES = Number(process.env.PEER_WARM_UP_NODES ?? 200);
 
 type Side = "go" | "ours";
+
+/** AWS SDK requests of ours that outlived their client timeout (retried by the SDK), this run. */
+let sdkSlowRequests = 0;
 
 interface RunSpec {
   side: Side;
@@ -68,11 +73,14 @@ interface RunResult {
   timeout_s: number;
   provisioned: number;
   refused_requests: number;
+  /** Ours: AWS SDK requests that exceeded their timeout and were retried (DynamoDB Local or fauxqs slow to answer). */
+  sdk_slow_requests?: number;
   last_refusal?: string;
   seconds_first_admission_to_last_restart: number;
   hosts_per_min: number;
   admission_to_restart_ms: { p50?: number; p99?: number; max?: number; samples: number };
-  cpu_s: { provisioner: number; helpers_reaped: number; fleet: number; nats_server: number };
+  /** benchmark_process: this process, which also hosts fauxqs for ours' runs (and reads Go's log lines for Go's). */
+  cpu_s: { provisioner: number; helpers_reaped: number; fleet: number; nats_server: number; dynamodb_local: number; benchmark_process: number };
   cpu_ms_per_host: number;
   helper_cpu_ms_per_host: number;
   peak_memory_mb: number;
@@ -100,7 +108,14 @@ function spawnChild(command: string, args: string[], env: Record<string, string>
 /** A TypeScript child run by this Node with the tsx loader, so its pid is the process doing the work. */
 function spawnTs(script: string, env: Record<string, string>, nodeFlags: string[] = []): Child {
   const child = spawnChild(process.execPath, [...nodeFlags, "--import", "tsx", join(REPO_ROOT, script)], env, { ipc: true });
-  child.process.stderr?.on("data", (chunk: Buffer) => process.stderr.write(`  [${script}] ${chunk.toString()}`));
+  child.process.stderr?.on("data", (chunk: Buffer) => {
+    // The AWS SDK warns on every request slower than its timeout (DynamoDB Local under load): count, don't print.
+    const text = chunk.toString();
+    const slow = text.match(/exceeded the configured \d+ ms requestTimeout/g)?.length ?? 0;
+    sdkSlowRequests += slow;
+    const rest = text.split("\n").filter((line) => line.trim() !== "" && !line.includes("requestTimeout")).join("\n");
+    if (rest) process.stderr.write(`  [${script}] ${rest}\n`);
+  });
   child.process.stdout?.resume();
   return child;
 }
@@ -149,6 +164,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   const setting = spec.side === "go" ? `workers ${spec.setting.workers}` : `${spec.setting.maxConcurrency} x ${spec.setting.workers}`;
   process.stdout.write(`\n== ${spec.side}${spec.profile ? " (profiled)" : ""}: ${spec.nodes} nodes (${spec.fleet}), ${setting}\n`);
   const timeoutMs = timeoutFor(spec.nodes);
+  sdkSlowRequests = 0;
   const workDir = await mkdtemp(join(tmpdir(), `peer-${spec.side}-`));
   const seed = generateEd25519Seed();
   const signer = ed25519SigningKey(seed);
@@ -178,6 +194,8 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     await waitForMessage(fleet, "ready", 120_000);
     const fleetCpuBefore = cpuSeconds(procStat(fleet.pid));
     const natsCpuBefore = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid));
+    const dynamoCpu = () => cpuSeconds(shared.dynamoDb.pid === undefined ? undefined : procStat(shared.dynamoDb.pid));
+    const dynamoCpuBefore = dynamoCpu();
 
     const admittedAt = new Map<string, number[]>();
     const admit = (identity: string, at: number) => {
@@ -214,6 +232,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     }
     const loadBefore = loadavg()[0] ?? 0;
     const cpuBefore = procStat(provisioner.pid);
+    const benchmarkCpuBefore = process.cpuUsage();
     if (spec.side === "ours") provisioner.process.send({ type: "start" });
     const startedAt = Date.now();
 
@@ -231,9 +250,11 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     await new Promise((done) => setTimeout(done, 300));
     if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
     const cpuAfter = procStat(provisioner.pid);
+    const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
     const peakMemory = procMemory(provisioner.pid, "VmHWM");
     const fleetCpu = cpuSeconds(procStat(fleet.pid)) - fleetCpuBefore;
     const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
+    const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
     const loadAfter = loadavg()[0] ?? 0;
 
     let profileTop: ProfileEntry[] | undefined;
@@ -265,11 +286,12 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       timeout_s: timeoutMs / 1000,
       provisioned,
       refused_requests: refused,
+      ...(spec.side === "ours" ? { sdk_slow_requests: sdkSlowRequests } : {}),
       ...(lastRefusal === undefined ? {} : { last_refusal: lastRefusal }),
       seconds_first_admission_to_last_restart: round2(activeSeconds),
       hosts_per_min: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
       admission_to_restart_ms: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), samples: latencies.length },
-      cpu_s: { provisioner: round2(provisionerCpu), helpers_reaped: round2(helperCpu), fleet: round2(fleetCpu), nats_server: round2(natsCpu) },
+      cpu_s: { provisioner: round2(provisionerCpu), helpers_reaped: round2(helperCpu), fleet: round2(fleetCpu), nats_server: round2(natsCpu), dynamodb_local: round2(dynamoDbCpu), benchmark_process: round2((benchmarkCpu.user + benchmarkCpu.system) / 1e6) },
       cpu_ms_per_host: perHost(provisionerCpu),
       helper_cpu_ms_per_host: perHost(helperCpu),
       peak_memory_mb: round2(peakMemory / (1024 * 1024)),
@@ -428,12 +450,12 @@ function markdown(report: Report): string {
     "",
     "## Every run",
     "",
-    "| side | fleet | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | refused | load before/after |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| side | fleet | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | DynamoDB Local CPU s | refused | load before/after |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   );
   for (const r of report.runs) {
     lines.push(
-      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.refused_requests} | ${r.load_average_1m.before} / ${r.load_average_1m.after} |`,
+      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.side === "ours" ? r.cpu_s.dynamodb_local : "-"} | ${r.refused_requests} | ${r.load_average_1m.before} / ${r.load_average_1m.after} |`,
     );
   }
   if (FINDINGS) lines.push("", "## Findings", "", FINDINGS);
@@ -472,6 +494,10 @@ async function main(): Promise<void> {
   const cut: string[] = [];
   try {
     const [sweepSize, ...larger] = SIZES;
+    if (WARM_UP_NODES > 0) {
+      process.stdout.write(`\nwarm-up (not reported): ours on ${WARM_UP_NODES} nodes, so DynamoDB Local's JVM is not cold for the first measured run`);
+      await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 } }, shared);
+    }
     if (sweepSize !== undefined) {
       const fleet = `simulator-${sweepSize}`;
       // Alternate the sides so load from other jobs on the machine falls on both.
