@@ -30,7 +30,7 @@ export interface Logger {
 
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** Metric names of the Go provisioner (behaviour §7); every emission carries the `site` dimension. */
+/** Metric names of the Go provisioner (docs/behaviour.md §7); every emission carries the `site` dimension. */
 export const METRIC = {
   paused: "choria_provisioner_paused",
   discovered: "choria_provisioner_discovered",
@@ -104,7 +104,7 @@ export interface NodeDiscoverer {
 }
 
 /**
- * The pause gate (behaviour §4). Resolves when this deployment holds lease term `term`, that term is
+ * The pause gate (docs/behaviour.md §4). Resolves when this deployment holds lease term `term`, that term is
  * still current, and the remaining validity covers an action lasting `attemptTimeoutMs`; otherwise
  * throws PausedError (or LeaseLostError). Read before every RPC attempt and every helper run.
  */

@@ -15,6 +15,8 @@ import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService
 import { startFleet, type Fleet } from "../lib/simulator";
 
 const SERVICE = "choria-provisioner";
+/** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
+const LOCAL_TOKEN = "local-provisioning-token";
 
 function option(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -61,7 +63,7 @@ async function main(): Promise<void> {
     const lifecycle = createQueueWithDeadLetter(sqs, `${prefix}-lifecycle`, { maxReceiveCount: 5, attributes });
 
     if (fleetSize > 0) {
-      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, identityPrefix: "node", domain: "local.example.net" });
+      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, token: LOCAL_TOKEN, identityPrefix: "node", domain: "local.example.net" });
     }
 
     const exports: Record<string, string> = {

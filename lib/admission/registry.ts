@@ -1,5 +1,5 @@
 /**
- * The host admission registry (behaviour §2), the serverless stand-in for the Go daemon's `hosts`
+ * The host admission registry (docs/behaviour.md §2), the serverless stand-in for the Go daemon's `hosts`
  * map: which hosts were admitted, under which lease term, and which one a worker is provisioning.
  *
  * - A host is admitted at most once per `interval`; an entry from an older term never blocks the

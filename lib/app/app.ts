@@ -148,7 +148,7 @@ export class ProvisionerApp implements App {
     this.clock = deps.clock;
   }
 
-  /** The lease gate's onWon: announce the new leader and look for nodes at once (behaviour §5, §8). */
+  /** The lease gate's onWon: announce the new leader and look for nodes at once (docs/behaviour.md §5, §8). */
   async onWonTerm(term: number): Promise<void> {
     this.log.info("won the lease, publishing the startup event and discovering", { term });
     await this.publishStartup();
@@ -330,7 +330,6 @@ export class ProvisionerApp implements App {
       this.log.error("discovery failed", { term, error: messageOf(error) });
       return { term, discovered: 0, admitted: 0 };
     }
-    this.metrics.count(METRIC.discovered, identities.length);
     this.log.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
@@ -341,6 +340,8 @@ export class ProvisionerApp implements App {
       }
       const works = await Promise.all(chunk.map((identity) => this.admit(identity, "discovery", term)));
       const admitted = works.filter((work): work is HostWork => work !== undefined);
+      // As in Go, the counter counts hosts admitted, not every reply.
+      this.metrics.count(METRIC.discovered, admitted.length);
       const failed = await this.enqueue(admitted);
       queued += admitted.length - failed.length;
     });
@@ -412,9 +413,9 @@ export class ProvisionerApp implements App {
       this.log.info("paused: dropping lifecycle startup event", { identity: event.identity });
       return;
     }
-    this.metrics.count(METRIC.eventDiscovered);
     const work = await this.deps.registry.admit(event.identity, "event", term);
     if (!work) return;
+    this.metrics.count(METRIC.eventDiscovered);
     this.log.info("admitted host from its startup event", { identity: work.identity, term });
     if ((await this.enqueue([work])).length > 0) throw new RetryLaterError(`could not queue work for ${work.identity}`);
   }

@@ -111,7 +111,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     intervalMs: config.intervalMs,
     helperTimeoutMs: config.helperTimeoutMs,
     ...keys,
-    ...(config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
   };
 
   // The gate's onWon needs the app, and the app needs the gate.

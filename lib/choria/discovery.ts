@@ -1,5 +1,5 @@
 /**
- * Broadcast discovery of nodes in provisioning mode (choria-wire.md §5): a `discovery` ping to
+ * Broadcast discovery of nodes in provisioning mode (docs/protocol.md §5): a `discovery` ping to
  * every node with the `choria_provision` agent, names read from each reply's transport sender
  * header, collected in a sliding window (cap `discovery_timeout`, 300 ms after the latest reply).
  *

@@ -145,8 +145,10 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     upgrades: requested.upgrades ?? false,
   });
   const upgradesRepository = nonEmpty(raw.upgrades_repository);
-  if (features.upgrades && !upgradesRepository) {
-    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled");
+  // Go refuses this only when a host is upgraded; with upgrades_optional it sends an empty
+  // repository and carries on when the update fails, so only the mandatory case is refused here.
+  if (features.upgrades && !upgradesRepository && !(raw.upgrades_optional ?? false)) {
+    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled and upgrades_optional is not");
   }
 
   const helper = nonEmpty(raw.helper);

@@ -1,5 +1,5 @@
 /**
- * The pause gate (behaviour §4) over the lease. It opens only while this deployment holds the term
+ * The pause gate (docs/behaviour.md §4) over the lease. It opens only while this deployment holds the term
  * the work was admitted under and the remaining validity covers the whole next attempt, so an
  * attempt that starts before a takeover is also over before it. Nothing is cached beyond the
  * lease's own monotonic deadline: when that is too short the gate renews first, and any store

@@ -6,6 +6,8 @@ import { localAppSettings } from "../../support/app-settings";
 import type { Queues, Tables } from "../../support/aws";
 
 export const HELPER = "node examples/helpers/provision-helper.mjs";
+/** The provisioning token of the fleet and of every deployment. */
+export const TOKEN = "handlers-provisioning-token";
 
 export interface DeploymentOptions {
   deploymentId: string;
@@ -29,6 +31,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     `site: ${options.site}`,
     `deployment_id: ${options.deploymentId}`,
     `helper: ${HELPER}`,
+    `token: ${TOKEN}`,
     "choria_insecure: true",
     "leader_election: true",
     "workers: 4",

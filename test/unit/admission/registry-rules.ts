@@ -1,5 +1,5 @@
 /**
- * The registry rules of behaviour §2, written once and run against every AdmissionStore: the
+ * The registry rules of docs/behaviour.md §2, written once and run against every AdmissionStore: the
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";

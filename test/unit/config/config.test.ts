@@ -159,6 +159,18 @@ describe("parseConfig accepts valid values for every key", () => {
     expect(config.features.upgrades).toBe(true);
   });
 
+  // The Go provisioner loads this and, at provision time, sends release_update with an empty
+  // repository, carrying on when it fails because upgrades are optional.
+  it("features.upgrades with upgrades_optional needs no upgrades_repository, as in Go", () => {
+    // Act
+    const config = parse({ features: { upgrades: true }, upgrades_optional: true });
+
+    // Assert
+    expect(config.features.upgrades).toBe(true);
+    expect(config.upgradesRepository).toBeUndefined();
+    expect(config.upgradesOptional).toBe(true);
+  });
+
   it("an empty cert_deny_list falls back to the default list, as in Go", () => {
     // Act
     const config = parse({ cert_deny_list: [] });
