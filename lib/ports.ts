@@ -57,6 +57,14 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** Hosts parked in the host-work DLQ after failing at one step `HOST_FAILURE_LIMIT` times in a row. */
+  hostsParked: "choria_provisioner_hosts_parked",
+  /** Startup events of `lifecycle_component` a leading lifecycle function handled (admitted or not). */
+  lifecycleEventsReceived: "choria_provisioner_lifecycle_events_received",
+  /** A discovery stopped at `discovery_max_nodes`. */
+  discoveryCapped: "choria_provisioner_discovery_capped",
+  /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
+  lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

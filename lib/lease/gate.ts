@@ -5,9 +5,10 @@
  * lease's own monotonic deadline: when that is too short the gate renews first, and any store
  * failure reads closed.
  */
-import { LeaseLostError, PausedError } from "../errors";
-import { METRIC, silentLogger, systemClock, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { LeaseLostError, LeaseStoreError, PausedError } from "../errors";
+import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { Lease, type LeaseOutcome, type LeaseStore } from "./lease";
+import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
 /** The term every piece of work carries when leader election is off. */
@@ -33,6 +34,8 @@ export interface LeaseGateDeps {
   logger?: Logger;
   /** Called once per newly won term: trigger a discovery and publish the startup event. */
   onWon?: (term: number) => void | Promise<void>;
+  /** The operator's pause switch (lib/lease/pause.ts), read before every lease round. */
+  pause?: PauseStore;
 }
 
 export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): LeaseGate {
@@ -45,10 +48,35 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
 
   // Concurrent callers share one lease round and so one outcome; the term is announced once.
   let announcedTerm = 0;
-  const reportPaused = () => deps.metrics.gauge(METRIC.paused, lease.holding() ? 0 : 1);
+  const reportPaused = () => deps.metrics.gauge(METRIC.paused, usableHolding() ? 0 : 1);
+
+  // While the operator's switch is on, no lease round runs and the held term is not used: the
+  // lease runs out and a standby takes over, as after a crash.
+  let pausedByOperator = false;
+  const usableHolding = () => (pausedByOperator ? undefined : lease.holding());
+
+  async function operatorPaused(): Promise<boolean> {
+    if (!deps.pause) return false;
+    let paused: boolean;
+    try {
+      paused = (await deps.pause.read(settings.site, settings.deploymentId))?.paused === true;
+    } catch (error) {
+      deps.metrics.count(EXTRA_METRIC.leaseStoreErrors);
+      throw new LeaseStoreError(`could not read the pause switch of deployment ${settings.deploymentId}`, { cause: error });
+    }
+    if (paused !== pausedByOperator) {
+      logger.warn(paused ? "paused by the operator: not working, not contesting the lease" : "resumed by the operator", {
+        site: settings.site,
+        deploymentId: settings.deploymentId,
+      });
+    }
+    pausedByOperator = paused;
+    return paused;
+  }
 
   async function acquireOrRenew(): Promise<LeaseOutcome> {
     try {
+      if (await operatorPaused()) return { holding: false, current: undefined };
       const outcome = await lease.acquireOrRenew();
       if (outcome.holding && outcome.wonNewTerm && outcome.term > announcedTerm && deps.onWon) {
         announcedTerm = outcome.term;
@@ -65,10 +93,10 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   }
 
   async function validHolding(minValidMs: number): Promise<{ term: number; validForMs: number } | undefined> {
-    const held = lease.holding();
+    const held = usableHolding();
     if (held && held.validForMs >= minValidMs) return held;
     await acquireOrRenew();
-    return lease.holding();
+    return usableHolding();
   }
 
   return {

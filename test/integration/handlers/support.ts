@@ -18,6 +18,8 @@ export interface DeploymentOptions {
   queues: Queues;
   tables: Tables;
   extraYaml?: string;
+  /** Default the example helper. */
+  helper?: string;
 }
 
 export interface Deployment {
@@ -30,7 +32,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const yaml = [
     `site: ${options.site}`,
     `deployment_id: ${options.deploymentId}`,
-    `helper: ${HELPER}`,
+    `helper: ${options.helper ?? HELPER}`,
     `token: ${TOKEN}`,
     "choria_insecure: true",
     "leader_election: true",
