@@ -24,7 +24,7 @@ import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../admission/dynamodb-admission-store";
 import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../app";
 import { lifecycleSubject } from "../choria/lifecycle";
-import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
+import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../crypto";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
@@ -143,6 +143,12 @@ export interface LocalStackOptions {
   tlsBroker?: { nats: RunningNats; caFile: string };
   /** Extra provisioner configuration keys per deployment (merged over the stack's). */
   config?: (deployment: string) => Record<string, unknown>;
+  /** Use this broker instead of starting one, and leave it running (bench: fleet and peers in other processes). */
+  nats?: RunningNats;
+  /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
+  sqs?: RunningSqs;
+  /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
+  provisioningSigner?: SigningKey;
 }
 
 export interface FunctionNames {
@@ -232,7 +238,9 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-const TOKEN = "local-provisioning-token";
+/** The provisioning token (`cht`) the local fleet's JWT carries and the provisioner sends. */
+export const LOCAL_PROVISIONING_TOKEN = "local-provisioning-token";
+const TOKEN = LOCAL_PROVISIONING_TOKEN;
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const logger = options.logger ?? silentLogger;
@@ -252,13 +260,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const external = options.dynamoDbEndpoint;
     // Settled one by one, so the services that did start are stopped when another one fails.
-    // A caller's TLS broker is the caller's to stop.
     const services = await Promise.allSettled([
-      options.tlsBroker ? Promise.resolve(undefined) : startNats(),
+      options.tlsBroker ? Promise.resolve(undefined) : (options.nats ?? startNats()),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
-      startSqs(),
+      options.sqs ?? startSqs(),
     ]);
-    for (const service of services) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
+    // A broker (plain or TLS) or SQS the caller gave is the caller's to stop.
+    const given: unknown[] = [options.nats, undefined, options.sqs];
+    services.forEach((service, index) => {
+      if (service.status === "fulfilled" && service.value && service.value !== given[index]) cleanup.push(() => service.value!.stop());
+    });
     const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
     if (failed) throw failed.reason;
     const [startedNats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
@@ -300,7 +311,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
-    const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
+    const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
     const signerFile = join(workDir, "provisioning-signer.pub");
     const signingKeyFile = join(workDir, "server-jwt-signing.seed");
     await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
