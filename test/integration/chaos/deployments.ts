@@ -27,7 +27,7 @@ import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { ChoriaRpc, Clock, HostWork, Metrics, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../lib/simulator";
@@ -134,6 +134,10 @@ class ObservedLeaseStore implements LeaseStore {
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
     return this.inner.release(request);
+  }
+
+  markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
+    return this.inner.markAnnounced(request);
   }
 
   read(site: string) {
