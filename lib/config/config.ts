@@ -235,7 +235,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     natsToken: nonEmpty(raw.nats_token),
     deploymentId: nonEmpty(raw.deployment_id) ?? nonEmpty(env.AWS_REGION) ?? "local",
     lease,
-    rpcTtl: raw.rpc_ttl ?? 60,
+    rpcTtl: raw.rpc_ttl ?? 30,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout ?? "2s"),
   };
   return freezeWithRedaction(config);

@@ -129,7 +129,12 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
         const outcome = await acquireOrRenew();
         const now = lease.holding();
         if (now) return { kind: "leading", term: now.term };
-        return { kind: "standby", current: outcome.holding ? undefined : outcome.current };
+        const current = outcome.holding ? undefined : outcome.current;
+        if (current && current.holder === settings.deploymentId && !current.released) {
+          // Our own deployment holds it, but this round could not confirm it (an unsettled write).
+          return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} could not be confirmed`) };
+        }
+        return { kind: "standby", current };
       } catch (error) {
         return { kind: "unknown", error };
       } finally {
