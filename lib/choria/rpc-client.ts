@@ -61,6 +61,11 @@ export interface ChoriaClientSettings {
   maxReplyBytes?: number;
   /** Receives one warning per ignored reply: sender and reason only, never data. */
   logger?: Logger;
+  /**
+   * Called synchronously right before each request is published, with its id (observability
+   * hooks and the chaos suite, which maps request ids to lease terms). Never gets request data.
+   */
+  onPublish?: (published: { requestId: string; identity: string; agent: string; action: string; stampedAt: number }) => void;
 }
 
 interface ResolvedSettings {
@@ -73,6 +78,7 @@ interface ResolvedSettings {
   clock: Clock;
   maxReplyBytes: number;
   logger: Logger;
+  onPublish?: ChoriaClientSettings["onPublish"];
 }
 
 export function resolveClientSettings(settings: ChoriaClientSettings): ResolvedSettings {
@@ -95,6 +101,7 @@ export function resolveClientSettings(settings: ChoriaClientSettings): ResolvedS
     clock: settings.clock ?? systemClock,
     maxReplyBytes: settings.maxReplyBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
     logger: settings.logger ?? silentLogger,
+    onPublish: settings.onPublish,
   };
 }
 
@@ -262,6 +269,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
     // Synchronous from here to the publish: nothing can settle the attempt in between.
     if (send.attempt.settled) throw notSent("the attempt settled while the connection flushed");
     if (clock.monotonic() >= send.sendBy) throw notSent("the send-by instant passed while the connection flushed");
+    this.settings.onPublish?.({ requestId: send.requestId, identity: call.identity, agent: call.agent, action: call.action, stampedAt: send.stampedAt });
     this.nc.publish(nodeSubject(collective, call.identity), request);
     this.unconfirmed++;
     this.nc.flush().then(
