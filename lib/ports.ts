@@ -81,12 +81,13 @@ export interface RpcCall {
   /** Per-attempt timeout: discovery timeout (2 s) + the agent's DDL timeout. */
   timeoutMs: number;
   /**
-   * Monotonic ms (the client's clock) after which this attempt's request must not leave the
-   * process; default: the attempt's start plus `timeoutMs`. Set from the gate's AttemptWindow.
+   * The send-by instant, as ms from this call: after it the request must not leave the process;
+   * default `timeoutMs`. Set from the gate's AttemptWindow. Relative, so the client's clock and the
+   * gate's need not be the same object.
    */
-  sendBy?: number;
-  /** Wall-clock epoch ms to stamp in the envelope `time` (the gate check); default: the send. */
-  stampedAt?: number;
+  sendWithinMs?: number;
+  /** The envelope `time` is the gate check's: this many ms before this call (default 0, the send). */
+  gateCheckedMsAgo?: number;
 }
 
 export interface RpcReply<T = Record<string, unknown>> {

@@ -145,6 +145,7 @@ export class ProvisionerApp implements App {
   /** discover() calls in progress: a term won inside one does not start a second discovery. */
   private discovering = 0;
   private announcedUnelected = false;
+  private activeInvocations = 0;
 
   constructor(private readonly deps: AppDeps) {
     this.config = deps.config;
@@ -574,11 +575,13 @@ export class ProvisionerApp implements App {
   private invocation<T>(ctx: InvocationContext, run: () => Promise<T>): Promise<T> {
     const attributes: LogAttributes = ctx.requestId ? { requestId: ctx.requestId } : {};
     return this.deps.invocations.run(attributes, async () => {
-      this.deps.gate.beginInvocation();
+      // Lambda runs one invocation per container at a time; the local runtime and tests may overlap
+      // them in one process, and what a running invocation confirmed is current for the others.
+      if (this.activeInvocations++ === 0) this.deps.gate.beginInvocation();
       try {
         return await run();
       } finally {
-        if (await this.deps.broker.closeIfPublishPending().catch(() => false)) {
+        if (--this.activeInvocations === 0 && (await this.deps.broker.closeIfPublishPending().catch(() => false))) {
           this.log.warn("closed the broker connection: a request was still unconfirmed at the end of the invocation");
         }
       }

@@ -177,8 +177,8 @@ export class NatsChoriaRpc implements ChoriaRpc {
     assertValidIdentity(call.identity);
     const rpc = `${call.agent}#${call.action}`;
     const { collective, callerId, protocolVersion, clock } = this.settings;
-    const sendBy = Math.min(call.sendBy ?? Number.POSITIVE_INFINITY, clock.monotonic() + call.timeoutMs);
-    const stampedAt = call.stampedAt ?? clock.now();
+    const sendBy = clock.monotonic() + Math.min(call.sendWithinMs ?? Number.POSITIVE_INFINITY, call.timeoutMs);
+    const stampedAt = clock.now() - (call.gateCheckedMsAgo ?? 0);
     const requestId = newRequestId(protocolVersion, clock);
     const replyTo = replySubject(collective, callerId, requestId);
 

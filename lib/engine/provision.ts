@@ -326,8 +326,8 @@ class HostProvisioning {
             data: data(),
             timeoutMs: plan.timeoutMs,
             // The node may take its agent's whole DDL timeout to act: the request must reach it early enough for that to end inside the window.
-            sendBy: window.endsBy - AGENT_TIMEOUT_MS[plan.agent],
-            stampedAt: window.stampedAt,
+            sendWithinMs: window.endsBy - AGENT_TIMEOUT_MS[plan.agent] - this.clock.monotonic(),
+            gateCheckedMsAgo: Math.max(0, this.clock.now() - window.stampedAt),
           });
         } catch (error) {
           if (onStatus && error instanceof RpcStatusError) return onStatus(error);

@@ -178,9 +178,10 @@ export class Lease {
     }));
     const limitMs = this.settings.roundTimeoutMs;
     if (limitMs === undefined) return round;
-    // On the injected clock, so simulated time bounds simulated rounds; the sleep is left to run out.
-    const late = this.deps.clock.sleep(limitMs).then(() => undefined);
-    const outcome = await Promise.race([round, late]);
+    // Real time: what it bounds is network and store latency, whatever clock judges validity.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), limitMs)));
+    const outcome = await Promise.race([round, late]).finally(() => clearTimeout(timer));
     if (outcome) return outcome;
     // The round may still land later; its validity counts from before it was sent, so keeping it is safe.
     throw this.storeFailed(

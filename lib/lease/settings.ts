@@ -21,7 +21,7 @@ export interface LeaseSettings {
    * term's first one. 0 (the default) trusts that nothing outlives its attempt in the network.
    */
   deliveryHorizonMs?: number;
-  /** Bound on one whole acquire/renew round (writes and settling read), on the lease's clock; unbounded when absent. */
+  /** Bound in real ms on one whole acquire/renew round (writes and settling read); unbounded when absent. */
   roundTimeoutMs?: number;
 }
 

@@ -256,7 +256,7 @@ export class ChaosDeployment {
     this.nc = await connect({ servers: `nats://${this.brokerPath.address}`, name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
     const random = options.random ?? Math.random;
     this.store = new ObservedLeaseStore(new DynamoDbLeaseStore({ client: this.dynamo, tableName: options.tableName }), options.name, options.observatory, random);
-    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId: options.name, ...LEASE, ...options.lease, roundTimeoutMs: 15_000 });
+    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId: options.name, ...LEASE, ...options.lease, roundTimeoutMs: 1_500 });
     // onWon on the gate, not the keeper: a term announced by an engine's gate read must start leading too.
     this.gate = createLeaseGate(settings, {
       store: this.store,

@@ -57,9 +57,8 @@ describe("send-by discipline over a stalled path to the broker", () => {
     proxy.freeze();
 
     // Act: the gate's window lets the request leave for 300 ms; the attempt waits 600 ms.
-    const started = performance.now();
     const outcome = await rpc
-      .call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 600, sendBy: started + 300, stampedAt: Date.now() })
+      .call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 600, sendWithinMs: 300 })
       .catch((error: unknown) => error);
     proxy.thaw();
     await client.flush();
@@ -78,7 +77,7 @@ describe("send-by discipline over a stalled path to the broker", () => {
 
     // Act
     const outcome = await rpc
-      .call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 500, sendBy: performance.now() - 1 })
+      .call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 500, sendWithinMs: -1 })
       .catch((error: unknown) => error);
     await settle(200);
 
@@ -97,13 +96,14 @@ describe("send-by discipline over a stalled path to the broker", () => {
       callback: (_error, message) => times.push(decodeRequest(message.data).timeSeconds),
     });
     await observer.flush();
-    const stampedAt = Date.now() - 10_000;
+    const checkedMsAgo = 10_000;
 
     // Act
-    await rpc.call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 2_000, stampedAt }).catch(() => undefined);
+    await rpc.call({ identity: identity(), agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 2_000, gateCheckedMsAgo: checkedMsAgo }).catch(() => undefined);
     await observer.flush();
 
     // Assert: v1 envelope time is in whole seconds.
-    expect(times).toEqual([Math.trunc(stampedAt / 1000)]);
+    expect(times).toHaveLength(1);
+    expect(Date.now() - (times[0] as number) * 1000).toBeGreaterThanOrEqual(checkedMsAgo);
   });
 });

@@ -289,7 +289,7 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
     const hung = () => new Promise<never>(() => undefined);
     const stalled: LeaseStore = { claim: hung, extend: hung, release: hung, markAnnounced: hung, read: hung };
     const metrics = new RecordingMetrics();
-    const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 3_000 }), {
+    const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 50 }), {
       store: stalled,
       metrics,
       clock: new SharedTime().clock(),
