@@ -4,8 +4,7 @@
  * rely on it; this keeps it from passing vacuously.
  */
 import { describe, expect, it } from "vitest";
-import type { RpcRecord } from "../../../lib/simulator";
-import type { Fleet } from "../../../lib/simulator";
+import type { Fleet, RpcRecord } from "../../../lib/simulator";
 import { Observatory } from "./deployments";
 
 function fleetWith(record: RpcRecord[]): Fleet {
