@@ -34,7 +34,7 @@ function median(values: number[]): number {
 async function main(): Promise<void> {
   const nats = await startNats();
   const fleetStarted = performance.now();
-  const fleet = await startFleet({ natsUrl: nats.url, count: NODES, recordDiscovery: false });
+  const fleet = await startFleet({ natsUrl: nats.url, count: NODES, token: "bench-provisioning-token", recordDiscovery: false });
   const fleetStartMs = performance.now() - fleetStarted;
   const nc = await connect({ servers: nats.url, name: "wire-bench" });
   try {

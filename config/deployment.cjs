@@ -9,7 +9,10 @@
  * - the ARNs of the secret references and of `helper_function`, so the IAM policies name exactly
  *   those resources and no others;
  * - `vpc`: the VpcConfig from the `subnetIds` / `securityGroupIds` params (absent when unset);
- * - `dashboardBody`: the CloudWatch dashboard's JSON.
+ * - `dashboardBody`: the CloudWatch dashboard's JSON;
+ * - the site's lease table (`lease*` keys): owned by this stack (one Region, or a multi-Region
+ *   strongly consistent global table), or an existing one named by the `leaseTable` param; see
+ *   `leaseTopology`.
  *
  * CommonJS (.cjs) because osls loads resolver files with `require` and package.json says "module".
  */
@@ -151,6 +154,7 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_discover_cycles", "Sum", "discovery runs"),
       metric("choria_provisioner_discovered", "Sum", "discovered", { yAxis: "right" }),
       metric("choria_provisioner_event_discovered", "Sum", "event discovered", { yAxis: "right" }),
+      metric("choria_provisioner_lifecycle_events_received", "Sum", "startup events received", { yAxis: "right" }),
     ]),
     widget(8, 4, 8, 6, "Provisioned", [
       metric("choria_provisioner_provisioned", "Sum", "provisioned"),
@@ -177,6 +181,8 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_helper_errors", "Sum", "helper"),
       metric("choria_provisioner_lease_store_errors", "Sum", "lease store"),
       metric("choria_provisioner_lifecycle_events_dropped", "Sum", "lifecycle events dropped"),
+      metric("choria_provisioner_lifecycle_events_dead_lettered", "Sum", "lifecycle events SQS refused (DLQ)"),
+      metric("choria_provisioner_discovery_capped", "Sum", "discoveries stopped at discovery_max_nodes"),
     ]),
     widget(16, 16, 8, 6, "Paused and lease term", [
       metric("choria_provisioner_paused", "Maximum", "paused"),
@@ -205,6 +211,94 @@ function dashboardBody({ site, region, functionNames, queues }) {
   return JSON.stringify({ start: "-PT3H", periodOverride: "inherit", widgets });
 }
 
+/** A DynamoDB table ARN: `arn:<partition>:dynamodb:<region>:<account>:table/<name>`. */
+const TABLE_ARN = /^arn:(aws[a-z-]*):dynamodb:([a-z0-9-]+):(\d{12}):table\/([A-Za-z0-9_.-]{3,255})$/;
+const TABLE_NAME = /^[A-Za-z0-9_.-]{3,255}$/;
+const REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
+
+/**
+ * Where the site's lease lives. The lease item is the election between every deployment of a site,
+ * so the deployments must share one item, and every write to it must be checked against the one
+ * current value. That rules out a standard (multi-Region eventually consistent) global table: each
+ * Region checks conditions against its own replica and conflicts resolve last-writer-wins, so two
+ * Regions can both win and a term can go back. Three layouts are accepted:
+ *
+ * - `own`: this stack creates `<prefix>-lease` in its Region (the default; the first deployment of
+ *   a site, or every deployment of a single-deployment site);
+ * - `own-global`: this stack creates the lease table as a multi-Region strongly consistent (MRSC)
+ *   global table, with `leaseReplicaRegions` (and an optional `leaseWitnessRegion`);
+ * - `external`: the `leaseTable` param names an existing table (a name in this account and Region,
+ *   or an ARN in any Region or account); no lease table is created and every lease statement
+ *   names that table.
+ */
+function leaseTopology({ params, prefix, region }) {
+  const external = params.leaseTable.trim();
+  const replicaRegions = splitList(params.leaseReplicaRegions);
+  const witnessRegion = params.leaseWitnessRegion.trim();
+  const consistency = params.leaseMultiRegionConsistency.trim().toUpperCase() || "STRONG";
+  if (consistency !== "STRONG") {
+    throw new Error(
+      `param leaseMultiRegionConsistency=${params.leaseMultiRegionConsistency}: the lease cannot live in a multi-Region eventually ` +
+        "consistent (standard) global table: each Region checks the lease conditions against its own replica and resolves " +
+        "conflicts last-writer-wins, so two deployments can both win a term. Use one home-Region table (leaseTable=<ARN>) " +
+        "or a multi-Region strongly consistent one (leaseReplicaRegions); see docs/deploy.md",
+    );
+  }
+  if (external && (replicaRegions.length > 0 || witnessRegion)) {
+    throw new Error("param leaseTable names an existing lease table; leaseReplicaRegions and leaseWitnessRegion only apply to a table this stack creates");
+  }
+  if (witnessRegion && replicaRegions.length === 0) {
+    throw new Error("param leaseWitnessRegion needs leaseReplicaRegions (a witness belongs to a multi-Region strongly consistent table)");
+  }
+
+  if (external) {
+    const arn = TABLE_ARN.exec(external);
+    if (arn) {
+      return { layout: "external", tableName: external, tableArn: external, tableRegion: arn[2] };
+    }
+    if (external.startsWith("arn:")) {
+      throw new Error(`param leaseTable=${external} is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
+    }
+    if (!TABLE_NAME.test(external)) {
+      throw new Error(`param leaseTable=${external} is not a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -) or a table ARN`);
+    }
+    return { layout: "external", tableName: external, tableArn: sub(regionalArn("dynamodb", `table/${external}`)), tableRegion: region };
+  }
+
+  const tableName = `${prefix}-lease`;
+  if (replicaRegions.length === 0) {
+    return { layout: "own", tableName, tableArn: { "Fn::GetAtt": ["LeaseTable", "Arn"] }, tableRegion: region };
+  }
+  const others = replicaRegions.filter((name) => name !== region);
+  const all = [region, ...others, ...(witnessRegion ? [witnessRegion] : [])];
+  for (const name of all) {
+    if (!REGION.test(name)) throw new Error(`param leaseReplicaRegions/leaseWitnessRegion: "${name}" is not an AWS Region name`);
+  }
+  if (new Set(all).size !== all.length) {
+    throw new Error("params leaseReplicaRegions and leaseWitnessRegion: each Region may appear once (the witness is not a replica)");
+  }
+  // MRSC: exactly three Regions, either three replicas or two replicas and a witness, in one Region set.
+  if (all.length !== 3) {
+    throw new Error(
+      `a multi-Region strongly consistent lease table spans exactly three Regions (three replicas, or two replicas and a ` +
+        `witness); got ${all.join(", ")} (this stack's Region ${region} is always a replica)`,
+    );
+  }
+  return {
+    layout: "own-global",
+    tableName,
+    tableArn: { "Fn::GetAtt": ["LeaseGlobalTable", "Arn"] },
+    tableRegion: region,
+    replicas: [region, ...others],
+    witnesses: witnessRegion ? [witnessRegion] : [],
+  };
+}
+
+/** The GlobalTable's regional settings; point-in-time recovery on every replica like the single table. */
+function globalTableReplicas(regions) {
+  return regions.map((name) => ({ Region: name, PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } }));
+}
+
 module.exports = async ({ resolveVariable }) => {
   const serviceDir = process.cwd();
   const configPath = await resolveVariable("param:provisionerConfig, 'config/provisioner.example.yaml'");
@@ -216,6 +310,17 @@ module.exports = async ({ resolveVariable }) => {
   if ((subnetIds.length === 0) !== (securityGroupIds.length === 0)) {
     throw new Error("set both params subnetIds and securityGroupIds (comma lists), or neither");
   }
+
+  const lease = leaseTopology({
+    params: {
+      leaseTable: await resolveVariable("param:leaseTable, ''"),
+      leaseReplicaRegions: await resolveVariable("param:leaseReplicaRegions, ''"),
+      leaseWitnessRegion: await resolveVariable("param:leaseWitnessRegion, ''"),
+      leaseMultiRegionConsistency: await resolveVariable("param:leaseMultiRegionConsistency, 'STRONG'"),
+    },
+    prefix: `${service}-${stage}`,
+    region,
+  });
 
   const { text, document } = await readProvisionerConfig(serviceDir, configPath);
   const site = typeof document.site === "string" && document.site !== "" ? document.site : UNSET_SITE;
@@ -252,7 +357,15 @@ module.exports = async ({ resolveVariable }) => {
     hasVpc: subnetIds.length > 0 ? "true" : "false",
     ...(subnetIds.length > 0 ? { vpc: { subnetIds, securityGroupIds } } : {}),
     dashboardBody: dashboardBody({ site, region, functionNames, queues }),
+    ownsLeaseTable: lease.layout === "own" ? "true" : "false",
+    ownsLeaseGlobalTable: lease.layout === "own-global" ? "true" : "false",
+    leaseTableName: lease.tableName,
+    leaseTableArn: lease.tableArn,
+    // Placeholders keep the (then unused) GlobalTable resource well-formed when the stack does not create it.
+    leaseGlobalTableReplicas: globalTableReplicas(lease.replicas ?? [region]),
+    ...(lease.witnesses?.length ? { leaseGlobalTableWitnesses: lease.witnesses.map((name) => ({ Region: name })) } : {}),
   };
 };
 
 module.exports.SECRET_KEYS = SECRET_KEYS;
+module.exports.leaseTopology = leaseTopology;

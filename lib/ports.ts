@@ -30,7 +30,7 @@ export interface Logger {
 
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** Metric names of the Go provisioner (behaviour §7); every emission carries the `site` dimension. */
+/** Metric names of the Go provisioner (docs/behaviour.md §7); every emission carries the `site` dimension. */
 export const METRIC = {
   paused: "choria_provisioner_paused",
   discovered: "choria_provisioner_discovered",
@@ -57,6 +57,14 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** Hosts parked in the host-work DLQ after failing at one step `HOST_FAILURE_LIMIT` times in a row. */
+  hostsParked: "choria_provisioner_hosts_parked",
+  /** Startup events of `lifecycle_component` a leading lifecycle function handled (admitted or not). */
+  lifecycleEventsReceived: "choria_provisioner_lifecycle_events_received",
+  /** A discovery stopped at `discovery_max_nodes`. */
+  discoveryCapped: "choria_provisioner_discovery_capped",
+  /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
+  lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];
@@ -121,7 +129,7 @@ export interface AttemptWindow {
 }
 
 /**
- * The pause gate (behaviour §4). Resolves with the attempt's window when this deployment holds
+ * The pause gate (docs/behaviour.md §4). Resolves with the attempt's window when this deployment holds
  * lease term `term`, that term is still current, and the remaining validity covers an action
  * lasting `attemptTimeoutMs`; otherwise throws PausedError (or LeaseLostError), or
  * AttemptExceedsLeaseError when no validity could ever cover it. Read before every RPC attempt

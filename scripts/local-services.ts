@@ -5,16 +5,18 @@
  * simulated fleet of provisioning-mode nodes. Prints the `export` lines scripts/sls-local.sh reads,
  * then stays up until Ctrl-C.
  *
- *   npx tsx scripts/local-services.ts [--stage local] [--fleet 5] [--nats-port N] [--dynamodb-port N]
+ *   npm run local:services -- [--stage local] [--fleet 5] [--nats-port N] [--dynamodb-port N]
+ *   (or node --import tsx scripts/local-services.ts ...; the tsx CLI would relay each Ctrl-C twice)
  *
  * Ports are picked free and printed unless given.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter } from "../lib/local/resources";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../lib/local/resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../lib/local/services";
 import { startFleet, type Fleet } from "../lib/simulator";
 
-const SERVICE = "choria-provisioner";
+/** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
+const LOCAL_TOKEN = "local-provisioning-token";
 
 function option(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -31,37 +33,53 @@ function portOption(name: string): number | undefined {
 }
 
 async function main(): Promise<void> {
-  const stage = option("stage") ?? "local";
+  const stage = option("stage") ?? LOCAL_STAGE;
   const fleetSize = Number(option("fleet") ?? "0");
   if (!Number.isInteger(fleetSize) || fleetSize < 0) throw new Error("--fleet must be a whole number");
-  const prefix = `${SERVICE}-${stage}`;
+  const names = stageResourceNames(stage);
   const running: RunningService[] = [];
   let fleet: Fleet | undefined;
 
+  let stopped = false;
   const stopAll = async () => {
     await fleet?.stop();
     for (const service of running.reverse()) await service.stop();
+    stopped = true;
   };
+  // A forced exit (a second Ctrl-C) still takes the servers down.
+  const pids: number[] = [];
+  process.on("exit", () => {
+    if (stopped) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  });
 
   try {
     const nats = await startNats({ port: portOption("nats-port") });
     running.push(nats);
+    if (nats.pid !== undefined) pids.push(nats.pid);
     await createLifecycleStream(nats.url);
 
     const dynamo = await startDynamoDbLocal({ port: portOption("dynamodb-port") });
     running.push(dynamo);
+    if (dynamo.pid !== undefined) pids.push(dynamo.pid);
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
-    await createProvisionerTables(dynamoClient, { lease: `${prefix}-lease`, admission: `${prefix}-admission` });
+    await createProvisionerTables(dynamoClient, { lease: names.leaseTable, admission: names.admissionTable });
     dynamoClient.destroy();
 
     const sqs = await startSqs();
     running.push(sqs);
     const attributes = { VisibilityTimeout: "60" };
-    const hostWork = createQueueWithDeadLetter(sqs, `${prefix}-host-work`, { maxReceiveCount: 10, attributes });
-    const lifecycle = createQueueWithDeadLetter(sqs, `${prefix}-lifecycle`, { maxReceiveCount: 5, attributes });
+    const hostWork = createQueueWithDeadLetter(sqs, names.hostWorkQueue, { maxReceiveCount: 10, attributes });
+    const lifecycle = createQueueWithDeadLetter(sqs, names.lifecycleQueue, { maxReceiveCount: 5, attributes });
 
     if (fleetSize > 0) {
-      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, identityPrefix: "node", domain: "local.example.net" });
+      fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, token: LOCAL_TOKEN, identityPrefix: "node", domain: "local.example.net" });
     }
 
     const exports: Record<string, string> = {
@@ -82,12 +100,45 @@ async function main(): Promise<void> {
     throw error;
   }
 
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await untilStopped();
   console.log("# stopping local services");
   await stopAll();
+  console.log("# stopped");
 }
 
-await main();
+/**
+ * Resolves on the first SIGINT, SIGTERM or SIGHUP, or when the parent process goes away. A repeat
+ * within a second is one Ctrl-C relayed twice (the tsx CLI) and is ignored; a later one forces the
+ * exit.
+ */
+function untilStopped(): Promise<void> {
+  return new Promise((resolve) => {
+    let firstAt: number | undefined;
+    const stop = () => {
+      if (firstAt === undefined) {
+        firstAt = Date.now();
+        resolve();
+      } else if (Date.now() - firstAt >= 1_000) {
+        console.log("# forced exit");
+        process.exit(130);
+      }
+    };
+    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, stop);
+    const parent = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid === parent) return;
+      clearInterval(watch);
+      stop();
+    }, 500);
+    watch.unref();
+  });
+}
+
+// Exit explicitly: a client or socket left open must not keep the process up after a stop.
+await main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(`local services failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);

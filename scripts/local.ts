@@ -4,14 +4,14 @@
  * SQS event sources), showing live progress until every node is provisioned or the timeout passes.
  * Exits 0 only when every node was provisioned. See docs/local-run.md.
  */
-import { createWriteStream } from "node:fs";
+import { createWriteStream, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../lib/observability";
 import { formatSummary, createProgressWriter } from "../lib/local/progress";
 import { runLocal } from "../lib/local/run";
-import { startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
+import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
 import { dynamoDbSplit } from "../lib/local/request-counter";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -110,15 +110,7 @@ async function main(): Promise<number> {
 
   const progress = createProgressWriter({ plain: values.plain === true });
   const interrupt = new AbortController();
-  let interrupts = 0;
-  const onSignal = () => {
-    interrupts++;
-    if (interrupts > 1) process.exit(130);
-    progress.event("interrupted: stopping everything (Ctrl-C again to force)");
-    interrupt.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  stopOnSignals(interrupt, (message) => progress.event(message));
 
   progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${nodes} simulated nodes${fast ? " (fast mode)" : ""}`);
   const logPath = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
@@ -142,7 +134,7 @@ async function main(): Promise<number> {
     maxConcurrency: Math.trunc(positive("concurrency", str("concurrency"), 5)),
     logger,
   });
-  // A second Ctrl-C exits at once: never leave the servers behind.
+  // A forced stop (a second signal) exits at once: never leave the servers or the key files behind.
   let servicesStopped = false;
   process.on("exit", () => {
     if (servicesStopped) return;
@@ -153,11 +145,12 @@ async function main(): Promise<number> {
         // Already gone.
       }
     }
+    rmSync(stack.workDir, { recursive: true, force: true });
   });
   progress.event(
     `services up: nats ${stack.nats.url}, DynamoDB ${stack.dynamoDb.url}, SQS ${stack.sqs.url}; deployments ${stack.deployments
       .map((d) => d.id)
-      .join(", ")}; logs in ${logPath}`,
+      .join(", ")}; work dir ${stack.workDir}; logs in ${logPath}`,
   );
 
   try {
@@ -171,27 +164,63 @@ async function main(): Promise<number> {
     progress.finish();
     const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
     const sqsMessages = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+    const events = await stack.lifecycleEvents();
     process.stdout.write(
       `${formatSummary(summary, [
         ["DynamoDB writes/reads (app)", `${dynamo.writes} / ${dynamo.reads}`],
         ["SQS requests (app / event sources)", `${stack.traffic.sqsApp.total()} / ${stack.traffic.sqsEventSources.total()}`],
         ["SQS messages sent (app)", String(sqsMessages)],
+        ["startup events", formatLifecycleEvents(events)],
         ["logs", logPath],
       ])}\n`,
     );
+    const code = summary.provisioned === summary.total ? 0 : 1;
     if (values["keep-running"] && !interrupt.signal.aborted) {
       const primary = stack.deployments[0];
       process.stdout.write("\nThe stack stays up until Ctrl-C. For sls invoke local (scripts/sls-local.sh), run:\n");
       for (const [name, value] of Object.entries(primary?.env ?? {})) process.stdout.write(`export ${name}=${shellQuote(value)}\n`);
       await new Promise((resolve) => interrupt.signal.addEventListener("abort", resolve, { once: true }));
+      return code;
     }
-    return summary.provisioned === summary.total ? 0 : 1;
+    return interrupt.signal.aborted ? 130 : code;
   } finally {
     progress.event("stopping the fleet, the deployments and the services");
     await stack.stop();
     servicesStopped = true;
     await new Promise<void>((resolve) => logFile.end(resolve));
   }
+}
+
+/**
+ * The first SIGINT or SIGTERM, or the parent process going away (`npm run local` killed), stops the
+ * run the orderly way: summary, then every service, the fleet and the work dir with the key files.
+ * A repeat within a second is the same Ctrl-C relayed by a wrapper (the tsx CLI does that) and is
+ * ignored; a later one forces the exit, which still kills the servers and removes the work dir.
+ */
+function stopOnSignals(interrupt: AbortController, say: (message: string) => void): void {
+  let firstAt: number | undefined;
+  const stop = (why: string) => {
+    const now = Date.now();
+    if (firstAt === undefined) {
+      firstAt = now;
+      say(`${why}: stopping everything (Ctrl-C again to force)`);
+      interrupt.abort();
+      return;
+    }
+    if (now - firstAt < 1_000) return;
+    say(`${why} again: forcing the exit`);
+    process.exit(130);
+  };
+  process.on("SIGINT", () => stop("interrupted"));
+  process.on("SIGTERM", () => stop("terminated"));
+  process.on("SIGHUP", () => stop("hung up"));
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch);
+    stop("the parent process exited");
+  }, 500);
+  watch.unref();
 }
 
 main().then(

@@ -10,7 +10,6 @@ import {
   CreateTableCommand,
   DeleteItemCommand,
   GetItemCommand,
-  PutItemCommand,
   QueryCommand,
   UpdateItemCommand,
   UpdateTimeToLiveCommand,
@@ -31,6 +30,7 @@ import type {
   ForgetRequest,
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  RecordFailureRequest,
   ReleaseClaimRequest,
 } from "./registry";
 import type { AdmissionSource } from "../ports";
@@ -49,32 +49,44 @@ const ttlOf = (expiresAt: number) => n(Math.ceil(expiresAt / 1000));
 export class DynamoDbAdmissionStore implements AdmissionStore {
   constructor(private readonly options: DynamoDbAdmissionStoreOptions) {}
 
+  /** An UpdateItem, not a Put, so the failure record and last error survive re-admission. */
   admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
     return this.conditional(
-      new PutItemCommand({
+      new UpdateItemCommand({
         TableName: this.options.tableName,
-        Item: {
-          site: s(entry.site),
-          identity: s(entry.identity),
-          term: n(entry.term),
-          admittedAt: n(entry.admittedAt),
-          source: s(entry.source),
-          state: s(entry.state),
-          expiresAt: n(entry.expiresAt),
-          [ADMISSION_TTL_ATTRIBUTE]: ttlOf(entry.expiresAt),
-        },
+        Key: this.key(entry),
+        UpdateExpression:
+          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #expiresAt = :expiresAt, #ttl = :ttl" +
+          " REMOVE #claimToken, #claimedUntil, #heldUntil",
         ConditionExpression:
-          "attribute_not_exists(#identity) OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
+          "attribute_not_exists(#identity) OR (#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
+          " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
           " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
-          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))",
+          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))",
         ExpressionAttributeNames: {
           "#identity": "identity",
           "#term": "term",
           "#admittedAt": "admittedAt",
+          "#source": "source",
+          "#state": "state",
+          "#expiresAt": "expiresAt",
+          "#ttl": ADMISSION_TTL_ATTRIBUTE,
+          "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
           "#heldUntil": "heldUntil",
         },
-        ExpressionAttributeValues: { ":term": n(entry.term), ":blockAfter": n(blockIfAdmittedAfter), ":now": n(now) },
+        ExpressionAttributeValues: {
+          ":term": n(entry.term),
+          ":admittedAt": n(entry.admittedAt),
+          ":source": s(entry.source),
+          ":state": s(entry.state),
+          ":expiresAt": n(entry.expiresAt),
+          ":ttl": ttlOf(entry.expiresAt),
+          ":blockAfter": n(blockIfAdmittedAfter),
+          ":now": n(now),
+          ":parked": s("parked"),
+          ":failed": s("failed"),
+        },
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       }),
     );
@@ -110,6 +122,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           ":admittedAt": n(request.admittedAt),
           ":now": n(request.now),
         },
+        ReturnValues: "ALL_NEW",
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       }),
     );
@@ -120,7 +133,9 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       new UpdateItemCommand({
         TableName: this.options.tableName,
         Key: this.key(request),
-        UpdateExpression: "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil",
+        UpdateExpression:
+          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl" +
+          " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures",
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
           "#state": "state",
@@ -129,6 +144,10 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#ttl": ADMISSION_TTL_ATTRIBUTE,
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
+          "#lastError": "lastError",
+          "#lastErrorAt": "lastErrorAt",
+          "#failedStep": "failedStep",
+          "#failures": "failures",
         },
         ExpressionAttributeValues: {
           ":provisioned": s("provisioned"),
@@ -150,6 +169,45 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: { "#claimToken": "claimToken" },
         ExpressionAttributeValues: { ":token": s(request.claimToken) },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
+    const hold = request.heldUntil === undefined ? "" : ", #heldUntil = :heldUntil";
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        UpdateExpression:
+          "SET #state = :state, #failedStep = :failedStep, #failures = :failures, #lastError = :lastError, #lastErrorAt = :lastErrorAt," +
+          ` #expiresAt = :expiresAt, #ttl = :ttl${hold} REMOVE #claimToken, #claimedUntil` +
+          (request.heldUntil === undefined ? ", #heldUntil" : ""),
+        ConditionExpression: "#claimToken = :token",
+        ExpressionAttributeNames: {
+          "#state": "state",
+          "#failedStep": "failedStep",
+          "#failures": "failures",
+          "#lastError": "lastError",
+          "#lastErrorAt": "lastErrorAt",
+          "#expiresAt": "expiresAt",
+          "#ttl": ADMISSION_TTL_ATTRIBUTE,
+          "#claimToken": "claimToken",
+          "#claimedUntil": "claimedUntil",
+          "#heldUntil": "heldUntil",
+        },
+        ExpressionAttributeValues: {
+          ":state": s(request.state),
+          ":failedStep": s(request.failedStep),
+          ":failures": n(request.failures),
+          ":lastError": s(request.lastError),
+          ":lastErrorAt": n(request.lastErrorAt),
+          ":expiresAt": n(request.expiresAt),
+          ":ttl": ttlOf(request.expiresAt),
+          ":token": s(request.claimToken),
+          ...(request.heldUntil === undefined ? {} : { ":heldUntil": n(request.heldUntil) }),
+        },
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       }),
     );
@@ -214,8 +272,10 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         new QueryCommand({
           TableName: this.options.tableName,
           KeyConditionExpression: "#site = :site",
-          ProjectionExpression: "#identity, #term, #state, #lastError, #lastErrorAt",
+          ProjectionExpression: "#identity, #term, #state, #lastError, #lastErrorAt, #failedStep, #failures",
           ExpressionAttributeNames: {
+            "#failedStep": "failedStep",
+            "#failures": "failures",
             "#site": "site",
             "#identity": "identity",
             "#term": "term",
@@ -244,11 +304,12 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     return { site: s(site), identity: s(identity) };
   }
 
-  private async conditional(command: PutItemCommand | UpdateItemCommand | DeleteItemCommand): Promise<AdmissionWrite> {
+  private async conditional(command: UpdateItemCommand | DeleteItemCommand): Promise<AdmissionWrite> {
     try {
       // The union of command types does not narrow `send`'s overloads; each is a plain write.
-      await this.options.client.send(command as PutItemCommand);
-      return { applied: true };
+      const { Attributes } = await this.options.client.send(command as UpdateItemCommand);
+      const entry = decodeEntry(Attributes);
+      return entry ? { applied: true, entry } : { applied: true };
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) return { applied: false, current: decodeEntry(error.Item) };
       throw error;
@@ -276,6 +337,9 @@ function decodeEntry(item: Record<string, AttributeValue> | undefined): Admissio
   if (item.lastError?.S !== undefined) entry.lastError = item.lastError.S;
   const lastErrorAt = optionalNumber(item.lastErrorAt);
   if (lastErrorAt !== undefined) entry.lastErrorAt = lastErrorAt;
+  if (item.failedStep?.S !== undefined) entry.failedStep = item.failedStep.S;
+  const failures = optionalNumber(item.failures);
+  if (failures !== undefined) entry.failures = failures;
   return entry;
 }
 
@@ -287,6 +351,8 @@ function decodeSummaryRow(item: Record<string, AttributeValue>): AdmissionSummar
   };
   if (item.lastError?.S !== undefined) row.lastError = item.lastError.S;
   if (item.lastErrorAt?.N !== undefined) row.lastErrorAt = Number(item.lastErrorAt.N);
+  if (item.failedStep?.S !== undefined) row.failedStep = item.failedStep.S;
+  if (item.failures?.N !== undefined) row.failures = Number(item.failures.N);
   return row;
 }
 

@@ -14,6 +14,7 @@ import type {
   ForgetRequest,
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  RecordFailureRequest,
   ReleaseClaimRequest,
 } from "./registry";
 
@@ -24,13 +25,17 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(entry);
     const admissible =
       current === undefined ||
-      current.term < entry.term ||
-      (current.term === entry.term &&
-        current.admittedAt <= blockIfAdmittedAfter &&
-        (current.claimedUntil === undefined || current.claimedUntil <= now) &&
-        (current.heldUntil === undefined || current.heldUntil <= now));
+      (current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
+      (current.state !== "parked" &&
+        (current.state === "failed" ||
+          current.term < entry.term ||
+          (current.term === entry.term &&
+            current.admittedAt <= blockIfAdmittedAfter &&
+            (current.claimedUntil === undefined || current.claimedUntil <= now) &&
+            (current.heldUntil === undefined || current.heldUntil <= now))));
     if (!admissible) return { applied: false, current: copy(current) };
-    this.entries.set(keyOf(entry), { ...entry });
+    const kept = current && { lastError: current.lastError, lastErrorAt: current.lastErrorAt, failedStep: current.failedStep, failures: current.failures };
+    this.entries.set(keyOf(entry), withoutUndefined({ ...kept, ...entry }));
     return { applied: true };
   }
 
@@ -49,14 +54,13 @@ export class MemoryAdmissionStore implements AdmissionStore {
       claimedUntil: request.claimedUntil,
       expiresAt: Math.max(current.expiresAt, request.expiresAt),
     });
-    return { applied: true };
+    return { applied: true, entry: { ...current } };
   }
 
   async markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
-    delete current.claimToken;
-    delete current.claimedUntil;
+    for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
     Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt });
     return { applied: true };
   }
@@ -65,6 +69,17 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     this.entries.delete(keyOf(request));
+    return { applied: true };
+  }
+
+  async recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
+    delete current.claimToken;
+    delete current.claimedUntil;
+    delete current.heldUntil;
+    const { state, failedStep, failures, lastError, lastErrorAt, heldUntil, expiresAt } = request;
+    Object.assign(current, { state, failedStep, failures, lastError, lastErrorAt, expiresAt }, heldUntil === undefined ? {} : { heldUntil });
     return { applied: true };
   }
 
@@ -101,7 +116,9 @@ export class MemoryAdmissionStore implements AdmissionStore {
     return [...this.entries.values()]
       .filter((entry) => entry.site === site)
       .sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0))
-      .map(({ identity, term, state, lastError, lastErrorAt }) => ({ identity, term, state, lastError, lastErrorAt }));
+      .map(({ identity, term, state, lastError, lastErrorAt, failedStep, failures }) =>
+        withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures }),
+      );
   }
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
@@ -115,6 +132,10 @@ export class MemoryAdmissionStore implements AdmissionStore {
 
 function keyOf({ site, identity }: AdmissionKey): string {
   return JSON.stringify([site, identity]);
+}
+
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
 }
 
 function copy(entry: AdmissionEntry | undefined): AdmissionEntry | undefined {

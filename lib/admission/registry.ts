@@ -1,5 +1,5 @@
 /**
- * The host admission registry (behaviour §2), the serverless stand-in for the Go daemon's `hosts`
+ * The host admission registry (docs/behaviour.md §2), the serverless stand-in for the Go daemon's `hosts`
  * map: which hosts were admitted, under which lease term, and which one a worker is provisioning.
  *
  * - A host is admitted at most once per `interval`; an entry from an older term never blocks the
@@ -8,7 +8,11 @@
  *   or when it waited longer than 2 x interval.
  * - A conditional claim with an expiry keeps SQS's at-least-once duplicates from provisioning one
  *   host twice at once; a crashed claimer's claim runs out.
- * - A provisioned host stays known for 60 s; a failed one is forgotten at once.
+ * - A provisioned host stays known for 60 s; a failed one may be admitted again at once.
+ * - A host that failed at the same step `failureLimit` times in a row is parked: its work goes to
+ *   the dead-letter queue with the last error (the app does that) and no discovery or event admits
+ *   it again until the operator requeues it or the park runs out. The failure count survives
+ *   re-admission and is cleared by a success or by the operator forgetting the host.
  *
  * - A claim given back for a retry keeps the admission and records why, for the status report.
  * - An admission whose work never reached the queue is withdrawn, so the host is admitted again.
@@ -20,7 +24,7 @@ import { randomUUID } from "node:crypto";
 import { ProvisionerError } from "../errors";
 import { EXTRA_METRIC, silentLogger, systemClock, type AdmissionSource, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 
-export type AdmissionState = "queued" | "provisioning" | "provisioned";
+export type AdmissionState = "queued" | "provisioning" | "provisioned" | "failed" | "parked";
 
 export interface AdmissionKey {
   site: string;
@@ -36,9 +40,12 @@ export interface AdmissionEntry extends AdmissionKey {
   claimToken?: string;
   claimedUntil?: number;
   heldUntil?: number;
-  /** Why the last attempt failed; kept until the host is admitted again. */
+  /** Why the last attempt failed; kept across re-admission until the host is provisioned. */
   lastError?: string;
   lastErrorAt?: number;
+  /** The step of the last hard failure, and how many hard failures in a row happened at it. */
+  failedStep?: string;
+  failures?: number;
   /** Epoch ms after which the entry no longer matters to any rule; the store may delete it (TTL). */
   expiresAt: number;
 }
@@ -69,6 +76,18 @@ export interface ForgetRequest extends AdmissionKey {
   claimToken: string;
 }
 
+export interface RecordFailureRequest extends AdmissionKey {
+  claimToken: string;
+  state: "failed" | "parked";
+  failedStep: string;
+  failures: number;
+  lastError: string;
+  lastErrorAt: number;
+  /** Parked only: no admission before this. */
+  heldUntil?: number;
+  expiresAt: number;
+}
+
 export interface ReleaseClaimRequest extends AdmissionKey {
   claimToken: string;
   lastError: string;
@@ -85,16 +104,17 @@ export interface ForgetUnlessClaimedRequest extends AdmissionKey {
 }
 
 /** The fields of an entry the registry summary shows. */
-export type AdmissionSummaryRow = Pick<AdmissionEntry, "identity" | "term" | "state" | "lastError" | "lastErrorAt">;
+export type AdmissionSummaryRow = Pick<AdmissionEntry, "identity" | "term" | "state" | "lastError" | "lastErrorAt" | "failedStep" | "failures">;
 
 export interface RegistrySummary {
   total: number;
   byState: Record<AdmissionState, number>;
-  /** Hosts whose last attempt failed and will be retried, with the reason; newest first. */
-  lastErrors: Array<{ identity: string; term: number; lastError: string; lastErrorAt: number }>;
+  /** Hosts whose last attempt failed (retrying, failed or parked), with the reason; newest first. */
+  lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
 }
 
-export type AdmissionWrite = { applied: true } | { applied: false; current: AdmissionEntry | undefined };
+/** `entry` on an applied claim: the entry as claimed (with its failure record). */
+export type AdmissionWrite = { applied: true; entry?: AdmissionEntry } | { applied: false; current: AdmissionEntry | undefined };
 
 /**
  * Conditional writes on admission entries. Conditions are evaluated by the store atomically; a
@@ -102,20 +122,23 @@ export type AdmissionWrite = { applied: true } | { applied: false; current: Admi
  */
 export interface AdmissionStore {
   /**
-   * Writes `entry` (replacing the old one) if there is no entry, or the stored one has an older
-   * term, or it has the same term and was admitted at or before `blockIfAdmittedAfter`, is not
-   * claimed past `now`, and is not held past `now`.
+   * Writes `entry` (keeping the stored failure record and last error, dropping any claim or hold)
+   * if there is no entry; or the stored one is parked and held only until `now` or earlier; or it
+   * is not parked and is failed, or has an older term, or has the same term and was admitted at or
+   * before `blockIfAdmittedAfter`, is not claimed past `now`, and is not held past `now`.
    */
   admit(request: AdmitRequest): Promise<AdmissionWrite>;
   /**
    * Claims the entry if its term and admittedAt match, it is not provisioned, and it has no claim
-   * that runs past `now`.
+   * that runs past `now`. An applied claim returns the entry as claimed.
    */
   claim(request: ClaimRequest): Promise<AdmissionWrite>;
-  /** If the claim token matches: state provisioned, claim removed, held until `heldUntil`. */
+  /** If the claim token matches: state provisioned, claim, failure record and last error removed, held until `heldUntil`. */
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: delete the entry. */
   forget(request: ForgetRequest): Promise<AdmissionWrite>;
+  /** If the claim token matches: claim removed; state, failure record, last error and hold as given. */
+  recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: state queued, claim removed, `lastError` and `lastErrorAt` recorded. */
   releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite>;
   /** If its term and admittedAt match and it has no claim token: delete the entry. */
@@ -138,9 +161,11 @@ export interface AdmissionSettings {
   provisionedHoldMs?: number;
   /** Longest one provisioning attempt of one host can take; a claim older than this is abandoned. */
   claimTtlMs?: number;
+  /** How long a parked host stays out of admission (default 14 days, the DLQ's retention). */
+  parkMs?: number;
 }
 
-export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000 } as const;
+export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000 } as const;
 
 /** Keeps the status report small however many hosts keep failing. */
 export const LAST_ERRORS_SHOWN = 50;
@@ -154,6 +179,13 @@ export interface HostClaim {
   work: HostWork;
   token: string;
   claimedUntil: number;
+  /** The host's hard failures in a row before this attempt, when there were any. */
+  previousFailure?: { step: string; count: number };
+}
+
+/** The hard failures in a row at `step` once this attempt failed there too. */
+export function failuresInARow(claim: HostClaim, step: string): number {
+  return claim.previousFailure?.step === step ? claim.previousFailure.count + 1 : 1;
 }
 
 export type BeginOutcome =
@@ -247,7 +279,12 @@ export class AdmissionRegistry {
       () => this.deps.store.claim(request),
       (current) => current?.claimToken === token,
     );
-    if (result.applied) return { status: "claimed", claim: { work, token, claimedUntil } };
+    if (result.applied) {
+      const claimed = result.entry;
+      const previousFailure =
+        claimed?.failedStep !== undefined && (claimed.failures ?? 0) > 0 ? { step: claimed.failedStep, count: claimed.failures ?? 0 } : undefined;
+      return { status: "claimed", claim: { work, token, claimedUntil, ...(previousFailure ? { previousFailure } : {}) } };
+    }
 
     const current = result.current;
     if (!current || current.term !== work.term || current.admittedAt !== work.admittedAt) {
@@ -284,6 +321,30 @@ export class AdmissionRegistry {
         claimedUntil: claim.claimedUntil,
       });
     }
+  }
+
+  /**
+   * Records a hard failure of the claimed attempt at `step`: the host may be admitted again at
+   * once (`park` false) or is parked for `parkMs` (the caller has dead-lettered its work). False
+   * when the claim had run out.
+   */
+  async recordFailure(claim: HostClaim, failure: { step: string; reason: string; failures: number; park: boolean }): Promise<boolean> {
+    const now = this.clock.now();
+    const heldUntil = failure.park ? now + (this.settings.parkMs ?? ADMISSION_DEFAULTS.parkMs) : undefined;
+    const result = await this.deps.store.recordFailure({
+      site: this.settings.site,
+      identity: claim.work.identity,
+      claimToken: claim.token,
+      state: failure.park ? "parked" : "failed",
+      failedStep: failure.step,
+      failures: failure.failures,
+      lastError: failure.reason.slice(0, LAST_ERROR_MAX_LENGTH) || "unknown",
+      lastErrorAt: now,
+      ...(heldUntil === undefined ? {} : { heldUntil }),
+      // The failure count must outlive the gap to the next admission (one interval).
+      expiresAt: (heldUntil ?? now + 2 * this.settings.intervalMs) + EXPIRY_SLACK_MS,
+    });
+    return result.applied;
   }
 
   /**
@@ -326,12 +387,23 @@ export class AdmissionRegistry {
 
   /** How many hosts of this site are in each state, and the most recent failures. */
   async summary(): Promise<RegistrySummary> {
-    const summary: RegistrySummary = { total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0 }, lastErrors: [] };
+    const summary: RegistrySummary = {
+      total: 0,
+      byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 },
+      lastErrors: [],
+    };
     for (const row of await this.deps.store.listSite(this.settings.site)) {
       summary.total++;
       if (Object.hasOwn(summary.byState, row.state)) summary.byState[row.state]++;
       if (row.lastError) {
-        summary.lastErrors.push({ identity: row.identity, term: row.term, lastError: row.lastError, lastErrorAt: row.lastErrorAt ?? 0 });
+        summary.lastErrors.push({
+          identity: row.identity,
+          term: row.term,
+          state: row.state,
+          lastError: row.lastError,
+          lastErrorAt: row.lastErrorAt ?? 0,
+          ...(row.failedStep === undefined ? {} : { failedStep: row.failedStep, failures: row.failures ?? 0 }),
+        });
       }
     }
     summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);

@@ -6,8 +6,9 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from "nats";
-import type { AdmissionRegistry, HostClaim, RegistrySummary } from "../admission/registry";
+import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection, type Subscription } from "nats";
+import { failuresInARow, type AdmissionRegistry, type HostClaim, type RegistrySummary } from "../admission/registry";
+import type { DiscoveryResult } from "../choria/discovery";
 import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
@@ -43,6 +44,10 @@ export interface KeepLeaseResult {
 export interface BridgeResult {
   mode: "jetstream" | "core";
   forwarded: number;
+  /** Events SQS can never take (invalid characters, too large), sent to the lifecycle DLQ with the reason. */
+  deadLettered: number;
+  /** The run ended without this deployment leading at any check: it read and forwarded nothing. */
+  paused: boolean;
 }
 
 export interface ReprovisionResult {
@@ -80,8 +85,8 @@ export interface App {
 /** The broker as the use cases need it: a healthy connection, and the Choria client on top of it. */
 export interface BrokerAccess {
   connection(): Promise<NatsConnection>;
-  /** Broadcast discovery on the current connection. */
-  discover(): Promise<string[]>;
+  /** Broadcast discovery on the current connection, bounded by `discovery_max_nodes`. */
+  discover(): Promise<DiscoveryResult>;
   /** Makes the engine's RPC client use the current connection; call before provisioning. */
   prepareRpc(): Promise<void>;
   /**
@@ -113,6 +118,8 @@ export interface AppDeps {
   logger: Logger;
   metrics: Metrics;
   retry: { baseDelaySeconds: number; maxDelaySeconds: number };
+  /** Hard failures in a row at one step after which a host is parked in the host-work DLQ. */
+  failureLimit: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
   lifecycle: { stream: string; consumer: string };
@@ -136,6 +143,12 @@ const DISCOVERY_CHUNK_BUDGET_MS = 2_000;
 const JETSTREAM_FETCH_MAX = 100;
 const JETSTREAM_FETCH_EXPIRES_MS = 5_000;
 const CORE_FLUSH_EVERY_MS = 250;
+/** How often a bridge re-reads the lease: while paused, and between subscription checks on core NATS. */
+const BRIDGE_PAUSED_RECHECK_MS = 2_000;
+/** Of an event SQS refused, the lifecycle DLQ keeps at most this many bytes (base64 grows it by a third). */
+const DEAD_LETTER_KEPT_BYTES = 256 * 1024;
+/** Deliveries of one event SQS keeps refusing (per-entry failures, each after the queue's own retries) before it is dead-lettered. */
+const BRIDGE_MAX_DELIVERIES = 5;
 
 export class ProvisionerApp implements App {
   readonly config: ProvisionerConfig;
@@ -156,7 +169,7 @@ export class ProvisionerApp implements App {
 
   /**
    * The lease gate's onWon, once per term for the whole deployment (the marker in the lease item,
-   * not once per container): announce the new leader and look for nodes at once (behaviour §5, §8).
+   * not once per container): announce the new leader and look for nodes at once (docs/behaviour.md §5, §8).
    */
   async onWonTerm(term: number): Promise<void> {
     this.log.info("announcing the new lease term: publishing the startup event and discovering", { term });
@@ -216,12 +229,9 @@ export class ProvisionerApp implements App {
       const subject = lifecycleSubject("startup", this.config.lifecycleComponent);
       const until = this.clock.monotonic() + ctx.remainingMs() - BRIDGE_STOP_BEFORE_DEADLINE_MS;
       const stream = await this.findLifecycleStream(nc, subject);
-      if (stream) {
-        const forwarded = await this.bridgeJetStream(nc, stream, subject, until);
-        return { mode: "jetstream" as const, forwarded };
-      }
+      if (stream) return { mode: "jetstream" as const, ...(await this.bridgeJetStream(nc, stream, subject, until)) };
       this.log.info("no JetStream stream holds lifecycle events, listening on core NATS", { subject });
-      return { mode: "core" as const, forwarded: await this.bridgeCore(nc, subject, until) };
+      return { mode: "core" as const, ...(await this.bridgeCore(nc, subject, until)) };
     });
   }
 
@@ -330,13 +340,23 @@ export class ProvisionerApp implements App {
     this.metrics.count(METRIC.discoverCycles);
     let identities: string[];
     try {
-      identities = await this.deps.broker.discover();
+      const result = await this.deps.broker.discover();
+      identities = result.identities;
+      if (result.capped) {
+        // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
+        this.metrics.count(EXTRA_METRIC.discoveryCapped);
+        this.log.warn("discovery stopped at discovery_max_nodes; the next discovery finds the rest", {
+          term,
+          maxNodes: this.config.discoveryMaxNodes,
+          replies: result.replies,
+          skipped: result.skipped,
+        });
+      }
     } catch (error) {
       this.metrics.count(METRIC.discoveryErrors);
       this.log.error("discovery failed", { term, error: messageOf(error) });
       return { term, discovered: 0, admitted: 0 };
     }
-    this.metrics.count(METRIC.discovered, identities.length);
     this.log.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
@@ -347,6 +367,8 @@ export class ProvisionerApp implements App {
       }
       const works = await Promise.all(chunk.map((identity) => this.admit(identity, "discovery", term)));
       const admitted = works.filter((work): work is HostWork => work !== undefined);
+      // As in Go, the counter counts hosts admitted, not every reply.
+      this.metrics.count(METRIC.discovered, admitted.length);
       const failed = await this.enqueue(admitted);
       queued += admitted.length - failed.length;
     });
@@ -423,9 +445,10 @@ export class ProvisionerApp implements App {
       this.log.info("paused: dropping lifecycle startup event", { identity: event.identity });
       return;
     }
-    this.metrics.count(METRIC.eventDiscovered);
+    this.metrics.count(EXTRA_METRIC.lifecycleEventsReceived);
     const work = await this.deps.registry.admit(event.identity, "event", term);
     if (!work) return;
+    this.metrics.count(METRIC.eventDiscovered);
     this.log.info("admitted host from its startup event", { identity: work.identity, term });
     if ((await this.enqueue([work])).length > 0) throw new RetryLaterError(`could not queue work for ${work.identity}`);
   }
@@ -492,9 +515,10 @@ export class ProvisionerApp implements App {
       await this.giveBack(claim, record, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
     }
-    if (outcome.kind === "failed" && causedBy(outcome.error, AttemptExceedsLeaseError)) {
-      // No lease validity can ever cover this step: park it with the reason instead of pausing forever.
-      await this.deadLetter(this.deps.queues.hostWorkDlq, record, `${outcome.step}: ${outcome.error.message}`);
+    if (outcome.kind === "failed") {
+      // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
+      await this.recordFailure(claim, record, outcome.step, outcome.error.message, causedBy(outcome.error, AttemptExceedsLeaseError));
+      return;
     }
     if (outcome.kind === "paused") {
       this.log.info("paused mid-provisioning; dropping the work, the leader rediscovers the host", { identity, term, step: outcome.step });
@@ -505,6 +529,40 @@ export class ProvisionerApp implements App {
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.log.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });
+    }
+  }
+
+  /**
+   * A hard failure: the host may be admitted again by the next discovery or event, until it has
+   * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
+   * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
+   */
+  private async recordFailure(claim: HostClaim, record: SQSRecord, step: string, error: string, parkNow = false): Promise<void> {
+    const { identity, term } = claim.work;
+    const failures = failuresInARow(claim, step);
+    const reason = `${step}: ${error}`;
+    let park = parkNow || failures >= this.deps.failureLimit;
+    if (park) {
+      try {
+        await this.deadLetter(this.deps.queues.hostWorkDlq, record, reason, { identity, step, failures: String(failures), term: String(term) });
+        this.metrics.count(EXTRA_METRIC.hostsParked);
+        this.log.error(`parked ${identity} after ${failures} failures in a row at step ${step}`, { identity, term, step, failures, reason });
+      } catch (dlqError) {
+        park = false;
+        this.log.error("could not dead-letter the work of a failing host; it is retried instead of parked", {
+          identity,
+          term,
+          error: messageOf(dlqError),
+        });
+      }
+    }
+    try {
+      if (!(await this.deps.registry.recordFailure(claim, { step, reason, failures, park }))) {
+        this.log.warn("the claim ran out before the failure could be recorded", { identity, term, step });
+      }
+    } catch (storeError) {
+      // The claim runs out on its own; the next discovery after that admits the host again.
+      this.log.error("could not record the failure", { identity, term, step, error: messageOf(storeError) });
     }
   }
 
@@ -542,12 +600,12 @@ export class ProvisionerApp implements App {
     return processPartialResponse(event, handle, processor, { throwOnFullBatchFailure: false });
   }
 
-  /** Poison goes to the DLQ with its reason and is acknowledged, so it never spins on the queue. */
-  private async deadLetter(dlq: MessageQueue, record: SQSRecord, reason: string): Promise<void> {
-    this.log.warn("sending an invalid message to the dead-letter queue", { messageId: record.messageId, reason });
+  /** Poison (and parked hosts' work) goes to the DLQ with its reason and is acknowledged, so it never spins on the queue. */
+  private async deadLetter(dlq: MessageQueue, record: SQSRecord, reason: string, extra: Record<string, string> = {}): Promise<void> {
+    this.log.warn("sending a message to the dead-letter queue", { messageId: record.messageId, reason });
     await dlq.send({
       body: record.body,
-      attributes: { reason, sourceMessageId: record.messageId, sourceQueue: record.eventSourceARN || "unknown" },
+      attributes: { reason, ...extra, sourceMessageId: record.messageId, sourceQueue: record.eventSourceARN || "unknown" },
     });
   }
 
@@ -611,7 +669,116 @@ export class ProvisionerApp implements App {
     }
   }
 
-  private async bridgeJetStream(nc: NatsConnection, stream: string, subject: string, until: number): Promise<number> {
+  /**
+   * Whether this deployment leads right now, from a consistent read of the lease (the bridge never
+   * writes it: taking part in the election is the keeper's job). A paused deployment's bridge
+   * neither pulls nor subscribes, so every event waits in the stream (or reaches the leader's
+   * subscription) instead of being forwarded to a deployment that would drop it.
+   */
+  private async leadsNow(): Promise<boolean> {
+    const { config, leaseStore } = this.deps;
+    if (!config.leaderElection) return true;
+    if (!leaseStore) return false;
+    try {
+      const lease = await leaseStore.read(config.site);
+      return lease !== undefined && lease.holder === config.deploymentId && lease.expiresAt - config.lease.skewBoundMs > this.clock.now();
+    } catch (error) {
+      this.log.warn("paused: the lease store could not be read, not bridging lifecycle events", { error: messageOf(error) });
+      return false;
+    }
+  }
+
+  /** Sleeps until the next leadership check (or the end of the run). */
+  private async waitWhilePaused(until: number): Promise<void> {
+    await this.clock.sleep(Math.max(0, Math.min(BRIDGE_PAUSED_RECHECK_MS, until - this.clock.monotonic())));
+  }
+
+  /**
+   * Sends events to the lifecycle queue. An event SQS can never take, or one it still refuses on
+   * its last chance (`lastChance`: no redelivery will follow), goes to the lifecycle DLQ with the
+   * reason (its bytes base64-encoded: they may hold exactly the characters SQS refuses), so it
+   * neither spins forever nor blocks the good events batched with it.
+   */
+  private async forwardEvents(
+    events: Array<{ data: Uint8Array; subject: string; lastChance: boolean }>,
+  ): Promise<Array<"sent" | "dead-lettered" | "retry">> {
+    const decoder = new TextDecoder();
+    const outcomes = await this.deps.queues.lifecycle.sendEach(events.map((event) => ({ body: decoder.decode(event.data) })));
+    return Promise.all(
+      outcomes.map(async (outcome, index): Promise<"sent" | "dead-lettered" | "retry"> => {
+        if (outcome.accepted) return "sent";
+        const event = events[index] as { data: Uint8Array; subject: string; lastChance: boolean };
+        if (!outcome.permanent && !event.lastChance) return "retry";
+        const kept = event.data.subarray(0, DEAD_LETTER_KEPT_BYTES);
+        try {
+          await this.deps.queues.lifecycleDlq.send({
+            body: Buffer.from(kept).toString("base64"),
+            attributes: {
+              reason: `SQS refused the lifecycle event: ${outcome.reason}`,
+              encoding: "base64",
+              originalBytes: String(event.data.length),
+              truncated: String(kept.length < event.data.length),
+              subject: event.subject,
+              source: "lifecycle-bridge",
+            },
+          });
+        } catch (error) {
+          this.log.error("could not dead-letter a lifecycle event SQS refused", { reason: outcome.reason, error: messageOf(error) });
+          return "retry";
+        }
+        this.metrics.count(EXTRA_METRIC.lifecycleEventsDeadLettered);
+        this.log.warn("SQS refused a lifecycle event; sent it to the lifecycle dead-letter queue", { reason: outcome.reason, subject: event.subject });
+        return "dead-lettered";
+      }),
+    );
+  }
+
+  private async bridgeJetStream(
+    nc: NatsConnection,
+    stream: string,
+    subject: string,
+    until: number,
+  ): Promise<Omit<BridgeResult, "mode">> {
+    const durable = this.deps.lifecycle.consumer;
+    let consumer: Consumer | undefined;
+    let forwarded = 0;
+    let deadLettered = 0;
+    let led = false;
+    for (;;) {
+      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, until - this.clock.monotonic()));
+      if (expires < 1_000) break;
+      // Checked before every fetch: a paused deployment takes nothing from the shared consumer.
+      if (!(await this.leadsNow())) {
+        await this.waitWhilePaused(until);
+        continue;
+      }
+      led = true;
+      consumer ??= await this.lifecycleConsumer(nc, stream, subject);
+      const batch: JsMsg[] = [];
+      const messages = await consumer.fetch({ max_messages: JETSTREAM_FETCH_MAX, expires });
+      for await (const message of messages) batch.push(message);
+      if (batch.length === 0) continue;
+      // Lost the lease while the fetch waited: hand the events straight back for the new leader.
+      if (!(await this.leadsNow())) {
+        for (const message of batch) message.nak();
+        continue;
+      }
+      const outcomes = await this.forwardEvents(
+        batch.map((message) => ({ data: message.data, subject: message.subject, lastChance: message.info.deliveryCount >= BRIDGE_MAX_DELIVERIES })),
+      );
+      batch.forEach((message, index) => (outcomes[index] === "retry" ? message.nak(5_000) : message.ack()));
+      forwarded += outcomes.filter((outcome) => outcome === "sent").length;
+      deadLettered += outcomes.filter((outcome) => outcome === "dead-lettered").length;
+      const retried = outcomes.filter((outcome) => outcome === "retry").length;
+      if (retried > 0) this.log.warn("SQS did not accept lifecycle events; JetStream redelivers them", { retried });
+    }
+    await nc.flush();
+    this.log.info("lifecycle bridge run finished", { mode: "jetstream", stream, durable, forwarded, deadLettered, paused: !led });
+    return { forwarded, deadLettered, paused: !led };
+  }
+
+  /** The durable consumer all deployments of the site share (created on first use by a leader). */
+  private async lifecycleConsumer(nc: NatsConnection, stream: string, subject: string): Promise<Consumer> {
     const jsm = await nc.jetstreamManager();
     const durable = this.deps.lifecycle.consumer;
     try {
@@ -629,63 +796,63 @@ export class ProvisionerApp implements App {
       });
       this.log.info("created the lifecycle consumer", { stream, durable, subject });
     }
-    const consumer = await nc.jetstream().consumers.get(stream, durable);
-    let forwarded = 0;
-    for (;;) {
-      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, until - this.clock.monotonic()));
-      if (expires < 1_000) break;
-      const batch: JsMsg[] = [];
-      const messages = await consumer.fetch({ max_messages: JETSTREAM_FETCH_MAX, expires });
-      for await (const message of messages) batch.push(message);
-      if (batch.length === 0) continue;
-      const accepted = await this.deps.queues.lifecycle.sendAll(batch.map((message) => ({ body: message.string() })));
-      batch.forEach((message, index) => (accepted[index] ? message.ack() : message.nak(5_000)));
-      const sent = accepted.filter(Boolean).length;
-      forwarded += sent;
-      if (sent < batch.length) this.log.warn("SQS refused lifecycle events; JetStream redelivers them", { refused: batch.length - sent });
-    }
-    await nc.flush();
-    this.log.info("lifecycle bridge run finished", { mode: "jetstream", stream, durable, forwarded });
-    return forwarded;
+    return nc.jetstream().consumers.get(stream, durable);
   }
 
-  /** Core NATS has no replay: events published while no bridge listens are lost (docs/lifecycle.md). */
-  private async bridgeCore(nc: NatsConnection, subject: string, until: number): Promise<number> {
-    const pending: string[] = [];
+  /**
+   * Core NATS has no replay: events published while no leader's bridge listens are lost
+   * (docs/lifecycle.md). The queue subscription exists only while this deployment leads, so a
+   * paused deployment never takes a share of the events.
+   */
+  private async bridgeCore(nc: NatsConnection, subject: string, until: number): Promise<Omit<BridgeResult, "mode">> {
+    const pending: Array<{ data: Uint8Array; subject: string; lastChance: boolean }> = [];
     let forwarded = 0;
+    let deadLettered = 0;
     let lost = 0;
+    let led = false;
     let chain: Promise<void> = Promise.resolve();
     const flush = (): Promise<void> => {
-      const bodies = pending.splice(0);
-      if (bodies.length > 0) {
+      const events = pending.splice(0);
+      if (events.length > 0) {
         chain = chain.then(async () => {
-          const accepted = await this.deps.queues.lifecycle.sendAll(bodies.map((body) => ({ body })));
-          const sent = accepted.filter(Boolean).length;
-          forwarded += sent;
-          lost += bodies.length - sent;
+          const outcomes = await this.forwardEvents(events);
+          forwarded += outcomes.filter((outcome) => outcome === "sent").length;
+          deadLettered += outcomes.filter((outcome) => outcome === "dead-lettered").length;
+          lost += outcomes.filter((outcome) => outcome === "retry").length;
         });
       }
       return chain;
     };
-    const subscription = nc.subscribe(subject, {
-      queue: this.deps.lifecycle.consumer,
-      callback: (error, message) => {
-        if (error) return;
-        pending.push(message.string());
-        if (pending.length >= 10) void flush();
-      },
-    });
+    let subscription: Subscription | undefined;
     const timer = setInterval(() => void flush(), CORE_FLUSH_EVERY_MS);
     try {
-      await this.clock.sleep(Math.max(0, until - this.clock.monotonic()));
-      await subscription.drain();
+      while (until - this.clock.monotonic() > 0) {
+        const leads = await this.leadsNow();
+        if (leads && !subscription) {
+          led = true;
+          subscription = nc.subscribe(subject, {
+            queue: this.deps.lifecycle.consumer,
+            callback: (error, message) => {
+              if (error) return;
+              // Core NATS never redelivers: an event SQS keeps refusing is dead-lettered, not dropped.
+              pending.push({ data: message.data, subject: message.subject, lastChance: true });
+              if (pending.length >= 10) void flush();
+            },
+          });
+        } else if (!leads && subscription) {
+          await subscription.drain();
+          subscription = undefined;
+        }
+        await this.waitWhilePaused(until);
+      }
+      await subscription?.drain();
     } finally {
       clearInterval(timer);
       await flush();
     }
-    if (lost > 0) this.log.error("SQS refused lifecycle events from core NATS; they are lost", { lost });
-    this.log.info("lifecycle bridge run finished", { mode: "core", forwarded });
-    return forwarded;
+    if (lost > 0) this.log.error("neither the lifecycle queue nor its DLQ accepted lifecycle events from core NATS; they are lost", { lost });
+    this.log.info("lifecycle bridge run finished", { mode: "core", forwarded, deadLettered, paused: !led });
+    return { forwarded, deadLettered, paused: !led };
   }
 }
 

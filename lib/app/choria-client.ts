@@ -64,9 +64,14 @@ export async function brokerSettings(config: ProvisionerConfig, name: string): P
 export interface EngineKeys {
   jwtVerifier?: JwtVerifier;
   signingKey?: SigningKey;
+  /** The content of `jwt_signing_token` (the provisioner's client JWT). Never log it. */
+  signingToken?: string;
 }
 
-/** Loads `jwt_verify_cert` and `jwt_signing_key` when the enabled features need them. */
+/** A compact JWS whose header is JSON (`{"` encodes as `eyJ`): a token, not a file name. */
+const COMPACT_JWT = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+[\r\n]*$/;
+
+/** Loads `jwt_verify_cert`, `jwt_signing_key` and `jwt_signing_token` when the enabled features need them. */
 export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineKeys> {
   const keys: EngineKeys = {};
   if (config.features.jwt && config.jwtVerifyCert) keys.jwtVerifier = await loadJwtVerifier(config.jwtVerifyCert);
@@ -75,6 +80,11 @@ export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineK
     // A value from a secret store is the key itself; otherwise, as in Go, it names a file.
     const material = /^-----BEGIN|^[0-9a-fA-F]{64}\s*$/.test(value) ? value : await readText("jwt_signing_key", value);
     keys.signingKey = loadSigningKey(material, material === value ? "jwt_signing_key" : value);
+  }
+  if (config.features.ed25519 && config.jwtSigningToken) {
+    const value = config.jwtSigningToken;
+    // As in Go, a file path read as is; a value from a secret store is the token itself.
+    keys.signingToken = COMPACT_JWT.test(value) ? value : await readText("jwt_signing_token", value);
   }
   return keys;
 }

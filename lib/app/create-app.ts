@@ -12,7 +12,7 @@ import type { NatsConnection } from "nats";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
 import { publishStartupEvent, SharedBrokerConnection } from "../choria/connection";
-import { BroadcastDiscoverer } from "../choria/discovery";
+import { BroadcastDiscoverer, type DiscoveryResult } from "../choria/discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
 import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
 import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
@@ -20,12 +20,13 @@ import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engi
 import { createHelperRunner } from "../helper/aws-lambda-invoke";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate } from "../lease/gate";
+import { DynamoDbPauseStore } from "../lease/pause";
 import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { ProvisionerApp, type App, type BrokerAccess } from "./app";
 import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
-import { AppSettingsError, type AppSettings } from "./settings";
+import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
 import { SqsMessageQueue } from "./sqs-queue";
 
 /** The version announced in the provisioner's startup event. */
@@ -79,8 +80,11 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     });
 
   const aws = awsClientConfig(settings);
+  // A lease table given by ARN may live in another Region (the site's home Region); its client goes there.
+  const leaseRegion = settings.leaseTable ? tableArnRegion(settings.leaseTable) : undefined;
   const leaseClient = new DynamoDBClient({
     ...aws.dynamodb,
+    ...(leaseRegion ? { region: leaseRegion } : {}),
     maxAttempts: 2,
     // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
     requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
@@ -120,7 +124,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     intervalMs: config.intervalMs,
     helperTimeoutMs: config.helperTimeoutMs,
     ...keys,
-    ...(config.jwtSigningToken ? { signingToken: config.jwtSigningToken } : {}),
   };
 
   // The gate's onWon needs the app, and the app needs the gate.
@@ -137,7 +140,14 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
       deliveryHorizonMs: config.rpcTtl * 1_000,
       roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
     }),
-    { store: leaseStore, metrics, clock, logger, onWon: (term) => built.app?.onWonTerm(term) },
+    {
+      store: leaseStore,
+      pause: leaseStore ? new DynamoDbPauseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined,
+      metrics,
+      clock,
+      logger,
+      onWon: (term) => built.app?.onWonTerm(term),
+    },
   );
   const engine = new ProvisionEngine({
     settings: engineSettings,
@@ -167,6 +177,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     logger,
     metrics,
     retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+    failureLimit: settings.hostFailureLimit,
     deadlineMarginMs: settings.deadlineMarginMs,
     lifecycle: { stream: settings.lifecycleStream, consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site) },
     invocations,
@@ -238,9 +249,13 @@ class AppBroker implements BrokerAccess {
     return this.shared.get();
   }
 
-  async discover(): Promise<string[]> {
+  async discover(): Promise<DiscoveryResult> {
     const nc = await this.shared.get();
-    return new BroadcastDiscoverer(nc, { ...this.client, discoveryTimeoutMs: this.config.discoveryTimeoutMs }).discover();
+    return new BroadcastDiscoverer(nc, {
+      ...this.client,
+      discoveryTimeoutMs: this.config.discoveryTimeoutMs,
+      maxIdentities: this.config.discoveryMaxNodes,
+    }).discoverWithStats();
   }
 
   async closeIfPublishPending(): Promise<boolean> {

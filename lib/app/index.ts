@@ -17,5 +17,5 @@ export { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
 export type { RegistrySummary } from "../admission/registry";
 export type { MessageQueue, OutgoingMessage, QueueCounts } from "./ports";
 export { lazyApp, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";
-export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, type AppSettings } from "./settings";
+export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";
 export { SqsMessageQueue } from "./sqs-queue";

@@ -16,10 +16,18 @@ export interface QueueCounts {
   delayed: number;
 }
 
+/** What became of one message of `sendEach`. */
+export type SendOutcome =
+  | { accepted: true }
+  /** `permanent`: SQS will never take this message as it is (invalid characters, too large); retrying is pointless. */
+  | { accepted: false; permanent: boolean; reason: string };
+
 export interface MessageQueue {
   readonly url: string;
   /** Sends in batches, retrying refused entries; resolves with whether each message was accepted. */
   sendAll(messages: readonly OutgoingMessage[]): Promise<boolean[]>;
+  /** Like sendAll, with the reason for each message that was not accepted. */
+  sendEach(messages: readonly OutgoingMessage[]): Promise<SendOutcome[]>;
   /** One message; throws when SQS did not accept it. */
   send(message: OutgoingMessage): Promise<void>;
   /** Keeps a received message invisible for `seconds` (it comes back after that). */

@@ -14,7 +14,10 @@ export class AppSettingsError extends ProvisionerError {
 export interface AppSettings {
   /** Environment `loadConfig` reads the provisioner configuration from (PROVISIONER_CONFIG[_YAML], overrides). */
   configEnv: Record<string, string | undefined>;
-  /** Required when `leader_election` is on. */
+  /**
+   * Required when `leader_election` is on: a table name, or a table ARN (any Region or account; the
+   * lease client then uses the ARN's Region, DynamoDB takes the ARN as the table name).
+   */
   leaseTable?: string;
   admissionTable: string;
   hostWorkQueueUrl: string;
@@ -34,6 +37,8 @@ export interface AppSettings {
   /** First visibility delay for work that goes back to the queue; grows with each receive. */
   retryBaseDelaySeconds: number;
   retryMaxDelaySeconds: number;
+  /** Hard failures in a row at one step before a host is parked in the host-work DLQ. */
+  hostFailureLimit: number;
   /** Ms kept back from the Lambda deadline for acknowledging and flushing. */
   deadlineMarginMs: number;
 }
@@ -44,8 +49,22 @@ export const APP_DEFAULTS = {
   metricsNamespace: "ChoriaProvisioner",
   retryBaseDelaySeconds: 30,
   retryMaxDelaySeconds: 300,
+  hostFailureLimit: 3,
   deadlineMarginMs: 1_000,
 } as const;
+
+function positiveCount(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  if (!/^[1-9]\d*$/.test(text)) throw new AppSettingsError(name, "must be a whole number of at least 1");
+  return Number(text);
+}
+
+const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):\d{12}:table\/[A-Za-z0-9_.-]{3,255}$/;
+
+/** The Region of a DynamoDB table ARN; undefined for a plain table name. */
+export function tableArnRegion(table: string): string | undefined {
+  return TABLE_ARN.exec(table)?.[1];
+}
 
 /** Reads and validates the functions' environment; throws AppSettingsError naming the bad variable. */
 export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
@@ -75,7 +94,7 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
   };
   return {
     configEnv: { ...env },
-    leaseTable: optional("LEASE_TABLE"),
+    leaseTable: leaseTable(optional("LEASE_TABLE")),
     admissionTable: required("ADMISSION_TABLE"),
     hostWorkQueueUrl: url("HOST_WORK_QUEUE_URL", required("HOST_WORK_QUEUE_URL")) as string,
     hostWorkDlqUrl: url("HOST_WORK_DLQ_URL", required("HOST_WORK_DLQ_URL")) as string,
@@ -90,6 +109,14 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
     metricsNamespace: optional("POWERTOOLS_METRICS_NAMESPACE") ?? APP_DEFAULTS.metricsNamespace,
     retryBaseDelaySeconds: seconds("RETRY_BASE_DELAY_SECONDS", APP_DEFAULTS.retryBaseDelaySeconds),
     retryMaxDelaySeconds: seconds("RETRY_MAX_DELAY_SECONDS", APP_DEFAULTS.retryMaxDelaySeconds),
+    hostFailureLimit: positiveCount("HOST_FAILURE_LIMIT", optional("HOST_FAILURE_LIMIT"), APP_DEFAULTS.hostFailureLimit),
     deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs,
   };
+}
+
+function leaseTable(value: string | undefined): string | undefined {
+  if (value?.startsWith("arn:") && !tableArnRegion(value)) {
+    throw new AppSettingsError("LEASE_TABLE", `"${value}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
+  }
+  return value;
 }

@@ -1,5 +1,5 @@
 /**
- * The provisioner's broker connection (choria-wire.md §10) and the one piece of traffic it sends on
+ * The provisioner's broker connection (docs/protocol.md §10) and the one piece of traffic it sends on
  * its own behalf: its startup lifecycle event (§8).
  *
  * Lambda keeps module state between warm invocations, so SharedBrokerConnection holds one

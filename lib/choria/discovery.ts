@@ -1,5 +1,5 @@
 /**
- * Broadcast discovery of nodes in provisioning mode (choria-wire.md §5): a `discovery` ping to
+ * Broadcast discovery of nodes in provisioning mode (docs/protocol.md §5): a `discovery` ping to
  * every node with the `choria_provision` agent, names read from each reply's transport sender
  * header, collected in a sliding window (cap `discovery_timeout`, 300 ms after the latest reply).
  *
@@ -82,6 +82,11 @@ export interface DiscoverySettings extends ChoriaClientSettings {
   discoveryTimeoutMs?: number;
   /** Quiet time after the latest reply that ends discovery; default 300 ms. */
   idleMs?: number;
+  /**
+   * `discovery_max_nodes`: once this many identities are collected the window closes and nothing
+   * more is read, so forged replies cannot produce unbounded work. Default unbounded.
+   */
+  maxIdentities?: number;
   scheduler?: Scheduler;
 }
 
@@ -92,6 +97,8 @@ export interface DiscoveryResult {
   replies: number;
   /** Replies without a usable sender (undecodable transport, empty or unsafe name). */
   skipped: number;
+  /** The window closed at `maxIdentities`: more nodes may have answered; the next discovery finds them. */
+  capped: boolean;
 }
 
 export class BroadcastDiscoverer implements NodeDiscoverer {
@@ -99,6 +106,7 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
   private readonly capMs: number;
   private readonly idleMs: number;
   private readonly scheduler: Scheduler;
+  private readonly maxIdentities: number;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -108,6 +116,7 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
     this.capMs = settings.discoveryTimeoutMs ?? DEFAULT_DISCOVERY_TIMEOUT_MS;
     this.idleMs = settings.idleMs ?? DISCOVERY_IDLE_MS;
     this.scheduler = settings.scheduler ?? realScheduler;
+    this.maxIdentities = settings.maxIdentities ?? Number.POSITIVE_INFINITY;
   }
 
   async discover(): Promise<string[]> {
@@ -121,6 +130,7 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
     const seen = new Set<string>();
     let replies = 0;
     let skipped = 0;
+    let capped = false;
 
     const window = new SlidingWindow(this.scheduler, this.capMs, this.idleMs);
     let subscription: Subscription | undefined;
@@ -140,6 +150,10 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
           const problem = identityProblem(sender);
           if (problem === undefined) {
             seen.add(sender);
+            if (seen.size >= this.maxIdentities) {
+              capped = true;
+              window.close();
+            }
             return;
           }
           skipped += 1;
@@ -172,6 +186,6 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
 
     await window.done;
     subscription.unsubscribe();
-    return { identities: [...seen], replies, skipped };
+    return { identities: [...seen], replies, skipped, capped };
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Choria request filters (choria-wire.md §4.3): what the provisioner sends, and how a server
+ * Choria request filters (docs/protocol.md §4.3): what the provisioner sends, and how a server
  * decides whether a request is for it (used by the fleet simulator).
  */
 import { EnvelopeError } from "./errors";

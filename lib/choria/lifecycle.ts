@@ -1,5 +1,5 @@
 /**
- * Choria lifecycle events (choria-wire.md §8): the Choria JSON format and its CloudEvents 1.0
+ * Choria lifecycle events (docs/protocol.md §8): the Choria JSON format and its CloudEvents 1.0
  * wrapping. Servers publish CloudEvents by default; the Go provisioner publishes its own startup
  * event in Choria format. Parsing accepts both plus the legacy `choria:lifecycle:<type>:1` ids.
  */

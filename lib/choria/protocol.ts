@@ -1,5 +1,5 @@
 /**
- * Choria protocol v1 and v2 envelopes (choria-wire.md §2-§4): the onion of transport -> secure
+ * Choria protocol v1 and v2 envelopes (docs/protocol.md §2-§4): the onion of transport -> secure
  * request/reply -> request/reply -> payload, in both directions. The client side (requests out,
  * replies in) is what the provisioner uses; the server side (requests in, replies out) serves the
  * fleet simulator, and applies the same schema rules a real server enforces so a malformed request

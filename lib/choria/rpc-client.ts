@@ -1,5 +1,5 @@
 /**
- * Direct Choria RPC over NATS (choria-wire.md §1, §4, §12.4): one request to
+ * Direct Choria RPC over NATS (docs/protocol.md §1, §4, §12.4): one request to
  * `provisioning.node.<identity>`, one reply expected on `provisioning.reply.<md5(callerid)>.<id>`.
  *
  * Reply selection, like the Go client's: the first reply whose envelopes decode, whose transport
@@ -110,7 +110,7 @@ export function newRequestId(version: ProtocolVersion, clock: Clock): string {
   return version === 1 ? uuidHex() : ksuid(new Date(clock.now()));
 }
 
-/** The mcorpc reply body (choria-wire.md §4.2). */
+/** The mcorpc reply body (docs/protocol.md §4.2). */
 interface McorpcReply {
   statuscode: number;
   statusmsg: string;

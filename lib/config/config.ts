@@ -27,6 +27,8 @@ export interface LeaseSettings {
   readonly durationMs: number;
   readonly renewIntervalMs: number;
   readonly skewBoundMs: number;
+  /** `lease.assume_synchronized_clocks`: the operator's acknowledgement that makes `skew_bound: 0s` acceptable. */
+  readonly assumeSynchronizedClocks: boolean;
 }
 
 /**
@@ -75,6 +77,8 @@ export interface ProvisionerConfig {
   readonly natsToken: string | undefined;
   readonly deploymentId: string;
   readonly lease: LeaseSettings;
+  /** `discovery_max_nodes`: identities one discovery admits at most; replies beyond it are dropped, logged and counted. */
+  readonly discoveryMaxNodes: number;
   /** Request TTL in seconds written into every Choria request envelope. */
   readonly rpcTtl: number;
   readonly discoveryTimeoutMs: number;
@@ -101,6 +105,14 @@ export interface ParseConfigOptions {
 
 const MINUTE_MS = 60_000;
 const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
+/**
+ * Sized for large real fleets: a whole data centre (tens of thousands of nodes) booting into
+ * provisioning mode is admitted over a few discoveries; a hostile client forging replies cannot
+ * make one discovery produce more work than this.
+ */
+export const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
+/** One NATS subject token: no separators, wildcards, whitespace or control characters. */
+const SUBJECT_TOKEN_PROBLEM = /[.>*\s\p{Cc}]/u;
 const BROKER_URL = /^(nats|tls):\/\/[^\s/]+$/;
 
 /**
@@ -121,8 +133,10 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {
   const lifecycleComponent = nonEmpty(raw.lifecycle_component) ?? DEFAULT_LIFECYCLE_COMPONENT;
-  if (/[.>*]/.test(lifecycleComponent)) {
-    throw new ConfigError("lifecycle_component", "must not contain '.', '>' or '*'");
+  // It becomes one token of choria.lifecycle.event.startup.<component>: a wildcard would subscribe to
+  // every component's events, and a space or separator makes an invalid or different subject.
+  if (SUBJECT_TOKEN_PROBLEM.test(lifecycleComponent)) {
+    throw new ConfigError("lifecycle_component", "must be one NATS subject token: no '.', '>', '*', whitespace or control characters");
   }
 
   const intervalMs = duration("interval", raw.interval ?? "1m");
@@ -145,8 +159,10 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     upgrades: requested.upgrades ?? false,
   });
   const upgradesRepository = nonEmpty(raw.upgrades_repository);
-  if (features.upgrades && !upgradesRepository) {
-    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled");
+  // Go refuses this only when a host is upgraded; with upgrades_optional it sends an empty
+  // repository and carries on when the update fails, so only the mandatory case is refused here.
+  if (features.upgrades && !upgradesRepository && !(raw.upgrades_optional ?? false)) {
+    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled and upgrades_optional is not");
   }
 
   const helper = nonEmpty(raw.helper);
@@ -176,7 +192,16 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     durationMs: positiveDuration("lease.duration", raw.lease?.duration ?? "30s"),
     renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease?.renew_interval ?? "10s"),
     skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease?.skew_bound ?? "5s"),
+    assumeSynchronizedClocks: raw.lease?.assume_synchronized_clocks ?? false,
   });
+  // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
+  // fleet has that, so it takes an explicit statement that the operator accepts it.
+  if (lease.skewBoundMs === 0 && !lease.assumeSynchronizedClocks) {
+    throw new ConfigError(
+      "lease.skew_bound",
+      "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
+    );
+  }
   if (lease.renewIntervalMs + lease.skewBoundMs >= lease.durationMs) {
     throw new ConfigError("lease.renew_interval", "renew_interval plus skew_bound must be shorter than lease.duration");
   }
@@ -189,9 +214,21 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
       `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
     );
   }
+  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout ?? "10s");
+  // The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs.
+  if ((raw.leader_election ?? false) && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
+    throw new ConfigError(
+      "helper_timeout",
+      `must fit in one lease validity (lease.duration minus lease.skew_bound = ${(lease.durationMs - lease.skewBoundMs) / 1000} s), or every host pauses at the helper step`,
+    );
+  }
 
   const site = raw.site ?? "";
   const identity = nonEmpty(raw.identity) ?? `choria_provisioner.${site || "default"}`;
+  // The identity is the senderid nodes see and part of the subjects the provisioner uses.
+  if (/[>*\s\p{Cc}]/u.test(identity)) {
+    throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
+  }
   const certDenyList = raw.cert_deny_list && raw.cert_deny_list.length > 0 ? raw.cert_deny_list : DEFAULT_CERT_DENY_LIST;
   certDenyList.forEach((pattern, index) => checkPattern(pattern, index));
 
@@ -202,7 +239,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     loglevel: (nonEmpty(raw.loglevel) ?? "info") as LogLevel,
     helper,
     helperFunction,
-    helperTimeoutMs: positiveDuration("helper_timeout", raw.helper_timeout ?? "10s"),
+    helperTimeoutMs,
     token: nonEmpty(raw.token),
     lifecycleComponent,
     choriaInsecure: raw.choria_insecure ?? false,
@@ -235,6 +272,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     natsToken: nonEmpty(raw.nats_token),
     deploymentId: nonEmpty(raw.deployment_id) ?? nonEmpty(env.AWS_REGION) ?? "local",
     lease,
+    discoveryMaxNodes: raw.discovery_max_nodes ?? DEFAULT_DISCOVERY_MAX_NODES,
     rpcTtl: raw.rpc_ttl ?? 30,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout ?? "2s"),
   };
@@ -296,7 +334,9 @@ function redactedView(c: ConfigValues): Record<string, unknown> {
       duration: `${c.lease.durationMs}ms`,
       renew_interval: `${c.lease.renewIntervalMs}ms`,
       skew_bound: `${c.lease.skewBoundMs}ms`,
+      assume_synchronized_clocks: c.lease.assumeSynchronizedClocks,
     },
+    discovery_max_nodes: c.discoveryMaxNodes,
     rpc_ttl: c.rpcTtl,
     discovery_timeout: `${c.discoveryTimeoutMs}ms`,
   };

@@ -27,6 +27,7 @@ export const leaseSchema = z.object({
   duration: text.optional(),
   renew_interval: text.optional(),
   skew_bound: text.optional(),
+  assume_synchronized_clocks: flag.optional(),
 });
 
 export const rawConfigSchema = z.object({
@@ -67,6 +68,7 @@ export const rawConfigSchema = z.object({
   helper_timeout: text.optional(),
   rpc_ttl: z.number().int().min(30).optional(),
   discovery_timeout: text.optional(),
+  discovery_max_nodes: z.number().int().min(1).optional(),
 });
 
 export type RawConfig = z.infer<typeof rawConfigSchema>;
@@ -114,4 +116,5 @@ export const ENV_OVERRIDABLE: Record<string, "string" | "boolean" | "integer" | 
   helper_timeout: "string",
   rpc_ttl: "integer",
   discovery_timeout: "string",
+  discovery_max_nodes: "integer",
 };

@@ -182,7 +182,7 @@ function denyPattern(pattern: string): RegExp | null {
 }
 
 /**
- * The provisioner's CSR checks (choria-wire §9.7): present, parseable, CN equal to the identity,
+ * The provisioner's CSR checks (docs/protocol.md §9.7): present, parseable, CN equal to the identity,
  * and neither the CN nor any DNS SAN matching `denyList`. Throws CsrError.
  */
 export function validateCsr(pem: string | undefined, identity: string, denyList: readonly string[]): void {

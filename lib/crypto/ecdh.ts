@@ -7,7 +7,7 @@ const X25519_KEY_BYTES = 32;
 /** The X25519 exchange failed: a key of the wrong size, or a low-order peer key (all-zero secret). */
 export class EcdhError extends ProvisionerError {}
 
-/** A fresh X25519 key pair as raw 32-byte keys (choria-wire §9.5). */
+/** A fresh X25519 key pair as raw 32-byte keys (docs/protocol.md §9.5). */
 export function generateX25519KeyPair(): { privateKey: Uint8Array; publicKey: Uint8Array } {
   const { privateKey, publicKey } = generateKeyPairSync("x25519");
   const der = privateKey.export({ format: "der", type: "pkcs8" });

@@ -21,12 +21,19 @@ export function encodeHex(bytes: Uint8Array): string {
   return Buffer.from(bytes).toString("hex");
 }
 
-/** Decodes unpadded base64url (RFC 7515 segments); padding or foreign characters are malformed. */
+/** Go's encoding/base64 skips these two wherever they occur (so a JWT file's trailing newline decodes). */
+const GO_IGNORED_NEWLINES = /[\r\n]/g;
+
+/**
+ * Decodes unpadded base64url (RFC 7515 segments) like Go's RawURLEncoding: CR and LF are skipped,
+ * padding or any other foreign character (space, tab, `+`, `/`) is malformed.
+ */
 export function decodeBase64Url(text: string): Uint8Array {
-  if (!BASE64URL_PATTERN.test(text) || text.length % 4 === 1) {
+  const data = text.replace(GO_IGNORED_NEWLINES, "");
+  if (!BASE64URL_PATTERN.test(data) || data.length % 4 === 1) {
     throw new Error("illegal base64url data");
   }
-  return new Uint8Array(Buffer.from(text, "base64url"));
+  return new Uint8Array(Buffer.from(data, "base64url"));
 }
 
 export function encodeBase64Url(bytes: Uint8Array | string): string {

@@ -1,6 +1,6 @@
 /**
  * Cryptographic and version primitives of the Choria provisioner and its fleet simulator
- * (choria-wire §9): ids, provisioning / server JWTs and trust chains, X25519, legacy PEM
+ * (docs/protocol.md §9): ids, provisioning / server JWTs and trust chains, X25519, legacy PEM
  * encryption, nonce signatures, CSRs and rpm version comparison.
  */
 export { decodeBase64Url, decodeHex, encodeBase64Url, encodeHex } from "./encoding";
@@ -23,6 +23,7 @@ export {
   decodeJwt,
   helperJwtClaims,
   loadJwtVerifier,
+  parseProvisioningJwtUnverified,
   signJwt,
   verifyJwtSignature,
   verifyProvisioningJwt,

@@ -21,7 +21,11 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Splits and decodes a compact JWS without checking anything but its shape. */
+/**
+ * Splits and decodes a compact JWS without checking anything but its shape, as golang-jwt's
+ * ParseUnverified does: exactly three segments, each decoded with CR/LF skipped (a token file's
+ * trailing newline is fine); the signing input stays the header and claims exactly as given.
+ */
 export function decodeJwt(token: string): DecodedJwt {
   const parts = token.split(".");
   if (parts.length !== 3) {
@@ -271,7 +275,7 @@ function typedProvisioningClaims(raw: Record<string, unknown>): ProvisioningClai
 }
 
 /**
- * Verifies a node's provisioning JWT (choria-wire §9.1): allowed algorithm matching the verifier's
+ * Verifies a node's provisioning JWT (docs/protocol.md §9.1): allowed algorithm matching the verifier's
  * key type, signature, exp/nbf without leeway, provisioning purpose, and for tokens carrying a trust
  * chain signature a `C-` issuer whose `issexp` has not passed. Reasons never include the token.
  */
@@ -293,6 +297,28 @@ export async function verifyProvisioningJwt(token: string, verifier: JwtVerifier
     const reason = error instanceof Error ? error.message : String(error);
     throw new JwtError(`could not parse provisioner token: ${reason}`, { cause: error });
   }
+}
+
+/** Every `alg` golang-jwt v5 registers: ParseUnverified refuses any other before anything is verified. */
+const GO_REGISTERED_ALGS = new Set([
+  "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "none",
+]);
+
+/**
+ * Reads a provisioning JWT without verifying it, as a node reads its own `provisioning.jwt` (tokens
+ * `ParseProvisionTokenUnverified`): three decodable segments, a registered `alg`, claims of the right
+ * types, and `sub` or `purpose` "choria_provisioning". Expiry and signature are NOT checked.
+ */
+export function parseProvisioningJwtUnverified(token: string): ProvisioningClaims {
+  const decoded = decodeJwt(token);
+  const alg = decoded.header.alg;
+  if (typeof alg !== "string") throw new JwtError("token is unverifiable: signing method (alg) is unspecified");
+  if (!GO_REGISTERED_ALGS.has(alg)) throw new JwtError("token is unverifiable: signing method (alg) is unavailable");
+  const claims = typedProvisioningClaims(decoded.claims);
+  if (claims.sub !== "choria_provisioning" && claims.purpose !== "choria_provisioning") {
+    throw new JwtError("token is not a provisioning token");
+  }
+  return claims;
 }
 
 /** A token with a trust chain signature needs a `C-` issuer and an unexpired `issexp` (and exp). */

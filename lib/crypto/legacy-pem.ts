@@ -56,7 +56,7 @@ function wrap64(base64: string): string {
 
 /**
  * Encrypts a helper-supplied key for a node like Go's x509.EncryptPEMBlock with AES-256-CBC
- * (choria-wire §9.6): the DER of the first PEM block, re-labelled `RSA PRIVATE KEY`.
+ * (docs/protocol.md §9.6): the DER of the first PEM block, re-labelled `RSA PRIVATE KEY`.
  * `password` is the raw 32-byte ECDH shared secret.
  */
 export function encryptLegacyPem(pem: string, password: Uint8Array, iv: Uint8Array = randomBytes(AES_BLOCK)): string {

@@ -26,7 +26,7 @@ function decodeField(hex: string, name: string, length: number): Uint8Array {
   return bytes;
 }
 
-/** Checks a node's gen25519 reply (choria-wire §7 step 2); throws NonceSignatureError. */
+/** Checks a node's gen25519 reply (docs/protocol.md §7 step 2); throws NonceSignatureError. */
 export function verifyNonceSignature(publicKeyHex: string, nonce: string, signatureHex: string): void {
   const publicKey = decodeField(publicKeyHex, "public key", ED25519_PUBLIC_KEY_BYTES);
   const signature = decodeField(signatureHex, "signature", ED25519_SIGNATURE_BYTES);

@@ -69,7 +69,7 @@ export interface ServerJwtSettings {
 
 /**
  * Decides org, collectives, validity, permissions and publish subjects of a node's server JWT from
- * the helper's answer (behaviour §3 step 7). An absolute `server_claims.exp` sets validity to
+ * the helper's answer (docs/behaviour.md §3 step 7). An absolute `server_claims.exp` sets validity to
  * exp − now; any validity of one hour or less falls back to the configured default.
  */
 export function serverJwtSettings(
@@ -168,7 +168,7 @@ function numberClaim(claims: Record<string, unknown>, name: string): number | un
 }
 
 /**
- * Makes `claims` part of an Organization Issuer chain (choria-wire §9.4) using the provisioner's
+ * Makes `claims` part of an Organization Issuer chain (docs/protocol.md §9.4) using the provisioner's
  * own client token (`jwt_signing_token`, read unverified) and its Ed25519 seed. Sign the result
  * with the same seed.
  */
@@ -176,7 +176,8 @@ export function addChainIssuerData(claims: ServerClaims, provisionerToken: strin
   if (provisionerSeed.alg !== "EdDSA") {
     throw new JwtError("jwt_signing_key must be an ed25519 seed when jwt_signing_token is set");
   }
-  const raw = decodeJwt(provisionerToken.trim()).claims;
+  // Parsed as Go's ParseClientIDTokenUnverified reads the file: untrimmed (CR/LF decode away).
+  const raw = decodeJwt(provisionerToken).claims;
   const issuer: ChainIssuerClaims = {
     jti: stringClaim(raw, "jti"),
     public_key: stringClaim(raw, "public_key"),

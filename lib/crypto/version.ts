@@ -1,4 +1,4 @@
-/** Package versions compared the rpm way (choria-wire §9.9); the provisioner upgrades iff not equal. */
+/** Package versions compared the rpm way (docs/protocol.md §9.9); the provisioner upgrades iff not equal. */
 
 interface ParsedVersion {
   epoch: number;

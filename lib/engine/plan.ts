@@ -1,5 +1,5 @@
 /**
- * The Go provisioner's per-RPC plan (choria-wire §7): how often each call is tried and how long one
+ * The Go provisioner's per-RPC plan (docs/protocol.md §7): how often each call is tried and how long one
  * attempt may wait. Kept as data so the engine, tests and docs read the same numbers.
  */
 

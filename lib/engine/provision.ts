@@ -1,5 +1,5 @@
 /**
- * The provisioning sequence for one host (behaviour §3, choria-wire §7), with the Go provisioner's
+ * The provisioning sequence for one host (docs/behaviour.md §3, docs/protocol.md §7), with the Go provisioner's
  * `host.Provision` as the reference: JWT, ed25519 key, inventory, CSR, helper, then shutdown or
  * server JWT, key transport, upgrade, configure and restart. Every step that leaves the process
  * reads the pause gate first, so a deposed leader stops at the next attempt boundary.
@@ -557,25 +557,26 @@ class HostProvisioning {
   }
 
   private async configure(response: HelperResponse, serverJwt: string, key: { encrypted: string; ecdhPublic: string }): Promise<void> {
-    if (Object.keys(response.configuration).length === 0) {
-      throw new HelperError("empty configuration");
-    }
-    this.logger.info("Configuring node", this.log);
     const ssldir = this.csr !== null && this.csr.ssldir !== "" ? this.csr.ssldir : response.ssldir;
     await this.call(
       "configure",
-      () => ({
-        action_policies: { ...response.action_policies },
-        ca: response.ca,
-        certificate: response.certificate,
-        config: encodeGoJson(response.configuration),
-        ecdh_public: key.ecdhPublic,
-        key: key.encrypted,
-        opa_policies: { ...response.opa_policies },
-        server_jwt: serverJwt,
-        ssldir,
-        token: this.settings.token,
-      }),
+      () => {
+        // Checked per attempt, as Go does inside the retry loop: each try fails without sending.
+        if (Object.keys(response.configuration).length === 0) throw new HelperError("empty configuration");
+        this.logger.info("Configuring node", this.log);
+        return {
+          action_policies: { ...response.action_policies },
+          ca: response.ca,
+          certificate: response.certificate,
+          config: encodeGoJson(response.configuration),
+          ecdh_public: key.ecdhPublic,
+          key: key.encrypted,
+          opa_policies: { ...response.opa_policies },
+          server_jwt: serverJwt,
+          ssldir,
+          token: this.settings.token,
+        };
+      },
       () => undefined,
     );
   }

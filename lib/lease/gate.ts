@@ -1,13 +1,14 @@
 /**
- * The pause gate (behaviour §4) over the lease. It opens only while this deployment holds the term
+ * The pause gate (docs/behaviour.md §4) over the lease. It opens only while this deployment holds the term
  * the work was admitted under and the remaining validity covers the whole next attempt, so an
  * attempt that starts before a takeover is also over before it. Nothing is cached beyond the
  * lease's own monotonic deadline: when that is too short the gate renews first, and any store
  * failure reads closed.
  */
-import { AttemptExceedsLeaseError, LeaseLostError, PausedError } from "../errors";
-import { METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { AttemptExceedsLeaseError, LeaseLostError, LeaseStoreError, PausedError } from "../errors";
+import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lease";
+import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
 /** The term every piece of work carries when leader election is off. */
@@ -48,6 +49,8 @@ export interface LeaseGateDeps {
   logger?: Logger;
   /** Called once per term across the whole deployment (the marker in the lease item): trigger a discovery and publish the startup event. */
   onWon?: (term: number) => void | Promise<void>;
+  /** The operator's pause switch (lib/lease/pause.ts), read before every lease round. */
+  pause?: PauseStore;
 }
 
 export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): LeaseGate {
@@ -58,10 +61,35 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   const lease = new Lease(settings, { store: deps.store, clock, logger, metrics: deps.metrics });
   const maxValidityMs = settings.leaseDurationMs - settings.skewBoundMs;
 
-  const reportPaused = () => deps.metrics.gauge(METRIC.paused, lease.holding() ? 0 : 1);
+  const reportPaused = () => deps.metrics.gauge(METRIC.paused, usableHolding() ? 0 : 1);
+
+  // While the operator's switch is on, no lease round runs and the held term is not used: the
+  // lease runs out and a standby takes over, as after a crash.
+  let pausedByOperator = false;
+  const usableHolding = () => (pausedByOperator ? undefined : lease.holding());
+
+  async function operatorPaused(): Promise<boolean> {
+    if (!deps.pause) return false;
+    let paused: boolean;
+    try {
+      paused = (await deps.pause.read(settings.site, settings.deploymentId))?.paused === true;
+    } catch (error) {
+      deps.metrics.count(EXTRA_METRIC.leaseStoreErrors);
+      throw new LeaseStoreError(`could not read the pause switch of deployment ${settings.deploymentId}`, { cause: error });
+    }
+    if (paused !== pausedByOperator) {
+      logger.warn(paused ? "paused by the operator: not working, not contesting the lease" : "resumed by the operator", {
+        site: settings.site,
+        deploymentId: settings.deploymentId,
+      });
+    }
+    pausedByOperator = paused;
+    return paused;
+  }
 
   async function acquireOrRenew(): Promise<LeaseOutcome> {
     try {
+      if (await operatorPaused()) return { holding: false, current: undefined };
       const outcome = await lease.acquireOrRenew();
       // Concurrent callers share one round and so one outcome: only the first runs onWon.
       if (outcome.holding && outcome.wonNewTerm && deps.onWon && !announced.has(outcome.term)) {
@@ -80,10 +108,10 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   const announced = new Set<number>();
 
   async function validHolding(minValidMs: number): Promise<{ term: number; validForMs: number } | undefined> {
-    const held = lease.holding();
+    const held = usableHolding();
     if (held && held.validForMs >= minValidMs) return held;
     await acquireOrRenew();
-    return lease.holding();
+    return usableHolding();
   }
 
   return {
@@ -124,10 +152,10 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
 
     async standing(): Promise<Standing> {
       try {
-        const held = lease.holding();
+        const held = usableHolding();
         if (held) return { kind: "leading", term: held.term };
         const outcome = await acquireOrRenew();
-        const now = lease.holding();
+        const now = usableHolding();
         if (now) return { kind: "leading", term: now.term };
         const current = outcome.holding ? undefined : outcome.current;
         if (current && current.holder === settings.deploymentId && !current.released) {

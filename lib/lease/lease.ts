@@ -1,5 +1,5 @@
 /**
- * The per-site lease (behaviour §5) written against a small conditional-write store. Holding the
+ * The per-site lease (docs/behaviour.md §5) written against a small conditional-write store. Holding the
  * lease for term T is what makes this deployment the leader; the term is the fencing token that
  * stamps admitted work. Safety rests on three rules, none of which trusts another machine's clock:
  *

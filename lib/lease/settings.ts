@@ -1,6 +1,6 @@
 import { ConfigError } from "../errors";
 
-/** How this deployment takes part in the election for one site (behaviour §5). */
+/** How this deployment takes part in the election for one site (docs/behaviour.md §5). */
 export interface LeaseSettings {
   /** `leader_election`; when false the gate is always open at term 0 and the store is never used. */
   leaderElection: boolean;

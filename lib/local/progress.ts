@@ -28,7 +28,7 @@ export function formatSnapshot(s: ProgressSnapshot): string {
   const crashed = s.crashed.length > 0 ? ` | crashed: ${s.crashed.join(",")}` : "";
   return (
     `[${seconds(s.elapsedMs).padStart(7)}] waiting ${pad(s.waiting)} | in progress ${pad(s.inProgress)} | ` +
-    `provisioned ${pad(s.provisioned)}/${s.total} | failed ${s.failed} | ${leader} | invocations ${s.invocations}${crashed}`
+    `provisioned ${pad(s.provisioned)}/${s.total} | failed ${s.failed} | retrying ${s.retrying} | ${leader} | invocations ${s.invocations}${crashed}`
   );
 }
 
@@ -57,7 +57,7 @@ export function createProgressWriter(options: ProgressWriterOptions = {}): Progr
         lastLine = line;
         return;
       }
-      const key = `${snapshot.waiting}/${snapshot.inProgress}/${snapshot.provisioned}/${snapshot.failed}/${snapshot.leader}/${snapshot.term}`;
+      const key = `${snapshot.waiting}/${snapshot.inProgress}/${snapshot.provisioned}/${snapshot.failed}/${snapshot.retrying}/${snapshot.leader}/${snapshot.term}`;
       const due = snapshot.elapsedMs - lastPlainAt >= (options.plainEveryMs ?? 5_000);
       if (key !== lastKey && (due || snapshot.provisioned === snapshot.total || lastKey === "")) {
         stream.write(`${line}\n`);
@@ -91,7 +91,9 @@ export function formatSummary(summary: RunSummary, extra: Array<[string, string]
   const verdict =
     summary.provisioned === summary.total
       ? `all ${summary.total} nodes provisioned`
-      : `${summary.provisioned} of ${summary.total} nodes provisioned, ${summary.unprovisioned.length} not (${summary.lost.length} with no dead letter)`;
+      : `${summary.provisioned} of ${summary.total} nodes provisioned, ${summary.unprovisioned.length} not: ` +
+        `${summary.unprovisioned.filter((node) => node.state === "parked").length} parked in the DLQ, ` +
+        `${summary.unprovisioned.filter((node) => node.state === "retrying").length} retrying, ${summary.lost.length} with no dead letter`;
   lines.push("", "Summary", "-------");
   lines.push(
     table([
@@ -126,12 +128,18 @@ export function formatSummary(summary: RunSummary, extra: Array<[string, string]
     ]),
   );
   if (summary.unprovisioned.length > 0) {
-    lines.push("", "Not provisioned");
+    lines.push("", "Not provisioned (last error of each)");
     const shown = summary.unprovisioned.slice(0, 50);
     lines.push(
       table([
-        ["node", "dead-lettered", "reason"],
-        ...shown.map((node) => [node.identity, node.deadLettered ? "yes" : "no", node.reason]),
+        ["node", "state", "step", "failures", "last error"],
+        ...shown.map((node) => [
+          node.identity,
+          node.state,
+          node.failedStep ?? "-",
+          node.failures === undefined ? "-" : String(node.failures),
+          node.reason,
+        ]),
       ]),
     );
     if (summary.unprovisioned.length > shown.length) lines.push(`... and ${summary.unprovisioned.length - shown.length} more`);

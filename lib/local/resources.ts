@@ -9,6 +9,25 @@ import { createAdmissionTable } from "../admission/dynamodb-admission-store";
 import { createLeaseTable } from "../lease/dynamodb-lease-store";
 import type { RunningSqs } from "./services";
 
+/** The stage `sls invoke local` uses by default (scripts/sls-local.sh). */
+export const LOCAL_STAGE = "local";
+
+/**
+ * The table and queue names serverless.yml gives a stage (`custom.names`), so the local services,
+ * `npm run local -- --keep-running` and the operator CLI name things as a deployment does.
+ */
+export function stageResourceNames(stage: string) {
+  const prefix = `choria-provisioner-${stage}`;
+  return {
+    leaseTable: `${prefix}-lease`,
+    admissionTable: `${prefix}-admission`,
+    hostWorkQueue: `${prefix}-host-work`,
+    hostWorkDlq: `${prefix}-host-work-dlq`,
+    lifecycleQueue: `${prefix}-lifecycle`,
+    lifecycleDlq: `${prefix}-lifecycle-dlq`,
+  };
+}
+
 export interface ProvisionerTables {
   lease: string;
   admission: string;

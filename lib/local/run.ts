@@ -3,8 +3,13 @@
  * provisioned / failed, leader and term), optionally crashes the leading deployment after a delay
  * to show the failover, and ends when every node is provisioned or the timeout passes. A node is
  * provisioned once it acknowledged its restart; a node that is not is reported with the best reason
- * known (its dead letter's reason, or the last request it refused).
+ * known (its dead letter's reason, its last error in the admission registry, or the last request
+ * it refused).
  */
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
+import type { AdmissionSummaryRow } from "../admission/registry";
+import { LOCAL_AWS } from "./services";
 import type { LocalStack, LeaseView, DeadLetter } from "./stack";
 
 export interface ProgressSnapshot {
@@ -13,8 +18,10 @@ export interface ProgressSnapshot {
   waiting: number;
   inProgress: number;
   provisioned: number;
-  /** Dead-lettered host work (approximate during the run). */
+  /** Dead-lettered host work (approximate during the run): parked hosts and poison. */
   failed: number;
+  /** Hosts whose last attempt failed and that will be tried again (registry entries with a last error, not parked). */
+  retrying: number;
   leader: string | undefined;
   term: number | undefined;
   invocations: number;
@@ -34,10 +41,16 @@ export interface UnprovisionedNode {
   identity: string;
   reason: string;
   deadLettered: boolean;
+  /** parked (in the DLQ), retrying (failed, will be tried again), in progress, or never contacted. */
+  state: "parked" | "retrying" | "in progress" | "never contacted";
+  /** The step of its last hard failure and how many in a row, when the registry knows. */
+  failedStep?: string;
+  failures?: number;
 }
 
 export interface RunSummary {
-  outcome: "all-provisioned" | "timeout" | "interrupted";
+  /** settled: every node is provisioned or parked in the DLQ with its reason; nothing is left to try. */
+  outcome: "all-provisioned" | "settled" | "timeout" | "interrupted";
   elapsedMs: number;
   total: number;
   provisioned: number;
@@ -90,6 +103,16 @@ class FleetProgress {
   }
 }
 
+/** The admission registry is read every few seconds for the retrying count: it is a Query of the whole site. */
+const REGISTRY_EVERY_MS = 2_000;
+
+/** Reads the registry rows of the run's site straight from DynamoDB, as the status function would. */
+function registryReader(stack: LocalStack): { rows(): Promise<AdmissionSummaryRow[]>; close(): void } {
+  const client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: stack.dynamoDb.url });
+  const store = new DynamoDbAdmissionStore({ client, tableName: stack.tables.admission });
+  return { rows: () => store.listSite(stack.site), close: () => client.destroy() };
+}
+
 export async function runLocal(stack: LocalStack, options: RunOptions): Promise<RunSummary> {
   const startedAt = Date.now();
   const progress = new FleetProgress(stack);
@@ -102,6 +125,9 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
   let allDoneAt: number | undefined;
   const say = (message: string) => options.onEvent?.(message);
 
+  const registry = registryReader(stack);
+  let rows: AdmissionSummaryRow[] = [];
+  let rowsReadAt = 0;
   stack.start();
   for (;;) {
     const now = Date.now();
@@ -119,6 +145,10 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
     }
     lastLease = lease;
     failed = await stack.deadLetterCount().catch(() => failed);
+    if (now - rowsReadAt >= REGISTRY_EVERY_MS) {
+      rows = await registry.rows().catch(() => rows);
+      rowsReadAt = now;
+    }
 
     if (options.killLeaderAfterMs !== undefined && !failover && now - startedAt >= options.killLeaderAfterMs && lease) {
       const leader = stack.deployments.find((deployment) => deployment.id === lease.holder);
@@ -137,6 +167,7 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
       inProgress: [...progress.touched].filter((identity) => !progress.restartedAt.has(identity)).length,
       waiting: total - progress.touched.size,
       failed,
+      retrying: rows.filter((row) => row.lastError !== undefined && row.state !== "parked" && !progress.restartedAt.has(row.identity)).length,
       leader: lease?.holder,
       term: lease?.term,
       invocations: stack.ledger.count(),
@@ -155,19 +186,38 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
         break;
       }
     }
+    const parked = rows.filter((row) => row.state === "parked" && !progress.restartedAt.has(row.identity)).length;
+    if (provisioned < total && provisioned + parked >= total) {
+      outcome = "settled";
+      say(`every node is provisioned or parked: ${provisioned} provisioned, ${parked} parked in the DLQ`);
+      break;
+    }
     if (now - startedAt >= options.timeoutMs) break;
     await new Promise((resolve) => setTimeout(resolve, options.sampleEveryMs ?? 250));
   }
 
   progress.update();
   const deadLetters = await stack.deadLetters().catch(() => []);
+  rows = await registry.rows().catch(() => rows);
+  registry.close();
   const lettered = new Map(deadLetters.filter((letter) => letter.identity).map((letter) => [letter.identity as string, letter]));
+  const known = new Map(rows.map((row) => [row.identity, row]));
   const unprovisioned: UnprovisionedNode[] = stack.fleet.identities
     .filter((identity) => !progress.restartedAt.has(identity))
     .map((identity) => {
       const letter = lettered.get(identity);
-      const reason = letter?.reason ?? progress.lastRefusal.get(identity) ?? (progress.touched.has(identity) ? "in progress" : "never contacted");
-      return { identity, reason, deadLettered: letter !== undefined };
+      const row = known.get(identity);
+      const touched = progress.touched.has(identity) || row?.lastError !== undefined;
+      const state: UnprovisionedNode["state"] =
+        letter || row?.state === "parked" ? "parked" : row?.lastError !== undefined ? "retrying" : touched ? "in progress" : "never contacted";
+      const reason = letter?.reason ?? row?.lastError ?? progress.lastRefusal.get(identity) ?? state;
+      return {
+        identity,
+        reason,
+        deadLettered: letter !== undefined,
+        state,
+        ...(row?.failedStep === undefined ? {} : { failedStep: row.failedStep, failures: row.failures ?? 0 }),
+      };
     });
   return {
     outcome,

@@ -73,6 +73,16 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
+/** A server that did not come up is stopped, never left running behind the error. */
+async function stopIfFails(child: ChildProcess, ready: () => Promise<void>): Promise<void> {
+  try {
+    await ready();
+  } catch (error) {
+    await stopChild(child);
+    throw error;
+  }
+}
+
 export interface NatsOptions {
   /** Extra nats-server arguments, e.g. an auth config. */
   args?: string[];
@@ -89,12 +99,19 @@ export async function startNats(options: NatsOptions = {}): Promise<RunningNats>
     child = spawn(NATS_BINARY, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...(options.args ?? [])], {
       stdio: ["ignore", "pipe", "pipe"],
     });
-    await waitForOutput(child, /Server is ready/, "nats-server", 15_000);
-    child.stdout?.resume();
-    child.stderr?.resume();
+    await stopIfFails(child, async () => {
+      await waitForOutput(child, /Server is ready/, "nats-server", 15_000);
+      child.stdout?.resume();
+      child.stderr?.resume();
+    });
   }
 
-  await launch();
+  try {
+    await launch();
+  } catch (error) {
+    await rm(storeDir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
@@ -127,10 +144,12 @@ export async function startDynamoDbLocal(options: { port?: number } = {}): Promi
 
   async function launch(): Promise<void> {
     child = spawnDynamoDb({ port, sharedDb: true, stdio: ["ignore", "pipe", "pipe"] } as never) as ChildProcess;
-    await waitForOutput(child, /CorsParams/, "DynamoDB Local", 60_000);
-    child.stdout?.resume();
-    child.stderr?.resume();
-    await waitForHttp(`http://127.0.0.1:${port}`, 30_000);
+    await stopIfFails(child, async () => {
+      await waitForOutput(child, /CorsParams/, "DynamoDB Local", 60_000);
+      child.stdout?.resume();
+      child.stderr?.resume();
+      await waitForHttp(`http://127.0.0.1:${port}`, 30_000);
+    });
   }
 
   await launch();

@@ -5,9 +5,12 @@
  * deployment and binds the real handlers (`makeHandler(() => app)` from handlers/*.ts) to emulated
  * EventBridge schedules and SQS event source mappings (lambda-runtime.ts).
  *
- * Deployments share the lease and admission tables (one site, as global tables would) and each has
- * its own queues (SQS is regional). The Apps reach DynamoDB and SQS through counting proxies so the
- * requests they make can be reported without touching the App.
+ * Deployments are separate, as `sls deploy` builds them: each has its own queues, its own admission
+ * registry and its own function wiring; they share only what production shares, the site's lease
+ * table (the `leaseTable` param) and the broker with its lifecycle stream and the site's one durable
+ * consumer. The first deployment starts first and the others only once it leads, as a standby is
+ * deployed into a site whose lease is already held. The Apps reach DynamoDB and SQS through counting
+ * proxies so the requests they make can be reported without touching the App.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
@@ -17,11 +20,14 @@ import { fileURLToPath } from "node:url";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
-import { appSettingsFromEnv, createApp, type App, type AppOverrides } from "../app";
+import { connect as connectNats } from "nats";
+import { createAdmissionTable } from "../admission/dynamodb-admission-store";
+import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../app";
+import { lifecycleSubject } from "../choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
-import { silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import {
   InvocationLedger,
@@ -33,7 +39,7 @@ import {
   type SqsHandler,
 } from "./lambda-runtime";
 import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM } from "./resources";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM, LOCAL_STAGE, stageResourceNames } from "./resources";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -141,6 +147,8 @@ export interface FunctionNames {
 
 export interface LocalDeployment {
   readonly id: string;
+  /** The shared lease table and this deployment's own admission table. */
+  readonly tables: { lease: string; admission: string };
   readonly app: App;
   readonly metrics: InMemoryMetrics;
   readonly functions: FunctionNames;
@@ -170,6 +178,22 @@ export interface DeadLetter {
   body: string;
 }
 
+/** Provisioning-mode startup events followed from the nodes to the deployments' lifecycle functions. */
+export interface LifecycleEventCount {
+  /** Published by the simulated nodes on choria.lifecycle.event.startup.provision_mode_server. */
+  published: number;
+  /** Handled by a lifecycle function while its deployment led (admitted, or already admitted by a discovery), per deployment. */
+  reachedLeader: Record<string, number>;
+  /** Handled by a lifecycle function while its deployment was paused (and so dropped). */
+  droppedPaused: number;
+  /** Sent to a lifecycle DLQ because SQS refused them. */
+  deadLettered: number;
+  /** Still in the stream for the site's consumer (not yet delivered, or delivered and not acknowledged). */
+  pendingInStream: number;
+  /** None dropped, dead-lettered or pending, and at least as many reached a leader as were published. */
+  noneLost: boolean;
+}
+
 export interface LocalStack {
   readonly nats: RunningNats;
   readonly dynamoDb: { readonly url: string; readonly pid: number | undefined };
@@ -180,11 +204,18 @@ export interface LocalStack {
   /** Requests counted by proxies: the Apps' DynamoDB and SQS traffic (all deployments), and the emulated event sources' SQS traffic. */
   readonly traffic: { dynamoDb: TrafficCounts; sqsApp: TrafficCounts; sqsEventSources: CountingProxy };
   readonly site: string;
+  /** The shared lease table and the first deployment's admission table (each deployment has its own). */
   readonly tables: { lease: string; admission: string };
   readonly timings: StackTimings;
   readonly workDir: string;
-  /** Starts the fleet's discovery targets and every deployment's schedules and pollers. */
+  /**
+   * Starts the first deployment's schedules and pollers and, once it holds the lease, the others'
+   * (they then start paused). `started` resolves when every deployment runs.
+   */
   start(): void;
+  readonly started: Promise<void>;
+  /** Startup events counted end to end; see LifecycleEventCount. */
+  lifecycleEvents(): Promise<LifecycleEventCount>;
   lease(): Promise<LeaseView | undefined>;
   /** Approximate messages in each deployment's host-work DLQ. */
   deadLetterCount(): Promise<number>;
@@ -212,12 +243,20 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     cleanup.push(() => rm(workDir, { recursive: true, force: true }));
 
     const external = options.dynamoDbEndpoint;
-    const [nats, dynamoDb, sqs] = await Promise.all([
+    // Settled one by one, so the services that did start are stopped when another one fails.
+    const services = await Promise.allSettled([
       startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       startSqs(),
     ]);
-    cleanup.push(() => nats.stop(), () => dynamoDb?.stop() ?? Promise.resolve(), () => sqs.stop());
+    for (const service of services) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
+    const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
+    if (failed) throw failed.reason;
+    const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats,
+      Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
+      RunningSqs,
+    ];
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -235,9 +274,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       dynamoClient.destroy();
       sqsClient.destroy();
     });
-    const tablePrefix = external === undefined ? site : `${site}-${randomUUID().slice(0, 8)}`;
-    const tables = { lease: `${tablePrefix}-lease`, admission: `${tablePrefix}-admission` };
+    // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
+    // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables. The first
+    // deployment's registry keeps that name; every other deployment has its own.
+    const localNames = stageResourceNames(LOCAL_STAGE);
+    const unique = `${site}-${randomUUID().slice(0, 8)}`;
+    const tablesOf = (id: string, index: number) => {
+      const lease = external === undefined ? localNames.leaseTable : `${unique}-lease`;
+      const admission = external === undefined ? localNames.admissionTable : `${unique}-admission`;
+      return { lease, admission: index === 0 ? admission : `${admission}-${safeName(id)}` };
+    };
+    const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
+    for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
     await createLifecycleStream(nats.url);
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
@@ -249,7 +298,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const ledger = new InvocationLedger();
     const deployments: LocalDeployment[] = [];
-    for (const id of deploymentIds) {
+    for (const [index, id] of deploymentIds.entries()) {
       const proxies = {
         dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }),
         sqs: await startCountingProxy({ target: sqs.url, ...observe }),
@@ -265,7 +314,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         natsUrl: nats.url,
         sqs,
         sqsClient,
-        tables,
+        tables: tablesOf(id, index),
         proxies,
         ledger,
         logger,
@@ -298,6 +347,35 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     };
 
     let stopped = false;
+    let markStarted!: () => void;
+    const started = new Promise<void>((resolve) => (markStarted = resolve));
+    let starting = false;
+    const startDeployments = async () => {
+      const [first, ...others] = deployments;
+      for (const source of first?.sources ?? []) source.start();
+      // A standby joins a site whose lease is held: wait until the first deployment leads (its
+      // keeper's first round), or give up waiting after two lease durations and let them contest.
+      const waitUntil = Date.now() + 2 * 30_000;
+      while (first && others.length > 0 && !stopped && Date.now() < waitUntil) {
+        const current = await lease().catch(() => undefined);
+        if (current?.holder === first.id && current.expiresAt > Date.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      if (!stopped) for (const deployment of others) for (const source of deployment.sources) source.start();
+      markStarted();
+    };
+
+    const streamPending = async (): Promise<number> => {
+      const nc = await connectNats({ servers: nats.url });
+      try {
+        const jsm = await nc.jetstreamManager();
+        const info = await jsm.consumers.info(LIFECYCLE_STREAM, defaultConsumerName(site)).catch(() => undefined);
+        return info ? info.num_pending + info.num_ack_pending : 0;
+      } finally {
+        await nc.close();
+      }
+    };
+
     return {
       nats,
       dynamoDb: { url: dynamoDbUrl, pid: dynamoDb?.pid },
@@ -311,7 +389,26 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       timings,
       workDir,
       start() {
-        for (const deployment of deployments) for (const source of deployment.sources) source.start();
+        if (starting) return;
+        starting = true;
+        void startDeployments();
+      },
+      started,
+      async lifecycleEvents() {
+        const published = fleet.lifecycleEvents.filter((event) => event.subject === lifecycleSubject("startup", "provision_mode_server")).length;
+        const reachedLeader = Object.fromEntries(deployments.map((deployment) => [deployment.id, deployment.metrics.total(EXTRA_METRIC.lifecycleEventsReceived)]));
+        const droppedPaused = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDropped), 0);
+        const deadLettered = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDeadLettered), 0);
+        const pendingInStream = await streamPending().catch(() => 0);
+        const reached = Object.values(reachedLeader).reduce((sum, count) => sum + count, 0);
+        return {
+          published,
+          reachedLeader,
+          droppedPaused,
+          deadLettered,
+          pendingInStream,
+          noneLost: droppedPaused === 0 && deadLettered === 0 && pendingInStream === 0 && reached >= published,
+        };
       },
       lease,
       async deadLetterCount() {
@@ -366,6 +463,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await stopAll();
     throw error;
   }
+}
+
+/** One summary line: "100 published, 100 reached the leader (primary 100, standby 0), none lost". */
+export function formatLifecycleEvents(count: LifecycleEventCount): string {
+  const perDeployment = Object.entries(count.reachedLeader)
+    .map(([id, reached]) => `${id} ${reached}`)
+    .join(", ");
+  const reached = Object.values(count.reachedLeader).reduce((sum, value) => sum + value, 0);
+  const losses = [
+    count.droppedPaused > 0 ? `${count.droppedPaused} dropped by a paused deployment` : "",
+    count.deadLettered > 0 ? `${count.deadLettered} dead-lettered` : "",
+    count.pendingInStream > 0 ? `${count.pendingInStream} still in the stream` : "",
+  ].filter(Boolean);
+  const verdict = count.noneLost ? "none lost" : losses.length > 0 ? losses.join(", ") : `${count.published - reached} not seen by a leader`;
+  return `${count.published} published, ${reached} reached the leader (${perDeployment}), ${verdict}`;
 }
 
 function identityOf(body: string | undefined): string | undefined {
@@ -446,7 +558,6 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     SQS_ENDPOINT: input.proxies.sqs.url,
     AWS_REGION: LOCAL_AWS.region,
     LIFECYCLE_STREAM,
-    LIFECYCLE_CONSUMER: `provisioner-${input.site}-${safeName(id)}`,
     POWERTOOLS_SERVICE_NAME: prefix,
     POWERTOOLS_METRICS_NAMESPACE: "ChoriaProvisioner",
     RETRY_BASE_DELAY_SECONDS: String(timings.retryBaseDelaySeconds),
@@ -515,6 +626,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   let crashed = false;
   const view: LocalDeployment = {
     id,
+    tables: input.tables,
     app,
     metrics,
     functions: {

@@ -6,13 +6,14 @@
  * replies with its own identity, as separate servers would.
  */
 import { createHmac } from "node:crypto";
-import { connect, type NatsConnection, type Subscription } from "nats";
+import { connect, type NatsConnection, type Subscription, type TlsOptions } from "nats";
 import { encodeLifecycleEvent, type LifecycleEvent, type LifecycleFormat, lifecycleSubject } from "../choria/lifecycle";
 import { broadcastSubject, decodeRequest, type IncomingRequest, nodeSubject, type ProtocolVersion } from "../choria/protocol";
 import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, ksuid, mintProvisioningJwt, type SigningKey } from "../crypto";
 import { type Clock, systemClock } from "../ports";
 import type { NodeFaults, ProvisioningJwtFault } from "./faults";
 import { PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
+import { readProvisioningJwtFile } from "./provisioning-jwt";
 import { RsaKeyPool, type RsaKeyPoolOptions } from "./rsa-pool";
 import { encodeNodeReplies } from "./wire";
 
@@ -24,11 +25,25 @@ export interface FleetOptions {
   identityPrefix?: string;
   domain?: string;
   protocolVersion?: ProtocolVersion;
-  /** The provisioning token (`cht`); empty makes nodes accept any token. Default "". */
-  token?: string;
+  /**
+   * The provisioning token (`cht`) of the nodes' provisioning.jwt. Required: with "" the nodes never
+   * enter provisioning mode, as a go-choria server ignores a provisioning JWT without a token.
+   */
+  token: string;
+  /**
+   * Dial the broker as real provisioning-mode nodes do: TLS with certificate verification off (the
+   * broker must offer TLS, or connecting fails). Nodes present their provisioning.jwt as the NATS
+   * token either way. Default false (plain NATS).
+   */
+  tls?: boolean;
+  /** Bytes after the token in provisioning.jwt (config management often adds "\n"); sent as is. */
+  jwtFileSuffix?: string;
   /** Key that signs the nodes' provisioning JWT; default a fresh Ed25519 key (see `fleet.signer`). */
   provisioningSigner?: SigningKey;
-  /** Claims merged over the defaults (cht, chs, chu, chpd, v2, update, purpose, iat, exp, jti). */
+  /**
+   * Claims merged over the ones `choria jwt prov` writes (cht, chs, chu, chpd, extensions, ou, v2,
+   * update, purpose, iss, sub, exp, nbf, iat, jti); an `undefined` value removes a claim.
+   */
   jwtClaims?: Record<string, unknown>;
   /** Server version reported by inventory and lifecycle events. Default "0.30.0". */
   version?: string;
@@ -63,8 +78,10 @@ export interface Fleet {
   readonly record: RpcRecord[];
   /** Every lifecycle event the nodes published, in order. */
   readonly lifecycleEvents: PublishedLifecycleEvent[];
-  /** The raw provisioning JWT the nodes hand out (unfaulted). */
+  /** The nodes' provisioning.jwt file, byte for byte (what an unfaulted `jwt` action returns). */
   readonly provisioningJwt: string;
+  /** Why that file puts no node into provisioning mode (go-choria's reason), if it does not. */
+  readonly provisioningJwtRefused: string | undefined;
   /** The key that signed it. */
   readonly signer: SigningKey;
   addNodes(count: number, faults?: Record<string, NodeFaults>): Promise<string[]>;
@@ -99,21 +116,28 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
   let stopped = false;
 
   const nowSeconds = Math.trunc(clock.now() / 1000);
+  // What `choria jwt prov --token T --urls U --default [--protocol-v2] [--upgrade]` writes.
   const claims: Record<string, unknown> = {
-    cht: options.token ?? "",
+    cht: options.token,
     chs: false,
     chu: options.natsUrl,
     chpd: true,
+    extensions: null,
+    ou: "choria",
     ...(protocolVersion === 2 ? { v2: true } : {}),
     ...(options.upgradable ? { update: true } : {}),
     purpose: "choria_provisioning",
-    iat: nowSeconds,
-    nbf: nowSeconds,
+    iss: "Choria Tokens Package",
+    sub: "choria_provisioning",
     exp: nowSeconds + YEAR_SECONDS,
+    nbf: nowSeconds,
+    iat: nowSeconds,
     jti: ksuid(new Date(nowSeconds * 1000)),
     ...options.jwtClaims,
   };
-  const provisioningJwt = await mintProvisioningJwt(claims, signer);
+  const provisioningJwt = `${await mintProvisioningJwt(claims, signer)}${options.jwtFileSuffix ?? ""}`;
+  // The node reads the file at start: it decides whether there is a provisioning mode at all.
+  const boot = readProvisioningJwtFile(provisioningJwt);
   const faultyJwts = new Map<ProvisioningJwtFault, Promise<string>>();
   const jwtFor = (fault: ProvisioningJwtFault | undefined): Promise<string> => {
     if (fault === undefined || fault === "missing-file") return Promise.resolve(provisioningJwt);
@@ -126,7 +150,14 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
   };
 
   async function newLink(): Promise<Link> {
-    const nc = await connect({ servers: options.natsUrl, name: `choria-fleet-${links.length}`, maxReconnectAttempts: -1 });
+    const nc = await connect({
+      servers: options.natsUrl,
+      name: `choria-fleet-${links.length}`,
+      maxReconnectAttempts: -1,
+      // go-choria in provisioning mode: nats.Token(<provisioning.jwt>) and anonymous TLS.
+      token: provisioningJwt,
+      ...(options.tls ? { tls: { rejectUnauthorized: false } as TlsOptions } : {}),
+    });
     const link: Link = { nc, nodes: new Map(), nodeSubscriptions: new Map() };
     for (const agent of BROADCAST_AGENTS) {
       nc.subscribe(broadcastSubject(PROVISIONING_COLLECTIVE, agent), {
@@ -235,10 +266,14 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
         {
           identity,
           version: options.version ?? "0.30.0",
-          protocolVersion,
-          token: typeof claims.cht === "string" ? claims.cht : "",
-          provisionDefault: claims.chpd === true,
-          upgradable: options.upgradable === true || claims.update === true,
+          ...(boot.ok
+            ? {
+                protocolVersion: boot.settings.protocolVersion,
+                token: boot.settings.token,
+                provisionDefault: boot.settings.provisionDefault,
+                upgradable: options.upgradable === true || boot.settings.allowUpdate,
+              }
+            : { protocolVersion, token: "", provisionDefault: false, upgradable: false, provisioningJwtRefused: boot.reason }),
           facts: typeof options.facts === "function" ? options.facts(identity) : (options.facts ?? {}),
           ...(options.restartDelayMs === undefined ? {} : { restartDelayMs: options.restartDelayMs }),
           ...(options.shutdownDelayMs === undefined ? {} : { shutdownDelayMs: options.shutdownDelayMs }),
@@ -274,6 +309,7 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     record,
     lifecycleEvents,
     provisioningJwt,
+    provisioningJwtRefused: boot.ok ? undefined : boot.reason,
     signer,
     node(identity) {
       const entry = nodes.get(identity);

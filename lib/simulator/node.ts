@@ -1,5 +1,5 @@
 /**
- * One simulated Choria Server in provisioning mode (choria-wire §4.4, §5, §6, §8): the receive
+ * One simulated Choria Server in provisioning mode (docs/protocol.md §4.4, §5, §6, §8): the receive
  * pipeline after envelope decoding, the discovery / rpcutil / choria_provision agents with the
  * Go server's checks and status texts, the per-caller provisioning lock, and the restart / upgrade
  * / shutdown life cycle. It knows nothing of NATS: the fleet feeds it decoded requests and
@@ -16,6 +16,8 @@ import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../choria
 import {
   createCsr,
   decodeHex,
+  decodeJwt,
+  ed25519SigningKey,
   decryptLegacyPem,
   encodeHex,
   generateEd25519Seed,
@@ -25,6 +27,7 @@ import {
   x25519SharedSecret,
 } from "../crypto";
 import type { Clock } from "../ports";
+import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
 import { type ParsedData, parseRequestData, REQUEST_SHAPES, RequestDataError } from "./request-data";
 
@@ -66,8 +69,13 @@ export interface NodeOptions {
   identity: string;
   version: string;
   protocolVersion: ProtocolVersion;
-  /** The provisioning JWT's `cht`; empty accepts any token. */
+  /**
+   * The provisioning JWT's `cht`. Empty: the node never enters provisioning mode, as a go-choria
+   * server ignores a provisioning.jwt without a token ("no auth token").
+   */
   token: string;
+  /** Why the node's provisioning.jwt would not configure provisioning (it then never enters the mode). */
+  provisioningJwtRefused?: string;
   /** The JWT's `chpd`: provisioning mode when the config does not set plugin.choria.server.provision. */
   provisionDefault: boolean;
   /** plugin.choria.server.provision.allow_update or the JWT `update` claim. */
@@ -135,7 +143,7 @@ class Abort extends Error {
   }
 }
 
-const TRUTHY = /^(1|t|true|y|yes|on)$/i;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -165,6 +173,7 @@ export class SimulatedNode {
   private restartCount = 0;
   private provisionedCount = 0;
   private startupCount = 0;
+  private readonly jwtRefusal: string | undefined;
 
   constructor(
     options: NodeOptions,
@@ -178,7 +187,8 @@ export class SimulatedNode {
     this.configDir = this.configFile.slice(0, this.configFile.lastIndexOf("/")) || "/";
     this.versionNow = options.version;
     this.filesNow = { config: { ...(options.initialConfig ?? {}) } };
-    this.provisioning = this.provisioningEnabled(this.filesNow.config);
+    this.jwtRefusal = options.provisioningJwtRefused ?? (options.token === "" ? "no auth token" : undefined);
+    this.provisioning = this.modeAtStart();
   }
 
   // ---- state for tests -------------------------------------------------------------------------
@@ -215,6 +225,10 @@ export class SimulatedNode {
   }
   get inProvisioningMode(): boolean {
     return this.running && this.provisioning;
+  }
+  /** Why the node's provisioning.jwt did not configure provisioning mode, if it did not. */
+  get provisioningJwtRefused(): string | undefined {
+    return this.jwtRefusal;
   }
   /** Answers requests on the provisioning subjects: running, not crashed, in provisioning mode. */
   get listening(): boolean {
@@ -464,11 +478,20 @@ export class SimulatedNode {
       }
       if (text("server_jwt") !== "") this.filesNow.serverJwt = text("server_jwt");
 
-      this.filesNow.config = settings;
-      this.filesNow.configText = [
-        `# configuration file written in request ${request.id} from ${request.callerId} (${request.senderId}) at ${new Date(this.env.clock.now()).toISOString()}`,
-        ...Object.entries(settings).map(([key, value]) => `${key}=${value}`),
-      ].join("\n");
+      // Written to a temporary file and loaded with config.NewConfig before it replaces server.conf;
+      // from now on the node knows its config only as that file reads back.
+      let written: ReturnType<typeof writeServerConfig>;
+      try {
+        written = writeServerConfig(
+          settings,
+          `configuration file written in request ${request.id} from ${request.callerId} (${request.senderId}) at ${new Date(this.env.clock.now()).toISOString()}`,
+        );
+      } catch (error) {
+        if (!(error instanceof ServerConfigParseError)) throw error;
+        throw new Abort(`Could not write config: generated configuration could not be parsed: ${error.message}`);
+      }
+      this.filesNow.config = written.settings;
+      this.filesNow.configText = written.text;
       const lines = Object.keys(settings).length + 1;
 
       const actionPolicies = (args.action_policies ?? {}) as Record<string, string>;
@@ -492,7 +515,8 @@ export class SimulatedNode {
     restart: (data) => {
       const args = this.parse("restart", data);
       this.checkToken(args.token);
-      if (TRUTHY.test(this.filesNow.config["plugin.choria.server.provision"] ?? "")) {
+      // Go re-parses the config file here (config.NewConfig) and reads Choria.Provision from it.
+      if (goConfigBool(this.filesNow.config["plugin.choria.server.provision"] ?? "")) {
         throw new Abort(`Configuration ${this.configFile} enables provisioning, restart cannot continue`);
       }
       const splay = typeof args.splay === "number" && args.splay !== 0 ? args.splay : 10;
@@ -555,9 +579,48 @@ export class SimulatedNode {
     return (this.env.random ?? Math.random)();
   }
 
+  /**
+   * go-choria `Framework.ProvisionMode`: only with provisioning settings from the JWT; then the
+   * config's `plugin.choria.server.provision` if the file sets it (Go's bool parsing), else `chpd`.
+   */
   private provisioningEnabled(config: Record<string, string>): boolean {
+    if (this.jwtRefusal !== undefined) return false;
     const setting = config["plugin.choria.server.provision"];
-    return setting === undefined ? this.options.provisionDefault : TRUTHY.test(setting);
+    return setting === undefined ? this.options.provisionDefault : goConfigBool(setting);
+  }
+
+  /**
+   * go-choria `server run` at start: with `plugin.security.provider=choria` the configured token
+   * and seed files must exist, match and be unexpired, or the server deletes them and starts from
+   * the provisioning defaults (`chpd` decides); otherwise `provisioningEnabled`.
+   */
+  private modeAtStart(): boolean {
+    if (this.jwtRefusal !== undefined) return false;
+    const config = this.filesNow.config;
+    if (config["plugin.security.provider"] === "choria" && !this.serverCredentialsValid(config)) {
+      delete this.filesNow.serverJwt;
+      delete this.filesNow.serverSeedHex;
+      return this.options.provisionDefault;
+    }
+    return this.provisioningEnabled(config);
+  }
+
+  /** `shouldProvisionTokenAndSeed` inverted: gen25519 wrote <dir>/server.seed, configure <dir>/server.jwt. */
+  private serverCredentialsValid(config: Record<string, string>): boolean {
+    const { serverJwt, serverSeedHex } = this.filesNow;
+    if (serverSeedHex === undefined || config["plugin.security.choria.seed_file"] !== `${this.configDir}/server.seed`) return false;
+    if (serverJwt === undefined || config["plugin.security.choria.token_file"] !== `${this.configDir}/server.jwt`) return false;
+    let claims: Record<string, unknown>;
+    try {
+      claims = decodeJwt(serverJwt).claims;
+    } catch {
+      return false;
+    }
+    if (claims.purpose !== "choria_server" || typeof claims.public_key !== "string") return false;
+    if (claims.public_key.toLowerCase() !== ed25519PublicKeyHex(serverSeedHex)) return false;
+    // StandardClaims.ExpireTime: the earlier of exp and issexp; neither set counts as expired.
+    const expiries = [claims.exp, claims.issexp].filter((value): value is number => typeof value === "number");
+    return expiries.length > 0 && this.env.clock.now() <= Math.min(...expiries) * 1000;
   }
 
   private announce(type: LifecycleType, newVersion?: string): void {
@@ -593,7 +656,7 @@ export class SimulatedNode {
     this.ecdhPrivate = undefined;
     this.allowRestart = true;
     this.provisionChain = Promise.resolve();
-    this.provisioning = this.provisioningEnabled(this.filesNow.config);
+    this.provisioning = this.modeAtStart();
     if (wasListening !== this.listening) this.env.listeningChanged?.(this.listening);
     if (this.listening) this.announce("startup");
   }
@@ -684,6 +747,15 @@ function goHexDecode(text: string): Uint8Array {
   }
   if (text.length % 2 !== 0) throw new Error("encoding/hex: odd length hex string");
   return decodeHex(text);
+}
+
+function ed25519PublicKeyHex(seedHex: string): string | undefined {
+  try {
+    const key = ed25519SigningKey(decodeHex(seedHex));
+    return key.alg === "EdDSA" ? key.publicKeyHex : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function nonEmpty(policies: Record<string, string>): Record<string, string> {

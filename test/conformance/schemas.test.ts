@@ -1,7 +1,7 @@
 /**
  * Every layer our encoder produces, validated against go-choria's protocol JSON Schemas (v1:
  * draft-04, v2: draft-07), plus the two DDLs against the DDL schema and the DDL facts the client
- * relies on. Where go-choria's code and schemas disagree the code wins (choria-wire.md §13); those
+ * relies on. Where go-choria's code and schemas disagree the code wins (docs/protocol.md §13); those
  * exceptions are listed below, and the test fails if one stops being needed.
  */
 import { readFileSync } from "node:fs";
@@ -22,7 +22,7 @@ const fixtureJson = <T = Record<string, unknown>>(...path: string[]) => JSON.par
 type Json = Record<string, unknown>;
 type Layer = "transport" | "secure_request" | "request" | "secure_reply" | "reply";
 
-/** Schema findings the code-over-schema rule makes us accept (choria-wire.md §13). */
+/** Schema findings the code-over-schema rule makes us accept (docs/protocol.md §13). */
 const CODE_OVER_SCHEMA: Array<{ version: ProtocolVersion; layer: Layer; instancePath: string; keyword: string; why: string }> = [
   {
     version: 2,

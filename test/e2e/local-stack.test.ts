@@ -81,4 +81,24 @@ describe("local stack end to end", () => {
     expect(standbyMetrics?.find(METRIC.helperTime)).toEqual([]);
     expect(standbyMetrics?.last(METRIC.paused)).toBe(1);
   });
+
+  it("runs the deployments as separate stacks on one lease table, the second starting paused", () => {
+    const [blue, green] = stack.deployments;
+
+    expect(summary.leaseChanges[0]?.holder).toBe("blue");
+    expect(blue?.tables.lease).toBe(green?.tables.lease);
+    expect(blue?.tables.admission).not.toBe(green?.tables.admission);
+    expect(blue?.queues.lifecycle).not.toBe(green?.queues.lifecycle);
+    expect(blue?.env.LIFECYCLE_CONSUMER).toBeUndefined();
+    expect(green?.env.LIFECYCLE_CONSUMER).toBeUndefined();
+  });
+
+  it("counts every provisioning-mode startup event end to end: all reach the leader, none lost", async () => {
+    const events = await stack.lifecycleEvents();
+
+    expect(events.published).toBe(NODES);
+    expect(events.reachedLeader.blue).toBeGreaterThanOrEqual(NODES);
+    expect(events.reachedLeader.green).toBe(0);
+    expect(events).toMatchObject({ droppedPaused: 0, deadLettered: 0, pendingInStream: 0, noneLost: true });
+  });
 });

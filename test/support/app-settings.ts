@@ -27,6 +27,7 @@ export function localAppSettings(yaml: string, resources: LocalResources, overri
     metricsNamespace: "Test",
     retryBaseDelaySeconds: 1,
     retryMaxDelaySeconds: 1,
+    hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
     deadlineMarginMs: 1_000,
     ...overrides,
   };

@@ -1,7 +1,7 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
 import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues } from "../../support/aws";
@@ -47,6 +47,11 @@ afterAll(async () => {
 });
 
 describe("the lifecycle bridge", () => {
+  // The bridge forwards only while its deployment leads; a discovery wins (or renews) the lease.
+  beforeEach(async () => {
+    expect((await deployment.app.discover({ remainingMs: () => 10_000 })).paused).toBe(false);
+  });
+
   it("without a lifecycle stream, forwards startup events heard on core NATS during its window", async () => {
     const run = deployment.app.bridgeLifecycle({ remainingMs: () => 3_500 });
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -57,7 +62,7 @@ describe("the lifecycle bridge", () => {
     const result = await run;
 
     const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
-    expect(result).toEqual({ mode: "core", forwarded: 1 });
+    expect(result).toEqual({ mode: "core", forwarded: 1, deadLettered: 0, paused: false });
     expect(bodies).toEqual(["core1.example.net"]);
   });
 
@@ -74,8 +79,8 @@ describe("the lifecycle bridge", () => {
 
     const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
     const consumer = await jsm.consumers.info("CHORIA_LIFECYCLE", "provisioner-bridge");
-    expect(first).toEqual({ mode: "jetstream", forwarded: 2 });
-    expect(second).toEqual({ mode: "jetstream", forwarded: 0 });
+    expect(first).toEqual({ mode: "jetstream", forwarded: 2, deadLettered: 0, paused: false });
+    expect(second).toEqual({ mode: "jetstream", forwarded: 0, deadLettered: 0, paused: false });
     expect(bodies.sort()).toEqual(["js1.example.net", "js2.example.net"]);
     expect(consumer.num_ack_pending).toBe(0);
     expect(consumer.config.filter_subject).toBe("choria.lifecycle.event.startup.provision_mode_server");

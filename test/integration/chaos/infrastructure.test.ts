@@ -252,6 +252,10 @@ describe("infrastructure faults", () => {
     }
     await nc.jetstream().publish(subject, new TextEncoder().encode("{not json"));
 
+    // The bridge forwards only while its deployment leads (a paused one is inert): a discovery wins
+    // the lease first, and finds the fleet's one node.
+    expect((await run.app.discover(ctx())).paused).toBe(false);
+
     // Act: short bridge runs, each cut off by its deadline, until the consumer has caught up.
     let forwarded = 0;
     let runs = 0;
@@ -275,7 +279,7 @@ describe("infrastructure faults", () => {
     expect(failures).toEqual([]);
     expect(parked.length).toBe(poison.length + 1);
     for (const entry of parked) expect(entry.reason).toMatch(/^invalid lifecycle event: /);
-    // The term won while handling the first batch also ran a discovery, which found the fleet's one node.
+    // The discovery that won the term found the fleet's one node.
     expect(queuedWork.map((body) => decodeHostWork(body).identity).sort()).toEqual([...valid, ...run.fleet.identities].sort());
     recordScenario(task, { area: "infrastructure", load: valid.length, faults: runs, badInputs: poison.length + 1, hostsLost: valid.length + run.fleet.identities.length - queuedWork.length });
   });

@@ -139,7 +139,7 @@ export class ChaosHarness {
     return new ChaosHarness(nats, await connect({ servers: nats.url }));
   }
 
-  async fleet(options: Omit<FleetOptions, "natsUrl">): Promise<Fleet> {
+  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
     const fleet = await startFleet({ natsUrl: this.nats.url, token: TOKEN, restartDelayMs: 50, shutdownDelayMs: 50, recordDiscovery: false, ...options });
     this.fleets.push(fleet);
     return fleet;

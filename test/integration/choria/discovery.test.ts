@@ -74,3 +74,35 @@ describe.each([1, 2] as const)("BroadcastDiscoverer over protocol v%i", (version
     expect(await discoverer.discover()).toEqual([]);
   });
 });
+
+describe("discovery admission is bounded (discovery_max_nodes)", () => {
+  it("stops reading at the cap when one hostile client forges thousands of distinct replies", async () => {
+    // Arrange: one client answers the broadcast with 2,005 replies, each claiming another identity.
+    const forged = 2_005;
+    await rawFlood((request) => Array.from({ length: forged }, (_, index) => replyTo(request, `forged-${index}.example.net`, encoder.encode("pong"))));
+    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(1), maxIdentities: 100 });
+
+    // Act
+    const result = await discoverer.discoverWithStats();
+
+    // Assert
+    expect(result.identities).toHaveLength(100);
+    expect(result.capped).toBe(true);
+    expect(result.replies).toBeLessThan(forged);
+  });
+
+  it("is not capped when the fleet is below the cap", async () => {
+    await rawFlood((request) => [replyTo(request, "n1.example.net", encoder.encode("pong")), replyTo(request, "n2.example.net", encoder.encode("pong"))]);
+    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(1), maxIdentities: 2 + 1 });
+
+    const result = await discoverer.discoverWithStats();
+
+    expect([...result.identities].sort()).toEqual(["n1.example.net", "n2.example.net"]);
+    expect(result.capped).toBe(false);
+  });
+});
+
+async function rawFlood(answer: (request: IncomingRequest) => Uint8Array[]) {
+  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", answer);
+  responders.push(responder.nc);
+}

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { stageResourceNames } from "../../../lib/local/resources";
 import { METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);
@@ -62,6 +63,13 @@ let workDir: string;
 let template: Template;
 let optional: Template;
 let packagedFiles: string[];
+/** A standby using the site's existing lease table in another account's home Region. */
+let external: Template;
+/** The stack creating the lease table as a multi-Region strongly consistent global table. */
+let global: Template;
+
+const EXTERNAL_LEASE_TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-lease";
+const LEASE_ROLES = ["DiscoverRole", "LeaseKeeperRole", "LifecycleBridgeRole", "LifecycleRole", "ProvisionRole", "StatusRole", "ReprovisionRole", "ReleaseRole"];
 
 async function packageService(into: string, params: Record<string, string>): Promise<Template> {
   const paramArgs = Object.entries(params).map(([key, value]) => `--param=${key}=${value}`);
@@ -80,7 +88,9 @@ beforeAll(async () => {
   template = await packageService(join(workDir, "default"), {});
   optional = await packageService(join(workDir, "optional"), OPTIONAL_PARAMS);
   packagedFiles = await readdir(join(workDir, "default"));
-}, 300_000);
+  external = await packageService(join(workDir, "external"), { leaseTable: EXTERNAL_LEASE_TABLE });
+  global = await packageService(join(workDir, "global"), { leaseReplicaRegions: "eu-west-2", leaseWitnessRegion: "eu-west-3" });
+}, 600_000);
 
 afterAll(async () => {
   if (workDir) await rm(workDir, { recursive: true, force: true });
@@ -91,7 +101,9 @@ const resource = (id: string, from: Template = template): Resource => {
   if (!found) throw new Error(`template has no resource ${id}`);
   return found;
 };
-const ofType = (type: string) => Object.entries(template.Resources).filter(([, r]) => r.Type === type);
+const ofType = (type: string, from: Template = template) => Object.entries(from.Resources).filter(([, r]) => r.Type === type);
+/** The resources CloudFormation creates: those without a condition or whose condition holds. */
+const created = (from: Template) => Object.entries(from.Resources).filter(([, r]) => !r.Condition || condition(from, { Condition: r.Condition }));
 const lambda = (fn: FunctionId) => resource(`${fn}LambdaFunction`).Properties as Json;
 const asList = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
 
@@ -173,6 +185,20 @@ describe("functions", () => {
       expect(variables.POWERTOOLS_METRICS_NAMESPACE).toBe("ChoriaProvisioner");
       expect(variables.POWERTOOLS_SERVICE_NAME).toBe("choria-provisioner");
     }
+  });
+
+  it("names tables and queues as the local runs and the operator CLI expect for a stage", () => {
+    const names = stageResourceNames("test");
+    const variables = (lambda("Status").Environment as { Variables: Json }).Variables;
+    const queueName = (id: string) => resource(id).Properties.QueueName;
+
+    expect([variables.LEASE_TABLE, variables.ADMISSION_TABLE]).toEqual([names.leaseTable, names.admissionTable]);
+    expect(["HostWorkQueue", "HostWorkDeadLetterQueue", "LifecycleQueue", "LifecycleDeadLetterQueue"].map(queueName)).toEqual([
+      names.hostWorkQueue,
+      names.hostWorkDlq,
+      names.lifecycleQueue,
+      names.lifecycleDlq,
+    ]);
   });
 
   it("delivers the configuration file unchanged, secrets as references", async () => {
@@ -296,6 +322,66 @@ describe("tables", () => {
     expect((resource("LeaseTable") as unknown as Json).DeletionPolicy).toBe("Retain");
     expect((resource("AdmissionTable") as unknown as Json).DeletionPolicy).toBe("Retain");
   });
+});
+
+describe("the site's lease table", () => {
+  const leaseStatements = (from: Template, role: string) =>
+    statementsOf(role, from).filter((s) => asList(s.Action).some((action) => ["dynamodb:GetItem", "dynamodb:UpdateItem"].includes(action)) && !JSON.stringify(s.Resource).includes("AdmissionTable"));
+  const tablesCreated = (from: Template) => created(from).filter(([, r]) => r.Type.startsWith("AWS::DynamoDB::")).map(([id]) => id).sort();
+
+  it("is created by the stack in its own Region by default", () => {
+    expect(tablesCreated(template)).toEqual(["AdmissionTable", "LeaseTable"]);
+    for (const role of LEASE_ROLES) {
+      for (const statement of leaseStatements(template, role)) expect(statement.Resource, role).toEqual({ "Fn::GetAtt": ["LeaseTable", "Arn"] });
+    }
+  });
+
+  it("with leaseTable=<ARN>: no lease table of its own, every lease statement and the app on that ARN", () => {
+    expect(tablesCreated(external)).toEqual(["AdmissionTable"]);
+    expect(JSON.stringify(created(external))).not.toContain('"LeaseTable"');
+    expect(JSON.stringify(created(external))).not.toContain('"LeaseGlobalTable"');
+    for (const role of LEASE_ROLES) {
+      const statements = leaseStatements(external, role);
+      expect(statements.length, role).toBeGreaterThan(0);
+      for (const statement of statements) expect(statement.Resource, role).toBe(EXTERNAL_LEASE_TABLE);
+    }
+    for (const fn of Object.keys(FUNCTIONS)) {
+      const variables = (resource(`${fn}LambdaFunction`, external).Properties.Environment as { Variables: Json }).Variables;
+      expect(variables.LEASE_TABLE, fn).toBe(EXTERNAL_LEASE_TABLE);
+    }
+  });
+
+  it("lets the bridge read the lease (to stay inert while paused) and never write it", () => {
+    for (const from of [template, external]) {
+      const actions = leaseStatements(from, "LifecycleBridgeRole").flatMap((s) => asList(s.Action));
+      expect(actions).toEqual(["dynamodb:GetItem"]);
+    }
+  });
+
+  it("with leaseReplicaRegions: a multi-Region strongly consistent global table, replicas plus witness", () => {
+    expect(tablesCreated(global)).toEqual(["AdmissionTable", "LeaseGlobalTable"]);
+    const table = resource("LeaseGlobalTable", global) as Resource & Json;
+    const props = table.Properties;
+
+    expect(props.MultiRegionConsistency).toBe("STRONG");
+    expect((props.Replicas as Array<{ Region: string }>).map((replica) => replica.Region)).toEqual(["eu-west-1", "eu-west-2"]);
+    expect(props.GlobalTableWitnesses).toEqual([{ Region: "eu-west-3" }]);
+    expect(props.KeySchema).toEqual([{ AttributeName: "site", KeyType: "HASH" }]);
+    expect(table.DeletionPolicy).toBe("Retain");
+    expect(props.StreamSpecification).toBeUndefined();
+    for (const role of LEASE_ROLES) {
+      for (const statement of leaseStatements(global, role)) expect(statement.Resource, role).toEqual({ "Fn::GetAtt": ["LeaseGlobalTable", "Arn"] });
+    }
+  });
+
+  it("refuses at package time a lease on a standard (eventually consistent) global table", async () => {
+    const failure = await packageService(join(workDir, "eventual"), { leaseReplicaRegions: "eu-west-2,eu-west-3", leaseMultiRegionConsistency: "EVENTUAL" }).then(
+      () => undefined,
+      (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}`,
+    );
+
+    expect(failure).toMatch(/leaseMultiRegionConsistency=EVENTUAL: the lease cannot live in a multi-Region eventually consistent/);
+  }, 240_000);
 });
 
 describe("IAM", () => {
@@ -441,6 +527,20 @@ describe("alarms", () => {
     const names = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat.Metric.MetricName] : []));
 
     expect(names.sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+  });
+
+  it("alarms when every host fails: errors and not one host provisioned, twice in a row", () => {
+    const props = alarm("AllHostsFailingAlarm");
+    const metrics = props.Metrics as Array<{ Id: string; Expression?: string; ReturnData: boolean; MetricStat?: { Metric: { MetricName: string }; Period: number; Stat: string } }>;
+    const stats = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat] : []));
+    const [expression] = metrics.filter((m) => m.ReturnData);
+
+    expect(stats.map((stat) => stat.Metric.MetricName).sort()).toEqual([METRIC.provisionErrors, METRIC.provisioned].sort());
+    expect(stats.every((stat) => stat.Period === 300 && stat.Stat === "Sum")).toBe(true);
+    expect(expression?.Expression).toBe("IF(FILL(failed, 0) >= 5 AND FILL(provisioned, 0) == 0, 1, 0)");
+    expect(props.EvaluationPeriods).toBe(2);
+    expect(props.DatapointsToAlarm).toBe(2);
+    expect(props.AlarmDescription).toContain("docs/operations.md");
   });
 
   it("alarms on Lambda errors of every function", () => {

@@ -65,6 +65,19 @@ describe("feature combinations", () => {
     expect(fleet.node(identity).inProvisioningMode).toBe(false);
   });
 
+  // go-choria's jwt action returns provisioning.jwt byte for byte; the Go provisioner verifies it
+  // with golang-jwt, whose base64 decoding skips CR and LF.
+  it.each([["\n"], ["\r\n"]])("with jwt provisions a node whose provisioning.jwt ends in %j", async (suffix) => {
+    const identity = `jwt-file-${suffix.length}.example.net`;
+    const fleet = await harness.fleet({ identities: [identity], jwtFileSuffix: suffix });
+    const { engine, work } = await harness.engine({ fleet, helper: exampleHelper(), features: { jwt: true } });
+
+    const outcome = await engine.provision(work(identity));
+
+    expect(fleet.provisioningJwt.endsWith(suffix)).toBe(true);
+    expect(outcome).toEqual({ kind: "provisioned", identity });
+  });
+
   it("with jwt and ed25519 hands the node a server JWT for its own key, signed with jwt_signing_key", async () => {
     const identity = "ed.example.net";
     const fleet = await harness.fleet({ identities: [identity] });

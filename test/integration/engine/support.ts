@@ -136,7 +136,7 @@ export class EngineHarness {
     this.dynamo.destroy();
   }
 
-  async fleet(options: Omit<FleetOptions, "natsUrl">): Promise<Fleet> {
+  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
     const fleet = await startFleet({
       natsUrl: this.nats.url,
       token: TOKEN,

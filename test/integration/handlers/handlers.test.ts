@@ -15,7 +15,7 @@ import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { jumpingClock, send, startDeployment, type Deployment } from "./support";
+import { jumpingClock, send, startDeployment, TOKEN, type Deployment } from "./support";
 
 const SITE = "lab";
 /** Shared by the apps and the fleet, so a test can let the lease run out without waiting. */
@@ -59,6 +59,7 @@ beforeAll(async () => {
   fleet = await startFleet({
     natsUrl: nats.url,
     identities: ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"],
+    token: TOKEN,
     restartDelayMs: 50,
     clock: time,
   });
@@ -125,7 +126,13 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   it("a duplicate in one batch and across concurrent batches never provisions a host twice", async () => {
     await fleet.addNodes(1);
     const identity = fleet.identities.at(-1) as string;
-    const term = (await handlers(leader).discover({}, lambdaContext())).term as number;
+    const discoveredBefore = leader.metrics.total(METRIC.discovered);
+    const rediscovery = await handlers(leader).discover({}, lambdaContext());
+    const term = rediscovery.term as number;
+    // Go's choria_provisioner_discovered counts hosts admitted, not replies: the deferred host
+    // still answers discovery but is already known.
+    expect(rediscovery).toMatchObject({ discovered: 2, admitted: 1 });
+    expect(leader.metrics.total(METRIC.discovered) - discoveredBefore).toBe(1);
     const queued = (await receive(sqsApi, leaderQueues.hostWork)).filter((message) => message.Body?.includes(identity));
     const body = queued[0]?.Body ?? "";
     await send(sqsApi, leaderQueues.hostWork, body);
@@ -196,6 +203,7 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
       new TextDecoder().decode(encodeLifecycleEvent(buildLifecycleEvent({ type, identity, component, timestampMs: Date.now() }), format));
     await send(sqsApi, leaderQueues.lifecycle, event("startup", "e1.example.net", "provision_mode_server", "choria"));
     await send(sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
+    await send(sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
     await send(sqsApi, leaderQueues.lifecycle, event("shutdown", "e3.example.net"));
     await send(sqsApi, leaderQueues.lifecycle, event("startup", "e4.example.net", "server"));
     await send(sqsApi, leaderQueues.lifecycle, "{\"protocol\":\"nonsense\"}");
@@ -213,6 +221,7 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     expect(dead.map((message) => message.MessageAttributes?.reason?.StringValue)).toEqual([
       'invalid lifecycle event: "protocol" names an unknown lifecycle event type: "nonsense"',
     ]);
+    // Go counts choria_provisioner_event_discovered only when the event added the host.
     expect(leader.metrics.total(METRIC.eventDiscovered)).toBe(2);
   });
 

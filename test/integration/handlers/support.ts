@@ -6,6 +6,8 @@ import { localAppSettings } from "../../support/app-settings";
 import type { Queues, Tables } from "../../support/aws";
 
 export const HELPER = "node examples/helpers/provision-helper.mjs";
+/** The provisioning token of the fleet and of every deployment. */
+export const TOKEN = "handlers-provisioning-token";
 
 export interface DeploymentOptions {
   deploymentId: string;
@@ -17,6 +19,8 @@ export interface DeploymentOptions {
   tables: Tables;
   extraYaml?: string;
   clock?: Clock;
+  /** Default the example helper. */
+  helper?: string;
 }
 
 /** Real time that a test can move forward at once (for every party sharing it: apps and fleet). */
@@ -42,7 +46,8 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const yaml = [
     `site: ${options.site}`,
     `deployment_id: ${options.deploymentId}`,
-    `helper: ${HELPER}`,
+    `helper: ${options.helper ?? HELPER}`,
+    `token: ${TOKEN}`,
     "choria_insecure: true",
     "leader_election: true",
     "workers: 4",

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uuidHex } from "../../../lib/crypto";
 import { type RunningNats, startNats } from "../../../lib/local/services";
 import { type Fleet, startFleet } from "../../../lib/simulator";
-import { rpcClient } from "./support";
+import { FLEET_TOKEN, rpcClient } from "./support";
 
 const IDENTITY = "strict.example.net";
 const encoder = new TextEncoder();
@@ -47,7 +47,7 @@ describe("requests a real server would drop get no reply and are recorded as dro
   beforeAll(async () => {
     nats = await startNats();
     nc = await connect({ servers: nats.url });
-    fleet = await startFleet({ natsUrl: nats.url, identities: [IDENTITY] });
+    fleet = await startFleet({ natsUrl: nats.url, identities: [IDENTITY], token: FLEET_TOKEN });
   });
   afterAll(async () => {
     await fleet?.stop();

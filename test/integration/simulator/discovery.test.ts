@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseLifecycleEvent, type LifecycleEvent } from "../../../lib/choria/lifecycle";
 import { type RunningNats, startNats } from "../../../lib/local/services";
 import { type Fleet, startFleet } from "../../../lib/simulator";
-import { discoverer } from "./support";
+import { discoverer, FLEET_TOKEN } from "./support";
 
 describe("fleet discovery and announcements", () => {
   let nats: RunningNats;
@@ -24,7 +24,7 @@ describe("fleet discovery and announcements", () => {
     [100, 2],
     [2000, 1],
   ] as const)("discovery finds exactly the %i simulated nodes (protocol v%i)", async (count, version) => {
-    const fleet = await startFleet({ natsUrl: nats.url, count, protocolVersion: version, identityPrefix: `d${count}v${version}-` });
+    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count, protocolVersion: version, identityPrefix: `d${count}v${version}-` });
     try {
       const found = await discoverer(nc, version).discover();
 
@@ -34,8 +34,28 @@ describe("fleet discovery and announcements", () => {
     }
   });
 
+  // go-choria builddefaults SetBuildBasedOnJWT: a provisioning.jwt without a token, without broker
+  // URLs or that is not a provisioning token configures nothing, so no provisioning mode at all.
+  it.each([
+    [{ token: "" }, "no auth token"],
+    [{ jwtClaims: { chu: undefined } }, "no srv domain or urls"],
+    [{ jwtClaims: { sub: undefined, purpose: undefined } }, "token is not a provisioning token"],
+  ] as const)("nodes whose provisioning.jwt does not configure provisioning are never found (%j)", async (options, reason) => {
+    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 3, identityPrefix: `refused-${reason.length}-`, ...options });
+    try {
+      const found = await discoverer(nc, 1).discover();
+
+      expect(found).toEqual([]);
+      expect(fleet.provisioningJwtRefused).toBe(reason);
+      expect(fleet.lifecycleEvents).toEqual([]);
+      expect(fleet.identities.map((identity) => fleet.node(identity).inProvisioningMode)).toEqual([false, false, false]);
+    } finally {
+      await fleet.stop();
+    }
+  });
+
   it("a v1 fleet stays silent for v2 discovery", async () => {
-    const fleet = await startFleet({ natsUrl: nats.url, count: 5, protocolVersion: 1, identityPrefix: "mixed-" });
+    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 5, protocolVersion: 1, identityPrefix: "mixed-" });
     try {
       const found = await discoverer(nc, 2).discover();
 
@@ -58,7 +78,7 @@ describe("fleet discovery and announcements", () => {
     });
     await nc.flush();
 
-    const fleet = await startFleet({ natsUrl: nats.url, count: 3, lifecycleFormat: format, identityPrefix: `life-${format}-`, version: "0.30.1" });
+    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 3, lifecycleFormat: format, identityPrefix: `life-${format}-`, version: "0.30.1" });
     try {
       await fleet.waitFor(() => events.length >= 3);
 
@@ -73,7 +93,7 @@ describe("fleet discovery and announcements", () => {
   });
 
   it("adds nodes at runtime that discovery then finds", async () => {
-    const fleet: Fleet = await startFleet({ natsUrl: nats.url, count: 2, identityPrefix: "grow-", nodesPerConnection: 2 });
+    const fleet: Fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 2, identityPrefix: "grow-", nodesPerConnection: 2 });
     try {
       const added = await fleet.addNodes(3);
       const found = await discoverer(nc, 1).discover();

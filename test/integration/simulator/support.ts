@@ -6,6 +6,9 @@ import { type ChoriaClientSettings, NatsChoriaRpc } from "../../../lib/choria/rp
 
 const callerKey = generateKeyPairSync("ed25519").privateKey;
 
+/** The fleets' provisioning token (`cht`): a node whose JWT has none never enters provisioning mode. */
+export const FLEET_TOKEN = "simulator-provisioning-token";
+
 export function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
   const signer: RequestSigner =
     version === 1

@@ -1,9 +1,9 @@
 /**
- * The registry rules of behaviour §2, written once and run against every AdmissionStore: the
+ * The registry rules of docs/behaviour.md §2, written once and run against every AdmissionStore: the
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
+import { AdmissionRegistry, failuresInARow, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, SharedTime } from "../lease/support";
 
@@ -20,6 +20,7 @@ class CountingStore implements AdmissionStore {
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
   releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
+  recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
   read: AdmissionStore["read"] = (key) => this.inner.read(key);
@@ -229,6 +230,97 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(duplicate.status).toBe("already-claimed");
     });
 
+    describe("hard failures and parking", () => {
+      /** One attempt of `identity` that fails at `step`; parks it when the count reaches `limit`. */
+      async function failOnce(registry: AdmissionRegistry, identity: string, step: string, limit = 3, term = 1) {
+        const claim = await claimed(registry, identity, term);
+        const failures = failuresInARow(claim, step);
+        const applied = await registry.recordFailure(claim, { step, reason: `${step} broke`, failures, park: failures >= limit });
+        return { claim, failures, applied };
+      }
+
+      it("lets a failed host be admitted again at once, keeping its failure count", async () => {
+        const { registry } = setup();
+
+        const first = await failOnce(registry, "node-1", "helper");
+        const second = await failOnce(registry, "node-1", "helper");
+
+        expect(first).toMatchObject({ failures: 1, applied: true });
+        expect(second.claim.previousFailure).toEqual({ step: "helper", count: 1 });
+        expect(second.failures).toBe(2);
+      });
+
+      it("starts the count again when the host fails at another step", async () => {
+        const { registry } = setup();
+        await failOnce(registry, "node-1", "helper");
+        await failOnce(registry, "node-1", "helper");
+
+        const other = await failOnce(registry, "node-1", "configure");
+
+        expect(other.failures).toBe(1);
+      });
+
+      it("parks a host at the limit: no admission, not even under a newer term, until the park runs out", async () => {
+        const { registry, time } = setup();
+        for (let attempt = 0; attempt < 3; attempt++) await failOnce(registry, "node-1", "helper");
+
+        const sameTerm = await registry.admit("node-1", "discovery", 1);
+        const newerTerm = await registry.admit("node-1", "event", 2);
+        time.advance(14 * 24 * 3_600_000 + 1);
+        const afterPark = await registry.admit("node-1", "discovery", 2);
+
+        expect(sameTerm).toBeUndefined();
+        expect(newerTerm).toBeUndefined();
+        expect(afterPark).toMatchObject({ identity: "node-1", term: 2 });
+      });
+
+      it("shows a parked host with its step, count and last error in the summary", async () => {
+        const { registry } = setup();
+        for (let attempt = 0; attempt < 3; attempt++) await failOnce(registry, "node-1", "helper");
+
+        const summary = await registry.summary();
+
+        expect(summary.byState.parked).toBe(1);
+        expect(summary.lastErrors).toEqual([
+          expect.objectContaining({ identity: "node-1", state: "parked", failedStep: "helper", failures: 3, lastError: "helper broke" }),
+        ]);
+      });
+
+      it("clears the failure record when the host is provisioned", async () => {
+        const { registry, time } = setup();
+        await failOnce(registry, "node-1", "helper");
+        await registry.complete(await claimed(registry, "node-1"), "provisioned");
+        time.advance(INTERVAL + 1);
+
+        const claim = await claimed(registry, "node-1");
+
+        expect(claim.previousFailure).toBeUndefined();
+        expect((await registry.summary()).lastErrors).toEqual([]);
+      });
+
+      it("lets the operator forget a parked host, which comes back with a clean record", async () => {
+        const { registry } = setup();
+        for (let attempt = 0; attempt < 3; attempt++) await failOnce(registry, "node-1", "helper");
+
+        const forgotten = await registry.forgetUnlessClaimed("node-1");
+        const claim = await claimed(registry, "node-1");
+
+        expect(forgotten).toBe(true);
+        expect(claim.previousFailure).toBeUndefined();
+      });
+
+      it("does not record a failure under a claim that ran out", async () => {
+        const { registry, time } = setup();
+        const claim = await claimed(registry, "node-1");
+        time.advance(CLAIM_TTL + 1);
+        await claimed(registry, "node-1");
+
+        const applied = await registry.recordFailure(claim, { step: "helper", reason: "late", failures: 1, park: false });
+
+        expect(applied).toBe(false);
+      });
+    });
+
     describe("retryLater", () => {
       it("gives the claim back so a redelivery of the same work can claim the host again", async () => {
         const { registry } = setup();
@@ -260,8 +352,8 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         await registry.retryLater(claim, "helper timed out");
         const summary = await registry.summary();
 
-        expect(summary.byState).toEqual({ queued: 1, provisioning: 0, provisioned: 0 });
-        expect(summary.lastErrors).toEqual([{ identity: "node-1", term: 3, lastError: "helper timed out", lastErrorAt: time.trueTime }]);
+        expect(summary.byState).toEqual({ queued: 1, provisioning: 0, provisioned: 0, failed: 0, parked: 0 });
+        expect(summary.lastErrors).toEqual([{ identity: "node-1", term: 3, state: "queued", lastError: "helper timed out", lastErrorAt: time.trueTime }]);
       });
 
       it("records at most 1000 characters of the reason, and 'unknown' for an empty one", async () => {
@@ -403,7 +495,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1 }, lastErrors: [] });
+        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1, failed: 0, parked: 0 }, lastErrors: [] });
       });
 
       it("is empty for a site without hosts", async () => {
@@ -411,7 +503,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0 }, lastErrors: [] });
+        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 }, lastErrors: [] });
       });
 
       it("lists the most recent failures first and at most LAST_ERRORS_SHOWN of them", async () => {

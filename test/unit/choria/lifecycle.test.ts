@@ -12,7 +12,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const bytes = (value: unknown) => encoder.encode(JSON.stringify(value));
 
-// The go-choria lifecycle test's startup event (choria-wire.md §8), built from its parts here.
+// The go-choria lifecycle test's startup event (docs/protocol.md §8), built from its parts here.
 const ID = "01e72410-d734-4611-9485-8c6a2dd2579b";
 const startup = buildLifecycleEvent({
   type: "startup",

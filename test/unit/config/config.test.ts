@@ -50,7 +50,7 @@ describe("parseConfig defaults", () => {
     expect(config.helperTimeoutMs).toBe(10_000);
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
-    expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 });
+    expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false });
     expect(config.deploymentId).toBe("eu-west-2");
     expect(config.identity).toBe("choria_provisioner.lon");
     expect(config.callerid).toBe("choria=choria_provisioner.lon");
@@ -112,8 +112,11 @@ describe("parseConfig accepts valid values for every key", () => {
     ["tls", { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecure_skip_verify: true }, (c) => c.tls, { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecureSkipVerify: true }],
     ["nats_token", "nats-tok-123", (c) => c.natsToken, "nats-tok-123"],
     ["deployment_id", "primary", (c) => c.deploymentId, "primary"],
-    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, renewIntervalMs: 20_000, skewBoundMs: 10_000 }],
+    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, renewIntervalMs: 20_000, skewBoundMs: 10_000, assumeSynchronizedClocks: false }],
+    ["lease", { skew_bound: "0s", assume_synchronized_clocks: true }, (c) => c.lease.skewBoundMs, 0],
+    ["helper_timeout", "25s", (c) => c.helperTimeoutMs, 25_000],
     ["helper_timeout", "3s", (c) => c.helperTimeoutMs, 3_000],
+    ["discovery_max_nodes", 500, (c) => c.discoveryMaxNodes, 500],
     ["rpc_ttl", 120, (c) => c.rpcTtl, 120],
     ["discovery_timeout", "1500ms", (c) => c.discoveryTimeoutMs, 1_500],
   ])("%s: %j", (key, value, read, expected) => {
@@ -159,6 +162,18 @@ describe("parseConfig accepts valid values for every key", () => {
     expect(config.features.upgrades).toBe(true);
   });
 
+  // The Go provisioner loads this and, at provision time, sends release_update with an empty
+  // repository, carrying on when it fails because upgrades are optional.
+  it("features.upgrades with upgrades_optional needs no upgrades_repository, as in Go", () => {
+    // Act
+    const config = parse({ features: { upgrades: true }, upgrades_optional: true });
+
+    // Assert
+    expect(config.features.upgrades).toBe(true);
+    expect(config.upgradesRepository).toBeUndefined();
+    expect(config.upgradesOptional).toBe(true);
+  });
+
   it("an empty cert_deny_list falls back to the default list, as in Go", () => {
     // Act
     const config = parse({ cert_deny_list: [] });
@@ -192,6 +207,17 @@ describe("parseConfig rejects invalid values naming the key", () => {
     [{ lifecycle_component: "a.b" }, "lifecycle_component"],
     [{ lifecycle_component: "a>" }, "lifecycle_component"],
     [{ lifecycle_component: "a*" }, "lifecycle_component"],
+    [{ lifecycle_component: "provision mode" }, "lifecycle_component"],
+    [{ lifecycle_component: "provision\tmode" }, "lifecycle_component"],
+    [{ identity: "choria_provisioner.>" }, "identity"],
+    [{ identity: "choria_provisioner.*" }, "identity"],
+    [{ identity: "choria provisioner" }, "identity"],
+    [{ lease: { skew_bound: "0s" } }, "lease.skew_bound"],
+    [{ lease: { skew_bound: "0s", assume_synchronized_clocks: "yes" } }, "lease.assume_synchronized_clocks"],
+    [{ leader_election: true, helper_timeout: "26s" }, "helper_timeout"],
+    [{ leader_election: true, lease: { duration: "1m", renew_interval: "10s", skew_bound: "10s" }, helper_timeout: "51s" }, "helper_timeout"],
+    [{ discovery_max_nodes: 0 }, "discovery_max_nodes"],
+    [{ discovery_max_nodes: "many" }, "discovery_max_nodes"],
     [{ choria_insecure: "yes please" }, "choria_insecure"],
     [{ site: 7 }, "site"],
     [{ monitor_port: 70000 }, "monitor_port"],

@@ -3,6 +3,12 @@ import { describe, expect, it } from "vitest";
 import { decodeBase64Url, decodeHex, encodeBase64Url, encodeHex } from "../../../lib/crypto";
 
 describe("strict codecs", () => {
+  it("skip CR and LF anywhere in base64url, as Go's encoding/base64 does", () => {
+    expect(Buffer.from(decodeBase64Url("YW\r\nJj\n")).toString()).toBe("abc");
+    expect(Buffer.from(decodeBase64Url("\nYWJjZA\r")).toString()).toBe("abcd");
+    expect(() => decodeBase64Url("YWJjZ\n")).toThrow(/illegal base64url/);
+  });
+
   it("round-trip any bytes", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
@@ -20,6 +26,8 @@ describe("strict codecs", () => {
     expect(() => decodeBase64Url("ab+/")).toThrow(/illegal base64url/);
     expect(() => decodeBase64Url("abc=")).toThrow(/illegal base64url/);
     expect(() => decodeBase64Url("abcde")).toThrow(/illegal base64url/);
+    expect(() => decodeBase64Url("YWJj ")).toThrow(/illegal base64url/);
+    expect(() => decodeBase64Url("YWJj\t")).toThrow(/illegal base64url/);
     expect(decodeHex("ABcd")).toEqual(Uint8Array.of(0xab, 0xcd));
   });
 });

@@ -167,6 +167,29 @@ describe("verifyProvisioningJwt", () => {
     }
   });
 
+  // go-choria's jwt action sends provisioning.jwt byte for byte, and golang-jwt decodes each segment
+  // with Go's RawURLEncoding, which skips CR and LF wherever they occur; the signature still covers
+  // the header and claims exactly as they were sent.
+  it("accepts a token file ending in a newline or CRLF, as Go's base64 decoder skips them", async () => {
+    const token = await mintProvisioningJwt(base, edKey);
+
+    expect(await verifyProvisioningJwt(`${token}\n`, edVerifier, NOW)).toMatchObject({ cht: "tok" });
+    expect(await verifyProvisioningJwt(`${token}\r\n`, edVerifier, NOW)).toMatchObject({ cht: "tok" });
+    expect(await verifyProvisioningJwt(`${token}\n`, rsaVerifier, NOW).catch((error: Error) => error.message)).toMatch(/ed25519 public key required/);
+  });
+
+  it("accepts no other whitespace than Go does", async () => {
+    const token = await mintProvisioningJwt(base, edKey);
+    const [header, claims] = token.split(".") as [string, string];
+
+    for (const padded of [`${token} `, `${token}\t`, ` ${token}`, `${token}\n\u000b`]) {
+      await expect(verifyProvisioningJwt(padded, edVerifier, NOW)).rejects.toThrow(/token is malformed/);
+    }
+    // A newline inside the signed part decodes, but the signature covers the bytes as sent.
+    await expect(verifyProvisioningJwt(token.replace(`${header}.`, `${header}\n.`), edVerifier, NOW)).rejects.toThrow(/signature is invalid/);
+    await expect(verifyProvisioningJwt(token.replace(`.${claims}`, `.${claims}\r\n`), edVerifier, NOW)).rejects.toThrow(/signature is invalid/);
+  });
+
   it("keeps the raw claims and never puts the token in the error", async () => {
     const token = await mintProvisioningJwt({ ...base, extensions: { a: 1 }, chpwd: "hunter2", aud: ["x"] }, edKey);
     const claims = await verifyProvisioningJwt(token, edVerifier, NOW);

@@ -183,7 +183,9 @@ describe("ProvisionEngine sequence without features", () => {
     expect(h.rpc.callsTo(INVENTORY)[0]).toMatchObject({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
   });
 
-  it("refuses an empty configuration without sending configure", async () => {
+  // The Go provisioner checks for an empty configuration inside configure's rpcWrapper callback:
+  // each of the 5 tries fails before sending, with backoff between them, and rpc_errors counts it.
+  it("refuses an empty configuration on every configure try without sending it", async () => {
     // Arrange
     const h = await harness({ helper: helperResponse({ configuration: {} }) });
 
@@ -191,9 +193,27 @@ describe("ProvisionEngine sequence without features", () => {
     const outcome = await h.engine.provision(work());
 
     // Assert
-    expect(expectFailed(outcome, "configure", HelperError).error.message).toBe("empty configuration");
+    const failed = expectFailed(outcome, "configure", RpcRetriesExhaustedError).error;
+    expect(failed.message).toMatch(/gave up after 5 tries: empty configuration$/);
+    expect(failed.cause).toBeInstanceOf(HelperError);
     expect(h.rpc.sequence()).toEqual([INVENTORY]);
+    expect(h.clock.sleeps).toHaveLength(RPC_PLAN.configure.tries - 1);
+    expect(h.metrics.total(METRIC.rpcErrors, CONFIGURE)).toBe(1);
     expect(h.metrics.total(METRIC.provisionErrors)).toBe(1);
+  });
+
+  it("stops retrying an empty configuration when the gate closes", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ configuration: {} }) });
+    h.gate.closeWhen = () => h.clock.sleeps.length >= 2;
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("paused");
+    expect(h.clock.sleeps).toHaveLength(2);
+    expect(h.rpc.sequence()).toEqual([INVENTORY]);
   });
 
   it("retries each RPC the planned number of times and no more", async () => {
@@ -719,6 +739,24 @@ describe("ProvisionEngine upgrades", () => {
     // Assert
     expect(expectFailed(outcome, "upgrade", UpgradeError).error.message).toContain("upgrades_repository");
     expect(h.rpc.callsTo(RELEASE_UPDATE)).toHaveLength(0);
+  });
+
+  // Go's handleHostUpgrade only refuses an empty upgrades_repository when upgrades are not optional;
+  // otherwise release_update goes out with repository "".
+  it("sends release_update with an empty repository when upgrades are optional", async () => {
+    // Arrange
+    const h = await harness({
+      features: UPGRADES,
+      settings: { upgradesRepository: "", upgradesOptional: true },
+      helper: helperResponse({ upgrade: "0.31.0" }),
+    });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("upgrading");
+    expect(h.rpc.callsTo(RELEASE_UPDATE)[0]!.data).toEqual({ repository: "", token: TOKEN, version: "0.31.0" });
   });
 
   it("configures anyway when upgrades are optional and the node cannot be upgraded", async () => {

@@ -1,10 +1,13 @@
 import { createPublicKey } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
+  ed25519SigningKey,
   encodeHex,
   encryptLegacyPem,
+  generateEd25519Seed,
   generateX25519KeyPair,
   parseCsr,
+  signJwt,
   uuidHex,
   verifyCsrSignature,
   verifyNonceSignature,
@@ -32,12 +35,116 @@ describe("token rule", () => {
     for (const reply of replies) expect(reply).toMatchObject({ statuscode: 1, statusmsg: "Incorrect provision token supplied" });
   });
 
-  it("accepts any token when the node has none", async () => {
-    const { call } = harness({ token: "" });
+  // go-choria builddefaults SetBuildBasedOnJWT refuses a provisioning.jwt without `cht` ("no auth
+  // token") and leaves the build defaults alone, so the server never enters provisioning mode.
+  it("never enters provisioning mode when its provisioning JWT has no token", async () => {
+    const { call, node, events, listening } = harness({ token: "" });
 
     const reply = await call("choria_provision", "jwt", { token: "anything" });
 
-    expect(reply?.statuscode).toBe(0);
+    expect(reply).toBeUndefined();
+    expect(node.inProvisioningMode).toBe(false);
+    expect(node.provisioningJwtRefused).toBe("no auth token");
+    expect(events).toEqual([]);
+    expect(listening).toEqual([false]);
+  });
+});
+
+describe("the config file as go-choria reads it", () => {
+  const restartAfterConfiguring = async (settings: Record<string, string>) => {
+    const { call, node, clock } = harness();
+    await call("choria_provision", "configure", { token: TOKEN, config: JSON.stringify(settings) });
+    const reply = await call("choria_provision", "restart", { token: TOKEN, splay: 1 });
+    await clock.advance(2000);
+    return { reply, node };
+  };
+
+  // confkey strToBool: trimmed, any case, 1/yes/true/y/t are true; anything else (its error is
+  // ignored) is false. restart re-reads the file; ProvisionMode then takes the set value.
+  it("reads plugin.choria.server.provision with Go's boolean rules", async () => {
+    for (const value of ["1", "yes", "TRUE", "Y", "t"]) {
+      const { reply } = await restartAfterConfiguring({ "plugin.choria.server.provision": value });
+
+      expect(reply?.statusmsg, value).toBe("Configuration /etc/choria/server.conf enables provisioning, restart cannot continue");
+    }
+    for (const value of ["on", "0", "no", "False", "enabled"]) {
+      const { reply, node } = await restartAfterConfiguring({ "plugin.choria.server.provision": value });
+
+      expect(reply?.statuscode, value).toBe(0);
+      expect(node.inProvisioningMode, value).toBe(false);
+    }
+  });
+
+  // provision configure_action writeConfig: `key=value` lines, then config.NewConfig on the file.
+  it("knows the configuration only as the written file reads back", async () => {
+    const { reply, node } = await restartAfterConfiguring({
+      loglevel: "info\nplugin.choria.server.provision=yes",
+      "plugin.choria.srv_domain": "",
+      " identity ": "node1.example.net",
+    });
+
+    expect(node.configuredConfig).toEqual({ loglevel: "info", "plugin.choria.server.provision": "yes", identity: "node1.example.net" });
+    expect(reply?.statusmsg).toBe("Configuration /etc/choria/server.conf enables provisioning, restart cannot continue");
+  });
+
+  it("refuses a configuration the server could not load and keeps the old file", async () => {
+    const { call, node } = harness();
+
+    const reply = await call("choria_provision", "configure", {
+      token: TOKEN,
+      config: JSON.stringify({ "plugin.security.client_anon_tls": "true", "plugin.choria.server.provision": "false" }),
+    });
+
+    expect(reply?.statusmsg).toBe(
+      "Could not write config: generated configuration could not be parsed: anonymous TLS can only be enabled when a remote signer is configured",
+    );
+    expect(node.configuredConfig).toBeUndefined();
+    expect(node.provisioned).toBe(0);
+  });
+
+  // server run shouldProvisionTokenAndSeed: with the choria security provider a missing,
+  // mismatched or expired server.jwt sends the server back into provisioning mode.
+  it("comes back into provisioning mode when a v2 config has no valid server JWT for its seed", async () => {
+    const v2 = {
+      "plugin.security.provider": "choria",
+      "plugin.security.choria.token_file": "/etc/choria/server.jwt",
+      "plugin.security.choria.seed_file": "/etc/choria/server.seed",
+      "plugin.choria.server.provision": "false",
+    };
+    const serverJwt = async (publicKey: unknown, exp: number) =>
+      signJwt({ identity: "node1.example.net", purpose: "choria_server", public_key: publicKey, exp }, ed25519SigningKey(generateEd25519Seed()));
+    const outcome = async (jwt: (publicKey: unknown, now: number) => Promise<string | undefined>) => {
+      const { call, node, clock } = harness();
+      const generated = await call("choria_provision", "gen25519", { token: TOKEN, nonce: uuidHex() });
+      const token = await jwt(generated?.data.public_key, Math.trunc(clock.now() / 1000));
+      await call("choria_provision", "configure", { token: TOKEN, config: JSON.stringify(v2), ...(token ? { server_jwt: token } : {}) });
+      await call("choria_provision", "restart", { token: TOKEN, splay: 1 });
+      await clock.advance(2000);
+      return { inProvisioningMode: node.inProvisioningMode, seed: node.files.serverSeedHex };
+    };
+
+    const valid = await outcome((publicKey, now) => serverJwt(publicKey, now + 3600));
+    const missing = await outcome(async () => undefined);
+    const foreign = await outcome((_publicKey, now) => serverJwt(encodeHex(new Uint8Array(32)), now + 3600));
+    const expired = await outcome((publicKey, now) => serverJwt(publicKey, now - 1));
+
+    expect(valid.inProvisioningMode).toBe(false);
+    expect(valid.seed).toBeDefined();
+    for (const broken of [missing, foreign, expired]) expect(broken).toEqual({ inProvisioningMode: true, seed: undefined });
+  });
+
+  // server run: in provisioning mode the server starts from the defaults (provisionConfig), so
+  // its identity is the hostname whatever identity the written config sets.
+  it("comes back into provisioning mode under its own identity, not the configured one", async () => {
+    const { call, node, clock, events } = harness();
+    await call("choria_provision", "configure", { token: TOKEN, config: JSON.stringify({ identity: "other.example.net" }) });
+
+    await call("choria_provision", "restart", { token: TOKEN, splay: 1 });
+    await clock.advance(2000);
+
+    expect(node.inProvisioningMode).toBe(true);
+    expect(node.identity).toBe("node1.example.net");
+    expect(events.at(-1)).toMatchObject({ type: "startup", identity: "node1.example.net" });
   });
 });
 

@@ -1,0 +1,467 @@
+/**
+ * `choria-provisioner`: the operator CLI, an adapter over lib/operator/operations.ts. It finds the
+ * deployment's tables and queues by the names serverless.yml gives them (from `--stage`), or from
+ * flags, or from the environment the functions get (LEASE_TABLE, HOST_WORK_QUEUE_URL, ... as
+ * scripts/local-services.ts and `npm run local -- --keep-running` print them), checks they exist,
+ * and prints tables for people or JSON (`--json`) for scripts. See docs/operations.md.
+ */
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { parse as parseYaml } from "yaml";
+import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
+import { AdmissionRegistry } from "../admission/registry";
+import { SqsMessageQueue } from "../app/sqs-queue";
+import { ProvisionerError } from "../errors";
+import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
+import { DynamoDbPauseStore } from "../lease/pause";
+import { stageResourceNames } from "../local/resources";
+import { systemClock, type Clock, type Metrics } from "../ports";
+import { Operator, OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
+import { SqsDeadLetterQueue } from "./sqs-dead-letters";
+
+export const USAGE = `Usage: choria-provisioner <command> [options]
+
+Commands:
+  status                      leader, term, lease expiry, pause switch, queue depths, registry counts, last errors
+  election view               the site's lease and every deployment known to it (leader, standby, paused)
+  dlq list                    host-work dead letters: host, term, step, failures, reason
+  dlq requeue (--all | <identity>...)
+                              admit dead-lettered hosts again under the current term and remove their dead letters
+  pause [--reason TEXT]       this deployment stops working and stops contesting the lease
+  resume                      undo pause
+  reprovision <identity>...   admit hosts again now under the current term (overrides the once-per-interval rule)
+
+Where the deployment is (flags win over the environment):
+  --stage NAME                names as serverless.yml makes them: choria-provisioner-<stage>-lease, ...-host-work, ...
+                              (env SLS_STAGE, SLS_LOCAL_STAGE; default dev)
+  --site NAME                 the Choria site (env PROVISIONER_SITE, else \`site\` of the provisioner config)
+  --deployment ID             this deployment's id (env PROVISIONER_DEPLOYMENT_ID, else \`deployment_id\` of the
+                              config, else AWS_REGION, else local: the provisioner's own default)
+  --config FILE               provisioner YAML to read site and deployment_id from (env PROVISIONER_CONFIG,
+                              PROVISIONER_CONFIG_YAML)
+  --lease-table NAME          env LEASE_TABLE
+  --admission-table NAME      env ADMISSION_TABLE
+  --host-work-queue URL|NAME  env HOST_WORK_QUEUE_URL      --host-work-dlq URL|NAME   env HOST_WORK_DLQ_URL
+  --lifecycle-queue URL|NAME  env LIFECYCLE_QUEUE_URL      --lifecycle-dlq URL|NAME   env LIFECYCLE_DLQ_URL
+  --region REGION             env AWS_REGION, AWS_DEFAULT_REGION
+  --dynamodb-endpoint URL     a local DynamoDB (env DYNAMODB_ENDPOINT); static local credentials are used
+  --sqs-endpoint URL          a local SQS (env SQS_ENDPOINT)
+
+Output:
+  --json                      machine-readable output on stdout
+  --by NAME                   who pauses or resumes (default $USER)
+  --help
+`;
+
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  env: Record<string, string | undefined>;
+  clock?: Clock;
+}
+
+/** A usage mistake: exit code 2 with the usage text. */
+class UsageError extends ProvisionerError {}
+/** A table or queue that is not there: names it and where it was looked for. */
+export class StackNotFoundError extends ProvisionerError {}
+
+const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
+const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
+
+type Needs = { tables: Array<"lease" | "admission">; queues: Array<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq"> };
+
+const COMMANDS: Record<string, Needs> = {
+  status: { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq", "lifecycle", "lifecycleDlq"] },
+  "election view": { tables: ["lease"], queues: [] },
+  "dlq list": { tables: ["lease", "admission"], queues: ["hostWorkDlq"] },
+  "dlq requeue": { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq"] },
+  pause: { tables: ["lease"], queues: [] },
+  resume: { tables: ["lease"], queues: [] },
+  reprovision: { tables: ["lease", "admission"], queues: ["hostWork"] },
+};
+
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        stage: { type: "string" },
+        site: { type: "string" },
+        deployment: { type: "string" },
+        config: { type: "string" },
+        "lease-table": { type: "string" },
+        "admission-table": { type: "string" },
+        "host-work-queue": { type: "string" },
+        "host-work-dlq": { type: "string" },
+        "lifecycle-queue": { type: "string" },
+        "lifecycle-dlq": { type: "string" },
+        region: { type: "string" },
+        "dynamodb-endpoint": { type: "string" },
+        "sqs-endpoint": { type: "string" },
+        json: { type: "boolean" },
+        all: { type: "boolean" },
+        reason: { type: "string" },
+        by: { type: "string" },
+        help: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    io.stderr(`choria-provisioner: ${messageOf(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    (values.help ? io.stdout : io.stderr)(USAGE);
+    return values.help ? 0 : 2;
+  }
+  const twoWords = `${positionals[0]} ${positionals[1] ?? ""}`.trim();
+  const command = COMMANDS[twoWords] && positionals.length >= 2 ? twoWords : (positionals[0] as string);
+  const args = positionals.slice(command.split(" ").length);
+  const needs = COMMANDS[command];
+  const clients: Array<{ destroy(): void }> = [];
+  try {
+    if (!needs) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+    const env = io.env;
+    const stack = resolveStack(values, env);
+    const dynamo = new DynamoDBClient(awsOptions(stack.region, stack.dynamoDbEndpoint));
+    const sqs = new SQSClient(awsOptions(stack.region, stack.sqsEndpoint));
+    clients.push(dynamo, sqs);
+    await checkTables(dynamo, stack, needs.tables);
+    const urls = await resolveQueues(sqs, stack, needs.queues);
+    const clock = io.clock ?? systemClock;
+    const registry = new AdmissionRegistry(
+      // The interval only shapes admissions the operator makes, which override it anyway.
+      { site: stack.site, intervalMs: 60_000 },
+      { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable }), metrics: noMetrics, clock },
+    );
+    const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
+    const operator = new Operator({
+      site: stack.site,
+      deploymentId: stack.deploymentId,
+      lease: new DynamoDbLeaseStore({ client: dynamo, tableName: stack.leaseTable }),
+      pause: new DynamoDbPauseStore({ client: dynamo, tableName: stack.leaseTable }),
+      registry,
+      queues: {
+        hostWork: queue(urls.hostWork),
+        hostWorkDlq: new SqsDeadLetterQueue({ client: sqs, url: urls.hostWorkDlq ?? "" }),
+        lifecycle: queue(urls.lifecycle),
+        lifecycleDlq: queue(urls.lifecycleDlq),
+      },
+      clock,
+    });
+    const json = values.json === true;
+    const print = (value: unknown, human: () => string) => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+    const now = clock.now();
+
+    switch (command) {
+      case "status": {
+        const status = await operator.status();
+        print(status, () => formatStatus(status, now));
+        return 0;
+      }
+      case "election view": {
+        const view = await operator.electionView();
+        print(view, () => formatElection(view));
+        return 0;
+      }
+      case "dlq list": {
+        const letters = await operator.listDeadLetters();
+        print(letters, () => formatDeadLetters(letters, now));
+        return 0;
+      }
+      case "dlq requeue": {
+        if (values.all === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
+        const result = await operator.requeueDeadLetters(values.all ? {} : { identities: args });
+        print(result, () => formatReadmit("requeued", result));
+        return result.requeued.length > 0 || result.skipped.length === 0 ? 0 : 1;
+      }
+      case "reprovision": {
+        if (args.length === 0) throw new UsageError("reprovision needs one or more identities");
+        const result = await operator.reprovision(args);
+        print(result, () => formatReadmit("admitted", result));
+        return result.skipped.length === 0 ? 0 : 1;
+      }
+      case "pause":
+      case "resume": {
+        const paused = command === "pause";
+        const by = values.by ?? env.USER ?? env.LOGNAME;
+        const state = await operator.setPaused(paused, { ...(by ? { by } : {}), ...(values.reason ? { reason: values.reason } : {}) });
+        print(state, () =>
+          paused
+            ? `paused deployment ${state.deploymentId} of site "${state.site}": it stops working at its next lease round and no longer\n` +
+              "contests the lease; if it led, a standby takes over once the lease runs out (lease.duration + skew_bound)."
+            : `resumed deployment ${state.deploymentId} of site "${state.site}": it contests the lease again at its next round.`,
+        );
+        return 0;
+      }
+    }
+    throw new UsageError(`unknown command "${command}"`);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(`choria-provisioner: ${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    const refusal = error instanceof OperatorRefusal || error instanceof StackNotFoundError;
+    io.stderr(`choria-provisioner: ${refusal ? error.message : describeAwsError(error)}\n`);
+    return 1;
+  } finally {
+    for (const client of clients) client.destroy();
+  }
+}
+
+// --- where the deployment is ---------------------------------------------------------------------
+
+interface Stack {
+  stage: string;
+  site: string;
+  deploymentId: string;
+  region: string;
+  leaseTable: string;
+  admissionTable: string;
+  queues: Record<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq", string>;
+  dynamoDbEndpoint: string | undefined;
+  sqsEndpoint: string | undefined;
+}
+
+function resolveStack(values: Record<string, string | boolean | undefined>, env: CliIo["env"]): Stack {
+  const flag = (name: string) => {
+    const value = values[name];
+    return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
+  };
+  const fromEnv = (name: string) => env[name]?.trim() || undefined;
+  const stage = flag("stage") ?? fromEnv("SLS_STAGE") ?? fromEnv("SLS_LOCAL_STAGE") ?? "dev";
+  const names = stageResourceNames(stage);
+  const config = readConfig(flag("config"), env);
+  const site = flag("site") ?? fromEnv("PROVISIONER_SITE") ?? config.site;
+  if (site === undefined) throw new UsageError("the site is unknown: pass --site, or --config with the provisioner YAML");
+  const region = flag("region") ?? fromEnv("AWS_REGION") ?? fromEnv("AWS_DEFAULT_REGION") ?? "us-east-1";
+  return {
+    stage,
+    site,
+    deploymentId: flag("deployment") ?? fromEnv("PROVISIONER_DEPLOYMENT_ID") ?? config.deploymentId ?? fromEnv("AWS_REGION") ?? "local",
+    region,
+    leaseTable: flag("lease-table") ?? fromEnv("LEASE_TABLE") ?? names.leaseTable,
+    admissionTable: flag("admission-table") ?? fromEnv("ADMISSION_TABLE") ?? names.admissionTable,
+    queues: {
+      hostWork: flag("host-work-queue") ?? fromEnv("HOST_WORK_QUEUE_URL") ?? names.hostWorkQueue,
+      hostWorkDlq: flag("host-work-dlq") ?? fromEnv("HOST_WORK_DLQ_URL") ?? names.hostWorkDlq,
+      lifecycle: flag("lifecycle-queue") ?? fromEnv("LIFECYCLE_QUEUE_URL") ?? names.lifecycleQueue,
+      lifecycleDlq: flag("lifecycle-dlq") ?? fromEnv("LIFECYCLE_DLQ_URL") ?? names.lifecycleDlq,
+    },
+    dynamoDbEndpoint: flag("dynamodb-endpoint") ?? fromEnv("DYNAMODB_ENDPOINT"),
+    sqsEndpoint: flag("sqs-endpoint") ?? fromEnv("SQS_ENDPOINT"),
+  };
+}
+
+function readConfig(file: string | undefined, env: CliIo["env"]): { site?: string; deploymentId?: string } {
+  const path = file ?? env.PROVISIONER_CONFIG?.trim();
+  let text = env.PROVISIONER_CONFIG_YAML;
+  if (path) {
+    try {
+      text = readFileSync(path, "utf8");
+    } catch (error) {
+      throw new UsageError(`cannot read the provisioner config ${path}: ${messageOf(error)}`);
+    }
+  }
+  if (!text) return {};
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new UsageError(`the provisioner config is not valid YAML: ${messageOf(error)}`);
+  }
+  const record = (raw ?? {}) as Record<string, unknown>;
+  const text_ = (value: unknown) => (typeof value === "string" && value.trim() !== "" ? value.trim() : undefined);
+  return {
+    ...(typeof record.site === "string" ? { site: record.site } : {}),
+    ...(text_(record.deployment_id) ? { deploymentId: text_(record.deployment_id) } : {}),
+  };
+}
+
+function awsOptions(region: string, endpoint: string | undefined) {
+  return endpoint ? { region, endpoint, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 } : { region };
+}
+
+function where(stack: Stack, endpoint: string | undefined): string {
+  return endpoint ? `at ${endpoint}` : `in region ${stack.region}`;
+}
+
+async function checkTables(dynamo: DynamoDBClient, stack: Stack, tables: Needs["tables"]): Promise<void> {
+  for (const table of tables) {
+    const name = table === "lease" ? stack.leaseTable : stack.admissionTable;
+    try {
+      await dynamo.send(new DescribeTableCommand({ TableName: name }));
+    } catch (error) {
+      if (errorName(error) !== "ResourceNotFoundException") throw error;
+      throw new StackNotFoundError(
+        `the ${table} table "${name}" does not exist ${where(stack, stack.dynamoDbEndpoint)} ` +
+          `(stage "${stack.stage}"): deploy the stack, or pass --stage, --${table}-table or ${table === "lease" ? "LEASE_TABLE" : "ADMISSION_TABLE"}`,
+        { cause: error },
+      );
+    }
+  }
+}
+
+const QUEUE_FLAGS = {
+  hostWork: ["host-work-queue", "HOST_WORK_QUEUE_URL"],
+  hostWorkDlq: ["host-work-dlq", "HOST_WORK_DLQ_URL"],
+  lifecycle: ["lifecycle-queue", "LIFECYCLE_QUEUE_URL"],
+  lifecycleDlq: ["lifecycle-dlq", "LIFECYCLE_DLQ_URL"],
+} as const;
+
+async function resolveQueues(sqs: SQSClient, stack: Stack, queues: Needs["queues"]): Promise<Partial<Record<Needs["queues"][number], string>>> {
+  const urls: Partial<Record<Needs["queues"][number], string>> = {};
+  for (const queue of queues) {
+    const given = stack.queues[queue];
+    try {
+      if (/^https?:\/\//.test(given)) {
+        await sqs.send(new GetQueueAttributesCommand({ QueueUrl: given, AttributeNames: ["QueueArn"] }));
+        urls[queue] = given;
+      } else {
+        urls[queue] = (await sqs.send(new GetQueueUrlCommand({ QueueName: given }))).QueueUrl;
+      }
+    } catch (error) {
+      if (!/QueueDoesNotExist|NonExistentQueue/.test(`${errorName(error)} ${messageOf(error)}`)) throw error;
+      const [flag, variable] = QUEUE_FLAGS[queue];
+      throw new StackNotFoundError(
+        `the queue "${given}" does not exist ${where(stack, stack.sqsEndpoint)} (stage "${stack.stage}"): deploy the stack, or pass --stage, --${flag} or ${variable}`,
+        { cause: error },
+      );
+    }
+  }
+  return urls;
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : "";
+}
+
+function describeAwsError(error: unknown): string {
+  const name = errorName(error);
+  if (/CredentialsProviderError|ExpiredToken|UnrecognizedClient|InvalidSignature/.test(name)) {
+    return `AWS refused the credentials (${name}): set AWS_PROFILE or credentials for the deployment's account`;
+  }
+  if (/AccessDenied/.test(name)) return `AWS denied access: ${messageOf(error)}`;
+  if (/ECONNREFUSED|ENOTFOUND|fetch failed/.test(`${messageOf(error)} ${String((error as { cause?: unknown })?.cause ?? "")}`)) {
+    return `could not reach the endpoint: ${messageOf(error)}`;
+  }
+  return messageOf(error);
+}
+
+// --- output for people ---------------------------------------------------------------------------
+
+function table(rows: string[][]): string {
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length))) ?? [];
+  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd()).join("\n");
+}
+
+function ago(now: number, at: number | undefined): string {
+  if (at === undefined || at === 0) return "-";
+  const seconds = Math.round((now - at) / 1000);
+  return seconds < 120 ? `${seconds}s ago` : seconds < 7_200 ? `${Math.round(seconds / 60)}m ago` : `${Math.round(seconds / 3_600)}h ago`;
+}
+
+function leaseLine(lease: OperatorStatus["lease"]): string {
+  if (lease.leader === null) return lease.term === null ? "nobody has held the lease yet" : `released (last term ${lease.term})`;
+  const expiry =
+    (lease.expiresInMs ?? 0) > 0 ? `expires in ${((lease.expiresInMs ?? 0) / 1000).toFixed(1)}s` : `expired ${(-(lease.expiresInMs ?? 0) / 1000).toFixed(1)}s ago`;
+  return `${lease.leader} holds term ${lease.term}, ${expiry}`;
+}
+
+export function formatStatus(status: OperatorStatus, now: number): string {
+  const role = status.paused ? "PAUSED" : status.lease.heldByThisDeployment ? "LEADER" : "STANDBY";
+  const lines = [
+    `site "${status.site}", deployment ${status.deploymentId}: ${role}`,
+    `lease: ${leaseLine(status.lease)}`,
+  ];
+  if (status.pause?.paused) {
+    lines.push(`paused ${ago(now, status.pause.changedAt)}${status.pause.by ? ` by ${status.pause.by}` : ""}${status.pause.reason ? `: ${status.pause.reason}` : ""}`);
+  }
+  const queueNames = { hostWork: "host work", hostWorkDlq: "host-work DLQ", lifecycle: "lifecycle", lifecycleDlq: "lifecycle DLQ" } as const;
+  lines.push(
+    "",
+    table([
+      ["queue", "visible", "in flight", "delayed"],
+      ...Object.entries(queueNames).map(([key, label]) => {
+        const counts = status.queues[key as keyof typeof queueNames];
+        return "error" in counts ? [label, `error: ${counts.error}`, "", ""] : [label, String(counts.visible), String(counts.inFlight), String(counts.delayed)];
+      }),
+    ]),
+  );
+  const { byState } = status.registry;
+  lines.push(
+    "",
+    `registry: ${status.registry.total} hosts (${Object.entries(byState)
+      .map(([state, count]) => `${state} ${count}`)
+      .join(", ")})`,
+  );
+  if (status.registry.lastErrors.length > 0) {
+    lines.push(
+      "",
+      "last errors",
+      table([
+        ["host", "state", "step", "failures", "when", "error"],
+        ...status.registry.lastErrors.map((entry) => [
+          entry.identity,
+          entry.state,
+          entry.failedStep ?? "-",
+          entry.failures === undefined ? "-" : String(entry.failures),
+          ago(now, entry.lastErrorAt),
+          entry.lastError,
+        ]),
+      ]),
+    );
+  }
+  return lines.join("\n");
+}
+
+export function formatElection(view: ElectionView): string {
+  return [
+    `site "${view.site}": ${leaseLine(view.lease)}`,
+    "",
+    table([
+      ["deployment", "role", "paused"],
+      ...view.deployments.map((deployment) => [
+        deployment.deploymentId,
+        deployment.role,
+        deployment.paused ? `yes${deployment.pause?.by ? ` (by ${deployment.pause.by})` : ""}` : "no",
+      ]),
+    ]),
+  ].join("\n");
+}
+
+export function formatDeadLetters(letters: readonly DeadLetterView[], now: number): string {
+  if (letters.length === 0) return "the host-work DLQ is empty";
+  return [
+    `${letters.length} dead letters`,
+    table([
+      ["host", "term", "step", "failures", "receives", "sent", "reason"],
+      ...letters.map((letter) => [
+        letter.identity ?? (letter.poison ? "(poison)" : "-"),
+        letter.term === undefined ? "-" : String(letter.term),
+        letter.step ?? "-",
+        letter.failures === undefined ? "-" : String(letter.failures),
+        String(letter.receiveCount),
+        ago(now, letter.sentAt),
+        letter.reason,
+      ]),
+    ]),
+  ].join("\n");
+}
+
+export function formatReadmit(verb: string, result: ReadmitResult): string {
+  const lines = [`${verb} ${result.requeued.length} hosts under term ${result.term}${result.requeued.length > 0 ? `: ${result.requeued.join(", ")}` : ""}`];
+  if (result.skipped.length > 0) {
+    lines.push("", table([["host", "not done because"], ...result.skipped.map((skip) => [skip.identity ?? `(message ${skip.messageId})`, skip.reason])]));
+  }
+  return lines.join("\n");
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

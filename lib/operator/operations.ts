@@ -1,0 +1,331 @@
+/**
+ * The operator's use cases behind `choria-provisioner` (lib/operator/cli.ts is the adapter): the
+ * deployment's status, the election, the host-work dead letters and requeueing them, the pause
+ * switch and re-provisioning. They take ports only: the lease and pause stores, the admission
+ * registry, the queues and a clock.
+ *
+ * Work is only ever (re)admitted under the lease term this deployment holds right now. A dead
+ * letter still carries the term it was first admitted under; sent back as it is (a console
+ * redrive), the provisioner would discard it as stale. Requeueing admits the host afresh instead.
+ */
+import type { AdmissionRegistry, RegistrySummary } from "../admission/registry";
+import type { MessageQueue, QueueCounts } from "../app/ports";
+import { decodeHostWork, encodeHostWork } from "../app/host-work";
+import { ProvisionerError } from "../errors";
+import type { LeaseItem, LeaseStore } from "../lease/lease";
+import type { PauseState, PauseStore } from "../lease/pause";
+import type { Clock, HostWork } from "../ports";
+
+/** A message received from a dead-letter queue, still on it until removed. */
+export interface DeadLetterMessage {
+  messageId: string;
+  receiptHandle: string;
+  body: string;
+  /** String message attributes: `reason`, and for parked hosts `step`, `failures`, `identity`, `term`. */
+  attributes: Record<string, string>;
+  receiveCount: number;
+  /** Epoch ms SQS first received the message (on the original queue for a redriven one). */
+  sentAt: number | undefined;
+}
+
+export interface DeadLetterQueue {
+  readonly url: string;
+  /** Receives up to `max` messages, hidden for `hideSeconds`; repeated pages never return one twice. */
+  receive(max: number, hideSeconds: number): Promise<DeadLetterMessage[]>;
+  /** Makes received messages visible again at once. */
+  unhide(messages: readonly DeadLetterMessage[]): Promise<void>;
+  remove(message: DeadLetterMessage): Promise<void>;
+}
+
+export interface OperatorQueues {
+  hostWork: MessageQueue;
+  hostWorkDlq: MessageQueue & DeadLetterQueue;
+  lifecycle: MessageQueue;
+  lifecycleDlq: MessageQueue;
+}
+
+export interface OperatorDeps {
+  site: string;
+  deploymentId: string;
+  lease: Pick<LeaseStore, "read">;
+  pause: PauseStore;
+  registry: AdmissionRegistry;
+  queues: OperatorQueues;
+  clock: Clock;
+}
+
+/** The command cannot run on this deployment now (not the leader, paused); says why. */
+export class OperatorRefusal extends ProvisionerError {}
+
+export interface LeaseView {
+  leader: string | null;
+  term: number | null;
+  expiresAt: number | null;
+  /** Ms until the stored expiry on this machine's clock; negative once past. */
+  expiresInMs: number | null;
+  heldByThisDeployment: boolean;
+}
+
+export type QueueName = keyof OperatorQueues;
+
+export interface OperatorStatus {
+  site: string;
+  deploymentId: string;
+  paused: boolean;
+  pause: PauseState | undefined;
+  lease: LeaseView;
+  queues: Record<QueueName, QueueCounts | { error: string }>;
+  registry: RegistrySummary;
+}
+
+export interface ElectionView {
+  site: string;
+  lease: LeaseView;
+  deployments: Array<{ deploymentId: string; role: "leader" | "standby"; paused: boolean; pause?: PauseState }>;
+}
+
+export interface DeadLetterView {
+  messageId: string;
+  identity: string | undefined;
+  term: number | undefined;
+  /** Why it is there: the reason attribute, else the registry's last error (a receive-limit redrive), else unknown. */
+  reason: string;
+  step: string | undefined;
+  failures: number | undefined;
+  receiveCount: number;
+  sentAt: number | undefined;
+  /** Not host work at all (poison): requeue leaves it. */
+  poison: boolean;
+}
+
+export interface ReadmitResult {
+  term: number;
+  requeued: string[];
+  skipped: Array<{ identity: string | undefined; messageId?: string; reason: string }>;
+}
+
+/** How long a listing or requeue keeps dead letters hidden from another operator while it works. */
+const HIDE_SECONDS = 60;
+const DLQ_PAGE_LIMIT = 10_000;
+
+export class Operator {
+  constructor(private readonly deps: OperatorDeps) {}
+
+  async status(): Promise<OperatorStatus> {
+    const { queues } = this.deps;
+    const counts = async (queue: MessageQueue) => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
+    const [lease, pause, hostWork, hostWorkDlq, lifecycle, lifecycleDlq, registry] = await Promise.all([
+      this.leaseView(),
+      this.deps.pause.read(this.deps.site, this.deps.deploymentId),
+      counts(queues.hostWork),
+      counts(queues.hostWorkDlq),
+      counts(queues.lifecycle),
+      counts(queues.lifecycleDlq),
+      this.deps.registry.summary(),
+    ]);
+    return {
+      site: this.deps.site,
+      deploymentId: this.deps.deploymentId,
+      paused: pause?.paused === true,
+      pause,
+      lease,
+      queues: { hostWork, hostWorkDlq, lifecycle, lifecycleDlq },
+      registry,
+    };
+  }
+
+  /** The lease and every deployment known to the site: the holder, switches, and this one. */
+  async electionView(): Promise<ElectionView> {
+    const [lease, switches] = await Promise.all([this.leaseView(), this.deps.pause.list(this.deps.site)]);
+    const ids = new Set([this.deps.deploymentId, ...switches.map((state) => state.deploymentId)]);
+    if (lease.leader) ids.add(lease.leader);
+    const live = lease.expiresInMs !== null && lease.expiresInMs > 0;
+    return {
+      site: this.deps.site,
+      lease,
+      deployments: [...ids].sort().map((deploymentId) => {
+        const pause = switches.find((state) => state.deploymentId === deploymentId);
+        return {
+          deploymentId,
+          role: live && lease.leader === deploymentId ? ("leader" as const) : ("standby" as const),
+          paused: pause?.paused === true,
+          ...(pause ? { pause } : {}),
+        };
+      }),
+    };
+  }
+
+  async listDeadLetters(): Promise<DeadLetterView[]> {
+    const messages = await this.receiveAll();
+    try {
+      const errors = await this.lastErrors();
+      return messages.map((message) => this.view(message, errors));
+    } finally {
+      await this.deps.queues.hostWorkDlq.unhide(messages);
+    }
+  }
+
+  /**
+   * Admits the dead-lettered hosts (all, or those named) again under the current term, queues the
+   * fresh work and removes their dead letters. Poison and hosts being provisioned stay where they are.
+   */
+  async requeueDeadLetters(selection: { identities?: readonly string[] }): Promise<ReadmitResult> {
+    const term = await this.currentTerm();
+    const messages = await this.receiveAll();
+    const wanted = selection.identities ? new Set(selection.identities) : undefined;
+    const result: ReadmitResult = { term, requeued: [], skipped: [] };
+    const untouched: DeadLetterMessage[] = [];
+    // One admission per host, however many of its dead letters there are; the extra ones go too.
+    const byIdentity = new Map<string, DeadLetterMessage[]>();
+    for (const message of messages) {
+      let work: HostWork;
+      try {
+        work = decodeHostWork(message.body);
+      } catch (error) {
+        untouched.push(message);
+        if (!wanted) result.skipped.push({ identity: undefined, messageId: message.messageId, reason: `poison, left in the DLQ: ${messageOf(error)}` });
+        continue;
+      }
+      if (wanted && !wanted.has(work.identity)) {
+        untouched.push(message);
+        continue;
+      }
+      byIdentity.set(work.identity, [...(byIdentity.get(work.identity) ?? []), message]);
+    }
+    try {
+      for (const [identity, letters] of byIdentity) {
+        const outcome = await this.readmit(identity, term);
+        if (outcome !== "queued") {
+          untouched.push(...letters);
+          result.skipped.push({ identity, reason: outcome });
+          continue;
+        }
+        for (const letter of letters) await this.deps.queues.hostWorkDlq.remove(letter);
+        result.requeued.push(identity);
+      }
+      for (const identity of wanted ?? []) {
+        if (!byIdentity.has(identity)) result.skipped.push({ identity, reason: "no dead letter for this host" });
+      }
+    } finally {
+      await this.deps.queues.hostWorkDlq.unhide(untouched);
+    }
+    return result;
+  }
+
+  /** Admits the hosts again under the current term at once, whatever they did before, unless one is being provisioned. */
+  async reprovision(identities: readonly string[]): Promise<ReadmitResult> {
+    const term = await this.currentTerm();
+    const result: ReadmitResult = { term, requeued: [], skipped: [] };
+    for (const identity of new Set(identities)) {
+      const outcome = await this.readmit(identity, term);
+      if (outcome === "queued") result.requeued.push(identity);
+      else result.skipped.push({ identity, reason: outcome });
+    }
+    return result;
+  }
+
+  async setPaused(paused: boolean, note: { by?: string; reason?: string } = {}): Promise<PauseState> {
+    const state: PauseState = {
+      site: this.deps.site,
+      deploymentId: this.deps.deploymentId,
+      paused,
+      changedAt: this.deps.clock.now(),
+      ...(note.by ? { by: note.by } : {}),
+      ...(note.reason ? { reason: note.reason } : {}),
+    };
+    await this.deps.pause.write(state);
+    return state;
+  }
+
+  private async leaseView(): Promise<LeaseView> {
+    const item: LeaseItem | undefined = await this.deps.lease.read(this.deps.site);
+    const now = this.deps.clock.now();
+    const released = !item || item.expiresAt === 0;
+    return {
+      leader: released ? null : item.holder,
+      term: item?.term ?? null,
+      expiresAt: released ? null : item.expiresAt,
+      expiresInMs: released ? null : item.expiresAt - now,
+      heldByThisDeployment: !released && item.holder === this.deps.deploymentId && item.expiresAt > now,
+    };
+  }
+
+  /** The term this deployment holds now; refuses when it is not the leader or is paused. */
+  private async currentTerm(): Promise<number> {
+    const [lease, pause] = await Promise.all([this.leaseView(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
+    if (pause?.paused) throw new OperatorRefusal(`deployment ${this.deps.deploymentId} is paused: resume it first, or run this on the leader's stack`);
+    if (!lease.heldByThisDeployment || lease.term === null) {
+      const holder = lease.leader && (lease.expiresInMs ?? 0) > 0 ? `${lease.leader} holds term ${lease.term}` : "no deployment holds the lease";
+      throw new OperatorRefusal(
+        `deployment ${this.deps.deploymentId} does not lead site "${this.deps.site}" (${holder}); its queue would drop the work: run this against the leader's stack`,
+      );
+    }
+    return lease.term;
+  }
+
+  private async readmit(identity: string, term: number): Promise<"queued" | string> {
+    const { registry, queues } = this.deps;
+    if (!(await registry.forgetUnlessClaimed(identity))) return "being provisioned right now";
+    let work: HostWork | undefined;
+    try {
+      work = await registry.admit(identity, "operator", term);
+    } catch (error) {
+      return `could not admit: ${messageOf(error)}`;
+    }
+    if (!work) return "admitted again concurrently";
+    const [accepted] = await queues.hostWork.sendAll([{ body: encodeHostWork(work) }]);
+    if (accepted) return "queued";
+    await registry.withdraw(work).catch(() => false);
+    return "the host-work queue refused the message";
+  }
+
+  private async receiveAll(): Promise<DeadLetterMessage[]> {
+    const messages: DeadLetterMessage[] = [];
+    const seen = new Set<string>();
+    while (messages.length < DLQ_PAGE_LIMIT) {
+      const page = (await this.deps.queues.hostWorkDlq.receive(10, HIDE_SECONDS)).filter((message) => !seen.has(message.messageId));
+      if (page.length === 0) break;
+      for (const message of page) {
+        seen.add(message.messageId);
+        messages.push(message);
+      }
+    }
+    return messages;
+  }
+
+  private async lastErrors(): Promise<Map<string, string>> {
+    const summary = await this.deps.registry.summary();
+    return new Map(summary.lastErrors.map((entry) => [entry.identity, entry.lastError]));
+  }
+
+  private view(message: DeadLetterMessage, errors: Map<string, string>): DeadLetterView {
+    let work: HostWork | undefined;
+    let problem: string | undefined;
+    try {
+      work = decodeHostWork(message.body);
+    } catch (error) {
+      problem = messageOf(error);
+    }
+    const identity = work?.identity ?? message.attributes.identity;
+    const failures = message.attributes.failures === undefined ? undefined : Number(message.attributes.failures);
+    return {
+      messageId: message.messageId,
+      identity,
+      term: work?.term,
+      reason:
+        message.attributes.reason ??
+        (identity && errors.get(identity) ? `retried until the receive limit; last error ${errors.get(identity)}` : undefined) ??
+        problem ??
+        "retried until the receive limit (no error recorded)",
+      step: message.attributes.step,
+      failures: Number.isFinite(failures) ? failures : undefined,
+      receiveCount: message.receiveCount,
+      sentAt: message.sentAt,
+      poison: work === undefined,
+    };
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { decodeHostWork } from "../../../lib/app";
+import { parseLifecycleEvent } from "../../../lib/choria/lifecycle";
+import { hostWorkBodies, queueArnOf, sqsEventFromBodies, startupEventBodies } from "../../../lib/local/sqs-event";
+
+describe("SQS event files for sls invoke local", () => {
+  it("derives the queue ARN from a queue URL", () => {
+    expect(queueArnOf("http://127.0.0.1:4566/000000000000/choria-provisioner-local-lifecycle")).toBe(
+      "arn:aws:sqs:us-east-1:000000000000:choria-provisioner-local-lifecycle",
+    );
+  });
+
+  it("wraps lifecycle startup events the lifecycle function parses", () => {
+    const event = sqsEventFromBodies(startupEventBodies(["n1.example.net"], "provision_mode_server", 1_700_000_000_000), "arn:aws:sqs:us-east-1:1:q");
+
+    const parsed = parseLifecycleEvent(new TextEncoder().encode(event.Records[0]?.body));
+
+    expect(event.Records).toHaveLength(1);
+    expect(event.Records[0]).toMatchObject({ eventSource: "aws:sqs", eventSourceARN: "arn:aws:sqs:us-east-1:1:q" });
+    expect(parsed).toMatchObject({ type: "startup", identity: "n1.example.net", component: "provision_mode_server" });
+  });
+
+  it("wraps host-work messages the provision function decodes", () => {
+    const event = sqsEventFromBodies(hostWorkBodies(["n1.example.net", "n2.example.net"], 4, 1_700_000_000_000), "arn:aws:sqs:us-east-1:1:q");
+
+    expect(event.Records.map((record) => decodeHostWork(record.body))).toEqual([
+      { identity: "n1.example.net", term: 4, admittedAt: 1_700_000_000_000, source: "operator" },
+      { identity: "n2.example.net", term: 4, admittedAt: 1_700_000_000_000, source: "operator" },
+    ]);
+  });
+});
