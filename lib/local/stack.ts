@@ -13,7 +13,7 @@
  * proxies so the requests they make can be reported without touching the App.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -135,6 +135,14 @@ export interface LocalStackOptions {
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
+  /**
+   * Use this TLS broker (started and stopped by the caller, e.g. the real fleet's provisioning
+   * broker) instead of starting a plain one: the Apps connect with `choria_insecure: false` and
+   * `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
+   */
+  tlsBroker?: { nats: RunningNats; caFile: string };
+  /** Extra provisioner configuration keys per deployment (merged over the stack's). */
+  config?: (deployment: string) => Record<string, unknown>;
 }
 
 export interface FunctionNames {
@@ -244,19 +252,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const external = options.dynamoDbEndpoint;
     // Settled one by one, so the services that did start are stopped when another one fails.
+    // A caller's TLS broker is the caller's to stop.
     const services = await Promise.allSettled([
-      startNats(),
+      options.tlsBroker ? Promise.resolve(undefined) : startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       startSqs(),
     ]);
     for (const service of services) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
     const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
     if (failed) throw failed.reason;
-    const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
-      RunningNats,
+    const [startedNats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats | undefined,
       Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
       RunningSqs,
     ];
+    const nats = options.tlsBroker?.nats ?? (startedNats as RunningNats);
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -287,7 +297,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
     for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
-    await createLifecycleStream(nats.url);
+    await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
     const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
@@ -545,6 +555,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     deployment_id: id,
     lease: timings.lease,
     ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
+    ...(options.tlsBroker ? { choria_insecure: false, tls: { ca: options.tlsBroker.caFile } } : {}),
+    ...options.config?.(id),
   };
   const env: Record<string, string> = {
     PROVISIONER_CONFIG_YAML: toYaml(config),
