@@ -46,6 +46,7 @@ class CountingStore implements LeaseStore {
   claim: LeaseStore["claim"] = (request) => (this.writes++, this.inner.claim(request));
   extend: LeaseStore["extend"] = (request) => (this.writes++, this.inner.extend(request));
   release: LeaseStore["release"] = (request) => (this.writes++, this.inner.release(request));
+  markAnnounced: LeaseStore["markAnnounced"] = (request) => (this.writes++, this.inner.markAnnounced(request));
   read: LeaseStore["read"] = (site) => (this.reads++, this.inner.read(site));
 }
 

@@ -17,6 +17,7 @@ import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../lib/local/run";
 import { dynamoDbSplit } from "../lib/local/request-counter";
 import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../lib/local/stack";
+import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile } from "./measure";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -27,7 +28,6 @@ const PRICES = {
   dynamoDbPerMillionWrites: 0.625,
   dynamoDbPerMillionReads: 0.125,
 } as const;
-const CLOCK_TICKS_PER_SECOND = 100;
 
 const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
 const SIZES = list(process.env.BENCH_SIZES, [100, 1_000, 5_000]);
@@ -40,35 +40,6 @@ interface Sample {
   rssSelf: number;
   rssNats: number;
   rssDynamo: number;
-}
-
-function procStat(pid: number | "self"): { utime: number; stime: number; cutime: number; cstime: number } | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    // Fields after the command: state is index 0, so utime (14th overall) is index 11.
-    return { utime: Number(fields[11]), stime: Number(fields[12]), cutime: Number(fields[13]), cstime: Number(fields[14]) };
-  } catch {
-    return undefined;
-  }
-}
-
-function rssOf(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const match = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+) kB/);
-    return match ? Number(match[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-const cpuSeconds = (stat: ReturnType<typeof procStat>, children = false) =>
-  stat ? (children ? stat.cutime + stat.cstime : stat.utime + stat.stime) / CLOCK_TICKS_PER_SECOND : 0;
-
-function percentile(sorted: number[], p: number): number | undefined {
-  if (sorted.length === 0) return undefined;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 interface RunSpec {
@@ -171,7 +142,7 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
       dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
     };
     const sampler = setInterval(() => {
-      samples.push({ rssSelf: process.memoryUsage.rss(), rssNats: rssOf(pids.nats), rssDynamo: rssOf(pids.dynamo) });
+      samples.push({ rssSelf: process.memoryUsage.rss(), rssNats: procMemory(pids.nats, "VmRSS"), rssDynamo: procMemory(pids.dynamo, "VmRSS") });
     }, 200);
     if (session) {
       session.connect();
@@ -316,44 +287,6 @@ const round2 = (value: number) => Math.round(value * 100) / 100;
 const round6 = (value: number) => Math.round(value * 1e6) / 1e6;
 function round<T extends Record<string, number>>(values: T): T {
   return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, round2(value)])) as T;
-}
-
-interface CpuProfile {
-  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }>;
-  samples?: number[];
-  timeDeltas?: number[];
-  startTime: number;
-  endTime: number;
-}
-
-/** Self time per function (summed over every node of the same function), top `count`. */
-function summariseProfile(profile: CpuProfile, count: number) {
-  const byNode = new Map(profile.nodes.map((node) => [node.id, node]));
-  const selfUs = new Map<string, { fn: string; location: string; us: number }>();
-  const samples = profile.samples ?? [];
-  const deltas = profile.timeDeltas ?? [];
-  let totalUs = 0;
-  for (let i = 0; i < samples.length; i++) {
-    const node = byNode.get(samples[i] as number);
-    const delta = deltas[i] ?? 0;
-    if (!node) continue;
-    totalUs += delta;
-    const { functionName, url, lineNumber } = node.callFrame;
-    const location = `${url.replace(/^file:\/\//, "").replace(process.cwd() + "/", "")}:${lineNumber + 1}`;
-    const key = `${functionName}@${location}`;
-    const entry = selfUs.get(key) ?? { fn: functionName || "(anonymous)", location, us: 0 };
-    entry.us += delta;
-    selfUs.set(key, entry);
-  }
-  return [...selfUs.values()]
-    .sort((a, b) => b.us - a.us)
-    .slice(0, count)
-    .map((entry) => ({
-      function: entry.fn,
-      location: entry.location,
-      self_ms: Math.round(entry.us / 1000),
-      self_percent: Math.round((entry.us / Math.max(1, totalUs)) * 1000) / 10,
-    }));
 }
 
 function markdown(results: RunResult[], generated: string, wallSeconds: number): string {

@@ -27,6 +27,12 @@ export class PausedError extends ProvisionerError {}
 /** The lease was lost (or its term is no longer current) while work was in progress. */
 export class LeaseLostError extends PausedError {}
 
+/**
+ * An attempt (or helper run) is longer than one lease validity can ever cover: the gate would
+ * never open for it. Not a pause: the work is parked in the dead-letter queue with this reason.
+ */
+export class AttemptExceedsLeaseError extends ProvisionerError {}
+
 /** The lease store could not be reached or answered ambiguously; the gate reads closed. */
 export class LeaseStoreError extends ProvisionerError {}
 

@@ -88,6 +88,14 @@ export interface RpcCall {
   data: Record<string, unknown>;
   /** Per-attempt timeout: discovery timeout (2 s) + the agent's DDL timeout. */
   timeoutMs: number;
+  /**
+   * The send-by instant, as ms from this call: after it the request must not leave the process;
+   * default `timeoutMs`. Set from the gate's AttemptWindow. Relative, so the client's clock and the
+   * gate's need not be the same object.
+   */
+  sendWithinMs?: number;
+  /** The envelope `time` is the gate check's: this many ms before this call (default 0, the send). */
+  gateCheckedMsAgo?: number;
 }
 
 export interface RpcReply<T = Record<string, unknown>> {
@@ -111,13 +119,24 @@ export interface NodeDiscoverer {
   discover(): Promise<string[]>;
 }
 
+/** What an open gate grants one attempt: it must be over, at the node too, by `endsBy`. */
+export interface AttemptWindow {
+  term: number;
+  /** Wall-clock epoch ms of the gate check: the envelope `time` of the attempt's request. */
+  stampedAt: number;
+  /** Monotonic ms by which the attempt (sending, the node's handling, the reply) must be over; inside the lease validity. */
+  endsBy: number;
+}
+
 /**
- * The pause gate (docs/behaviour.md §4). Resolves when this deployment holds lease term `term`, that term is
- * still current, and the remaining validity covers an action lasting `attemptTimeoutMs`; otherwise
- * throws PausedError (or LeaseLostError). Read before every RPC attempt and every helper run.
+ * The pause gate (docs/behaviour.md §4). Resolves with the attempt's window when this deployment holds
+ * lease term `term`, that term is still current, and the remaining validity covers an action
+ * lasting `attemptTimeoutMs`; otherwise throws PausedError (or LeaseLostError), or
+ * AttemptExceedsLeaseError when no validity could ever cover it. Read before every RPC attempt
+ * and every helper run.
  */
 export interface PauseGate {
-  assertOpen(term: number, attemptTimeoutMs: number): Promise<void>;
+  assertOpen(term: number, attemptTimeoutMs: number): Promise<AttemptWindow>;
 }
 
 /** What the helper gets on stdin (keys in the Go daemon's order). */

@@ -13,11 +13,11 @@
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { connect, type NatsConnection } from "nats";
-import { createLeaseTable, DynamoDbLeaseStore } from "../lib/lease/dynamodb-lease-store";
+
+import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
 import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../lib/local/services";
 import { startFleet } from "../lib/simulator";
-import { ChaosDeployment, LEASE, Observatory, SCALE, unprovisioned } from "../test/integration/chaos/deployments";
+import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/integration/chaos/deployments";
 import { TOKEN } from "../test/integration/chaos/support";
 import { seededRandom } from "../test/support/random";
 
@@ -48,20 +48,17 @@ async function main(): Promise<void> {
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDb.url });
   const tableName = `soak-lease-${randomUUID()}`;
   await createLeaseTable(dynamo, tableName);
-  const store = new DynamoDbLeaseStore({ client: dynamo, tableName });
-  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: "soak", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, rsaKeys: { size: 4, reuse: true } });
+  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: "soak", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, rsaKeys: { size: 4, reuse: true }, clock: scaledClock() });
   const observatory = new Observatory();
   const site = `soak-${randomUUID()}`;
-  const connections: NatsConnection[] = [];
+
   const alive: ChaosDeployment[] = [];
   const retired: ChaosDeployment[] = [];
   let named = 0;
 
   const launch = async (): Promise<ChaosDeployment> => {
     const name = `deployment-${++named}`;
-    const nc = await connect({ servers: nats.url, name, maxReconnectAttempts: -1 });
-    connections.push(nc);
-    const deployment = new ChaosDeployment({ name, site, store, nc, fleet, observatory });
+    const deployment = await ChaosDeployment.create({ name, site, tableName, natsUrl: nats.url, dynamoEndpoint: dynamoDb.url, fleet, observatory });
     deployment.start();
     alive.push(deployment);
     return deployment;
@@ -113,25 +110,23 @@ async function main(): Promise<void> {
         break;
     }
     injected[kind] += 1;
-    console.log(`${new Date().toISOString()} ${kind}: ${fleet.identities.length - unprovisioned(fleet).length}/${fleet.identities.length} provisioned, ${observatory.terms.length} terms, ${observatory.duplicateSends().length} duplicate sends`);
+    console.log(`${new Date().toISOString()} ${kind}: ${fleet.identities.length - unprovisioned(fleet).length}/${fleet.identities.length} provisioned, ${observatory.terms.length} terms, ${observatory.crossTermExecutions(fleet).length} executions across terms at the nodes`);
   }
 
   delayed?.delayStoreWrites(0);
   const drainUntil = performance.now() + DRAIN_MS;
   while (unprovisioned(fleet).length > 0 && performance.now() < drainUntil) await sleep(500);
 
-  const doubleConfigured = [...observatory.configuresPerAdmission(fleet)].filter(([, count]) => count > 1).map(([admission]) => admission);
   const summary = {
     minutes,
     scale: SCALE,
     nodes: fleet.identities.length,
     provisioned: fleet.identities.length - unprovisioned(fleet).length,
     hostsLost: unprovisioned(fleet).length,
-    duplicateSends: observatory.duplicateSends().length,
-    doubleConfiguredAdmissions: doubleConfigured.length,
+    crossTermExecutions: observatory.crossTermExecutions(fleet).length,
     terms: observatory.terms.length,
     deployments: named,
-    rpcsSent: observatory.sends.length,
+    rpcsRunAtNodes: observatory.executions(fleet).attributed.length,
     faults: injected,
   };
   console.log(JSON.stringify(summary, null, 2));
@@ -140,11 +135,11 @@ async function main(): Promise<void> {
   for (const deployment of alive) deployment.kill();
   await Promise.all([...alive, ...retired].map((deployment) => deployment.shutdown()));
   await fleet.stop();
-  await Promise.all(connections.map((nc) => nc.close()));
+
   dynamo.destroy();
   await dynamoDb.stop();
   await nats.stop();
-  process.exitCode = summary.hostsLost === 0 && summary.duplicateSends === 0 && summary.doubleConfiguredAdmissions === 0 ? 0 : 1;
+  process.exitCode = summary.hostsLost === 0 && summary.crossTermExecutions === 0 ? 0 : 1;
 }
 
 await main();

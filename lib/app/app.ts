@@ -13,8 +13,8 @@ import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
-import { ProvisionerError } from "../errors";
-import type { LeaseGate } from "../lease/gate";
+import { AttemptExceedsLeaseError, LeaseStoreError, ProvisionerError } from "../errors";
+import type { LeaseGate, Standing } from "../lease/gate";
 import type { LeaseItem, LeaseStore } from "../lease/lease";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
@@ -89,6 +89,11 @@ export interface BrokerAccess {
   discover(): Promise<DiscoveryResult>;
   /** Makes the engine's RPC client use the current connection; call before provisioning. */
   prepareRpc(): Promise<void>;
+  /**
+   * Closes the connection when a request may still sit in its buffers unconfirmed by the broker,
+   * so nothing is sent across a Lambda freeze; the next use reconnects. Returns whether it closed.
+   */
+  closeIfPublishPending(): Promise<boolean>;
   publishStartup(): Promise<void>;
   close(): Promise<void>;
 }
@@ -153,6 +158,7 @@ export class ProvisionerApp implements App {
   /** discover() calls in progress: a term won inside one does not start a second discovery. */
   private discovering = 0;
   private announcedUnelected = false;
+  private activeInvocations = 0;
 
   constructor(private readonly deps: AppDeps) {
     this.config = deps.config;
@@ -161,9 +167,12 @@ export class ProvisionerApp implements App {
     this.clock = deps.clock;
   }
 
-  /** The lease gate's onWon: announce the new leader and look for nodes at once (docs/behaviour.md §5, §8). */
+  /**
+   * The lease gate's onWon, once per term for the whole deployment (the marker in the lease item,
+   * not once per container): announce the new leader and look for nodes at once (docs/behaviour.md §5, §8).
+   */
   async onWonTerm(term: number): Promise<void> {
-    this.log.info("won the lease, publishing the startup event and discovering", { term });
+    this.log.info("announcing the new lease term: publishing the startup event and discovering", { term });
     await this.publishStartup();
     if (this.discovering === 0) await this.runDiscovery(term);
   }
@@ -228,8 +237,8 @@ export class ProvisionerApp implements App {
 
   handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse> {
     return this.invocation(ctx, async () => {
-      let term: Promise<number | undefined> | undefined;
-      const currentTerm = () => (term ??= this.deps.gate.currentTerm());
+      let standing: Promise<Standing> | undefined;
+      const currentTerm = () => (standing ??= this.deps.gate.standing());
       // A whole SQS batch at once would flood the registry table; admissions share discovery's bound.
       const limiter = new Limiter(ADMIT_CONCURRENCY);
       return this.processBatch(event, (record) => limiter.run(() => this.handleLifecycleRecord(record, currentTerm)));
@@ -238,17 +247,17 @@ export class ProvisionerApp implements App {
 
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse> {
     return this.invocation(ctx, async () => {
-      const term = await this.deps.gate.currentTerm();
+      const standing = await this.deps.gate.standing();
       const limiter = new Limiter(Math.max(1, this.config.workers));
       const remainingMs = () => ctx.remainingMs() - this.deps.deadlineMarginMs;
-      return this.processBatch(event, (record) => limiter.run(() => this.handleHostWorkRecord(record, term, remainingMs)));
+      return this.processBatch(event, (record) => limiter.run(() => this.handleHostWorkRecord(record, standing, remainingMs)));
     });
   }
 
   async status(): Promise<StatusReport> {
     const { config, leaseStore, queues } = this.deps;
     const lease: LeaseItem | undefined = leaseStore ? await leaseStore.read(config.site) : undefined;
-    const held = lease !== undefined && lease.holder === config.deploymentId && lease.expiresAt > this.clock.now();
+    const held = lease !== undefined && !lease.released && lease.holder === config.deploymentId && lease.expiresAt > this.clock.now();
     this.metrics.gauge(METRIC.paused, !config.leaderElection || held ? 0 : 1);
     const counts = async (queue: MessageQueue) => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
     const [hostWork, hostWorkDlq, lifecycle, lifecycleDlq, registry] = await Promise.all([
@@ -263,9 +272,9 @@ export class ProvisionerApp implements App {
       deploymentId: config.deploymentId,
       leaderElection: config.leaderElection,
       lease: {
-        leader: lease && lease.expiresAt > 0 ? lease.holder : null,
+        leader: lease && !lease.released && lease.expiresAt > 0 ? lease.holder : null,
         term: lease?.term ?? null,
-        expiresAt: lease && lease.expiresAt > 0 ? lease.expiresAt : null,
+        expiresAt: lease && !lease.released && lease.expiresAt > 0 ? lease.expiresAt : null,
         heldByThisDeployment: held,
       },
       queues: { hostWork, hostWorkDlq, lifecycle, lifecycleDlq },
@@ -309,13 +318,10 @@ export class ProvisionerApp implements App {
   async release(): Promise<{ released: boolean }> {
     const { config, leaseStore, gate } = this.deps;
     if (!config.leaderElection || !leaseStore) return { released: false };
-    if (await gate.release()) return { released: true };
-    // This container may never have held the lease itself; another invocation of the deployment did.
-    const item = await leaseStore.read(config.site);
-    if (!item || item.holder !== config.deploymentId || item.expiresAt === 0) return { released: false };
-    const write = await leaseStore.release({ site: config.site, holder: config.deploymentId, term: item.term });
-    this.log.info("released the lease on operator request", { term: item.term, released: write.applied });
-    return { released: write.applied };
+    // The gate releases the term it holds or, in a container that never held it, the stored one.
+    const released = await gate.release();
+    this.log.info("released the lease on operator request", { released });
+    return { released };
   }
 
   async close(): Promise<void> {
@@ -416,7 +422,7 @@ export class ProvisionerApp implements App {
 
   // --- lifecycle events ------------------------------------------------------------------------
 
-  private async handleLifecycleRecord(record: SQSRecord, currentTerm: () => Promise<number | undefined>): Promise<void> {
+  private async handleLifecycleRecord(record: SQSRecord, currentTerm: () => Promise<Standing>): Promise<void> {
     let event: LifecycleEvent;
     try {
       event = parseLifecycleEvent(new TextEncoder().encode(record.body));
@@ -428,7 +434,12 @@ export class ProvisionerApp implements App {
       this.log.debug("ignoring lifecycle event", { type: event.type, component: event.component, identity: event.identity });
       return;
     }
-    const term = await currentTerm();
+    const standing = await currentTerm();
+    if (standing.kind === "unknown") {
+      // A store blip is not a standby: the event comes back from SQS instead of being dropped.
+      throw new RetryLaterError(`the lease store could not be read: ${messageOf(standing.error)}`, { cause: standing.error });
+    }
+    const term = standing.kind === "leading" ? standing.term : undefined;
     if (term === undefined) {
       this.metrics.count(EXTRA_METRIC.lifecycleEventsDropped);
       this.log.info("paused: dropping lifecycle startup event", { identity: event.identity });
@@ -444,7 +455,7 @@ export class ProvisionerApp implements App {
 
   // --- host work -------------------------------------------------------------------------------
 
-  private async handleHostWorkRecord(record: SQSRecord, term: number | undefined, remainingMs: () => number): Promise<void> {
+  private async handleHostWorkRecord(record: SQSRecord, standing: Standing, remainingMs: () => number): Promise<void> {
     let work: HostWork;
     try {
       work = decodeHostWork(record.body);
@@ -453,11 +464,18 @@ export class ProvisionerApp implements App {
       return;
     }
     const attributes = { identity: work.identity, term: work.term, messageId: record.messageId };
-    if (term === undefined) {
+    if (standing.kind === "unknown") {
+      // Nothing is known about the lease, so nothing may be dropped: every item goes back with the reason.
+      const reason = `the lease store could not be read: ${messageOf(standing.error)}`;
+      await this.retryLater(record, { ...attributes, reason });
+      throw new RetryLaterError(`${work.identity}: ${reason}`, { cause: standing.error });
+    }
+    if (standing.kind === "standby") {
       this.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
-      this.log.info("paused: dropping host work, the leader rediscovers the host", attributes);
+      this.log.info("paused: dropping host work, the leader rediscovers the host", { ...attributes, holder: standing.current?.holder });
       return;
     }
+    const term = standing.term;
 
     let begun;
     try {
@@ -491,12 +509,15 @@ export class ProvisionerApp implements App {
 
   private async finish(claim: HostClaim, record: SQSRecord, outcome: ProvisionOutcome): Promise<void> {
     const { identity, term } = claim.work;
-    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable)) {
+    const storeBlip = outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
+    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || storeBlip) {
+      // A lease store that could not be read is not a lost lease: the host comes back, with the reason.
       await this.giveBack(claim, record, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
     }
     if (outcome.kind === "failed") {
-      await this.recordFailure(claim, record, outcome.step, outcome.error.message);
+      // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
+      await this.recordFailure(claim, record, outcome.step, outcome.error.message, causedBy(outcome.error, AttemptExceedsLeaseError));
       return;
     }
     if (outcome.kind === "paused") {
@@ -516,11 +537,11 @@ export class ProvisionerApp implements App {
    * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
    * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
    */
-  private async recordFailure(claim: HostClaim, record: SQSRecord, step: string, error: string): Promise<void> {
+  private async recordFailure(claim: HostClaim, record: SQSRecord, step: string, error: string, parkNow = false): Promise<void> {
     const { identity, term } = claim.work;
     const failures = failuresInARow(claim, step);
     const reason = `${step}: ${error}`;
-    let park = failures >= this.deps.failureLimit;
+    let park = parkNow || failures >= this.deps.failureLimit;
     if (park) {
       try {
         await this.deadLetter(this.deps.queues.hostWorkDlq, record, reason, { identity, step, failures: String(failures), term: String(term) });
@@ -604,9 +625,25 @@ export class ProvisionerApp implements App {
     await this.publishStartup();
   }
 
+  /**
+   * Every handler call runs here: the gate's first read is a store round (nothing a warm container
+   * confirmed earlier is trusted), and a request still buffered unconfirmed at the end closes the
+   * connection, so it cannot leave at some later thaw.
+   */
   private invocation<T>(ctx: InvocationContext, run: () => Promise<T>): Promise<T> {
     const attributes: LogAttributes = ctx.requestId ? { requestId: ctx.requestId } : {};
-    return this.deps.invocations.run(attributes, run);
+    return this.deps.invocations.run(attributes, async () => {
+      // Lambda runs one invocation per container at a time; the local runtime and tests may overlap
+      // them in one process, and what a running invocation confirmed is current for the others.
+      if (this.activeInvocations++ === 0) this.deps.gate.beginInvocation();
+      try {
+        return await run();
+      } finally {
+        if (--this.activeInvocations === 0 && (await this.deps.broker.closeIfPublishPending().catch(() => false))) {
+          this.log.warn("closed the broker connection: a request was still unconfirmed at the end of the invocation");
+        }
+      }
+    });
   }
 
   // --- lifecycle bridge ------------------------------------------------------------------------
@@ -817,6 +854,14 @@ export class ProvisionerApp implements App {
     this.log.info("lifecycle bridge run finished", { mode: "core", forwarded, deadLettered, paused: !led });
     return { forwarded, deadLettered, paused: !led };
   }
+}
+
+/** Whether `kind` is the error or anywhere in its cause chain. */
+function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error): boolean {
+  for (let current = error, depth = 0; current !== undefined && depth < 10; current = (current as { cause?: unknown }).cause, depth++) {
+    if (current instanceof kind) return true;
+  }
+  return false;
 }
 
 export function messageOf(error: unknown): string {

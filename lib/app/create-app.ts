@@ -37,6 +37,8 @@ export const PROVISIONER_VERSION = "0.1.0";
 const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
 /** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
 const LEASE_REQUEST_TIMEOUT_MS = 1_500;
+/** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
+const LEASE_ROUND_TIMEOUT_MS = 4_000;
 const STORE_REQUEST_TIMEOUT_MS = 5_000;
 
 export interface AppOverrides {
@@ -86,10 +88,17 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     ...aws.dynamodb,
     ...(leaseRegion ? { region: leaseRegion } : {}),
     maxAttempts: 2,
-    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 },
+    // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
+    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
   });
-  const storeClient = new DynamoDBClient({ ...aws.dynamodb, requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 } });
-  const sqsClient = new SQSClient({ ...aws.sqs, requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000 } });
+  const storeClient = new DynamoDBClient({
+    ...aws.dynamodb,
+    requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
+  });
+  const sqsClient = new SQSClient({
+    ...aws.sqs,
+    requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
+  });
 
   const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined;
   const registry = new AdmissionRegistry(
@@ -134,6 +143,9 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
       leaseDurationMs: config.lease.durationMs,
       renewIntervalMs: config.lease.renewIntervalMs,
       skewBoundMs: config.lease.skewBoundMs,
+      // A request the old term stamped may still start at a node until its TTL has passed.
+      deliveryHorizonMs: config.rpcTtl * 1_000,
+      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
     }),
     {
       store: leaseStore,
@@ -233,6 +245,8 @@ function noBroker(fn: string): BrokerAccess & { rpc: ChoriaRpc } {
     discover: refuse,
     prepareRpc: refuse,
     publishStartup: refuse,
+    // Asked after every invocation: nothing was ever sent.
+    closeIfPublishPending: async () => false,
     close: async () => undefined,
   };
 }
@@ -266,6 +280,12 @@ class AppBroker implements BrokerAccess {
       discoveryTimeoutMs: this.config.discoveryTimeoutMs,
       maxIdentities: this.config.discoveryMaxNodes,
     }).discoverWithStats();
+  }
+
+  async closeIfPublishPending(): Promise<boolean> {
+    if (!this.bound?.rpc.hasUnconfirmedPublishes()) return false;
+    await this.close();
+    return true;
   }
 
   async prepareRpc(): Promise<void> {

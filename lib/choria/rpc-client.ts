@@ -10,6 +10,14 @@
  * the call early; when no deciding reply arrives in time, the first ignored one is reported as an
  * RpcProtocolError instead of a bare timeout.
  *
+ * Send-by discipline (docs/lease.md): each attempt has a send-by instant (from the pause gate's
+ * window). The pre-publish flush is bounded by it, and right before `nc.publish`, synchronously,
+ * the attempt must be unsettled (not timed out) and the send-by instant not passed; otherwise
+ * nothing is published. The envelope `time` is the gate check's, not the send's, so a node judges
+ * the request's age from the moment the lease vouched for it. Publishes the broker has not yet
+ * confirmed (a PING/PONG after them) are counted: an invocation that ends with one pending closes
+ * the connection rather than leave it buffered across a Lambda freeze.
+ *
  * Nothing here logs request or reply data: choria_provision requests carry the provisioning token.
  */
 import type { NatsConnection, Subscription } from "nats";
@@ -30,7 +38,12 @@ import {
 } from "./protocol";
 
 export const PROVISIONING_COLLECTIVE = "provisioning";
-export const DEFAULT_TTL_SECONDS = 60;
+/**
+ * The shortest TTL v1 servers accept (their request schema's minimum); v2 allows 1 s. Nodes run a
+ * request only if `now - ttl < time < now + ttl` on their own clock, so the TTL bounds how long
+ * after its gate check a request delayed in the network can still run (the lease's delivery horizon).
+ */
+export const DEFAULT_TTL_SECONDS = 30;
 
 export interface ChoriaClientSettings {
   /** Default `provisioning`. */
@@ -41,13 +54,18 @@ export interface ChoriaClientSettings {
   callerId: string;
   protocolVersion: ProtocolVersion;
   signer: RequestSigner;
-  /** Request TTL in seconds; default 60 (v1 servers drop anything below 30). */
+  /** Request TTL in seconds; default 30 (v1 servers drop anything below 30; v2 accepts from 1). */
   ttl?: number;
   clock?: Clock;
   /** Replies larger than this are rejected undecoded; default 1 MiB (NATS max_payload). */
   maxReplyBytes?: number;
   /** Receives one warning per ignored reply: sender and reason only, never data. */
   logger?: Logger;
+  /**
+   * Called synchronously right before each request is published, with its id (observability
+   * hooks and the chaos suite, which maps request ids to lease terms). Never gets request data.
+   */
+  onPublish?: (published: { requestId: string; identity: string; agent: string; action: string; stampedAt: number }) => void;
 }
 
 interface ResolvedSettings {
@@ -60,6 +78,7 @@ interface ResolvedSettings {
   clock: Clock;
   maxReplyBytes: number;
   logger: Logger;
+  onPublish?: ChoriaClientSettings["onPublish"];
 }
 
 export function resolveClientSettings(settings: ChoriaClientSettings): ResolvedSettings {
@@ -82,6 +101,7 @@ export function resolveClientSettings(settings: ChoriaClientSettings): ResolvedS
     clock: settings.clock ?? systemClock,
     maxReplyBytes: settings.maxReplyBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
     logger: settings.logger ?? silentLogger,
+    onPublish: settings.onPublish,
   };
 }
 
@@ -117,6 +137,15 @@ function parseMcorpcReply(payload: Uint8Array): McorpcReply | string {
   return { statuscode, statusmsg, data: (data ?? {}) as Record<string, unknown> };
 }
 
+interface PendingSend {
+  requestId: string;
+  replyTo: string;
+  /** Monotonic ms on the client's clock. */
+  sendBy: number;
+  stampedAt: number;
+  attempt: { settled: boolean };
+}
+
 /** Printable, bounded rendering of a name taken from the network, for error messages. */
 function quoted(name: string): string {
   return JSON.stringify(name.slice(0, 200));
@@ -124,8 +153,13 @@ function quoted(name: string): string {
 
 type Outcome = { reply: IncomingReply } | { timeout: true };
 
+/** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
+export class RpcNotSentError extends RpcError {}
+
 export class NatsChoriaRpc implements ChoriaRpc {
   private readonly settings: ResolvedSettings;
+  /** Publishes not yet confirmed by the broker (no PONG after them yet). */
+  private unconfirmed = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -134,10 +168,17 @@ export class NatsChoriaRpc implements ChoriaRpc {
     this.settings = resolveClientSettings(settings);
   }
 
+  /** Whether a request may still be sitting in the connection's buffers, unseen by the broker. */
+  hasUnconfirmedPublishes(): boolean {
+    return this.unconfirmed > 0;
+  }
+
   async call(call: RpcCall): Promise<RpcReply> {
     assertValidIdentity(call.identity);
     const rpc = `${call.agent}#${call.action}`;
     const { collective, callerId, protocolVersion, clock } = this.settings;
+    const sendBy = clock.monotonic() + Math.min(call.sendWithinMs ?? Number.POSITIVE_INFINITY, call.timeoutMs);
+    const stampedAt = clock.now() - (call.gateCheckedMsAgo ?? 0);
     const requestId = newRequestId(protocolVersion, clock);
     const replyTo = replySubject(collective, callerId, requestId);
 
@@ -149,9 +190,13 @@ export class NatsChoriaRpc implements ChoriaRpc {
 
     let subscription: Subscription | undefined;
     let timer: NodeJS.Timeout | undefined;
+    const attempt = { settled: false };
     try {
       const outcome = await new Promise<Outcome>((resolve, fail) => {
-        timer = setTimeout(() => resolve({ timeout: true }), call.timeoutMs);
+        timer = setTimeout(() => {
+          attempt.settled = true;
+          resolve({ timeout: true });
+        }, call.timeoutMs);
         subscription = this.nc.subscribe(replyTo, {
           callback: (error, message) => {
             if (error) return reject(`subscription error: ${error.message}`);
@@ -160,7 +205,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
             else resolve({ reply: verdict });
           },
         });
-        this.publish(call, requestId, replyTo).catch(fail);
+        this.publish(call, { requestId, replyTo, sendBy, stampedAt, attempt }).catch(fail);
       });
 
       if ("timeout" in outcome) {
@@ -176,6 +221,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
       if (error instanceof RpcError) throw error;
       throw new RpcError(call.identity, rpc, "could not send the request over NATS", { cause: error });
     } finally {
+      attempt.settled = true;
       clearTimeout(timer);
       subscription?.unsubscribe();
     }
@@ -196,26 +242,49 @@ export class NatsChoriaRpc implements ChoriaRpc {
     return reply;
   }
 
-  private async publish(call: RpcCall, requestId: string, replyTo: string): Promise<void> {
+  private async publish(call: RpcCall, send: PendingSend): Promise<void> {
     const { collective, senderId, callerId, signer, ttl, clock } = this.settings;
-    // The subscription must be registered on the server before a fast node can answer (§1).
-    await this.nc.flush();
+    const rpc = `${call.agent}#${call.action}`;
+    const notSent = (why: string) => new RpcNotSentError(call.identity, rpc, `not sent: ${why}`);
+    // Encoded (and signed) before the flush, so nothing but the checks stands between them and the publish.
     const payload = new TextEncoder().encode(JSON.stringify({ agent: call.agent, action: call.action, data: call.data }));
-    this.nc.publish(
-      nodeSubject(collective, call.identity),
-      encodeRequest({
-        id: requestId,
-        senderId,
-        callerId,
-        collective,
-        agent: call.agent,
-        ttl,
-        timeMs: clock.now(),
-        filter: agentFilter(call.agent),
-        payload,
-        replyTo,
-        signer,
-      }),
+    const request = encodeRequest({
+      id: send.requestId,
+      senderId,
+      callerId,
+      collective,
+      agent: call.agent,
+      ttl,
+      timeMs: send.stampedAt,
+      filter: agentFilter(call.agent),
+      payload,
+      replyTo: send.replyTo,
+      signer,
+    });
+    // The subscription must be registered on the server before a fast node can answer (§1); the
+    // wait for it is bounded by the send-by instant.
+    const budgetMs = send.sendBy - clock.monotonic();
+    if (budgetMs <= 0) throw notSent("the send-by instant passed before the attempt started");
+    if (!(await this.flushWithin(budgetMs))) throw notSent(`the connection did not flush within ${Math.ceil(budgetMs)} ms before the send-by instant`);
+    // Synchronous from here to the publish: nothing can settle the attempt in between.
+    if (send.attempt.settled) throw notSent("the attempt settled while the connection flushed");
+    if (clock.monotonic() >= send.sendBy) throw notSent("the send-by instant passed while the connection flushed");
+    this.settings.onPublish?.({ requestId: send.requestId, identity: call.identity, agent: call.agent, action: call.action, stampedAt: send.stampedAt });
+    this.nc.publish(nodeSubject(collective, call.identity), request);
+    this.unconfirmed++;
+    this.nc.flush().then(
+      () => this.unconfirmed--,
+      () => this.unconfirmed--,
     );
+  }
+
+  private async flushWithin(ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+    try {
+      return await Promise.race([this.nc.flush().then(() => true), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

@@ -274,7 +274,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     deploymentId: nonEmpty(raw.deployment_id) ?? nonEmpty(env.AWS_REGION) ?? "local",
     lease,
     discoveryMaxNodes: raw.discovery_max_nodes ?? DEFAULT_DISCOVERY_MAX_NODES,
-    rpcTtl: raw.rpc_ttl ?? 60,
+    rpcTtl: raw.rpc_ttl ?? 30,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout ?? "2s"),
   };
   return freezeWithRedaction(config);

@@ -29,6 +29,7 @@ import {
   METRIC,
   silentLogger,
   systemClock,
+  type AttemptWindow,
   type ChoriaRpc,
   type Clock,
   type HelperRequest,
@@ -43,7 +44,7 @@ import {
 } from "../ports";
 import { KeyTransportError, OutOfTimeError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
-import { HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
+import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
 import { assertGateOpen, assertTimeLeft, messageOf, rpcWithRetries, type RandomSource, type RemainingTime, type RetryContext } from "./retry";
 
 export interface EngineFeatures {
@@ -315,7 +316,7 @@ class HostProvisioning {
       rpc: rpcLabel(plan),
       tries: plan.tries,
       attemptTimeoutMs: plan.timeoutMs,
-      call: async () => {
+      call: async (_try, window) => {
         let reply: RpcReply;
         try {
           reply = await this.deps.rpc.call({
@@ -324,6 +325,9 @@ class HostProvisioning {
             action: plan.action,
             data: data(),
             timeoutMs: plan.timeoutMs,
+            // The node may take its agent's whole DDL timeout to act: the request must reach it early enough for that to end inside the window.
+            sendWithinMs: window.endsBy - AGENT_TIMEOUT_MS[plan.agent] - this.clock.monotonic(),
+            gateCheckedMsAgo: Math.max(0, this.clock.now() - window.stampedAt),
           });
         } catch (error) {
           if (onStatus && error instanceof RpcStatusError) return onStatus(error);
@@ -419,17 +423,43 @@ class HostProvisioning {
     };
     const helperTimeoutMs = this.deps.settings.helperTimeoutMs ?? HELPER_TIMEOUT_MS;
     assertTimeLeft(this.remainingMs, "the helper", helperTimeoutMs);
-    await assertGateOpen(this.deps.gate, this.work.term, helperTimeoutMs, "the helper");
+    const window = await assertGateOpen(this.deps.gate, this.work.term, helperTimeoutMs, "the helper");
 
     const started = this.clock.monotonic();
     try {
-      return await this.deps.helper.run(request);
+      return await this.withinWindow(this.deps.helper.run(request), window);
     } catch (error) {
+      if (error instanceof PausedError) throw error;
       this.deps.metrics.count(METRIC.helperErrors);
       if (error instanceof HelperError) throw error;
       throw new HelperError(`could not invoke configure helper: ${messageOf(error)}`, { cause: error });
     } finally {
       this.deps.metrics.timing(METRIC.helperTime, (this.clock.monotonic() - started) / 1000);
+    }
+  }
+
+  /**
+   * The helper's answer counts only inside the window the gate granted: one that arrives after it
+   * (a helper slower than its own timeout, a Lambda helper answering late) is discarded, because
+   * the lease it was asked under may have moved on.
+   */
+  private async withinWindow<T>(work: Promise<T>, window: AttemptWindow): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const closed = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new PausedError(`the helper did not answer inside its lease window; its answer is discarded`)),
+        // setTimeout fires at once for delays beyond 2^31 - 1 ms.
+        Math.min(Math.max(0, window.endsBy - this.clock.monotonic()), 2_147_483_647),
+      );
+    });
+    try {
+      const answer = await Promise.race([work, closed]);
+      // A clock that jumped past the window while the helper ran (a freeze) discards the answer too.
+      if (this.clock.monotonic() > window.endsBy) throw new PausedError("the helper answered after its lease window; its answer is discarded");
+      return answer;
+    } finally {
+      clearTimeout(timer);
+      work.catch(() => undefined);
     }
   }
 

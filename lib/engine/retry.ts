@@ -5,8 +5,8 @@
  * attempt (or a backoff sleep) that could not finish inside the Lambda's remaining time is not
  * started and the work goes back to the queue instead.
  */
-import { PausedError } from "../errors";
-import { METRIC, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { AttemptExceedsLeaseError, PausedError } from "../errors";
+import { METRIC, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
 /** Go `backoff.FiveSec`: base sleeps in ms; the sleep after try n uses index min(n, 10). */
@@ -36,14 +36,15 @@ export function assertTimeLeft(remainingMs: RemainingTime | undefined, what: str
 }
 
 /**
- * Reads the pause gate for an action lasting `actionMs`. Whatever stops the gate from opening is a
- * PausedError, so callers never act on a gate they could not read.
+ * Reads the pause gate for an action lasting `actionMs` and returns the window it grants.
+ * Whatever stops the gate from opening is a PausedError (or AttemptExceedsLeaseError, which no
+ * wait can cure), so callers never act on a gate they could not read.
  */
-export async function assertGateOpen(gate: PauseGate, term: number, actionMs: number, what: string): Promise<void> {
+export async function assertGateOpen(gate: PauseGate, term: number, actionMs: number, what: string): Promise<AttemptWindow> {
   try {
-    await gate.assertOpen(term, actionMs);
+    return await gate.assertOpen(term, actionMs);
   } catch (error) {
-    if (error instanceof PausedError) throw error;
+    if (error instanceof PausedError || error instanceof AttemptExceedsLeaseError) throw error;
     throw new PausedError(`provisioning is paused, cannot perform ${what}: the pause gate could not be read`, { cause: error });
   }
 }
@@ -67,8 +68,8 @@ export interface RetriedCall<T> extends RetryContext {
   rpc: string;
   tries: number;
   attemptTimeoutMs: number;
-  /** One attempt; throwing makes it a failed attempt that is retried while tries remain. */
-  call: (tryNumber: number) => Promise<T>;
+  /** One attempt inside the window the gate granted; throwing makes it a failed attempt that is retried while tries remain. */
+  call: (tryNumber: number, window: AttemptWindow) => Promise<T>;
 }
 
 /**
@@ -90,12 +91,12 @@ export async function rpcWithRetries<T>(options: RetriedCall<T>): Promise<T> {
     let lastError: unknown;
     for (let tryNumber = 1; tryNumber <= tries; tryNumber++) {
       assertTimeLeft(options.remainingMs, `${rpc} try ${tryNumber}`, attemptTimeoutMs);
-      await assertGateOpen(options.gate, term, attemptTimeoutMs, rpc);
+      const window = await assertGateOpen(options.gate, term, attemptTimeoutMs, rpc);
 
       logger.debug(`Trying action ${rpc} try ${tryNumber}/${tries}`, logAttributes);
       const started = clock.monotonic();
       try {
-        return await options.call(tryNumber);
+        return await options.call(tryNumber, window);
       } catch (error) {
         lastError = error;
         logger.error(`rpc handler for ${rpc} failed`, { ...logAttributes, try: tryNumber, error: messageOf(error) });

@@ -14,9 +14,16 @@ import {
   type DynamoDBClient,
   type UpdateItemCommandInput,
 } from "@aws-sdk/client-dynamodb";
-import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
 
-const NAMES = { "#site": "site", "#holder": "holder", "#term": "term", "#expiresAt": "expiresAt" };
+const NAMES = {
+  "#site": "site",
+  "#holder": "holder",
+  "#term": "term",
+  "#expiresAt": "expiresAt",
+  "#announcedTerm": "announcedTerm",
+  "#released": "released",
+};
 
 export interface DynamoDbLeaseStoreOptions {
   client: DynamoDBClient;
@@ -28,7 +35,7 @@ export class DynamoDbLeaseStore implements LeaseStore {
 
   claim(request: ClaimRequest): Promise<ConditionalWrite> {
     return this.update(request.site, {
-      UpdateExpression: "SET #holder = :holder, #expiresAt = :expiresAt ADD #term :one",
+      UpdateExpression: "SET #holder = :holder, #expiresAt = :expiresAt REMOVE #released ADD #term :one",
       ConditionExpression: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
       ExpressionAttributeValues: {
         ":holder": { S: request.holder },
@@ -44,7 +51,7 @@ export class DynamoDbLeaseStore implements LeaseStore {
       ":holder": { S: request.holder },
       ":expiresAt": { N: String(request.expiresAt) },
     };
-    let condition = "#holder = :holder AND #expiresAt < :expiresAt";
+    let condition = "#holder = :holder AND #expiresAt < :expiresAt AND attribute_not_exists(#released)";
     if (request.term !== undefined) {
       condition += " AND #term = :term";
       values[":term"] = { N: String(request.term) };
@@ -58,9 +65,17 @@ export class DynamoDbLeaseStore implements LeaseStore {
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
     return this.update(request.site, {
-      UpdateExpression: "SET #expiresAt = :zero",
+      UpdateExpression: "SET #released = :released",
       ConditionExpression: "#holder = :holder AND #term = :term",
-      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) }, ":zero": { N: "0" } },
+      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) }, ":released": { BOOL: true } },
+    });
+  }
+
+  markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
+    return this.update(request.site, {
+      UpdateExpression: "SET #announcedTerm = :term",
+      ConditionExpression: "#holder = :holder AND #term = :term AND (attribute_not_exists(#announcedTerm) OR #announcedTerm < :term)",
+      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) } },
     });
   }
 
@@ -101,7 +116,10 @@ export class DynamoDbLeaseStore implements LeaseStore {
 
 function decodeLeaseItem(item: Record<string, AttributeValue> | undefined): LeaseItem | undefined {
   if (!item?.site?.S || item.holder?.S === undefined || !item.term?.N || !item.expiresAt?.N) return undefined;
-  return { site: item.site.S, holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
+  const decoded: LeaseItem = { site: item.site.S, holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
+  if (item.announcedTerm?.N) decoded.announcedTerm = Number(item.announcedTerm.N);
+  if (item.released?.BOOL) decoded.released = true;
+  return decoded;
 }
 
 /** Creates the lease table (on-demand) and waits until it is active; for tests, benchmarks and the local run. */

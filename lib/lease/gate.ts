@@ -5,24 +5,39 @@
  * lease's own monotonic deadline: when that is too short the gate renews first, and any store
  * failure reads closed.
  */
-import { LeaseLostError, LeaseStoreError, PausedError } from "../errors";
-import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
-import { Lease, type LeaseOutcome, type LeaseStore } from "./lease";
+import { AttemptExceedsLeaseError, LeaseLostError, LeaseStoreError, PausedError } from "../errors";
+import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lease";
 import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
 /** The term every piece of work carries when leader election is off. */
 export const UNELECTED_TERM = 0;
 
+/** Where this deployment stands right now, for decisions about a whole batch. */
+export type Standing =
+  | { kind: "leading"; term: number }
+  /** Another deployment holds the lease (or it is released and not yet claimable). */
+  | { kind: "standby"; current: LeaseItem | undefined }
+  /** The store could not be read: nothing is known, so nothing may be dropped either. */
+  | { kind: "unknown"; error: unknown };
+
 export interface LeaseGate extends PauseGate {
+  /**
+   * Marks the start of an invocation (a Lambda handler call): validity confirmed by an earlier
+   * invocation of this container is not trusted, so the next gate read is a store round.
+   */
+  beginInvocation(): void;
   /**
    * The term to stamp new work with, renewing or acquiring first if needed; undefined while this
    * deployment is a standby or the store cannot be reached.
    */
   currentTerm(): Promise<number | undefined>;
+  /** As currentTerm, telling a standby apart from an unreachable store. */
+  standing(): Promise<Standing>;
   /** One acquire/renew/contest round; calls `onWon` when it wins a new term. Throws LeaseStoreError. */
   acquireOrRenew(): Promise<LeaseOutcome>;
-  /** Graceful stop of the whole deployment (see Lease.release). */
+  /** Gives the term up (see Lease.release): no renewals any more, this gate closes at once. */
   release(): Promise<boolean>;
 }
 
@@ -32,22 +47,20 @@ export interface LeaseGateDeps {
   metrics: Metrics;
   clock?: Clock;
   logger?: Logger;
-  /** Called once per newly won term: trigger a discovery and publish the startup event. */
+  /** Called once per term across the whole deployment (the marker in the lease item): trigger a discovery and publish the startup event. */
   onWon?: (term: number) => void | Promise<void>;
   /** The operator's pause switch (lib/lease/pause.ts), read before every lease round. */
   pause?: PauseStore;
 }
 
 export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): LeaseGate {
-  if (!settings.leaderElection) return unelectedGate(deps.metrics);
+  if (!settings.leaderElection) return unelectedGate(deps.metrics, deps.clock ?? systemClock);
   if (!deps.store) throw new TypeError("a LeaseStore is required when leader election is on");
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? silentLogger;
   const lease = new Lease(settings, { store: deps.store, clock, logger, metrics: deps.metrics });
   const maxValidityMs = settings.leaseDurationMs - settings.skewBoundMs;
 
-  // Concurrent callers share one lease round and so one outcome; the term is announced once.
-  let announcedTerm = 0;
   const reportPaused = () => deps.metrics.gauge(METRIC.paused, usableHolding() ? 0 : 1);
 
   // While the operator's switch is on, no lease round runs and the held term is not used: the
@@ -78,8 +91,9 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
     try {
       if (await operatorPaused()) return { holding: false, current: undefined };
       const outcome = await lease.acquireOrRenew();
-      if (outcome.holding && outcome.wonNewTerm && outcome.term > announcedTerm && deps.onWon) {
-        announcedTerm = outcome.term;
+      // Concurrent callers share one round and so one outcome: only the first runs onWon.
+      if (outcome.holding && outcome.wonNewTerm && deps.onWon && !announced.has(outcome.term)) {
+        announced.add(outcome.term);
         try {
           await deps.onWon(outcome.term);
         } catch (error) {
@@ -91,6 +105,7 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
       reportPaused();
     }
   }
+  const announced = new Set<number>();
 
   async function validHolding(minValidMs: number): Promise<{ term: number; validForMs: number } | undefined> {
     const held = usableHolding();
@@ -100,10 +115,14 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   }
 
   return {
-    async assertOpen(term, attemptTimeoutMs) {
+    beginInvocation() {
+      lease.beginInvocation();
+    },
+
+    async assertOpen(term, attemptTimeoutMs): Promise<AttemptWindow> {
       try {
         if (attemptTimeoutMs > maxValidityMs) {
-          throw new PausedError(
+          throw new AttemptExceedsLeaseError(
             `an attempt of ${attemptTimeoutMs} ms cannot fit in one lease validity of ${maxValidityMs} ms (lease duration minus skew bound)`,
           );
         }
@@ -120,16 +139,32 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
         if (held.validForMs < attemptTimeoutMs) {
           throw new PausedError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
         }
+        return { term, stampedAt: clock.now(), endsBy: clock.monotonic() + attemptTimeoutMs };
       } finally {
         reportPaused();
       }
     },
 
     async currentTerm() {
+      const standing = await this.standing();
+      return standing.kind === "leading" ? standing.term : undefined;
+    },
+
+    async standing(): Promise<Standing> {
       try {
-        return (await validHolding(1))?.term;
-      } catch {
-        return undefined;
+        const held = usableHolding();
+        if (held) return { kind: "leading", term: held.term };
+        const outcome = await acquireOrRenew();
+        const now = usableHolding();
+        if (now) return { kind: "leading", term: now.term };
+        const current = outcome.holding ? undefined : outcome.current;
+        if (current && current.holder === settings.deploymentId && !current.released) {
+          // Our own deployment holds it, but this round could not confirm it (an unsettled write).
+          return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} could not be confirmed`) };
+        }
+        return { kind: "standby", current };
+      } catch (error) {
+        return { kind: "unknown", error };
       } finally {
         reportPaused();
       }
@@ -146,19 +181,25 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   };
 }
 
-function unelectedGate(metrics: Metrics): LeaseGate {
+function unelectedGate(metrics: Metrics, clock: Clock): LeaseGate {
   const open = () => metrics.gauge(METRIC.paused, 0);
   return {
-    async assertOpen() {
+    beginInvocation() {},
+    async assertOpen(term, attemptTimeoutMs) {
       open();
+      return { term, stampedAt: clock.now(), endsBy: clock.monotonic() + attemptTimeoutMs };
     },
     async currentTerm() {
       open();
       return UNELECTED_TERM;
     },
+    async standing() {
+      open();
+      return { kind: "leading", term: UNELECTED_TERM };
+    },
     async acquireOrRenew() {
       open();
-      return { holding: true, term: UNELECTED_TERM, wonNewTerm: false, validForMs: Number.POSITIVE_INFINITY };
+      return { holding: true, term: UNELECTED_TERM, wonNewTerm: false, tookOver: false, validForMs: Number.POSITIVE_INFINITY };
     },
     async release() {
       return false;

@@ -24,6 +24,13 @@ export interface LeaseItem {
   holder: string;
   term: number;
   expiresAt: number;
+  /**
+   * The term whose startup event and immediate discovery have been claimed (the once-per-term
+   * marker); below `term` while nobody has announced the current term yet.
+   */
+  announcedTerm?: number;
+  /** The holder gave the term up: it can no longer be extended, only claimed after expiry. */
+  released?: boolean;
 }
 
 /** The result of one conditional write: the item after it, or the item that failed the condition. */
@@ -35,6 +42,13 @@ export interface ClaimRequest {
   expiresAt: number;
   /** The lease may be taken over only if its stored `expiresAt` is below this. */
   expiredBefore: number;
+}
+
+/** Claims the announcement of `term` (startup event + immediate discovery) for its holder, once. */
+export interface AnnounceRequest {
+  site: string;
+  holder: string;
+  term: number;
 }
 
 export interface ExtendRequest {
@@ -58,10 +72,15 @@ export interface ReleaseRequest {
 export interface LeaseStore {
   /** If the item is absent or `expiresAt < expiredBefore`: set holder and expiry, term + 1 (1 when absent). */
   claim(request: ClaimRequest): Promise<ConditionalWrite>;
-  /** If holder (and term, when given) match and the stored `expiresAt` is lower: raise it. */
+  /** If holder (and term, when given) match, the term is not released and the stored `expiresAt` is lower: raise it. */
   extend(request: ExtendRequest): Promise<ConditionalWrite>;
-  /** If holder and term match: set `expiresAt` to 0, keeping the term so terms only ever increase. */
+  /**
+   * If holder and term match: mark the term released (no more extensions). `expiresAt` is kept:
+   * other invocations of the holder may still count on it, so a challenger still waits for it.
+   */
   release(request: ReleaseRequest): Promise<ConditionalWrite>;
+  /** If holder and term match and `announcedTerm` is absent or lower: set `announcedTerm = term`. */
+  markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite>;
   /** Strongly consistent read. */
   read(site: string): Promise<LeaseItem | undefined>;
 }
@@ -71,8 +90,14 @@ export type LeaseOutcome =
   | {
       holding: true;
       term: number;
-      /** This call took a term this process had not held before: run a discovery, publish the startup event. */
+      /**
+       * This round claimed the term's once-per-term marker in the lease item: run a discovery and
+       * publish the startup event. A cold container that finds its deployment already leading does
+       * not get it.
+       */
       wonNewTerm: boolean;
+      /** This round's claim created the term (the lease changed hands, or was taken after expiry). */
+      tookOver: boolean;
       validForMs: number;
     }
   | {
@@ -85,6 +110,10 @@ interface Held {
   term: number;
   /** Monotonic ms after which this process must not act under `term`. */
   deadline: number;
+  /** The wall-clock expiry this process wrote (or found covering its write); valid until `expiresAt - skewBound`. */
+  expiresAt: number;
+  /** The invocation the confirming round ran in; a later invocation does not trust it. */
+  invocation: number;
 }
 
 export interface LeaseDeps {
@@ -97,50 +126,87 @@ export interface LeaseDeps {
 /** A lease write that this process could not settle; the lease reads as not held. */
 class UnsettledWrite extends ProvisionerError {}
 
+/** A round that did not complete within its bound; the gate reads closed. */
+class RoundTimeout extends ProvisionerError {}
+
 export class Lease {
   private held: Held | undefined;
-  /** The highest term this process has held, so a re-won term is reported once. */
-  private highestHeldTerm = 0;
   private inFlight: Promise<LeaseOutcome> | undefined;
+  /** Counts invocations (beginInvocation); validity confirmed in an earlier one is not trusted. */
+  private invocation = 0;
 
   constructor(
     readonly settings: LeaseSettings,
     private readonly deps: LeaseDeps,
   ) {}
 
-  /** The term held right now and how long it stays valid, or undefined; never touches the store. */
+  /**
+   * Starts a new invocation: whatever this process confirmed before (a warm container's earlier
+   * invocation, possibly before a freeze of unknown length) no longer opens the gate; the next
+   * gate read is a round against the store.
+   */
+  beginInvocation(): void {
+    this.invocation++;
+  }
+
+  /**
+   * The term held right now and how long it stays valid, or undefined; never touches the store.
+   * Valid means: confirmed by a round of this invocation, and both the monotonic deadline and the
+   * written wall-clock expiry minus the skew bound still ahead. The wall-clock half catches a
+   * freeze the monotonic clock did not count.
+   */
   holding(): { term: number; validForMs: number } | undefined {
-    if (!this.held) return undefined;
-    const validForMs = this.held.deadline - this.deps.clock.monotonic();
-    return validForMs > 0 ? { term: this.held.term, validForMs } : undefined;
+    const held = this.held;
+    if (!held || held.invocation !== this.invocation) return undefined;
+    const byMonotonic = held.deadline - this.deps.clock.monotonic();
+    const byWallClock = held.expiresAt - this.settings.skewBoundMs - this.deps.clock.now();
+    const validForMs = Math.min(byMonotonic, byWallClock);
+    return validForMs > 0 ? { term: held.term, validForMs } : undefined;
   }
 
   /**
    * Renews the lease when this deployment holds it, takes it over when it is absent or expired,
-   * and otherwise reports who holds it. Concurrent callers in one process share one round trip.
-   * Throws LeaseStoreError when the store cannot be reached or a write cannot be settled; the
-   * lease then reads as not held until a later call succeeds.
+   * and otherwise reports who holds it. Concurrent callers in one process share one round trip;
+   * each caller waits at most the round timeout. Throws LeaseStoreError when the store cannot be
+   * reached in time or a write cannot be settled; the lease then reads as not held until a later
+   * call succeeds.
    */
-  acquireOrRenew(): Promise<LeaseOutcome> {
-    this.inFlight ??= this.contest().finally(() => {
+  async acquireOrRenew(): Promise<LeaseOutcome> {
+    const invocation = this.invocation;
+    const round = (this.inFlight ??= this.contest(invocation).finally(() => {
       this.inFlight = undefined;
-    });
-    return this.inFlight;
+    }));
+    const limitMs = this.settings.roundTimeoutMs;
+    if (limitMs === undefined) return round;
+    // Real time: what it bounds is network and store latency, whatever clock judges validity.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), limitMs)));
+    const outcome = await Promise.race([round, late]).finally(() => clearTimeout(timer));
+    if (outcome) return outcome;
+    // The round may still land later; its validity counts from before it was sent, so keeping it is safe.
+    throw this.storeFailed(
+      `acquire or renew the lease for site ${this.settings.site}`,
+      new RoundTimeout(`the lease round did not complete within ${limitMs} ms`),
+    );
   }
 
   /**
-   * Gives the lease up so a standby can take over without waiting for expiry. Only for a graceful
-   * stop of the whole deployment: another invocation of this deployment still working would keep
-   * its gate open until its own deadline. Returns whether the store confirmed the release.
+   * Gives the term up: the item is marked released, so no invocation of this deployment can
+   * extend it any more, and this process's gate closes at once. The expiry is kept, because other
+   * invocations of this deployment may still be running attempts they were admitted for; a
+   * standby claims once that expiry (plus the skew bound and the delivery horizon) has passed, so
+   * the handover never overlaps. Returns whether the store confirmed the release.
    */
   async release(): Promise<boolean> {
-    const held = this.held;
+    const { site, deploymentId: holder } = this.settings;
+    const known = this.held?.term;
     this.held = undefined;
-    if (!held) return false;
-    const request = { site: this.settings.site, holder: this.settings.deploymentId, term: held.term };
     try {
-      const result = await this.deps.store.release(request);
-      this.deps.logger.info("released the lease", { site: request.site, term: held.term, released: result.applied });
+      const term = known ?? (await this.deps.store.read(site))?.term;
+      if (term === undefined) return false;
+      const result = await this.deps.store.release({ site, holder, term });
+      this.held = undefined;
+      this.deps.logger.info("released the lease", { site, term, released: result.applied });
       return result.applied;
     } catch (error) {
       this.storeFailed("release", error);
@@ -148,21 +214,21 @@ export class Lease {
     }
   }
 
-  private async contest(): Promise<LeaseOutcome> {
+  private async contest(invocation: number): Promise<LeaseOutcome> {
     const { site, deploymentId: holder } = this.settings;
     try {
       const knownTerm = this.held?.term;
-      let renewal = await this.extend(knownTerm);
+      let renewal = await this.extend(knownTerm, invocation);
       if (renewal.outcome) return renewal.outcome;
       let current = renewal.current;
-      if (current?.holder === holder && knownTerm !== undefined && current.term !== knownTerm) {
+      if (current?.holder === holder && !current.released && knownTerm !== undefined && current.term !== knownTerm) {
         // Another invocation of this deployment re-took the lease under a newer term after ours lapsed.
-        renewal = await this.extend(current.term);
+        renewal = await this.extend(current.term, invocation);
         if (renewal.outcome) return renewal.outcome;
         current = renewal.current;
       }
-      if (current === undefined || current.expiresAt < this.deps.clock.now() - this.settings.skewBoundMs) {
-        return await this.claim(current);
+      if (current === undefined || current.expiresAt < this.claimableBefore()) {
+        return await this.claim(current, invocation);
       }
       return this.standby(current);
     } catch (error) {
@@ -171,31 +237,38 @@ export class Lease {
     }
   }
 
-  private async extend(term: number | undefined): Promise<{ outcome?: LeaseOutcome; current?: LeaseItem }> {
+  /**
+   * A challenger may take over a lease whose expiry is older than this on its own wall clock: the
+   * skew bound, plus the delivery horizon (how long after its envelope time a request the old
+   * holder stamped may still execute at a node).
+   */
+  private claimableBefore(): number {
+    return this.deps.clock.now() - this.settings.skewBoundMs - (this.settings.deliveryHorizonMs ?? 0);
+  }
+
+  private async extend(term: number | undefined, invocation: number): Promise<{ outcome?: LeaseOutcome; current?: LeaseItem }> {
     const { site, deploymentId: holder, leaseDurationMs } = this.settings;
     const sentAt = this.deps.clock.monotonic();
     const expiresAt = this.deps.clock.now() + leaseDurationMs;
     const result = await this.settled(() => this.deps.store.extend({ site, holder, term, expiresAt }), expiresAt, term);
     if (result.applied || this.covers(result.current, expiresAt, term)) {
       const item = result.applied ? result.item : (result.current as LeaseItem);
-      return { outcome: this.hold(item.term, sentAt) };
+      return { outcome: await this.hold(item, expiresAt, sentAt, invocation, false) };
     }
     return { current: result.current };
   }
 
-  private async claim(seen: LeaseItem | undefined): Promise<LeaseOutcome> {
-    const { site, deploymentId: holder, leaseDurationMs, skewBoundMs } = this.settings;
+  private async claim(seen: LeaseItem | undefined, invocation: number): Promise<LeaseOutcome> {
+    const { site, deploymentId: holder, leaseDurationMs } = this.settings;
     const sentAt = this.deps.clock.monotonic();
     const now = this.deps.clock.now();
     const expiresAt = now + leaseDurationMs;
-    const request = { site, holder, expiresAt, expiredBefore: now - skewBoundMs };
+    const request = { site, holder, expiresAt, expiredBefore: this.claimableBefore() };
     const result = await this.settled(() => this.deps.store.claim(request), expiresAt, undefined);
     if (result.applied || this.covers(result.current, expiresAt, undefined)) {
       const item = result.applied ? result.item : (result.current as LeaseItem);
-      if (seen && seen.holder !== holder) {
-        this.deps.logger.info("took over an expired lease", { site, term: item.term, previousHolder: seen.holder });
-      }
-      return this.hold(item.term, sentAt);
+      this.deps.logger.info("won a new lease term", { site, term: item.term, previousHolder: seen?.holder, previousTerm: seen?.term });
+      return this.hold(item, expiresAt, sentAt, invocation, true);
     }
     return this.standby(result.current);
   }
@@ -208,11 +281,12 @@ export class Lease {
     return { holding: false, current };
   }
 
-  /** The stored item already guarantees our lease: same holder, expected term, expiry at least ours. */
+  /** The stored item already guarantees our lease: same holder, expected term, not released, expiry at least ours. */
   private covers(item: LeaseItem | undefined, expiresAt: number, term: number | undefined): boolean {
     return (
       item !== undefined &&
       item.holder === this.settings.deploymentId &&
+      !item.released &&
       (term === undefined || item.term === term) &&
       item.expiresAt >= expiresAt
     );
@@ -240,14 +314,29 @@ export class Lease {
     }
   }
 
-  private hold(term: number, sentAt: number): LeaseOutcome {
+  private async hold(item: LeaseItem, expiresAt: number, sentAt: number, invocation: number, tookOver: boolean): Promise<LeaseOutcome> {
     const deadline = sentAt + this.settings.leaseDurationMs - this.settings.skewBoundMs;
-    const wonNewTerm = term > this.highestHeldTerm;
-    this.highestHeldTerm = Math.max(this.highestHeldTerm, term);
-    this.held = { term, deadline };
-    this.deps.metrics.gauge(EXTRA_METRIC.leaseTerm, term);
-    if (wonNewTerm) this.deps.logger.info("holding the lease under a new term", { site: this.settings.site, term });
-    return { holding: true, term, wonNewTerm, validForMs: deadline - this.deps.clock.monotonic() };
+    this.held = { term: item.term, deadline, expiresAt, invocation };
+    this.deps.metrics.gauge(EXTRA_METRIC.leaseTerm, item.term);
+    const wonNewTerm = (item.announcedTerm ?? 0) < item.term && (await this.claimAnnouncement(item.term));
+    const validForMs = this.holding()?.validForMs ?? 0;
+    return { holding: true, term: item.term, wonNewTerm, tookOver, validForMs };
+  }
+
+  /**
+   * The once-per-term marker: exactly one round of one invocation of the holder wins it, however
+   * many cold containers find the term. A marker write with an unknown outcome counts as lost:
+   * the term is announced at most once (a missed announcement costs one discovery interval).
+   */
+  private async claimAnnouncement(term: number): Promise<boolean> {
+    const { site, deploymentId: holder } = this.settings;
+    try {
+      const result = await this.deps.store.markAnnounced({ site, holder, term });
+      return result.applied;
+    } catch (error) {
+      this.deps.logger.warn("could not claim the announcement of the lease term; it is not announced", { site, term, error: String(error) });
+      return false;
+    }
   }
 
   private storeFailed(action: string, error: unknown): LeaseStoreError {

@@ -3,7 +3,7 @@
  * randomized interleaving test and a single-process local run. Each operation is atomic because
  * it runs without awaiting.
  */
-import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();
@@ -20,6 +20,10 @@ export class MemoryLeaseStore implements LeaseStore {
     return this.applyRelease(request);
   }
 
+  async markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
+    return this.applyMarkAnnounced(request);
+  }
+
   async read(site: string): Promise<LeaseItem | undefined> {
     return this.snapshot(site);
   }
@@ -28,14 +32,21 @@ export class MemoryLeaseStore implements LeaseStore {
   applyClaim({ site, holder, expiresAt, expiredBefore }: ClaimRequest): ConditionalWrite {
     const current = this.items.get(site);
     if (current && current.expiresAt >= expiredBefore) return { applied: false, current: { ...current } };
-    const item = { site, holder, expiresAt, term: (current?.term ?? 0) + 1 };
+    const item: LeaseItem = { site, holder, expiresAt, term: (current?.term ?? 0) + 1 };
+    if (current?.announcedTerm !== undefined) item.announcedTerm = current.announcedTerm;
     this.items.set(site, item);
     return { applied: true, item: { ...item } };
   }
 
   applyExtend({ site, holder, term, expiresAt }: ExtendRequest): ConditionalWrite {
     const current = this.items.get(site);
-    if (!current || current.holder !== holder || current.expiresAt >= expiresAt || (term !== undefined && current.term !== term)) {
+    if (
+      !current ||
+      current.holder !== holder ||
+      current.released ||
+      current.expiresAt >= expiresAt ||
+      (term !== undefined && current.term !== term)
+    ) {
       return { applied: false, current: current && { ...current } };
     }
     current.expiresAt = expiresAt;
@@ -45,7 +56,16 @@ export class MemoryLeaseStore implements LeaseStore {
   applyRelease({ site, holder, term }: ReleaseRequest): ConditionalWrite {
     const current = this.items.get(site);
     if (!current || current.holder !== holder || current.term !== term) return { applied: false, current: current && { ...current } };
-    current.expiresAt = 0;
+    current.released = true;
+    return { applied: true, item: { ...current } };
+  }
+
+  applyMarkAnnounced({ site, holder, term }: AnnounceRequest): ConditionalWrite {
+    const current = this.items.get(site);
+    if (!current || current.holder !== holder || current.term !== term || (current.announcedTerm ?? 0) >= term) {
+      return { applied: false, current: current && { ...current } };
+    }
+    current.announcedTerm = term;
     return { applied: true, item: { ...current } };
   }
 

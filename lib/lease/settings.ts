@@ -12,8 +12,17 @@ export interface LeaseSettings {
   leaseDurationMs: number;
   /** How often the lease keeper renews (leader) or contests (standby). */
   renewIntervalMs: number;
-  /** Largest disagreement between any two deployments' wall clocks. */
+  /** Largest disagreement between any two deployments' wall clocks (and between them and the nodes). */
   skewBoundMs: number;
+  /**
+   * How long after its envelope time a request may still start executing at a node: the request
+   * TTL (nodes accept `now - ttl < time < now + ttl`). A challenger waits this much longer past
+   * the expiry, so a request of the old term delayed in the network cannot run after the new
+   * term's first one. 0 (the default) trusts that nothing outlives its attempt in the network.
+   */
+  deliveryHorizonMs?: number;
+  /** Bound in real ms on one whole acquire/renew round (writes and settling read); unbounded when absent. */
+  roundTimeoutMs?: number;
 }
 
 export const LEASE_DEFAULTS = {
@@ -23,7 +32,7 @@ export const LEASE_DEFAULTS = {
 } as const;
 
 export type LeaseSettingsInput = Pick<LeaseSettings, "leaderElection" | "site" | "deploymentId"> &
-  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs">>;
+  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs">>;
 
 /**
  * Fills defaults and rejects combinations under which a renewed lease could not outlive the next

@@ -59,9 +59,12 @@ export function createQueueWithDeadLetter(
 
 export const LIFECYCLE_STREAM = "CHORIA_LIFECYCLE";
 
-/** The broker's lifecycle stream (1 h retention), so events published before a bridge runs are kept. */
-export async function createLifecycleStream(natsUrl: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl, name: "local-setup" });
+/**
+ * The broker's lifecycle stream (1 h retention), so events published before a bridge runs are kept.
+ * `tls`: the broker requires TLS; `ca` is the PEM that signed its certificate.
+ */
+export async function createLifecycleStream(natsUrl: string, tls?: { ca: string }): Promise<void> {
+  const nc = await connect({ servers: natsUrl, name: "local-setup", ...(tls ? { tls: { ca: tls.ca } } : {}) });
   try {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: LIFECYCLE_STREAM, subjects: ["choria.lifecycle.event.>"], max_age: 3_600_000_000_000 });

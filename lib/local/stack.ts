@@ -13,7 +13,7 @@
  * proxies so the requests they make can be reported without touching the App.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,7 +24,7 @@ import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../admission/dynamodb-admission-store";
 import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../app";
 import { lifecycleSubject } from "../choria/lifecycle";
-import { ed25519SigningKey, encodeHex, generateEd25519Seed } from "../crypto";
+import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../crypto";
 import { decodeHelperResponse } from "../helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
@@ -135,6 +135,20 @@ export interface LocalStackOptions {
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
+  /**
+   * Use this TLS broker (started and stopped by the caller, e.g. the real fleet's provisioning
+   * broker) instead of starting a plain one: the Apps connect with `choria_insecure: false` and
+   * `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
+   */
+  tlsBroker?: { nats: RunningNats; caFile: string };
+  /** Extra provisioner configuration keys per deployment (merged over the stack's). */
+  config?: (deployment: string) => Record<string, unknown>;
+  /** Use this broker instead of starting one, and leave it running (bench: fleet and peers in other processes). */
+  nats?: RunningNats;
+  /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
+  sqs?: RunningSqs;
+  /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
+  provisioningSigner?: SigningKey;
 }
 
 export interface FunctionNames {
@@ -224,7 +238,9 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-const TOKEN = "local-provisioning-token";
+/** The provisioning token (`cht`) the local fleet's JWT carries and the provisioner sends. */
+export const LOCAL_PROVISIONING_TOKEN = "local-provisioning-token";
+const TOKEN = LOCAL_PROVISIONING_TOKEN;
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const logger = options.logger ?? silentLogger;
@@ -245,18 +261,23 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const external = options.dynamoDbEndpoint;
     // Settled one by one, so the services that did start are stopped when another one fails.
     const services = await Promise.allSettled([
-      startNats(),
+      options.tlsBroker ? Promise.resolve(undefined) : (options.nats ?? startNats()),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
-      startSqs(),
+      options.sqs ?? startSqs(),
     ]);
-    for (const service of services) if (service.status === "fulfilled" && service.value) cleanup.push(() => service.value!.stop());
+    // A broker (plain or TLS) or SQS the caller gave is the caller's to stop.
+    const given: unknown[] = [options.nats, undefined, options.sqs];
+    services.forEach((service, index) => {
+      if (service.status === "fulfilled" && service.value && service.value !== given[index]) cleanup.push(() => service.value!.stop());
+    });
     const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
     if (failed) throw failed.reason;
-    const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
-      RunningNats,
+    const [startedNats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats | undefined,
       Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
       RunningSqs,
     ];
+    const nats = options.tlsBroker?.nats ?? (startedNats as RunningNats);
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -287,10 +308,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
     for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
-    await createLifecycleStream(nats.url);
+    await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
-    const provisioningSigner = ed25519SigningKey(generateEd25519Seed());
+    const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
     const signerFile = join(workDir, "provisioning-signer.pub");
     const signingKeyFile = join(workDir, "server-jwt-signing.seed");
     await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
@@ -545,6 +566,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     deployment_id: id,
     lease: timings.lease,
     ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
+    ...(options.tlsBroker ? { choria_insecure: false, tls: { ca: options.tlsBroker.caFile } } : {}),
+    ...options.config?.(id),
   };
   const env: Record<string, string> = {
     PROVISIONER_CONFIG_YAML: toYaml(config),

@@ -50,7 +50,10 @@ const STATUS = { OK: 0, Aborted: 1, UnknownAction: 2, InvalidData: 4 } as const;
 
 /** One request a node received, and what came of it. */
 export interface RpcRecord {
+  /** When the node received the request (node clock, epoch ms). */
   timeMs: number;
+  /** When the node ran the action (node clock); absent for dropped requests. */
+  executedAtMs?: number;
   identity: string;
   /** `<senderid>.<callerid>`: the provisioning lock key. */
   caller: string;
@@ -283,12 +286,14 @@ export class SimulatedNode {
     let action: string;
     let payload: Uint8Array;
     let result: ActionResult | undefined;
+    let executedAtMs = receivedAt;
     if (request.agent === "discovery") {
       action = "ping";
       if (!decoder.decode(request.payload).includes("ping")) return drop(action, "discovery payload is not ping");
       payload = encoder.encode("pong");
     } else {
       const dispatched = await this.dispatch(request, caller);
+      executedAtMs = this.env.clock.now();
       action = dispatched.action;
       result = dispatched.result;
       const override = this.faultSet.status?.[action] ?? this.faultSet.status?.[`${request.agent}#${action}`];
@@ -319,7 +324,7 @@ export class SimulatedNode {
     if (crashesNow) this.crash(crash.restartAfterMs);
     if (selectsIfSet(this.faultSet.silent, request.agent, action)) return drop(action, "fault: reply suppressed");
 
-    this.env.record({ ...base, action, outcome: result?.statuscode ?? STATUS.OK, statusmsg: result?.statusmsg ?? "OK" });
+    this.env.record({ ...base, executedAtMs, action, outcome: result?.statuscode ?? STATUS.OK, statusmsg: result?.statusmsg ?? "OK" });
     return { agent: request.agent, action, payload };
   }
 

@@ -1,23 +1,29 @@
 /**
- * Deployments of the provisioner for the leadership chaos tests, built from the real parts: a lease
- * gate on DynamoDB Local (one table, one site, as a global table), an admission registry shared by
- * all deployments, broadcast discovery and the engine over a real nats-server, against the fleet
- * simulator. Each deployment runs its lease keeper and, while it leads, a discover-admit-provision
- * loop, as the discover / provision functions do.
+ * Deployments of the provisioner for the leadership chaos tests, built as production builds them:
+ * each deployment has its own admission registry and its own NATS connection and DynamoDB client,
+ * and they share only the site's lease table (DynamoDB Local). Both use the production provisioner
+ * identity (one sender and caller id per site). Each deployment runs its lease keeper and, while it
+ * leads, a discover-admit-provision loop, as the discover / provision functions do; the engine,
+ * gate and RPC client are the production ones.
  *
- * Time: every deployment's clock runs SCALE times faster than real time (wall and monotonic), and
- * each may carry a wall-clock skew. The lease (30 s / 10 s / 5 s) and the discovery interval (1 min)
- * keep their production values on those clocks, so a failover takes seconds of real time. RPC
- * waits are capped at the planned attempt timeout divided by SCALE, which keeps what the gate
- * counts on (an attempt is over within its timeout) true in real time too.
+ * Paths: every deployment reaches the broker and DynamoDB through its own loopback proxy, so a test
+ * can stall one deployment's paths (TCP open, no bytes) and heal them later.
  *
- * Observation: every Choria RPC a deployment sends is recorded with the term and admission it was
- * sent for, and every lease claim with the real time its request left (the earliest instant the
- * new term could have begun). `duplicateSends` counts RPCs a deployment sent after another
- * deployment's newer term began.
+ * Time: every clock (deployments and the fleet) runs SCALE times faster than real time, so the
+ * nodes judge TTLs on the same timeline; a deployment may carry a wall-clock skew. The lease
+ * (30 s / 10 s / 5 s, delivery horizon = the 30 s request TTL) and the discovery interval keep
+ * their production values on those clocks. RPC waits are the planned attempt timeouts divided by
+ * SCALE, so what the gate counts on (an attempt is over within its timeout) holds in real time.
+ *
+ * Observation is at the node: the simulator records, per request, when the node received it and
+ * when it ran it. The wire carries no term (real nodes must see the production protocol), so the
+ * RPC client's publish hook maps each request id to the term of the work it was published for;
+ * node records are joined on that id. What the node ran is the fact; the term is what the sender
+ * claimed at the moment it let the request go.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { NatsConnection } from "nats";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { connect, type NatsConnection } from "nats";
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
@@ -25,16 +31,21 @@ import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
+import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
+import { LOCAL_AWS } from "../../../lib/local/services";
 import type { ChoriaRpc, Clock, HostWork, Metrics, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../lib/simulator";
+import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
 export const SCALE = 10;
-export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 } as const;
+/** The request TTL the deployments send (the v1 minimum) and so the lease's delivery horizon. */
+export const RPC_TTL_SECONDS = 30;
+export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 export const INTERVAL_MS = 60_000;
 
 const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
@@ -54,118 +65,165 @@ export function scaledClock(skewMs = 0): Clock {
   };
 }
 
-export interface SentRpc {
+/** A request as its sender let it go: the id the node records, and the term it was sent for. */
+export interface Published {
   deployment: string;
+  requestId: string;
   identity: string;
   action: string;
   term: number;
-  admittedAt: number;
-  /** Real time (performance.now) the attempt was handed to NATS. */
-  at: number;
+}
+
+/** A request as the node ran it, with the term its sender published it under. */
+export interface NodeExecution extends Published {
+  receivedAt: number;
+  executedAt: number;
 }
 
 export interface TermBegin {
   deployment: string;
   term: number;
-  /** Real time the winning claim request was sent. */
-  at: number;
   /** The claimant's wall clock when it sent the claim. */
   wallAt: number;
 }
 
-/** What every deployment of one test shares: the observations and the registry's table. */
+/** What every deployment of one test reports into: publishes by request id, term starts, outcomes. */
 export class Observatory {
-  readonly sends: SentRpc[] = [];
+  readonly published = new Map<string, Published>();
   readonly terms: TermBegin[] = [];
-  /** Every applied renewal: the expiry a holder counted on. */
-  readonly renewals: Array<{ deployment: string; expiresAt: number }> = [];
   readonly outcomes: Array<{ deployment: string; outcome: ProvisionOutcome }> = [];
-  readonly admissions = new MemoryAdmissionStore();
 
-  /** RPCs sent under a term after another deployment's newer term had begun. */
-  duplicateSends(): SentRpc[] {
-    return this.sends.filter((send) => this.terms.some((begin) => begin.term > send.term && begin.deployment !== send.deployment && begin.at < send.at));
+  /** Every request a node ran (not dropped), joined with the term it was published under, in node order. */
+  executions(fleet: Fleet): { attributed: NodeExecution[]; unattributed: number } {
+    const attributed: NodeExecution[] = [];
+    let unattributed = 0;
+    for (const entry of fleet.record) {
+      if (entry.outcome === "dropped" || entry.agent === "discovery") continue;
+      const published = this.published.get(entry.requestId);
+      if (!published) {
+        unattributed++;
+        continue;
+      }
+      attributed.push({ ...published, receivedAt: entry.timeMs, executedAt: entry.executedAtMs ?? entry.timeMs });
+    }
+    return { attributed, unattributed };
   }
 
-  /** Successful configure requests per admission (identity, term, admittedAt), as the nodes recorded them. */
-  configuresPerAdmission(fleet: Fleet): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const send of this.sends.filter((entry) => entry.action === "configure")) {
-      const key = `${send.identity}@${send.term}/${send.admittedAt}`;
-      counts.set(key, (counts.get(key) ?? 0) + 1);
+  /**
+   * Executions at a node that ran after that node had received a request of a later term: the
+   * fencing violation, counted where it lands. Also catches overlapping attempts of two terms.
+   */
+  crossTermExecutions(fleet: Fleet): NodeExecution[] {
+    const { attributed } = this.executions(fleet);
+    const firstOfTerm = new Map<string, Map<number, number>>();
+    for (const execution of attributed) {
+      const perNode = firstOfTerm.get(execution.identity) ?? new Map<number, number>();
+      perNode.set(execution.term, Math.min(perNode.get(execution.term) ?? Number.POSITIVE_INFINITY, execution.receivedAt));
+      firstOfTerm.set(execution.identity, perNode);
     }
-    // A configure the node never answered OK did not configure it; count only those it recorded.
-    const okPerIdentity = new Map<string, number>();
-    for (const entry of fleet.record) if (entry.action === "configure" && entry.outcome === 0) okPerIdentity.set(entry.identity, (okPerIdentity.get(entry.identity) ?? 0) + 1);
-    for (const key of counts.keys()) if (!okPerIdentity.has(key.split("@")[0]!)) counts.delete(key);
-    return counts;
+    return attributed.filter((execution) => {
+      for (const [term, receivedAt] of firstOfTerm.get(execution.identity) ?? []) {
+        if (term > execution.term && receivedAt <= execution.executedAt) return true;
+      }
+      return false;
+    });
   }
 }
 
 class KilledError extends ProvisionerError {}
 
-/** Wraps the lease store to observe term starts and, on demand, hold this deployment's writes back. */
+/** A store fault injected before a write is sent (a blip) or after it applied (an ambiguous write). */
+class InjectedStoreFault extends ProvisionerError {}
+
+/** Wraps the lease store to observe term starts and, on demand, hold writes back or inject faults. */
 class ObservedLeaseStore implements LeaseStore {
   writeDelayMs = 0;
+  /** Probability that a write fails before it is sent. */
+  blipRate = 0;
+  /** Probability that a write applies and its response is lost. */
+  ambiguousRate = 0;
+  faults = 0;
 
   constructor(
     private readonly inner: LeaseStore,
     private readonly deployment: string,
     private readonly observatory: Observatory,
+    private readonly random: () => number,
   ) {}
 
   async claim(request: ClaimRequest): Promise<ConditionalWrite> {
-    const at = performance.now();
-    await this.delay();
-    const result = await this.inner.claim(request);
-    if (result.applied) {
-      this.observatory.terms.push({ deployment: this.deployment, term: result.item.term, at, wallAt: request.expiredBefore + LEASE.skewBoundMs });
-      this.observatory.renewals.push({ deployment: this.deployment, expiresAt: result.item.expiresAt });
-    }
+    const result = await this.write(() => this.inner.claim(request));
     return result;
   }
 
-  async extend(request: ExtendRequest): Promise<ConditionalWrite> {
-    await this.delay();
-    const result = await this.inner.extend(request);
-    if (result.applied) this.observatory.renewals.push({ deployment: this.deployment, expiresAt: result.item.expiresAt });
-    return result;
+  extend(request: ExtendRequest): Promise<ConditionalWrite> {
+    return this.write(() => this.inner.extend(request));
   }
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
     return this.inner.release(request);
   }
 
+  markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
+    return this.inner.markAnnounced(request);
+  }
+
   read(site: string) {
     return this.inner.read(site);
   }
 
-  private async delay(): Promise<void> {
+  private async write(send: () => Promise<ConditionalWrite>): Promise<ConditionalWrite> {
     if (this.writeDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.writeDelayMs));
+    if (this.random() < this.blipRate) {
+      this.faults++;
+      throw new InjectedStoreFault("injected: the write failed before it was sent");
+    }
+    const result = await send();
+    if (result.applied && result.item.holder === this.deployment) {
+      const last = this.observatory.terms.at(-1);
+      if (!last || last.term < result.item.term) {
+        this.observatory.terms.push({ deployment: this.deployment, term: result.item.term, wallAt: result.item.expiresAt - LEASE.leaseDurationMs });
+      }
+    }
+    if (this.random() < this.ambiguousRate) {
+      this.faults++;
+      throw new InjectedStoreFault("injected: the write applied and its response was lost");
+    }
+    return result;
   }
 }
 
 export interface DeploymentOptions {
   name: string;
   site: string;
-  store: LeaseStore;
-  nc: NatsConnection;
+  tableName: string;
+  natsUrl: string;
+  dynamoEndpoint: string;
   fleet: Fleet;
   observatory: Observatory;
   skewMs?: number;
   /** Hosts provisioned at once. */
   workers?: number;
+  /** Lease settings for this deployment (the beyond-the-bound demonstration turns the horizon off). */
+  lease?: Partial<typeof LEASE>;
+  /** Request TTL this deployment sends. */
+  rpcTtlSeconds?: number;
+  random?: () => number;
 }
 
 export class ChaosDeployment {
   readonly name: string;
   readonly clock: Clock;
-  readonly gate: LeaseGate;
   readonly helper = new CountingHelper();
-  private readonly store: ObservedLeaseStore;
-  private readonly registry: AdmissionRegistry;
-  private readonly engine: ProvisionEngine;
-  private readonly discoverer: BroadcastDiscoverer;
+  gate!: LeaseGate;
+  private store!: ObservedLeaseStore;
+  private registry!: AdmissionRegistry;
+  private engine!: ProvisionEngine;
+  private discoverer!: BroadcastDiscoverer;
+  private nc!: NatsConnection;
+  private dynamo!: DynamoDBClient;
+  private brokerPath!: StallProxy;
+  private storePath!: StallProxy;
   private readonly keeperStop = new AbortController();
   private readonly current = new AsyncLocalStorage<HostWork>();
   private keeper: Promise<unknown> | undefined;
@@ -173,12 +231,33 @@ export class ChaosDeployment {
   private killed = false;
   private stopping = false;
 
-  constructor(private readonly options: DeploymentOptions) {
+  private constructor(private readonly options: DeploymentOptions) {
     this.name = options.name;
     this.clock = scaledClock(options.skewMs ?? 0);
-    this.store = new ObservedLeaseStore(options.store, options.name, options.observatory);
-    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId: options.name, ...LEASE });
-    // onWon on the gate, not the keeper: a term re-won by an engine's gate read must start leading too.
+  }
+
+  static async create(options: DeploymentOptions): Promise<ChaosDeployment> {
+    const deployment = new ChaosDeployment(options);
+    await deployment.build();
+    return deployment;
+  }
+
+  private async build(): Promise<void> {
+    const { options } = this;
+    this.brokerPath = await startStallProxy(hostAndPort(options.natsUrl));
+    this.storePath = await startStallProxy(hostAndPort(options.dynamoEndpoint));
+    // The production lease client: short request timeout that throws, two attempts.
+    this.dynamo = new DynamoDBClient({
+      ...LOCAL_AWS,
+      endpoint: `http://${this.storePath.address}`,
+      maxAttempts: 2,
+      requestHandler: { requestTimeout: 500, connectionTimeout: 1_000, throwOnRequestTimeout: true },
+    });
+    this.nc = await connect({ servers: `nats://${this.brokerPath.address}`, name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+    const random = options.random ?? Math.random;
+    this.store = new ObservedLeaseStore(new DynamoDbLeaseStore({ client: this.dynamo, tableName: options.tableName }), options.name, options.observatory, random);
+    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId: options.name, ...LEASE, ...options.lease, roundTimeoutMs: 1_500 });
+    // onWon on the gate, not the keeper: a term announced by an engine's gate read must start leading too.
     this.gate = createLeaseGate(settings, {
       store: this.store,
       metrics: noMetrics,
@@ -187,10 +266,24 @@ export class ChaosDeployment {
         this.leading = this.lead(term);
       },
     });
-    this.registry = new AdmissionRegistry({ site: options.site, intervalMs: INTERVAL_MS }, { store: options.observatory.admissions, metrics: noMetrics, clock: this.clock });
-    const client = { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion: 1 as const, signer: { version: 1 as const, kind: "insecure" as const } };
-    this.discoverer = new BroadcastDiscoverer(options.nc, { ...client, discoveryTimeoutMs: 1_000, idleMs: 150 });
-    const rpc = new NatsChoriaRpc(options.nc, client);
+    // Each deployment has its own registry, as each stack has its own table.
+    this.registry = new AdmissionRegistry({ site: options.site, intervalMs: INTERVAL_MS }, { store: new MemoryAdmissionStore(), metrics: noMetrics, clock: this.clock });
+    const client = {
+      senderId: SENDER_ID,
+      callerId: CALLER_ID,
+      protocolVersion: 1 as const,
+      signer: { version: 1 as const, kind: "insecure" as const },
+      clock: this.clock,
+      ttl: options.rpcTtlSeconds ?? RPC_TTL_SECONDS,
+    };
+    this.discoverer = new BroadcastDiscoverer(this.nc, { ...client, discoveryTimeoutMs: 1_000, idleMs: 150 });
+    const rpc = new NatsChoriaRpc(this.nc, {
+      ...client,
+      onPublish: ({ requestId, identity, action }) => {
+        const work = this.current.getStore();
+        options.observatory.published.set(requestId, { deployment: this.name, requestId, identity, action, term: work?.term ?? -1 });
+      },
+    });
     const tagged: ChoriaRpc = { call: (call) => this.send(rpc, call) };
     this.engine = new ProvisionEngine({
       settings: {
@@ -212,7 +305,7 @@ export class ChaosDeployment {
     });
   }
 
-  /** Starts the lease keeper; leading starts whenever it wins a term. */
+  /** Starts the lease keeper; leading starts whenever a round wins a term's announcement. */
   start(): void {
     this.keeper = runLeaseKeeper({
       lease: this.gate,
@@ -223,9 +316,31 @@ export class ChaosDeployment {
     });
   }
 
-  /** From now on every store write of this deployment takes `ms` of real time before it is sent. */
+  /** From now on every lease write of this deployment takes `ms` of real time before it is sent. */
   delayStoreWrites(ms: number): void {
     this.store.writeDelayMs = ms;
+  }
+
+  /** Lease writes fail before sending (`blipRate`) or apply and lose their response (`ambiguousRate`). */
+  injectStoreFaults(rates: { blipRate?: number; ambiguousRate?: number }): void {
+    this.store.blipRate = rates.blipRate ?? 0;
+    this.store.ambiguousRate = rates.ambiguousRate ?? 0;
+  }
+
+  get storeFaults(): number {
+    return this.store.faults;
+  }
+
+  /** Stalls this deployment's paths to the broker and to DynamoDB: connections stay open, no bytes move. */
+  stallPaths(): void {
+    this.brokerPath.freeze();
+    this.storePath.freeze();
+  }
+
+  /** Lets the held bytes through (whatever was in flight arrives late) and moves bytes again. */
+  healPaths(): void {
+    this.brokerPath.thaw();
+    this.storePath.thaw();
   }
 
   /** The process is gone: nothing more is sent, no more rounds run. */
@@ -246,21 +361,17 @@ export class ChaosDeployment {
   async shutdown(): Promise<void> {
     this.stopping = true;
     this.keeperStop.abort();
+    this.healPaths();
     await this.keeper;
     await this.leading;
+    await this.nc.close().catch(() => undefined);
+    this.dynamo.destroy();
+    await this.brokerPath.close();
+    await this.storePath.close();
   }
 
   private async send(rpc: ChoriaRpc, call: RpcCall): Promise<RpcReply> {
     if (this.killed) throw new KilledError(`deployment ${this.name} is dead`);
-    const work = this.current.getStore();
-    this.options.observatory.sends.push({
-      deployment: this.name,
-      identity: call.identity,
-      action: call.action,
-      term: work?.term ?? -1,
-      admittedAt: work?.admittedAt ?? -1,
-      at: performance.now(),
-    });
     return rpc.call({ ...call, timeoutMs: Math.ceil(call.timeoutMs / SCALE) });
   }
 

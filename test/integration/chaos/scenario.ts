@@ -7,6 +7,21 @@ import type { RunnerTestCase } from "vitest";
 
 export type ChaosArea = "leadership" | "infrastructure" | "hostile-node" | "hostile-helper" | "config" | "fuzz";
 
+/** The kind of fault a leadership or infrastructure scenario injects, for the per-class counts. */
+export type FaultClass =
+  | "contention"
+  | "crash"
+  | "stalled-path"
+  | "slow-store"
+  | "ambiguous-write"
+  | "store-blip"
+  | "skew-within-bound"
+  | "skew-beyond-bound"
+  | "release"
+  | "sqs-entry-failure"
+  | "broker-restart"
+  | "other";
+
 export interface ScenarioFigures {
   area: ChaosArea;
   /** Hosts provisioned or messages pushed through while the fault was active. */
@@ -19,6 +34,15 @@ export interface ScenarioFigures {
   hostsLost: number;
   /** choria_provision calls a deployment sent after another deployment's term began. */
   duplicateSends: number;
+  /** Node-side: requests a node ran after it had received one of a later term (observed at the node). */
+  crossTermExecutions?: number;
+  /** Node-side: requests the nodes ran, attributed to a term (how much the check above looked at). */
+  nodeExecutions?: number;
+  /** Lifecycle events accepted upstream that never reached the lifecycle queue or its DLQ. */
+  eventsLost?: number;
+  faultClass?: FaultClass;
+  /** Release to the standby's new term, on the releaser's wall clock. */
+  handoverMs?: number;
   /** The scenario deliberately breaks an assumption (clock skew past the bound): duplicateSends is reported, not required to be 0. */
   beyondBound?: boolean;
 }

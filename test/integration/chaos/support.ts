@@ -68,7 +68,9 @@ export const shortBackoffClock: Clock = {
 };
 
 /** The gate of a deployment that holds its lease throughout (the hostile-input tests are not about leadership). */
-export const openGate: PauseGate = { assertOpen: async () => undefined };
+export const openGate: PauseGate = {
+  assertOpen: async (term, attemptTimeoutMs) => ({ term, stampedAt: Date.now(), endsBy: performance.now() + attemptTimeoutMs }),
+};
 
 /** A real Choria RPC whose per-attempt wait is capped, so a missing reply costs milliseconds. */
 export class CappedWaitRpc implements ChoriaRpc {

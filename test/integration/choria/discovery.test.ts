@@ -63,7 +63,7 @@ describe.each([1, 2] as const)("BroadcastDiscoverer over protocol v%i", (version
       version,
       agent: "discovery",
       collective: "provisioning",
-      ttl: 60,
+      ttl: 30,
       filter: { agent: ["choria_provision"], fact: [], cf_class: [], identity: [], compound: [] },
     });
   });

@@ -62,7 +62,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
       callerId: "choria=provisioner.mcollective",
       senderId: "provisioner.test.local",
       transportSender: "provisioner.test.local",
-      ttl: 60,
+      ttl: 30,
       filter: { fact: [], cf_class: [], agent: ["choria_provision"], identity: [], compound: [] },
     });
     expect(request?.id).toHaveLength(version === 1 ? 32 : 27);

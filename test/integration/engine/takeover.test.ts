@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
-import type { ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../lib/local/services";
 import type { Clock } from "../../../lib/ports";
@@ -85,6 +85,9 @@ class SeverableStore implements LeaseStore {
   }
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
     return this.target.release(request);
+  }
+  markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
+    return this.target.markAnnounced(request);
   }
   read(site: string): Promise<LeaseItem | undefined> {
     return this.target.read(site);

@@ -15,9 +15,11 @@ import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { send, startDeployment, TOKEN, type Deployment } from "./support";
+import { jumpingClock, send, startDeployment, TOKEN, type Deployment } from "./support";
 
 const SITE = "lab";
+/** Shared by the apps and the fleet, so a test can let the lease run out without waiting. */
+const time = jumpingClock();
 let nats: RunningNats;
 let sqs: RunningSqs;
 let sqsApi: SQSClient;
@@ -59,13 +61,14 @@ beforeAll(async () => {
     identities: ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"],
     token: TOKEN,
     restartDelayMs: 50,
+    clock: time,
   });
   watcher = await connect({ servers: nats.url });
   watcher.subscribe("choria.lifecycle.event.startup.provisioner", {
     callback: (_error, message) => provisionerStartups.push(message.string()),
   });
   await watcher.flush();
-  const common = { site: SITE, natsUrl: nats.url, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url, tables };
+  const common = { site: SITE, natsUrl: nats.url, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url, tables, clock: time };
   leader = await startDeployment({ ...common, deploymentId: "leader", queues: leaderQueues });
   standby = await startDeployment({ ...common, deploymentId: "standby", queues: standbyQueues });
 });
@@ -238,11 +241,15 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     const startupsBefore = provisionerStartups.length;
 
     const released = await handlers(leader).release({}, lambdaContext());
+    const tooEarly = await handlers(standby).keeper({}, lambdaContext(4_500));
+    // The old term's expiry, the skew bound and the delivery horizon (the request TTL) pass.
+    time.jump(30_000 + 5_000 + 30_000 + 1_000);
     const kept = await handlers(standby).keeper({}, lambdaContext(4_500));
 
     const status = (await handlers(standby).status({}, lambdaContext())) as StatusReport;
     const work = (await receive(sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
     expect(released).toEqual({ released: true });
+    expect(tooEarly.wonTerms).toEqual([]);
     expect(kept.wonTerms).toEqual([leaderTerm + 1]);
     expect(status.lease).toEqual(expect.objectContaining({ leader: "standby", term: leaderTerm + 1, heldByThisDeployment: true }));
     expect(work).toContainEqual(expect.objectContaining({ identity: fresh, term: leaderTerm + 1 }));

@@ -1,7 +1,7 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { createApp, type App, type AppSettings } from "../../../lib/app";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger } from "../../../lib/ports";
+import { silentLogger, type Clock } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
 import type { Queues, Tables } from "../../support/aws";
 
@@ -18,8 +18,22 @@ export interface DeploymentOptions {
   queues: Queues;
   tables: Tables;
   extraYaml?: string;
+  clock?: Clock;
   /** Default the example helper. */
   helper?: string;
+}
+
+/** Real time that a test can move forward at once (for every party sharing it: apps and fleet). */
+export function jumpingClock(): Clock & { jump(ms: number): void } {
+  let offsetMs = 0;
+  return {
+    now: () => Date.now() + offsetMs,
+    monotonic: () => performance.now() + offsetMs,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    jump: (ms) => {
+      offsetMs += ms;
+    },
+  };
 }
 
 export interface Deployment {
@@ -44,7 +58,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const settings = localAppSettings(yaml, resources, { retryMaxDelaySeconds: 2 });
 
   const metrics = new InMemoryMetrics(options.site);
-  const app = await createApp(settings, { metrics, logger: silentLogger });
+  const app = await createApp(settings, { metrics, logger: silentLogger, ...(options.clock ? { clock: options.clock } : {}) });
   return { app, metrics, settings };
 }
 

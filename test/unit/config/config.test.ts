@@ -48,7 +48,7 @@ describe("parseConfig defaults", () => {
     expect(config.choriaInsecure).toBe(false);
     expect(config.protocolVersion).toBe(1);
     expect(config.helperTimeoutMs).toBe(10_000);
-    expect(config.rpcTtl).toBe(60);
+    expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
     expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false });
     expect(config.deploymentId).toBe("eu-west-2");

@@ -82,7 +82,7 @@ async function harness(options: { features?: EngineFeatures; settings?: Partial<
   const clock = new VirtualClock();
   const node = await FakeNode.create(IDENTITY, keys, clock.now());
   const rpc = node.install(new FakeRpc());
-  const gate = new FakeGate();
+  const gate = new FakeGate(clock);
   const helper = new FakeHelper(options.helper ?? helperResponse());
   const metrics = new RecordingMetrics();
   const logger = new RecordingLogger();
@@ -179,8 +179,8 @@ describe("ProvisionEngine sequence without features", () => {
     await h.engine.provision(work());
 
     // Assert
-    expect(h.rpc.callsTo(RESTART)[0]).toEqual({ identity: IDENTITY, agent: "choria_provision", action: "restart", data: { splay: 1, token: TOKEN }, timeoutMs: 22_000 });
-    expect(h.rpc.callsTo(INVENTORY)[0]).toEqual({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
+    expect(h.rpc.callsTo(RESTART)[0]).toMatchObject({ identity: IDENTITY, agent: "choria_provision", action: "restart", data: { splay: 1, token: TOKEN }, timeoutMs: 22_000 });
+    expect(h.rpc.callsTo(INVENTORY)[0]).toMatchObject({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
   });
 
   // The Go provisioner checks for an empty configuration inside configure's rpcWrapper callback:

@@ -65,7 +65,7 @@ describe("rpcWithRetries", () => {
     // Arrange
     const { clock, metrics, attempts, options } = setup();
     const call = options.call;
-    options.call = async (tryNumber) => (tryNumber < 3 ? call(tryNumber) : (attempts.push(tryNumber), "configured"));
+    options.call = async (tryNumber, window) => (tryNumber < 3 ? call(tryNumber, window) : (attempts.push(tryNumber), "configured"));
     const expectedDraws = seededRandom(42);
 
     // Act

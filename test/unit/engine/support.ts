@@ -23,6 +23,7 @@ import type { EngineSettings } from "../../../lib/engine";
 import { PausedError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import type {
   AnyMetricName,
+  AttemptWindow,
   ChoriaRpc,
   Clock,
   HelperRequest,
@@ -122,14 +123,19 @@ export class FakeGate implements PauseGate {
   closeWhen: () => boolean = () => false;
   failure: Error = new PausedError("provisioning is paused");
 
+  /** With a clock, windows end `attemptTimeoutMs` after the check on it; without, they never end. */
+  constructor(private readonly clock?: Clock) {}
+
   close(failure?: Error): void {
     if (failure) this.failure = failure;
     this.closeWhen = () => true;
   }
 
-  async assertOpen(term: number, attemptTimeoutMs: number): Promise<void> {
+  async assertOpen(term: number, attemptTimeoutMs: number): Promise<AttemptWindow> {
     this.checks.push({ term, attemptTimeoutMs });
     if (this.closeWhen()) throw this.failure;
+    const endsBy = this.clock ? this.clock.monotonic() + attemptTimeoutMs : Number.POSITIVE_INFINITY;
+    return { term, stampedAt: this.clock?.now() ?? Date.now(), endsBy };
   }
 }
 

@@ -22,6 +22,7 @@ function instrumented(inner: LeaseStore, clock?: Clock, latencyMs = 0) {
     claim: (request) => call("claim", () => inner.claim(request)),
     extend: (request) => call("extend", () => inner.extend(request)),
     release: (request) => call("release", () => inner.release(request)),
+    markAnnounced: (request) => call("markAnnounced", () => inner.markAnnounced(request)),
     read: (site) => call("read", () => inner.read(site)),
   };
   return { store, calls };
@@ -31,6 +32,7 @@ const unusableStore: LeaseStore = {
   claim: () => Promise.reject(new Error("no lease traffic expected")),
   extend: () => Promise.reject(new Error("no lease traffic expected")),
   release: () => Promise.reject(new Error("no lease traffic expected")),
+  markAnnounced: () => Promise.reject(new Error("no lease traffic expected")),
   read: () => Promise.reject(new Error("no lease traffic expected")),
 };
 
@@ -100,7 +102,7 @@ describe("pause gate with leader election", () => {
 
     await gate.assertOpen(1, 10_000);
 
-    expect(calls).toEqual(["extend", "claim", "extend"]);
+    expect(calls).toEqual(["extend", "claim", "markAnnounced", "extend"]);
   });
 
   it("counts validity from before the write was sent, so a slow write shortens it", async () => {
@@ -111,8 +113,9 @@ describe("pause gate with leader election", () => {
 
     const outcome = await gate.acquireOrRenew();
 
-    // extend (fails, absent) then claim: 4 s each way; validity = 30 s - 5 s skew - 4 s of the claim's trip.
-    expect(outcome).toMatchObject({ holding: true, validForMs: 21_000 });
+    // extend (fails, absent), claim, then the term's announcement marker: 4 s each;
+    // validity = 30 s - 5 s skew, counted from the claim's send, so 8 s are gone on return.
+    expect(outcome).toMatchObject({ holding: true, validForMs: 17_000 });
   });
 
   it("does not let a forward jump of the holder's wall clock stretch its validity", async () => {
@@ -126,7 +129,7 @@ describe("pause gate with leader election", () => {
     wallJump = -3_600_000;
     time.advance(25_001);
 
-    await expect(gate.assertOpen(1, 1)).resolves.toBeUndefined();
+    await expect(gate.assertOpen(1, 1)).resolves.toMatchObject({ term: 1 });
     expect((await gate.acquireOrRenew()).holding).toBe(true);
   });
 
@@ -165,7 +168,139 @@ describe("pause gate with leader election", () => {
     await gate.acquireOrRenew();
 
     expect(won).toEqual([1]);
-    expect(calls).toEqual(["extend", "claim", "extend"]);
+    expect(calls).toEqual(["extend", "claim", "markAnnounced", "extend"]);
+  });
+});
+
+describe("pause gate across invocations, freezes and releases (issue 13)", () => {
+  it("a thawed container does not open on a lease that moved while it was frozen, even if its monotonic clock did not advance", async () => {
+    // Arrange: the leader's container is frozen; its monotonic clock stands still, wall time moves on.
+    const time = new SharedTime();
+    let frozenFor = 0;
+    const base = time.clock();
+    const thawing: Clock = { now: () => base.now(), monotonic: () => base.monotonic() - frozenFor, sleep: (ms) => base.sleep(ms) };
+    const store = new MemoryLeaseStore();
+    const leader = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: thawing });
+    await leader.acquireOrRenew();
+    time.advance(60_000);
+    frozenFor = 60_000;
+    await createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock: time.clock() }).acquireOrRenew();
+
+    // Act
+    const opened = leader.assertOpen(1, 1_000);
+
+    // Assert
+    await expect(opened).rejects.toBeInstanceOf(PausedError);
+    expect(store.snapshot("eu")).toMatchObject({ holder: "standby", term: 2 });
+  });
+
+  it("the first gate read of each invocation is a round against the store, whatever validity is cached", async () => {
+    // Arrange
+    const time = new SharedTime();
+    const { store, calls } = instrumented(new MemoryLeaseStore());
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    gate.beginInvocation();
+    await gate.assertOpen(1, 1_000);
+    const before = calls.length;
+
+    // Act: a second invocation of the warm container, one second later.
+    time.advance(1_000);
+    gate.beginInvocation();
+    await gate.assertOpen(1, 1_000);
+    await gate.assertOpen(1, 1_000);
+
+    // Assert: one renewal for the new invocation, none for its second attempt.
+    expect(calls.slice(before)).toEqual(["extend"]);
+  });
+
+  it("a cold container of the leading deployment does not win the term again: onWon runs once per term for the whole deployment", async () => {
+    // Arrange: two containers of one deployment.
+    const time = new SharedTime();
+    const store = new MemoryLeaseStore();
+    const won: string[] = [];
+    const container = (name: string) =>
+      createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock(), onWon: (term) => void won.push(`${name}:${term}`) });
+    const first = container("first");
+    await first.acquireOrRenew();
+
+    // Act
+    const cold = await container("cold").acquireOrRenew();
+
+    // Assert
+    expect(cold).toMatchObject({ holding: true, term: 1, wonNewTerm: false, tookOver: false });
+    expect(won).toEqual(["first:1"]);
+  });
+
+  it("release: no container of the releasing deployment renews the term, and the standby claims only after the expiry every sibling counted on", async () => {
+    // Arrange: two containers of "prod" hold term 1; "standby" contests.
+    const time = new SharedTime();
+    const store = new MemoryLeaseStore();
+    const gate = (deploymentId: string) => createLeaseGate(settingsFor(deploymentId), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    const releasing = gate("prod");
+    const sibling = gate("prod");
+    const standby = gate("standby");
+    await releasing.acquireOrRenew();
+    time.advance(5_000);
+    await sibling.acquireOrRenew();
+    const expiry = store.snapshot("eu")!.expiresAt;
+
+    // Act
+    const released = await releasing.release();
+    time.advance(1_000);
+    const siblingRenewal = await sibling.acquireOrRenew();
+    const standbyAtOnce = await standby.acquireOrRenew();
+    time.advance(expiry + 5_000 - time.trueTime + 1);
+    const standbyAfterExpiry = await standby.acquireOrRenew();
+
+    // Assert
+    expect(released).toBe(true);
+    await expect(releasing.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
+    expect(siblingRenewal.holding).toBe(false);
+    expect(standbyAtOnce.holding).toBe(false);
+    expect(standbyAfterExpiry).toMatchObject({ holding: true, term: 2 });
+  });
+
+  it("a challenger also waits out the delivery horizon (the request TTL) past expiry", async () => {
+    // Arrange
+    const time = new SharedTime();
+    const store = new MemoryLeaseStore();
+    const withHorizon = (deploymentId: string) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, deliveryHorizonMs: 30_000 }), {
+        store,
+        metrics: new RecordingMetrics(),
+        clock: time.clock(),
+      });
+    await withHorizon("prod").acquireOrRenew();
+    const challenger = withHorizon("standby");
+
+    // Act
+    time.advance(30_000 + 5_000 + 1);
+    const afterSkew = await challenger.acquireOrRenew();
+    time.advance(30_000);
+    const afterHorizon = await challenger.acquireOrRenew();
+
+    // Assert
+    expect(afterSkew.holding).toBe(false);
+    expect(afterHorizon).toMatchObject({ holding: true, term: 2 });
+  });
+
+  it("a stalled store closes the gate within the round bound instead of waiting forever", async () => {
+    // Arrange: every store call hangs (TCP open, no bytes).
+    const hung = () => new Promise<never>(() => undefined);
+    const stalled: LeaseStore = { claim: hung, extend: hung, release: hung, markAnnounced: hung, read: hung };
+    const metrics = new RecordingMetrics();
+    const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 50 }), {
+      store: stalled,
+      metrics,
+      clock: new SharedTime().clock(),
+    });
+
+    // Act
+    const opened = gate.assertOpen(1, 1_000);
+
+    // Assert
+    await expect(opened).rejects.toBeInstanceOf(PausedError);
+    expect(metrics.total(EXTRA_METRIC.leaseStoreErrors)).toBeGreaterThan(0);
   });
 });
 

@@ -74,6 +74,7 @@ class FlakyNetworkStore implements LeaseStore {
     });
   extend: LeaseStore["extend"] = (request) => this.roundTrip(() => this.store.applyExtend(request));
   release: LeaseStore["release"] = (request) => this.roundTrip(() => this.store.applyRelease(request));
+  markAnnounced: LeaseStore["markAnnounced"] = (request) => this.roundTrip(() => this.store.applyMarkAnnounced(request));
   read: LeaseStore["read"] = (site) => this.roundTrip(() => this.store.snapshot(site));
 
   private delay(): number {

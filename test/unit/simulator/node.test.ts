@@ -486,6 +486,7 @@ describe("receive pipeline", () => {
     expect(records).toEqual([
       {
         timeMs: expect.any(Number),
+        executedAtMs: expect.any(Number),
         identity: "node1.example.net",
         caller: `${PROVISIONER.senderId}.${PROVISIONER.callerId}`,
         agent: "choria_provision",

@@ -1,0 +1,75 @@
+/**
+ * The simulated fleet for bench/peer.ts, in a process of its own so its CPU is not charged to the
+ * provisioner being measured. Started with an IPC channel by the benchmark; reads its settings from
+ * PEER_FLEET (JSON: natsUrl, count, signerSeedHex, token, restartDelayMs). It reports
+ * `{ type: "ready" }` once every node is subscribed, then every 200 ms the nodes that acknowledged
+ * their restart since the last report (`{ type: "restarted", nodes: [[identity, epochMs], ...] }`,
+ * read from the nodes' own request record) and a count of refused requests. `{ type: "stop" }`
+ * stops the fleet and exits.
+ */
+import { decodeHex, ed25519SigningKey } from "../lib/crypto";
+import { startFleet } from "../lib/simulator";
+
+interface FleetSettings {
+  natsUrl: string;
+  count: number;
+  signerSeedHex: string;
+  token: string;
+  restartDelayMs: number;
+}
+
+export type FleetReport =
+  | { type: "ready"; identities: number }
+  | { type: "restarted"; nodes: Array<[string, number]>; refused: number; lastRefusal?: string };
+
+const send = (report: FleetReport) => process.send?.(report);
+
+async function main(): Promise<void> {
+  const settings = JSON.parse(process.env.PEER_FLEET ?? "{}") as FleetSettings;
+  const fleet = await startFleet({
+    natsUrl: settings.natsUrl,
+    count: settings.count,
+    provisioningSigner: ed25519SigningKey(decodeHex(settings.signerSeedHex)),
+    token: settings.token,
+    restartDelayMs: settings.restartDelayMs,
+    recordDiscovery: false,
+  });
+  send({ type: "ready", identities: fleet.identities.length });
+
+  let scanned = 0;
+  let refused = 0;
+  let lastRefusal: string | undefined;
+  const restarted = new Set<string>();
+  const report = () => {
+    const nodes: Array<[string, number]> = [];
+    for (; scanned < fleet.record.length; scanned++) {
+      const entry = fleet.record[scanned];
+      if (!entry) continue;
+      if (entry.outcome !== 0) {
+        refused++;
+        lastRefusal = `${entry.identity} ${entry.agent}#${entry.action}: ${entry.statusmsg ?? entry.reason ?? String(entry.outcome)}`;
+      } else if (entry.action === "restart" && !restarted.has(entry.identity)) {
+        restarted.add(entry.identity);
+        nodes.push([entry.identity, entry.timeMs]);
+      }
+    }
+    // The record is only read forward; drop what was read so a long run does not hold it all.
+    fleet.record.splice(0, scanned);
+    scanned = 0;
+    send({ type: "restarted", nodes, refused, ...(lastRefusal === undefined ? {} : { lastRefusal }) });
+  };
+  const timer = setInterval(report, 200);
+
+  process.on("message", (message: { type?: string }) => {
+    if (message.type !== "stop") return;
+    clearInterval(timer);
+    report();
+    void fleet.stop().finally(() => process.exit(0));
+  });
+  process.on("disconnect", () => process.exit(0));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`peer fleet: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

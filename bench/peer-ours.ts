@@ -1,0 +1,119 @@
+/**
+ * This project's provisioner for bench/peer.ts, in a process of its own so that its CPU and memory
+ * can be read from /proc without the fleet's or the emulators' share: the local stack's deployment
+ * (the real handlers under the emulated Lambda runtime, one App) with no fleet of its own, on the
+ * benchmark's nats-server, DynamoDB Local and fauxqs (which run in other processes).
+ *
+ * Started with an IPC channel; settings in PEER_OURS (JSON, see OursSettings). Reports
+ * `{ type: "ready" }` once its queues exist, `{ type: "admitted", hosts: [[identity, admittedAt]] }`
+ * for host work as it is queued (taken from the SQS requests, as bench/pipeline.ts does), starts its
+ * schedules and pollers on `{ type: "start" }` and stops on `{ type: "stop" }`.
+ */
+import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { decodeHex, ed25519SigningKey } from "../lib/crypto";
+import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../lib/local/services";
+import { startLocalStack } from "../lib/local/stack";
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+
+export interface OursSettings {
+  natsUrl: string;
+  natsPort: number;
+  dynamoDbUrl: string;
+  sqsUrl: string;
+  signerSeedHex: string;
+  maxConcurrency: number;
+  workers: number;
+  helper: string;
+}
+
+export type OursReport = { type: "ready" } | { type: "admitted"; hosts: Array<[string, number]> } | { type: "stopped" };
+
+const send = (report: OursReport) => process.send?.(report);
+
+/**
+ * fauxqs in another process, reached over its SQS API. The stack names queues synchronously, so
+ * this answers with fauxqs's URL (prefix learnt from a probe queue) and ARN scheme at once and creates the queues in order (each DLQ
+ * before the queue whose RedrivePolicy names it); `ready()` waits for them and checks the URLs.
+ */
+async function remoteSqs(url: string): Promise<RunningSqs & { ready(): Promise<void> }> {
+  const client = new SQSClient({ ...LOCAL_AWS, endpoint: url });
+  // fauxqs names queues by its configured host, not the address asked; learn the prefix once.
+  const probe = await client.send(new CreateQueueCommand({ QueueName: "peer-bench-probe" }));
+  const prefix = probe.QueueUrl?.replace(/peer-bench-probe$/, "");
+  if (!prefix) throw new Error(`fauxqs at ${url} returned no queue URL`);
+  let created: Promise<void> = Promise.resolve();
+  const createQueueWithArn = (name: string, attributes?: Record<string, string>) => {
+    const expected = `${prefix}${name}`;
+    created = created.then(async () => {
+      const reply = await client.send(new CreateQueueCommand({ QueueName: name, ...(attributes ? { Attributes: attributes } : {}) }));
+      if (reply.QueueUrl !== expected) throw new Error(`fauxqs named queue ${name} ${reply.QueueUrl}, expected ${expected}`);
+    });
+    return { url: expected, arn: `arn:aws:sqs:${LOCAL_AWS.region}:000000000000:${name}` };
+  };
+  return {
+    url,
+    createQueue: (name, attributes) => createQueueWithArn(name, attributes).url,
+    createQueueWithArn,
+    ready: () => created,
+    stop: async () => client.destroy(),
+  };
+}
+
+function sharedNats(url: string, port: number): RunningNats {
+  return {
+    url,
+    port,
+    pid: undefined,
+    restart: () => Promise.reject(new Error("the benchmark's broker is not restarted from here")),
+    stop: () => Promise.resolve(),
+  };
+}
+
+async function main(): Promise<void> {
+  const settings = JSON.parse(process.env.PEER_OURS ?? "{}") as OursSettings;
+  const sqs = await remoteSqs(settings.sqsUrl);
+  const pending: Array<[string, number]> = [];
+  const stack = await startLocalStack({
+    nodes: 0,
+    nats: sharedNats(settings.natsUrl, settings.natsPort),
+    sqs,
+    dynamoDbEndpoint: settings.dynamoDbUrl,
+    provisioningSigner: ed25519SigningKey(decodeHex(settings.signerSeedHex)),
+    helper: { command: settings.helper },
+    maxConcurrency: settings.maxConcurrency,
+    workers: settings.workers,
+    waitTimeSeconds: 1,
+    observe: ({ operation, body }) => {
+      if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
+      if (!body.includes("-host-work")) return;
+      const parsed = JSON.parse(body) as { Entries?: Array<{ MessageBody?: string }>; MessageBody?: string };
+      for (const text of parsed.Entries?.map((entry) => entry.MessageBody) ?? [parsed.MessageBody]) {
+        const work = JSON.parse(text ?? "{}") as { identity?: string; admittedAt?: number };
+        if (work.identity && typeof work.admittedAt === "number") pending.push([work.identity, work.admittedAt]);
+      }
+    },
+  });
+  await sqs.ready();
+  const flush = setInterval(() => {
+    if (pending.length > 0) send({ type: "admitted", hosts: pending.splice(0) });
+  }, 200);
+  send({ type: "ready" });
+
+  process.on("message", (message: { type?: string }) => {
+    if (message.type === "start") stack.start();
+    if (message.type === "stop") {
+      clearInterval(flush);
+      void stack.stop().finally(() => {
+        send({ type: "stopped" });
+        process.exit(0);
+      });
+    }
+  });
+  process.on("disconnect", () => void stack.stop().finally(() => process.exit(0)));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`peer ours: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

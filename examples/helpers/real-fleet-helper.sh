@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The real-fleet provisioning helper (bash + jq + openssl). It sends every node to the target
+# broker with a configuration a real go-choria server can run with:
+#   - a CSR (feature pki) is signed by the test CA; the node gets the file security provider
+#     with its certificate, key and the CA in the ssldir it reported;
+#   - an ed25519 public key (feature ed25519) gets the choria security provider with the
+#     server.jwt / server.seed the provisioner writes, trusting the server JWT signer.
+# Environment:
+#   REALFLEET_TARGET_BROKER   host:port of the target broker (plugin.choria.middleware_hosts)
+#   REALFLEET_TRUSTED_SIGNERS hex ed25519 public key(s) of the server JWT signer
+#   REALFLEET_CA_CERT / REALFLEET_CA_KEY  the CA that signs CSRs
+#   REALFLEET_SERVER_CLAIMS   optional JSON returned as server_claims (org, collectives, exp)
+set -euo pipefail
+
+request="$(cat)"
+certificate=""
+csr="$(jq -r '.csr.csr // ""' <<<"$request")"
+if [[ -n "$csr" ]]; then
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  printf '%s' "$csr" >"$work/node.csr"
+  openssl x509 -req -in "$work/node.csr" -CA "$REALFLEET_CA_CERT" -CAkey "$REALFLEET_CA_KEY" \
+    -CAcreateserial -CAserial "$work/ca.srl" -days 2 -out "$work/node.pem" 2>/dev/null
+  certificate="$(cat "$work/node.pem")"
+fi
+
+exec jq -c \
+  --arg broker "$REALFLEET_TARGET_BROKER" \
+  --arg signers "${REALFLEET_TRUSTED_SIGNERS:-}" \
+  --arg certificate "$certificate" \
+  --argjson claims "${REALFLEET_SERVER_CLAIMS:-null}" \
+  --rawfile ca "$REALFLEET_CA_CERT" '
+  .identity as $id
+  | (.csr.ssldir // "") as $ssldir
+  | (.ed25519_pubkey.directory // "") as $secure
+  | ({identity: $id, loglevel: "info", collectives: "mcollective",
+     "plugin.choria.server.provision": "false",
+     "plugin.choria.middleware_hosts": $broker}
+    + (if $secure != "" then
+         {"plugin.security.provider": "choria",
+          "plugin.security.choria.token_file": "\($secure)/server.jwt",
+          "plugin.security.choria.seed_file": "\($secure)/server.seed",
+          "plugin.security.choria.trusted_signers": $signers}
+       elif $ssldir != "" then
+         {"plugin.security.provider": "file",
+          "plugin.security.file.certificate": "\($ssldir)/certificate.pem",
+          "plugin.security.file.key": "\($ssldir)/private.pem",
+          "plugin.security.file.ca": "\($ssldir)/ca.pem"}
+       else {} end)) as $configuration
+  | {defer: false, shutdown: false, msg: "configured \($id)", configuration: $configuration,
+     certificate: $certificate, ca: (if $certificate != "" then $ca else "" end), key: "", ssldir: $ssldir}
+  + (if $claims != null then {server_claims: $claims} else {} end)
+' <<<"$request"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the Go Choria Provisioner (github.com/choria-io/provisioner, pinned) for the side-by-side
+# benchmark (bench/peer.ts). An ordinary Go module build from the Go module proxy: `go install` of
+# the pinned pseudo-version, with the version stamped in as its release builds do.
+#
+# Idempotent: exits at once when the pinned binary exists. Go's module and build caches make a
+# rebuild cheap. Output:
+#   $CHORIA_PEERS_DIR/bin/choria-provisioner-<version>   (CHORIA_PEERS_DIR defaults to ~/.cache/choria-peers)
+# and the binary's path on stdout's last line.
+set -euo pipefail
+
+readonly module="github.com/choria-io/provisioner"
+# Commit aca2b62 (2026-05-16 14:58:17 UTC), the one the audit read; v0.16.0 is its nearest tag,
+# so Go names it v0.16.1-0.<commit time>-<12 hex>.
+readonly commit="aca2b6263842"
+readonly version="v0.16.1-0.20260516145817-$commit"
+peers_dir="${CHORIA_PEERS_DIR:-$HOME/.cache/choria-peers}"
+mkdir -p "$peers_dir/bin"
+peers_dir="$(cd "$peers_dir" && pwd -P)"
+readonly peers_dir
+readonly bin="$peers_dir/bin/choria-provisioner-$version"
+
+exec 9>"$peers_dir/.build-provisioner.lock"
+flock 9
+
+if [[ -x "$bin" ]]; then
+  echo "choria-provisioner $version: cached"
+  echo "$bin"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "build-provisioner: Go is required (go not on PATH)" >&2; exit 1; }
+started=$(date +%s)
+work="$(mktemp -d "$peers_dir/.build-provisioner.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+echo "choria-provisioner $version: resolving through the Go module proxy ($(go env GOPROXY))"
+if ! info="$(cd "$work" && go list -m -json "$module@$version" 2>&1)"; then
+  echo "build-provisioner: the module proxy did not serve $module@$version:" >&2
+  echo "$info" >&2
+  exit 1
+fi
+resolved="$(jq -r .Version <<<"$info")"
+hash="$(jq -r '.Origin.Hash // ""' <<<"$info")"
+if [[ "$resolved" != "$version" || ( -n "$hash" && "$hash" != "$commit"* ) ]]; then
+  echo "build-provisioner: $module@$version resolved to $resolved (commit ${hash:-unknown}), not commit $commit" >&2
+  exit 1
+fi
+
+echo "choria-provisioner $version: building"
+GOBIN="$work" GOFLAGS=-mod=mod go install -trimpath \
+  -ldflags "-X $module/config.Version=${version#v}" "$module@$version"
+"$work/provisioner" --version >/dev/null
+mv "$work/provisioner" "$bin"
+echo "choria-provisioner $version: built in $(( $(date +%s) - started ))s"
+echo "$bin"

@@ -1,0 +1,95 @@
+/**
+ * `npm run realfleet`: the provisioner against real go-choria servers on this machine. Builds (or
+ * reuses) the pinned server via scripts/peers/build-choria.sh (the npm script runs it first), starts
+ * N servers in provisioning mode, each in its own UTS and mount namespace (needs root), a TLS
+ * provisioning broker and a TLS target broker, and the local stack (real handlers, lease, queues,
+ * bridge). Prints each node's outcome; exits 0 only when every node left provisioning mode and
+ * arrived on the target broker.
+ */
+import { parseArgs } from "node:util";
+import { provisionedFleet, provisioningActions, waitForArrivals } from "../lib/local/real-fleet-stack";
+import type { FeatureName } from "../lib/local/stack";
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+
+const USAGE = `Usage: npm run realfleet -- [options]
+
+  --nodes N          real go-choria servers (default 5)
+  --protocol 1|2     provisioning JWT without or with --protocol-v2 (default 2)
+  --features LIST    comma list of jwt, ed25519, pki (default jwt,ed25519 for v2, jwt,pki for v1)
+  --standby          run a second (standby) deployment
+  --timeout S        give up after S seconds (default 300)
+  --help
+
+Needs root (unshare), Go (for the first build), nats-server, Java 17, jq and openssl.
+`;
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+const { values } = parseArgs({
+  options: {
+    nodes: { type: "string" },
+    protocol: { type: "string" },
+    features: { type: "string" },
+    standby: { type: "boolean" },
+    timeout: { type: "string" },
+    help: { type: "boolean" },
+  },
+});
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+if (process.getuid?.() !== 0) fail("the real fleet needs root: every node runs in its own UTS and mount namespace (unshare)");
+const nodes = Number(values.nodes ?? 5);
+if (!Number.isInteger(nodes) || nodes < 1) fail(`--nodes must be a positive whole number, got "${values.nodes}"`);
+const protocol = values.protocol ?? "2";
+if (protocol !== "1" && protocol !== "2") fail(`--protocol must be 1 or 2, got "${protocol}"`);
+const features = (values.features ?? (protocol === "2" ? "jwt,ed25519" : "jwt,pki")).split(",").map((item) => item.trim());
+for (const feature of features) if (!["jwt", "ed25519", "pki"].includes(feature)) fail(`unknown feature "${feature}"`);
+const timeoutSeconds = Number(values.timeout ?? 300);
+if (!(timeoutSeconds > 0)) fail(`--timeout must be a positive number, got "${values.timeout}"`);
+
+const identities = Array.from({ length: nodes }, (_, index) => `node${index + 1}.realfleet.example.net`);
+const started = Date.now();
+const provisioned = await provisionedFleet({
+  identities,
+  protocolV2: protocol === "2",
+  features: features as FeatureName[],
+  deployments: values.standby ? ["primary", "standby"] : ["primary"],
+});
+let stopping = false;
+const stop = async (code: number) => {
+  if (stopping) return;
+  stopping = true;
+  await provisioned.stop();
+  process.exit(code);
+};
+process.once("SIGINT", () => void stop(130));
+process.once("SIGTERM", () => void stop(143));
+
+process.stdout.write(
+  `${nodes} go-choria ${provisioned.fleet.build.version} servers (protocol v${protocol}, ${features.join("+")}) ` +
+    `provisioning broker ${provisioned.fleet.provisioningBroker.url} (TLS), target ${provisioned.fleet.targetBroker.url} (TLS)\n`,
+);
+await provisioned.fleet.startAll();
+provisioned.stack.start();
+let ok = true;
+try {
+  await waitForArrivals(provisioned, identities, timeoutSeconds * 1000);
+} catch (error) {
+  ok = false;
+  process.stdout.write(`${String((error as Error).message)}\n`);
+}
+const arrived = provisioned.targetEvents.identities("startup");
+for (const node of provisioned.fleet.nodes.values()) {
+  const actions = await provisioningActions(node);
+  const onTarget = arrived.has(node.identity);
+  process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${onTarget ? "on" : "NOT on"} the target broker\n`);
+  if (!onTarget) process.stdout.write(`    last lines of its log:\n${(await node.log()).split("\n").slice(-15).map((line) => `    ${line}`).join("\n")}\n`);
+}
+process.stdout.write(`${arrived.size}/${nodes} provisioned in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+await stop(ok ? 0 : 1);

@@ -1,0 +1,174 @@
+/**
+ * Lease-store faults under the real App (issue 13 items 7 and 8): the deployment's path to
+ * DynamoDB Local runs through a loopback proxy that can stall (TCP open, no bytes) or blip (reset
+ * connections, refuse new ones). A stalled store must close the gate within the round bound, not
+ * hang; a blip at the start of a provision batch must return every item to the queue with its
+ * reason, never delete it; an attempt no lease validity can cover must park the host in the DLQ
+ * with the reason instead of leaving it "paused" forever.
+ */
+import { randomUUID } from "node:crypto";
+import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { createApp, type App } from "../../../lib/app";
+import { loadConfig } from "../../../lib/config";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
+import { InMemoryMetrics } from "../../../lib/observability";
+import { silentLogger, type HelperRequest, type HelperResponse } from "../../../lib/ports";
+import { startFleet, type Fleet } from "../../../lib/simulator";
+import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { localAppSettings } from "../../support/app-settings";
+import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
+import { recordScenario } from "./scenario";
+import { configuringResponse } from "./support";
+
+const TOKEN = "chaos-store-token";
+
+let nats: RunningNats;
+let sqs: RunningSqs;
+let sqsApi: SQSClient;
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  nats = await startNats();
+  sqs = await startSqs();
+  sqsApi = sqsClient(sqs.url);
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+});
+
+afterAll(async () => {
+  sqsApi?.destroy();
+  await sqs?.stop();
+  await nats?.stop();
+});
+
+interface Rig {
+  app: App;
+  /** Another container of the same deployment, started now (a cold start). */
+  coldApp(): Promise<App>;
+  fleet: Fleet;
+  queues: Queues;
+  proxy: StallProxy;
+}
+
+async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } = {}): Promise<Rig> {
+  const prefix = `store-${randomUUID().slice(0, 8)}`;
+  const endpoint = inject("dynamoEndpoint");
+  const dynamo = dynamoClient(endpoint);
+  const tables = await createTables(dynamo, prefix);
+  const proxy = await startStallProxy(hostAndPort(endpoint));
+  const queues = createQueues(sqs, prefix);
+  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
+  const yaml = [
+    `site: ${prefix}`,
+    `deployment_id: ${prefix}-deployment`,
+    "helper: /bin/false",
+    "choria_insecure: true",
+    "leader_election: true",
+    "workers: 10",
+    `token: ${TOKEN}`,
+    `broker_urls: ["${nats.url}"]`,
+  ].join("\n");
+  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: `http://${proxy.address}`, sqsUrl: sqs.url }, { serviceName: "store", metricsNamespace: "Chaos" });
+  // A configuration the config module may refuse at load time is still possible at run time (an
+  // older build, a hand-made config): the runtime must park, not spin.
+  const config = { ...(await loadConfig({ env: settings.configEnv })), ...configOverride };
+  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const container = async () => {
+    const app = await createApp(settings, { config, metrics: new InMemoryMetrics(prefix), logger: silentLogger, helper });
+    cleanups.push(() => app.close());
+    return app;
+  };
+  const app = await container();
+  cleanups.push(
+    () => fleet.stop(),
+    async () => dynamo.destroy(),
+    async () => {
+      proxy.thaw();
+      await proxy.close();
+    },
+  );
+  return { app, coldApp: container, fleet, queues, proxy };
+}
+
+async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
+  const messages = await receive(sqsApi, queueUrl, 10);
+  if (messages.length === 0) return { received: 0, failed: 0 };
+  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(60_000) });
+  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
+  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
+  if (done.length > 0) {
+    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
+  }
+  return { received: messages.length, failed: failed.size };
+}
+
+const ctx = () => ({ remainingMs: remainingTime(60_000) });
+const configures = (fleet: Fleet, identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
+const unprovisioned = (fleet: Fleet) => fleet.identities.filter((identity) => configures(fleet, identity) === 0);
+
+async function drain(run: Rig, deadlineMs = 30_000): Promise<void> {
+  const deadline = performance.now() + deadlineMs;
+  while (unprovisioned(run.fleet).length > 0 && performance.now() < deadline) {
+    const { received } = await deliver(run.app, run.queues.hostWork);
+    if (received === 0) await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+describe("lease store faults", () => {
+  it("a stalled path to DynamoDB closes the gate within the round bound: discovery reports paused instead of hanging", async ({ task }) => {
+    // Arrange
+    const run = await rig(2);
+    await run.app.discover(ctx());
+    run.proxy.freeze();
+
+    // Act
+    const result = await run.app.discover(ctx());
+
+    // Assert
+    expect(result.paused).toBe(true);
+    run.proxy.thaw();
+    await drain(run);
+    expect(unprovisioned(run.fleet)).toEqual([]);
+    recordScenario(task, { area: "infrastructure", load: 2, faults: 1, hostsLost: unprovisioned(run.fleet).length });
+  });
+
+  it("a store blip at the start of a provision batch returns every item to the queue; none is deleted and every host ends configured", async ({ task }) => {
+    // Arrange
+    const run = await rig(6);
+    const discovered = await run.app.discover(ctx());
+    const provision = await run.coldApp();
+    run.proxy.blip(3_000);
+
+    // Act: a cold provision container's batch meets the blip.
+    const blipped = await deliver(provision, run.queues.hostWork);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await drain(run);
+
+    // Assert
+    expect(discovered.admitted).toBe(6);
+    expect(blipped.received).toBeGreaterThan(0);
+    expect(blipped.failed).toBe(blipped.received);
+    expect(unprovisioned(run.fleet)).toEqual([]);
+    expect(await receive(sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
+    recordScenario(task, { area: "infrastructure", load: 6, faults: 1, hostsLost: unprovisioned(run.fleet).length });
+  });
+
+  it("a helper_timeout no lease validity can cover parks the host in the DLQ with the reason instead of pausing it forever", async ({ task }) => {
+    // Arrange: lease 30 s minus 5 s skew leaves 25 s; the helper may take 26 s.
+    const run = await rig(1, { helperTimeoutMs: 26_000 });
+    await run.app.discover(ctx());
+
+    // Act
+    const first = await deliver(run.app, run.queues.hostWork);
+
+    // Assert
+    expect(first).toEqual({ received: 1, failed: 0 });
+    const parked = await receive(sqsApi, run.queues.hostWorkDlq, 10);
+    expect(parked.map((message) => message.MessageAttributes?.reason?.StringValue)).toEqual([expect.stringMatching(/^helper: .*cannot fit in one lease validity/)]);
+    expect(configures(run.fleet, run.fleet.identities[0] as string)).toBe(0);
+    recordScenario(task, { area: "config", load: 1, faults: 1, hostsLost: 0 });
+  });
+});

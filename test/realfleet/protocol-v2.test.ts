@@ -1,0 +1,86 @@
+/**
+ * A protocol v2 fleet (provisioning JWT made with `jwt prov --protocol-v2`) of real go-choria
+ * servers, provisioned with the jwt and ed25519 features over TLS: every node gets a server JWT
+ * signed by our key, restarts out of provisioning mode and joins the target broker. A node started
+ * after the first discovery arrives through its startup event.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { METRIC } from "../../lib/ports";
+import { provisionedFleet, provisioningActions, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
+
+const IDENTITIES = ["n1.v2.real.example.net", "n2.v2.real.example.net", "n3.v2.real.example.net"];
+const LATE = "late1.v2.real.example.net";
+const SERVER_JWT_EXPIRY = Math.floor(Date.now() / 1000) + 3 * 24 * 3600;
+
+describe("real fleet, protocol v2 with jwt + ed25519", () => {
+  let provisioned: ProvisionedFleet;
+
+  beforeAll(async () => {
+    provisioned = await provisionedFleet({
+      identities: IDENTITIES,
+      protocolV2: true,
+      features: ["jwt", "ed25519"],
+      dynamoDbEndpoint: inject("dynamoEndpoint"),
+      serverClaims: { ou: "choria", collectives: ["mcollective", "realfleet"], exp: SERVER_JWT_EXPIRY },
+      // Discovery only when a term is won: a node started later can only arrive through its startup event.
+      stack: { timings: { discoverRateMs: 3_600_000 } },
+    });
+    await provisioned.fleet.startAll();
+    provisioned.stack.start();
+    await waitForArrivals(provisioned, IDENTITIES, 180_000);
+    await provisioned.fleet.addNode(LATE);
+    await waitForArrivals(provisioned, [...IDENTITIES, LATE], 180_000);
+  });
+
+  afterAll(async () => {
+    await provisioned?.stop();
+  });
+
+  it("writes the helper's configuration to each node's server.conf", async () => {
+    for (const identity of [...IDENTITIES, LATE]) {
+      const node = provisioned.fleet.nodes.get(identity)!;
+      const config = await node.config();
+      expect(config).toMatchObject({
+        identity,
+        collectives: "mcollective",
+        "plugin.choria.server.provision": "false",
+        "plugin.choria.middleware_hosts": provisioned.fleet.targetBroker.hostPort,
+        "plugin.security.provider": "choria",
+        "plugin.security.choria.token_file": join(node.configDir, "server.jwt"),
+        "plugin.security.choria.seed_file": join(node.configDir, "server.seed"),
+        "plugin.security.choria.trusted_signers": provisioned.serverJwtSigner,
+      });
+    }
+  });
+
+  it("gives each node a server JWT signed by our key with the helper's collectives, org and expiry", async () => {
+    for (const identity of [...IDENTITIES, LATE]) {
+      const node = provisioned.fleet.nodes.get(identity)!;
+      const claims = verifyServerJwt(await readFile(join(node.configDir, "server.jwt"), "utf8"), provisioned.serverJwtSigner);
+      expect(claims).toMatchObject({ identity, collectives: ["mcollective", "realfleet"], ou: "choria" });
+      // The helper's absolute exp becomes a validity from now, added to the whole-second iat: as in
+      // Go (tokens.newStandardClaims), the token may end up to one second short of it.
+      expect(SERVER_JWT_EXPIRY - (claims.exp as number)).toBeOneOf([0, 1]);
+      expect(claims.public_key).toMatch(/^[0-9a-f]{64}$/);
+    }
+  });
+
+  it("configures and restarts each node exactly once; all leave provisioning mode and join the target broker", async () => {
+    for (const identity of [...IDENTITIES, LATE]) {
+      const node = provisioned.fleet.nodes.get(identity)!;
+      expect({ identity, ...(await provisioningActions(node)) }).toEqual({ identity, configured: 1, restarted: 1 });
+      expect(node.running).toBe(true);
+    }
+    const target = provisioned.targetEvents.of("startup");
+    expect(target.map((event) => event.component)).toEqual(target.map(() => "server"));
+    expect(new Set(target.map((event) => event.identity))).toEqual(new Set([...IDENTITIES, LATE]));
+  });
+
+  it("reaches the late node through its startup event, not discovery", () => {
+    const metrics = provisioned.stack.deployments[0]!.metrics;
+    expect(metrics.total(METRIC.eventDiscovered)).toBeGreaterThanOrEqual(1);
+    expect(provisioned.provisioningEvents.identities("startup", "provision_mode_server").has(LATE)).toBe(true);
+  });
+});
