@@ -1,33 +1,42 @@
 /**
  * Failover benchmark for the DynamoDB lease, in real time against a DynamoDB Local it starts
- * itself. For each settings profile a leader and a standby each run the lease-keeper loop; the
- * leader then stops renewing (as if it crashed: no release) at a random phase of its cycle, and we
- * measure how long until the standby's gate opens. A second part counts the DynamoDB requests an
- * idle leader + standby make, with each keeper run as the scheduled function runs it (a fresh
- * invocation every minute, looping ~58 s).
+ * itself. Each deployment's gate is the one production builds (`createAppLeaseGate` over a
+ * `createLeaseClient` client, from a parsed configuration: the same defaults, the request TTL as
+ * delivery horizon, bounded rounds, the pause switch read before every round), and its keeper runs
+ * as the scheduled `lease-keeper` function does: a fresh invocation (`beginInvocation`) every
+ * minute, looping `KEEPER_MAX_RUN_MS`. For each settings profile a leader and a standby keep the
+ * lease; the leader then stops (a crash: no release) at a random phase of its renewal cycle and of
+ * the minute schedule, and we time until the standby's gate opens for the longest RPC attempt. A
+ * second part counts the DynamoDB requests an idle leader + standby make.
  *
  *   npx tsx bench/failover.ts            writes reports/failover.json and reports/failover.md
  */
 import { mkdir, writeFile } from "node:fs/promises";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createLeaseGate } from "../lib/lease/gate";
-import { createLeaseTable, DynamoDbLeaseStore } from "../lib/lease/dynamodb-lease-store";
-import { runLeaseKeeper } from "../lib/lease/keeper";
-import type { LeaseStore } from "../lib/lease/lease";
-import { resolveLeaseSettings, type LeaseSettings } from "../lib/lease/settings";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { KEEPER_MAX_RUN_MS } from "../lib/app/app";
+import { createAppLeaseGate, createLeaseClient } from "../lib/app/create-app";
+import { parseConfig, type ProvisionerConfig } from "../lib/config";
+import { RPC_PLAN } from "../lib/engine/plan";
+import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
+import type { LeaseGate } from "../lib/lease/gate";
+import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../lib/local/services";
-import { systemClock, type Metrics } from "../lib/ports";
+import { silentLogger, systemClock, type Metrics } from "../lib/ports";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
 const RUNS_PER_PROFILE = Number(process.env.FAILOVER_RUNS ?? 3);
 const IDLE_WINDOW_MS = Number(process.env.FAILOVER_IDLE_MS ?? 120_000);
+/** EventBridge's rate(1 minute) for the lease-keeper function. */
 const KEEPER_SCHEDULE_MS = 60_000;
-const KEEPER_RUN_MS = 58_000;
+const TABLE = "bench-failover";
+/** The standby's gate must open for the longest attempt the engine asks for. */
+const LONGEST_ATTEMPT_MS = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
 
+/** `lease` as an operator writes it; absent means production's defaults. */
 const PROFILES = [
-  { name: "default", leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 },
-  { name: "aggressive", leaseDurationMs: 10_000, renewIntervalMs: 3_000, skewBoundMs: 2_000 },
+  { name: "default", lease: undefined },
+  { name: "short", lease: { duration: "25s", renew_interval: "5s", skew_bound: "2s" } },
 ] as const;
 
 const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
@@ -38,95 +47,158 @@ interface RunResult {
   newTerm: number;
 }
 
-/** Counts every store call, to report requests per hour. */
-class CountingStore implements LeaseStore {
-  writes = 0;
-  reads = 0;
-  constructor(private readonly inner: LeaseStore) {}
-  claim: LeaseStore["claim"] = (request) => (this.writes++, this.inner.claim(request));
-  extend: LeaseStore["extend"] = (request) => (this.writes++, this.inner.extend(request));
-  release: LeaseStore["release"] = (request) => (this.writes++, this.inner.release(request));
-  markAnnounced: LeaseStore["markAnnounced"] = (request) => (this.writes++, this.inner.markAnnounced(request));
-  read: LeaseStore["read"] = (site) => (this.reads++, this.inner.read(site));
+interface Deployment {
+  config: ProvisionerConfig;
+  client: DynamoDBClient;
+  gate: LeaseGate;
+  /** DynamoDB requests this deployment sent, by command. */
+  requests: Map<string, number>;
 }
 
-async function failoverRun(store: LeaseStore, settings: Omit<LeaseSettings, "deploymentId" | "leaderElection">): Promise<RunResult> {
-  const leaderSettings = resolveLeaseSettings({ ...settings, leaderElection: true, deploymentId: "leader" });
-  const standbySettings = resolveLeaseSettings({ ...settings, leaderElection: true, deploymentId: "standby" });
-  const leader = createLeaseGate(leaderSettings, { store, metrics: noMetrics });
-  const standby = createLeaseGate(standbySettings, { store, metrics: noMetrics });
-  let lastRenewalAt = 0;
-  const recordingLeader = {
-    acquireOrRenew: async () => {
-      const sentAt = performance.now();
-      const outcome = await leader.acquireOrRenew();
-      if (outcome.holding) lastRenewalAt = sentAt;
-      return outcome;
+function deploymentConfig(site: string, deploymentId: string, lease: (typeof PROFILES)[number]["lease"]): ProvisionerConfig {
+  return parseConfig(
+    {
+      site,
+      deployment_id: deploymentId,
+      leader_election: true,
+      // Required keys the lease does not use: nothing here connects to a broker or runs a helper.
+      broker_urls: ["nats://127.0.0.1:4222"],
+      helper: "/bin/true",
+      ...(lease ? { lease } : {}),
     },
-  };
+    { env: {} },
+  );
+}
 
-  const first = await recordingLeader.acquireOrRenew();
-  if (!first.holding) throw new Error("the leader could not take the fresh lease");
-  const leaderStop = new AbortController();
-  const standbyStop = new AbortController();
-  const far = performance.now() + 10 * 60_000;
-  const leaderLoop = runLeaseKeeper({ lease: recordingLeader, clock: systemClock, until: far, intervalMs: settings.renewIntervalMs, signal: leaderStop.signal });
+/** One deployment: its own lease client and gate, composed as production composes them. */
+function deployment(endpoint: string, config: ProvisionerConfig, onWon?: (gate: LeaseGate, term: number) => Promise<void>): Deployment {
+  const client = createLeaseClient({ ...LOCAL_AWS, endpoint });
+  const requests = new Map<string, number>();
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      requests.set(context.commandName as string, (requests.get(context.commandName as string) ?? 0) + 1);
+      return next(args);
+    },
+    { step: "initialize", name: "benchRequestCounter" },
+  );
+  const holder: { gate?: LeaseGate } = {};
+  const { gate } = createAppLeaseGate(config, {
+    client,
+    tableName: TABLE,
+    metrics: noMetrics,
+    clock: systemClock,
+    logger: silentLogger,
+    ...(onWon ? { onWon: (term: number) => onWon(holder.gate as LeaseGate, term) } : {}),
+  });
+  holder.gate = gate;
+  return { config, client, gate, requests };
+}
+
+/**
+ * The lease-keeper function on its schedule: every minute from `firstAt` a new invocation of the
+ * same warm container (its gate trusts nothing from the last one) loops for KEEPER_MAX_RUN_MS.
+ */
+async function scheduledKeeper(
+  d: Deployment,
+  options: { firstAt: number; until: number; signal?: AbortSignal; lease?: LeaseKeeperOptions["lease"] },
+): Promise<void> {
+  for (let tickAt = options.firstAt; tickAt < options.until && !options.signal?.aborted; tickAt += KEEPER_SCHEDULE_MS) {
+    await systemClock.sleep(Math.max(0, tickAt - performance.now()));
+    if (options.signal?.aborted) break;
+    d.gate.beginInvocation();
+    await runLeaseKeeper({
+      lease: options.lease ?? d.gate,
+      clock: systemClock,
+      until: Math.min(tickAt + KEEPER_MAX_RUN_MS, options.until),
+      intervalMs: d.config.lease.renewIntervalMs,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  }
+}
+
+async function failoverRun(endpoint: string, profile: (typeof PROFILES)[number], site: string): Promise<RunResult> {
+  const leader = deployment(endpoint, deploymentConfig(site, "leader", profile.lease));
   let openedAt = 0;
   let newTerm = 0;
-  // Separate deployments' keepers run at unrelated phases.
-  await systemClock.sleep(Math.random() * settings.renewIntervalMs);
-  const standbyLoop = runLeaseKeeper({
-    lease: standby,
-    clock: systemClock,
-    until: far,
-    intervalMs: settings.renewIntervalMs,
-    signal: standbyStop.signal,
-    onWon: async (term) => {
-      await standby.assertOpen(term, 1_000);
-      openedAt = performance.now();
-      newTerm = term;
-      standbyStop.abort();
-    },
+  const standbyStop = new AbortController();
+  const standby = deployment(endpoint, deploymentConfig(site, "standby", profile.lease), async (gate, term) => {
+    // What the App does next with a won term: work, i.e. pass the gate for an attempt.
+    await gate.assertOpen(term, LONGEST_ATTEMPT_MS);
+    openedAt = performance.now();
+    newTerm = term;
+    standbyStop.abort();
   });
+  const renewIntervalMs = leader.config.lease.renewIntervalMs;
+  try {
+    let lastRenewalAt = 0;
+    const recordingLeader = {
+      acquireOrRenew: async () => {
+        const sentAt = performance.now();
+        const outcome = await leader.gate.acquireOrRenew();
+        if (outcome.holding) lastRenewalAt = sentAt;
+        return outcome;
+      },
+    };
+    leader.gate.beginInvocation();
+    const first = await recordingLeader.acquireOrRenew();
+    if (!first.holding) throw new Error("the leader could not take the fresh lease");
 
-  // Crash at a random phase of the leader's renewal cycle, after it has settled into the loop.
-  await systemClock.sleep(settings.renewIntervalMs * (1 + Math.random()));
-  leaderStop.abort();
-  const crashedAt = performance.now();
-  await Promise.all([leaderLoop, standbyLoop]);
-  return { crashToOpenMs: Math.round(openedAt - crashedAt), lastRenewalToOpenMs: Math.round(openedAt - lastRenewalAt), newTerm };
+    const start = performance.now();
+    const far = start + 10 * 60_000;
+    const leaderStop = new AbortController();
+    const leaderLoop = scheduledKeeper(leader, { firstAt: start, until: far, signal: leaderStop.signal, lease: recordingLeader });
+    // Separate deployments' keepers run at unrelated phases.
+    const standbyLoop = scheduledKeeper(standby, { firstAt: start + Math.random() * renewIntervalMs, until: far, signal: standbyStop.signal });
+
+    // Crash at a random phase of the leader's renewal cycle and of its minute schedule.
+    await systemClock.sleep(renewIntervalMs + Math.random() * KEEPER_SCHEDULE_MS);
+    leaderStop.abort();
+    const crashedAt = performance.now();
+    await Promise.all([leaderLoop, standbyLoop]);
+    if (!openedAt) throw new Error(`the standby's gate never opened for site ${site}`);
+    return { crashToOpenMs: Math.round(openedAt - crashedAt), lastRenewalToOpenMs: Math.round(openedAt - lastRenewalAt), newTerm };
+  } finally {
+    leader.client.destroy();
+    standby.client.destroy();
+  }
 }
 
-async function idleRequests(store: LeaseStore, site: string) {
-  const settings = { site, ...PROFILES[0] };
-  const counters = { leader: new CountingStore(store), standby: new CountingStore(store) };
-  // The site's first acquisition is not idle traffic; take it before counting.
-  await createLeaseGate(resolveLeaseSettings({ ...settings, leaderElection: true, deploymentId: "leader" }), { store, metrics: noMetrics }).acquireOrRenew();
-  const start = performance.now();
-  async function scheduledKeeper(deploymentId: "leader" | "standby") {
-    for (let tick = 0; tick * KEEPER_SCHEDULE_MS < IDLE_WINDOW_MS; tick++) {
-      const tickAt = start + tick * KEEPER_SCHEDULE_MS + (deploymentId === "standby" ? 500 : 0);
-      await systemClock.sleep(Math.max(0, tickAt - performance.now()));
-      // Every scheduled run is a fresh invocation with no lease state of its own.
-      const gate = createLeaseGate(resolveLeaseSettings({ ...settings, leaderElection: true, deploymentId }), {
-        store: counters[deploymentId],
-        metrics: noMetrics,
-      });
-      const until = Math.min(tickAt + KEEPER_RUN_MS, start + IDLE_WINDOW_MS);
-      await runLeaseKeeper({ lease: gate, clock: systemClock, until, intervalMs: settings.renewIntervalMs, roundBudgetMs: 500 });
-    }
+async function idleRequests(endpoint: string, site: string) {
+  const leader = deployment(endpoint, deploymentConfig(site, "leader", PROFILES[0].lease));
+  const standby = deployment(endpoint, deploymentConfig(site, "standby", PROFILES[0].lease));
+  try {
+    // The site's first acquisition is not idle traffic; take it before counting.
+    leader.gate.beginInvocation();
+    if (!(await leader.gate.acquireOrRenew()).holding) throw new Error("the leader could not take the fresh lease");
+    leader.requests.clear();
+    const start = performance.now();
+    const until = start + IDLE_WINDOW_MS;
+    await Promise.all([
+      scheduledKeeper(leader, { firstAt: start, until }),
+      scheduledKeeper(standby, { firstAt: start + 500, until }),
+    ]);
+    const count = (d: Deployment, command: string) => d.requests.get(command) ?? 0;
+    const total = (d: Deployment) => [...d.requests.values()].reduce((sum, n) => sum + n, 0);
+    const perHour = (n: number) => Math.round((n * 3_600_000) / IDLE_WINDOW_MS);
+    const roundsPerHour = 3_600_000 / leader.config.lease.renewIntervalMs;
+    return {
+      windowMs: IDLE_WINDOW_MS,
+      leaderWrites: count(leader, "UpdateItemCommand"),
+      standbyWrites: count(standby, "UpdateItemCommand"),
+      pauseSwitchReads: count(leader, "GetItemCommand") + count(standby, "GetItemCommand"),
+      requestsByCommand: Object.fromEntries(
+        [...new Set([...leader.requests.keys(), ...standby.requests.keys()])].sort().map((c) => [c, count(leader, c) + count(standby, c)]),
+      ),
+      writesPerHour: perHour(count(leader, "UpdateItemCommand") + count(standby, "UpdateItemCommand")),
+      readsPerHour: perHour(count(leader, "GetItemCommand") + count(standby, "GetItemCommand")),
+      requestsPerHour: perHour(total(leader) + total(standby)),
+      // Per deployment and round: one pause-switch read, one conditional write.
+      expectedPerHour: 2 * roundsPerHour * 2,
+    };
+  } finally {
+    leader.client.destroy();
+    standby.client.destroy();
   }
-  await Promise.all([scheduledKeeper("leader"), scheduledKeeper("standby")]);
-  const windowMs = IDLE_WINDOW_MS;
-  const perHour = (count: number) => Math.round((count * 3_600_000) / windowMs);
-  return {
-    windowMs: Math.round(windowMs),
-    leaderWrites: counters.leader.writes,
-    standbyWrites: counters.standby.writes,
-    reads: counters.leader.reads + counters.standby.reads,
-    requestsPerHour: perHour(counters.leader.writes + counters.standby.writes + counters.leader.reads + counters.standby.reads),
-    expectedPerHour: 2 * (3_600_000 / settings.renewIntervalMs),
-  };
 }
 
 const summarise = (values: number[]) => ({
@@ -137,35 +209,40 @@ const summarise = (values: number[]) => ({
 
 async function main() {
   const dynamo = await startDynamoDbLocal();
-  const client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
+  const admin = createLeaseClient({ ...LOCAL_AWS, endpoint: dynamo.url });
   try {
-    await createLeaseTable(client, "bench-failover");
-    const store = new DynamoDbLeaseStore({ client, tableName: "bench-failover" });
+    await createLeaseTable(admin, TABLE);
     const started = Date.now();
     const [profiles, idle] = await Promise.all([
       Promise.all(
         PROFILES.map(async (profile) => {
-          const runs = await Promise.all(
-            Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(store, { ...profile, site: `${profile.name}-${index}` })),
-          );
+          const config = deploymentConfig("probe", "probe", profile.lease);
+          const settings = {
+            leaseDurationMs: config.lease.durationMs,
+            renewIntervalMs: config.lease.renewIntervalMs,
+            skewBoundMs: config.lease.skewBoundMs,
+            deliveryHorizonMs: config.rpcTtl * 1_000,
+          };
+          const runs = await Promise.all(Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(dynamo.url, profile, `${profile.name}-${index}`)));
+          // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one renew interval.
+          const earliest = settings.leaseDurationMs + settings.skewBoundMs + settings.deliveryHorizonMs;
           return {
-            ...profile,
+            name: profile.name,
+            ...settings,
             runs,
             crashToOpenMs: summarise(runs.map((run) => run.crashToOpenMs)),
             lastRenewalToOpenMs: summarise(runs.map((run) => run.lastRenewalToOpenMs)),
-            boundFromLastRenewalMs: {
-              earliest: profile.leaseDurationMs + profile.skewBoundMs,
-              latest: profile.leaseDurationMs + profile.skewBoundMs + profile.renewIntervalMs,
-            },
+            boundFromLastRenewalMs: { earliest, latest: earliest + settings.renewIntervalMs },
           };
         }),
       ),
-      idleRequests(store, "idle"),
+      idleRequests(dynamo.url, "idle"),
     ]);
     const report = {
       generatedAt: new Date().toISOString(),
       environment: { store: "DynamoDB Local (in memory, loopback)", node: process.version, timeScale: "real time" },
       benchmarkWallClockMs: Date.now() - started,
+      attemptTimeoutMs: LONGEST_ATTEMPT_MS,
       profiles,
       idle,
     };
@@ -174,33 +251,37 @@ async function main() {
     await writeFile("reports/failover.md", markdown(report));
     console.log(JSON.stringify(report, null, 2));
   } finally {
-    client.destroy();
+    admin.destroy();
     await dynamo.stop();
   }
 }
 
-function markdown(report: {
+type Report = {
   generatedAt: string;
   benchmarkWallClockMs: number;
+  attemptTimeoutMs: number;
   profiles: Array<{
     name: string;
     leaseDurationMs: number;
     renewIntervalMs: number;
     skewBoundMs: number;
+    deliveryHorizonMs: number;
     runs: RunResult[];
     crashToOpenMs: { min: number; max: number; mean: number };
     lastRenewalToOpenMs: { min: number; max: number; mean: number };
     boundFromLastRenewalMs: { earliest: number; latest: number };
   }>;
   idle: Awaited<ReturnType<typeof idleRequests>>;
-}): string {
+};
+
+function markdown(report: Report): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const rows = report.profiles.map(
-    (profile) =>
-      `| ${profile.name} | ${s(profile.leaseDurationMs)} / ${s(profile.renewIntervalMs)} / ${s(profile.skewBoundMs)} | ${profile.runs.length} | ` +
-      `${s(profile.crashToOpenMs.min)} / ${s(profile.crashToOpenMs.mean)} / ${s(profile.crashToOpenMs.max)} | ` +
-      `${s(profile.lastRenewalToOpenMs.min)} / ${s(profile.lastRenewalToOpenMs.mean)} / ${s(profile.lastRenewalToOpenMs.max)} | ` +
-      `${s(profile.boundFromLastRenewalMs.earliest)} – ${s(profile.boundFromLastRenewalMs.latest)} |`,
+    (p) =>
+      `| ${p.name} | ${s(p.leaseDurationMs)} / ${s(p.renewIntervalMs)} / ${s(p.skewBoundMs)} / ${s(p.deliveryHorizonMs)} | ${p.runs.length} | ` +
+      `${s(p.crashToOpenMs.min)} / ${s(p.crashToOpenMs.mean)} / ${s(p.crashToOpenMs.max)} | ` +
+      `${s(p.lastRenewalToOpenMs.min)} / ${s(p.lastRenewalToOpenMs.mean)} / ${s(p.lastRenewalToOpenMs.max)} | ` +
+      `${s(p.boundFromLastRenewalMs.earliest)} – ${s(p.boundFromLastRenewalMs.latest)} |`,
   );
   const idle = report.idle;
   return [
@@ -208,27 +289,34 @@ function markdown(report: {
     "",
     `Generated ${report.generatedAt} by \`npx tsx bench/failover.ts\` against DynamoDB Local on loopback, in real time (no time scaling); the whole run took ${s(report.benchmarkWallClockMs)}.`,
     "",
-    "A leader and a standby each run the lease-keeper loop. The leader stops renewing at a random phase of its cycle",
-    "(a crash: no release) and we time until the standby's gate opens (`assertOpen` on the new term succeeds).",
+    "Each deployment's gate is composed by the production code (`createAppLeaseGate`, `createLeaseClient` in",
+    "`lib/app/create-app.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
+    "4 s round bound, the pause switch read before every round. Each keeper runs as the scheduled `lease-keeper`",
+    `function does: a new invocation every minute looping ${s(KEEPER_MAX_RUN_MS)}. The leader stops at a random phase of its`,
+    "renewal cycle and of its minute schedule (a crash: no release) and we time until the standby's gate opens",
+    `(\`assertOpen\` on the new term for the longest RPC attempt, ${s(report.attemptTimeoutMs)}, succeeds).`,
     "",
-    "| profile | lease / renew / skew | runs | crash → standby open (min / mean / max) | leader's last renewal → standby open (min / mean / max) | expected from last renewal |",
+    "| profile | lease / renew / skew / horizon | runs | crash → standby open (min / mean / max) | leader's last renewal → standby open (min / mean / max) | expected from last renewal |",
     "|---|---|---|---|---|---|",
     ...rows,
     "",
-    "The standby may take over once its clock is past `expiresAt + skew` (lease + skew after the leader's last renewal was sent)",
-    "and it looks every renew interval, so from the last renewal the failover lands between lease + skew and lease + skew + renew.",
+    "The standby may claim once its clock is past `expiresAt + skew + horizon` (lease + skew + horizon after the leader's",
+    "last renewal was sent) and it looks every renew interval, so from the last renewal the failover lands between",
+    "lease + skew + horizon and that plus one renew interval (docs/lease.md, \"Failover time\").",
     "",
     "## Idle DynamoDB traffic (default profile, leader + 1 standby)",
     "",
-    `Each deployment's keeper ran as the scheduled function does: a fresh invocation every minute looping ${s(KEEPER_RUN_MS)}, for ${s(idle.windowMs)}.`,
+    `Each deployment's keeper ran on its schedule for ${s(idle.windowMs)}; requests counted at each deployment's DynamoDB client.`,
     "",
-    `| leader writes | standby writes | reads | requests per hour (measured) | requests per hour (expected: 2 × 3600 / renew) |`,
-    "|---|---|---|---|---|",
-    `| ${idle.leaderWrites} | ${idle.standbyWrites} | ${idle.reads} | ${idle.requestsPerHour} | ${idle.expectedPerHour} |`,
+    "| leader writes | standby writes | pause-switch reads | writes per hour | reads per hour | requests per hour (measured) | requests per hour (expected: 2 deployments × 3600 / renew × 2) |",
+    "|---|---|---|---|---|---|---|",
+    `| ${idle.leaderWrites} | ${idle.standbyWrites} | ${idle.pauseSwitchReads} | ${idle.writesPerHour} | ${idle.readsPerHour} | ${idle.requestsPerHour} | ${idle.expectedPerHour} |`,
     "",
-    "Every lease call is a single conditional UpdateItem (a standby's failed condition also costs one write unit); reads",
-    "only settle writes whose outcome was unknown. Provision, lifecycle and discover invocations add a write only when their",
-    "gate finds no valid lease in that invocation. Costs are in docs/lease.md.",
+    `Requests by command: ${Object.entries(idle.requestsByCommand).map(([command, n]) => `${command} ${n}`).join(", ")}.`,
+    "Every lease round is one strongly consistent GetItem of the deployment's pause switch, then one conditional UpdateItem",
+    "(a standby's failed condition also costs one write unit); a read of the lease item only settles a write whose outcome",
+    "was unknown. Provision, lifecycle and discover invocations add one round each (every invocation begins with one).",
+    "Costs are in docs/lease.md.",
     "",
   ].join("\n");
 }

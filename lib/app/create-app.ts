@@ -4,7 +4,7 @@
  * container. Nothing is connected until first used.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
@@ -20,7 +20,8 @@ import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
 import { createHelperRunner } from "../helper/aws-lambda-invoke";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
-import { createLeaseGate } from "../lease/gate";
+import { createLeaseGate, type LeaseGate } from "../lease/gate";
+import type { LeaseStore } from "../lease/lease";
 import { DynamoDbPauseStore } from "../lease/pause";
 import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
@@ -84,13 +85,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   const aws = awsClientConfig(settings);
   // A lease table given by ARN may live in another Region (the site's home Region); its client goes there.
   const leaseRegion = settings.leaseTable ? tableArnRegion(settings.leaseTable) : undefined;
-  const leaseClient = new DynamoDBClient({
-    ...aws.dynamodb,
-    ...(leaseRegion ? { region: leaseRegion } : {}),
-    maxAttempts: 2,
-    // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
-    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
-  });
+  const leaseClient = createLeaseClient({ ...aws.dynamodb, ...(leaseRegion ? { region: leaseRegion } : {}) });
   const storeClient = new DynamoDBClient({
     ...aws.dynamodb,
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
@@ -100,7 +95,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
   });
 
-  const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined;
   const registry = new AdmissionRegistry(
     { site: config.site, intervalMs: config.intervalMs },
     { store: new DynamoDbAdmissionStore({ client: storeClient, tableName: settings.admissionTable }), metrics, clock, logger },
@@ -135,27 +129,14 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
 
   // The gate's onWon needs the app, and the app needs the gate.
   const built: { app?: ProvisionerApp } = {};
-  const gate = createLeaseGate(
-    resolveLeaseSettings({
-      leaderElection: config.leaderElection,
-      site: config.site,
-      deploymentId: config.deploymentId,
-      leaseDurationMs: config.lease.durationMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
-      skewBoundMs: config.lease.skewBoundMs,
-      // A request the old term stamped may still start at a node until its TTL has passed.
-      deliveryHorizonMs: config.rpcTtl * 1_000,
-      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
-    }),
-    {
-      store: leaseStore,
-      pause: leaseStore ? new DynamoDbPauseStore({ client: leaseClient, tableName: settings.leaseTable as string }) : undefined,
-      metrics,
-      clock,
-      logger,
-      onWon: (term) => built.app?.onWonTerm(term),
-    },
-  );
+  const { gate, leaseStore } = createAppLeaseGate(config, {
+    client: leaseClient,
+    tableName: settings.leaseTable,
+    metrics,
+    clock,
+    logger,
+    onWon: (term) => built.app?.onWonTerm(term),
+  });
   const engine = new ProvisionEngine({
     settings: engineSettings,
     rpc: broker.rpc,
@@ -197,6 +178,58 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   built.app = app;
   logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
   return app;
+}
+
+/** The lease table's client: a hung store must close the gate quickly (docs/lease.md). */
+export function createLeaseClient(config: DynamoDBClientConfig): DynamoDBClient {
+  return new DynamoDBClient({
+    ...config,
+    maxAttempts: 2,
+    // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
+    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
+  });
+}
+
+export interface AppLeaseGateDeps {
+  client: DynamoDBClient;
+  /** LEASE_TABLE; required when leader election is on. */
+  tableName: string | undefined;
+  metrics: Metrics;
+  clock: Clock;
+  logger: Logger;
+  onWon?: (term: number) => void | Promise<void>;
+}
+
+/**
+ * The lease gate as every function composes it (and bench/failover.ts measures it): the
+ * configuration's lease settings, the request TTL as the delivery horizon, bounded rounds, and the
+ * operator's pause switch read from the same table before every round.
+ */
+export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGateDeps): { gate: LeaseGate; leaseStore: LeaseStore | undefined } {
+  const tableName = deps.tableName ?? "";
+  const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
+  const gate = createLeaseGate(
+    resolveLeaseSettings({
+      leaderElection: config.leaderElection,
+      site: config.site,
+      deploymentId: config.deploymentId,
+      leaseDurationMs: config.lease.durationMs,
+      renewIntervalMs: config.lease.renewIntervalMs,
+      skewBoundMs: config.lease.skewBoundMs,
+      // A request the old term stamped may still start at a node until its TTL has passed.
+      deliveryHorizonMs: config.rpcTtl * 1_000,
+      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
+    }),
+    {
+      store: leaseStore,
+      pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,
+      metrics: deps.metrics,
+      clock: deps.clock,
+      logger: deps.logger,
+      ...(deps.onWon ? { onWon: deps.onWon } : {}),
+    },
+  );
+  return { gate, leaseStore };
 }
 
 /** JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
