@@ -16,7 +16,8 @@
  * - `dashboardBody`: the CloudWatch dashboard's JSON;
  * - the site's lease table (`lease*` keys): owned by this stack (one Region, or a multi-Region
  *   strongly consistent global table), or an existing one named by the `leaseTable` param; see
- *   `leaseTopology`.
+ *   `leaseTopology`. `leaseResources` is the table resource itself, present only when this stack
+ *   creates it.
  *
  * CommonJS (.cjs) because osls loads resolver files with `require` and package.json says "module".
  */
@@ -260,8 +261,7 @@ function leaseTopology({ params, prefix, region }) {
   }
 
   const tableName = `${prefix}-lease`;
-  // The roles name the table by ARN, not GetAtt: the table resource is conditional (LeaseTableLayout),
-  // and a GetAtt to it would be a reference that may not exist (cfn-lint W1001).
+  // The roles name the table by ARN, as they do an existing one: one expression in every layout.
   const ownArn = sub(regionalArn("dynamodb", `table/${tableName}`));
   if (replicaRegions.length === 0) {
     return { layout: "own", tableName, tableArn: ownArn, tableRegion: region };
@@ -291,9 +291,50 @@ function leaseTopology({ params, prefix, region }) {
   };
 }
 
-/** The GlobalTable's regional settings; point-in-time recovery on every replica like the single table. */
-function globalTableReplicas(regions) {
-  return regions.map((name) => ({ Region: name, PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } }));
+/**
+ * The lease table this stack creates, as a `resources` map osls merges into the template: exactly one
+ * resource when the stack owns the table, none when `leaseTable` names an existing one (the key is
+ * left out, not set to null, which osls's packager cannot handle). `LeaseTable` keeps the logical id
+ * and type of the single-Region table existing stacks hold, so an update never replaces it.
+ */
+function leaseResources(lease) {
+  if (lease.layout === "external") return { Resources: {} };
+  const retained = { DeletionPolicy: "Retain", UpdateReplacePolicy: "Retain" };
+  const keyedBySite = {
+    TableName: lease.tableName,
+    BillingMode: "PAY_PER_REQUEST",
+    AttributeDefinitions: [{ AttributeName: "site", AttributeType: "S" }],
+    KeySchema: [{ AttributeName: "site", KeyType: "HASH" }],
+  };
+  const pointInTimeRecovery = { PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } };
+  if (lease.layout === "own") {
+    return {
+      Resources: {
+        LeaseTable: {
+          Type: "AWS::DynamoDB::Table",
+          ...retained,
+          Properties: { ...keyedBySite, ...pointInTimeRecovery, SSESpecification: { SSEEnabled: true } },
+        },
+      },
+    };
+  }
+  // Multi-Region strongly consistent: every conditional write and consistent read is decided across
+  // the Regions, so it stays one lock. Point-in-time recovery on every replica, like the single table.
+  return {
+    Resources: {
+      LeaseGlobalTable: {
+        Type: "AWS::DynamoDB::GlobalTable",
+        ...retained,
+        Properties: {
+          ...keyedBySite,
+          MultiRegionConsistency: "STRONG",
+          Replicas: lease.replicas.map((name) => ({ Region: name, ...pointInTimeRecovery })),
+          ...(lease.witnesses.length > 0 ? { GlobalTableWitnesses: lease.witnesses.map((name) => ({ Region: name })) } : {}),
+          SSESpecification: { SSEEnabled: true },
+        },
+      },
+    },
+  };
 }
 
 module.exports = async ({ resolveVariable }) => {
@@ -377,14 +418,12 @@ module.exports = async ({ resolveVariable }) => {
       : {},
     provisionLayers: helperLayerDir ? [{ Ref: "HelperLambdaLayer" }] : [],
     dashboardBody: dashboardBody({ site, region, functionNames, queues }),
-    leaseLayout: lease.layout,
     leaseTableName: lease.tableName,
     leaseTableArn: lease.tableArn,
-    // Placeholders keep the (then unused) GlobalTable resource well-formed when the stack does not create it.
-    leaseGlobalTableReplicas: globalTableReplicas(lease.replicas ?? [region]),
-    ...(lease.witnesses?.length ? { leaseGlobalTableWitnesses: lease.witnesses.map((name) => ({ Region: name })) } : {}),
+    leaseResources: leaseResources(lease),
   };
 };
 
 module.exports.FUNCTIONS = FUNCTIONS;
 module.exports.leaseTopology = leaseTopology;
+module.exports.leaseResources = leaseResources;

@@ -27,8 +27,8 @@ interface Resource {
 }
 interface Template {
   Resources: Record<string, Resource>;
-  Conditions: Record<string, unknown>;
-  Parameters?: Record<string, { Default: unknown }>;
+  Conditions?: Record<string, unknown>;
+  Parameters?: Record<string, unknown>;
 }
 interface Statement {
   Effect: string;
@@ -103,26 +103,8 @@ const resource = (id: string, from: Template = template): Resource => {
   return found;
 };
 const ofType = (type: string, from: Template = template) => Object.entries(from.Resources).filter(([, r]) => r.Type === type);
-/** The resources CloudFormation creates: those without a condition or whose condition holds. */
-const created = (from: Template) => Object.entries(from.Resources).filter(([, r]) => !r.Condition || condition(from, { Condition: r.Condition }));
 const lambda = (fn: FunctionId) => resource(`${fn}LambdaFunction`).Properties as Json;
 const asList = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
-
-/** Evaluates a template condition as CloudFormation would (the package-time values are literals). */
-function condition(from: Template, node: unknown): boolean {
-  const expression = node as Record<string, unknown>;
-  if ("Condition" in expression) return condition(from, from.Conditions[expression.Condition as string]);
-  if ("Fn::Equals" in expression) {
-    // A Ref to a stack parameter takes its default, as `sls deploy` passes none.
-    const value = (side: unknown) => {
-      const ref = (side as { Ref?: string } | null)?.Ref;
-      return ref && from.Parameters?.[ref] ? from.Parameters[ref].Default : side;
-    };
-    const [left, right] = expression["Fn::Equals"] as [unknown, unknown];
-    return JSON.stringify(value(left)) === JSON.stringify(value(right));
-  }
-  throw new Error(`unsupported condition ${JSON.stringify(node)}`);
-}
 
 /** Every statement of a role. */
 function statementsOf(roleId: string, from: Template = template): Statement[] {
@@ -168,9 +150,12 @@ describe("functions", () => {
     }
   });
 
-  it("uses no CloudFormation condition but the lease table owner's: optional parts are resolved at package time", () => {
-    expect(Object.keys(template.Conditions).sort()).toEqual(["OwnsLeaseGlobalTable", "OwnsLeaseTable"]);
-    expect(Object.keys(optional.Conditions).sort()).toEqual(["OwnsLeaseGlobalTable", "OwnsLeaseTable"]);
+  it("uses no CloudFormation condition or stack parameter: optional parts, the lease table too, are resolved at package time", () => {
+    for (const from of [template, optional, external, global]) {
+      expect(from.Conditions ?? {}).toEqual({});
+      expect(from.Parameters ?? {}).toEqual({});
+      expect(Object.entries(from.Resources).filter(([, r]) => r.Condition !== undefined).map(([id]) => id)).toEqual([]);
+    }
   });
 
   it("defines no other function and no shared execution role", () => {
@@ -361,19 +346,26 @@ describe("tables", () => {
 describe("the site's lease table", () => {
   const leaseStatements = (from: Template, role: string) =>
     statementsOf(role, from).filter((s) => asList(s.Action).some((action) => ["dynamodb:GetItem", "dynamodb:UpdateItem"].includes(action)) && !JSON.stringify(s.Resource).includes("AdmissionTable"));
-  const tablesCreated = (from: Template) => created(from).filter(([, r]) => r.Type.startsWith("AWS::DynamoDB::")).map(([id]) => id).sort();
+  const tables = (from: Template) =>
+    Object.entries(from.Resources)
+      .filter(([, r]) => r.Type.startsWith("AWS::DynamoDB::"))
+      .map(([id, r]) => `${id}: ${r.Type}`)
+      .sort();
 
-  it("is created by the stack in its own Region by default", () => {
-    expect(tablesCreated(template)).toEqual(["AdmissionTable", "LeaseTable"]);
+  it("is created by the stack in its own Region by default, as the plain table existing stacks hold", () => {
+    expect(tables(template)).toEqual(["AdmissionTable: AWS::DynamoDB::Table", "LeaseTable: AWS::DynamoDB::Table"]);
+    expect(resource("LeaseTable").Properties.TableName).toBe("choria-provisioner-test-lease");
     for (const role of LEASE_ROLES) {
       for (const statement of leaseStatements(template, role)) expect(statement.Resource, role).toEqual({ "Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/choria-provisioner-test-lease" });
     }
   });
 
   it("with leaseTable=<ARN>: no lease table of its own, every lease statement and the app on that ARN", () => {
-    expect(tablesCreated(external)).toEqual(["AdmissionTable"]);
-    expect(JSON.stringify(created(external))).not.toContain('"LeaseTable"');
-    expect(JSON.stringify(created(external))).not.toContain('"LeaseGlobalTable"');
+    expect(tables(external)).toEqual(["AdmissionTable: AWS::DynamoDB::Table"]);
+    expect(external.Resources.LeaseTable).toBeUndefined();
+    expect(external.Resources.LeaseGlobalTable).toBeUndefined();
+    // Nothing else points at a lease table of this stack (a Ref or GetAtt would fail the deploy).
+    expect(JSON.stringify(external)).not.toMatch(/"LeaseTable"|"LeaseGlobalTable"|choria-provisioner-test-lease\b/);
     for (const role of LEASE_ROLES) {
       const statements = leaseStatements(external, role);
       expect(statements.length, role).toBeGreaterThan(0);
@@ -393,7 +385,7 @@ describe("the site's lease table", () => {
   });
 
   it("with leaseReplicaRegions: a multi-Region strongly consistent global table, replicas plus witness", () => {
-    expect(tablesCreated(global)).toEqual(["AdmissionTable", "LeaseGlobalTable"]);
+    expect(tables(global)).toEqual(["AdmissionTable: AWS::DynamoDB::Table", "LeaseGlobalTable: AWS::DynamoDB::GlobalTable"]);
     const table = resource("LeaseGlobalTable", global) as Resource & Json;
     const props = table.Properties;
 

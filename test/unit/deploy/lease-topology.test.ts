@@ -14,8 +14,9 @@ interface Topology {
   replicas?: string[];
   witnesses?: string[];
 }
-const { leaseTopology } = require("../../../config/deployment.cjs") as {
+const { leaseTopology, leaseResources } = require("../../../config/deployment.cjs") as {
   leaseTopology: (input: { params: Record<string, string>; prefix: string; region: string }) => Topology;
+  leaseResources: (topology: Topology) => { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
 };
 
 const topology = (params: Partial<Record<"leaseTable" | "leaseReplicaRegions" | "leaseWitnessRegion" | "leaseMultiRegionConsistency", string>>, region = "eu-west-1") =>
@@ -76,5 +77,33 @@ describe("lease topology", () => {
     [{ leaseReplicaRegions: "europe,eu-west-3" }, /"europe" is not an AWS Region name/],
   ])("refuses %j", (params, message) => {
     expect(() => topology(params)).toThrow(message);
+  });
+});
+
+describe("lease table resources", () => {
+  const resources = (params: Parameters<typeof topology>[0], region?: string) => leaseResources(topology(params, region)).Resources;
+
+  it("creates the single-Region table under the logical id and type existing stacks hold", () => {
+    const created = resources({});
+
+    expect(Object.keys(created)).toEqual(["LeaseTable"]);
+    expect(created.LeaseTable!.Type).toBe("AWS::DynamoDB::Table");
+    expect(created.LeaseTable!.Properties.TableName).toBe("choria-provisioner-prod-lease");
+  });
+
+  it("creates only the MRSC global table with leaseReplicaRegions, a witness only when one is given", () => {
+    const threeReplicas = resources({ leaseReplicaRegions: "us-east-2,us-west-2" }, "us-east-1");
+    const withWitness = resources({ leaseReplicaRegions: "eu-west-2", leaseWitnessRegion: "eu-west-3" });
+
+    expect(Object.keys(threeReplicas)).toEqual(["LeaseGlobalTable"]);
+    expect(threeReplicas.LeaseGlobalTable!.Type).toBe("AWS::DynamoDB::GlobalTable");
+    expect(threeReplicas.LeaseGlobalTable!.Properties.MultiRegionConsistency).toBe("STRONG");
+    expect(threeReplicas.LeaseGlobalTable!.Properties).not.toHaveProperty("GlobalTableWitnesses");
+    expect(withWitness.LeaseGlobalTable!.Properties.GlobalTableWitnesses).toEqual([{ Region: "eu-west-3" }]);
+  });
+
+  it("creates no lease table when leaseTable names an existing one", () => {
+    expect(resources({ leaseTable: "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-lease" })).toEqual({});
+    expect(resources({ leaseTable: "choria-lease" })).toEqual({});
   });
 });
