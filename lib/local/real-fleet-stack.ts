@@ -124,7 +124,8 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
       deployments: options.deployments ?? ["primary"],
       ...(options.dynamoDbEndpoint ? { dynamoDbEndpoint: options.dynamoDbEndpoint } : {}),
       waitTimeSeconds: 1,
-      tlsBroker: { nats: fleet.provisioningBroker.nats, caFile: fleet.ca.certFile },
+      nats: fleet.provisioningBroker.nats,
+      natsCaFile: fleet.ca.certFile,
       config: () => ({
         token: fleet.token,
         jwt_verify_cert: fleet.signer.publicKeyFile,

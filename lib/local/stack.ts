@@ -135,16 +135,15 @@ export interface LocalStackOptions {
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
-  /**
-   * Use this TLS broker (started and stopped by the caller, e.g. the real fleet's provisioning
-   * broker) instead of starting a plain one: the Apps connect with `choria_insecure: false` and
-   * `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
-   */
-  tlsBroker?: { nats: RunningNats; caFile: string };
   /** Extra provisioner configuration keys per deployment (merged over the stack's). */
   config?: (deployment: string) => Record<string, unknown>;
   /** Use this broker instead of starting one, and leave it running (bench: fleet and peers in other processes). */
   nats?: RunningNats;
+  /**
+   * The CA of a TLS broker given as `nats` (e.g. the real fleet's provisioning broker): the Apps
+   * connect with `choria_insecure: false` and `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
+   */
+  natsCaFile?: string;
   /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
   sqs?: RunningSqs;
   /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
@@ -261,23 +260,22 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const external = options.dynamoDbEndpoint;
     // Settled one by one, so the services that did start are stopped when another one fails.
     const services = await Promise.allSettled([
-      options.tlsBroker ? Promise.resolve(undefined) : (options.nats ?? startNats()),
+      options.nats ?? startNats(),
       external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
       options.sqs ?? startSqs(),
     ]);
-    // A broker (plain or TLS) or SQS the caller gave is the caller's to stop.
+    // A broker or SQS the caller gave is the caller's to stop.
     const given: unknown[] = [options.nats, undefined, options.sqs];
     services.forEach((service, index) => {
       if (service.status === "fulfilled" && service.value && service.value !== given[index]) cleanup.push(() => service.value!.stop());
     });
     const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
     if (failed) throw failed.reason;
-    const [startedNats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
-      RunningNats | undefined,
+    const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+      RunningNats,
       Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
       RunningSqs,
     ];
-    const nats = options.tlsBroker?.nats ?? (startedNats as RunningNats);
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
     const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
@@ -308,7 +306,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
     for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
-    await createLifecycleStream(nats.url, options.tlsBroker && { ca: await readFile(options.tlsBroker.caFile, "utf8") });
+    await createLifecycleStream(nats.url, options.natsCaFile === undefined ? undefined : { ca: await readFile(options.natsCaFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
     const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
@@ -566,7 +564,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     deployment_id: id,
     lease: timings.lease,
     ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
-    ...(options.tlsBroker ? { choria_insecure: false, tls: { ca: options.tlsBroker.caFile } } : {}),
+    ...(options.natsCaFile === undefined ? {} : { choria_insecure: false, tls: { ca: options.natsCaFile } }),
     ...options.config?.(id),
   };
   const env: Record<string, string> = {

@@ -92,6 +92,24 @@ export class Observatory {
   readonly published = new Map<string, Published>();
   readonly terms: TermBegin[] = [];
   readonly outcomes: Array<{ deployment: string; outcome: ProvisionOutcome }> = [];
+  private readonly watches: Array<{ match: (published: Published) => boolean; then: (published: Published) => void }> = [];
+
+  /** Records a request its sender is letting go (called synchronously right before `nc.publish`). */
+  publish(published: Published): void {
+    this.published.set(published.requestId, published);
+    for (const watch of this.watches.filter((candidate) => candidate.match(published))) {
+      this.watches.splice(this.watches.indexOf(watch), 1);
+      watch.then(published);
+    }
+  }
+
+  /**
+   * Runs `then` once, synchronously, for the first request let go that matches: a fault injected
+   * there (a path stalled) catches that request's bytes on their way out of the process.
+   */
+  whenPublished(match: (published: Published) => boolean, then: (published: Published) => void): void {
+    this.watches.push({ match, then });
+  }
 
   /** Every request a node ran (not dropped), joined with the term it was published under, in node order. */
   executions(fleet: Fleet): { attributed: NodeExecution[]; unattributed: number } {
@@ -281,7 +299,7 @@ export class ChaosDeployment {
       ...client,
       onPublish: ({ requestId, identity, action }) => {
         const work = this.current.getStore();
-        options.observatory.published.set(requestId, { deployment: this.name, requestId, identity, action, term: work?.term ?? -1 });
+        options.observatory.publish({ deployment: this.name, requestId, identity, action, term: work?.term ?? -1 });
       },
     });
     const tagged: ChoriaRpc = { call: (call) => this.send(rpc, call) };

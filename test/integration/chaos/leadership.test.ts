@@ -3,8 +3,10 @@
  * connections, one shared lease table on DynamoDB Local) contending for one site and provisioning
  * a simulated fleet over a real nats-server: both started at once, the leader killed mid-sequence,
  * the leader's paths to the broker and DynamoDB stalled past its lease and healed, lease writes
- * held back, ambiguous writes and blips, wall clocks skewed up to the bound, a graceful release,
- * and skew beyond the bound as the demonstration that the check sees violations.
+ * held back, a configure held in the stalled path across the takeover, ambiguous writes and blips,
+ * wall clocks skewed up to the bound, a graceful release; and, beyond the bound, skew past it and the
+ * held configure again with the delivery horizon off, the demonstration that the check sees
+ * violations made through the real code paths.
  *
  * Asserted at the node (see deployments.ts): no node runs a request of term T after it received
  * one of a later term, and every node ends provisioned.
@@ -16,7 +18,7 @@ import { createLeaseTable } from "../../../lib/lease/dynamodb-lease-store";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../lib/local/services";
 import { startFleet, type Fleet } from "../../../lib/simulator";
 import { seededRandom } from "../../support/random";
-import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions } from "./deployments";
+import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions, type Published } from "./deployments";
 import { recordScenario, type FaultClass } from "./scenario";
 import { TOKEN } from "./support";
 
@@ -109,6 +111,42 @@ function assertSafe(run: Scenario): { crossTermExecutions: number; hostsLost: nu
   return { crossTermExecutions: cross.length, hostsLost: lost.length, executions: attributed.length };
 }
 
+/**
+ * The leader's paths to the broker and DynamoDB stall at the instant it lets a configure request go
+ * (checked by its gate, inside its validity), so that request's bytes are held in the network; the
+ * standby takes the next term; the paths heal when the new leader lets its own configure go to the
+ * same node, which has run the new term's jwt by then, so the held request reaches that node late.
+ * Returns the held request once every node is provisioned and the held request reached its node.
+ */
+async function holdAConfigureAcrossTheTakeover(run: Scenario): Promise<Published> {
+  const [east, west] = run.deployments as [ChaosDeployment, ChaosDeployment];
+  let held: Published | undefined;
+  let healed = false;
+  run.observatory.whenPublished(
+    (published) => published.deployment === "east" && published.action === "configure" && configured(run.fleet) >= NODES / 4,
+    (published) => {
+      east.stallPaths();
+      held = published;
+      run.observatory.whenPublished(
+        (next) => next.deployment === "west" && next.identity === published.identity && next.action === "configure",
+        () => {
+          east.healPaths();
+          healed = true;
+        },
+      );
+    },
+  );
+  east.start();
+  await waitFor(() => held !== undefined, "the leader's paths stalling as it lets a configure go");
+  west.start();
+  await waitFor(() => run.observatory.terms.some((term) => term.deployment === "west"), "the standby winning a term");
+  await waitFor(() => healed, "the new leader configuring the node the held request is for");
+  await waitFor(() => unprovisioned(run.fleet).length === 0, "every node provisioned");
+  const request = held!;
+  await waitFor(() => run.fleet.record.some((entry) => entry.requestId === request.requestId), "the held request reaching its node");
+  return request;
+}
+
 function record(task: Parameters<typeof recordScenario>[0], run: Scenario, faultClass: FaultClass, faults: number, figures: ReturnType<typeof assertSafe>): void {
   recordScenario(task, {
     area: "leadership",
@@ -175,6 +213,21 @@ describe("leadership faults, observed at the node", () => {
     await sleepReal(2_000);
 
     // Assert
+    record(task, run, "stalled-path", 2, assertSafe(run));
+  });
+
+  it("a configure the leader let go is held in its stalled path across the takeover and delivered after the new term's first request to that node: the node drops it (past its ttl, which the delivery horizon waited out)", async ({ task }) => {
+    // Arrange
+    const run = await scenario(["east", "west"]);
+
+    // Act
+    const held = await holdAConfigureAcrossTheTakeover(run);
+
+    // Assert: the late request reached its node after the new term's and the node refused it.
+    const atNode = run.fleet.record.filter((entry) => entry.requestId === held.requestId);
+    expect(atNode.map((entry) => [entry.outcome, entry.reason])).toEqual([["dropped", "request is outside its ttl"]]);
+    const newTermFirst = Math.min(...run.observatory.executions(run.fleet).attributed.filter((execution) => execution.identity === held.identity && execution.term > held.term).map((execution) => execution.receivedAt));
+    expect(atNode[0]!.timeMs).toBeGreaterThanOrEqual(newTermFirst);
     record(task, run, "stalled-path", 2, assertSafe(run));
   });
 
@@ -302,6 +355,37 @@ describe("leadership faults, observed at the node", () => {
       crossTermExecutions: cross,
       nodeExecutions: run.observatory.executions(run.fleet).attributed.length,
       duplicateSends: cross,
+      beyondBound: true,
+    });
+  });
+
+  it("beyond the bound: the delivery horizon off (nodes honour a 60 s ttl) and a configure held in the leader's stalled path across the takeover: the node runs the old term's request after the new term's, and the check sees it", async ({ task }) => {
+    // Arrange: both deployments on the lease rule without the horizon, sending a 60 s TTL: a request
+    // can reach a node later than the new term's first one and still be inside its TTL there.
+    const old = { lease: { deliveryHorizonMs: 0 }, rpcTtlSeconds: 60 };
+    const run = await scenario(["east", "west"], { east: old, west: old });
+
+    // Act: the same fault as the within-bound twin above.
+    const held = await holdAConfigureAcrossTheTakeover(run);
+
+    // Assert: the held old-term request ran at its node after that node had received the new term's
+    // request, and the node-side check flags it (so its 0 within the bound is not vacuous).
+    const atNode = run.fleet.record.filter((entry) => entry.requestId === held.requestId);
+    expect(atNode.map((entry) => entry.outcome)).not.toContain("dropped");
+    const cross = run.observatory.crossTermExecutions(run.fleet);
+    expect(cross.length).toBeGreaterThan(0);
+    expect(cross.map((execution) => execution.requestId)).toContain(held.requestId);
+    expect(cross.every((execution) => execution.deployment === "east" && execution.term < run.observatory.terms.at(-1)!.term)).toBe(true);
+    expect(unprovisioned(run.fleet)).toEqual([]);
+    recordScenario(task, {
+      area: "leadership",
+      faultClass: "late-delivery-beyond-bound",
+      load: NODES,
+      faults: 2,
+      hostsLost: 0,
+      crossTermExecutions: cross.length,
+      nodeExecutions: run.observatory.executions(run.fleet).attributed.length,
+      duplicateSends: cross.length,
       beyondBound: true,
     });
   });

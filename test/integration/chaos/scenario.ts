@@ -17,6 +17,7 @@ export type FaultClass =
   | "store-blip"
   | "skew-within-bound"
   | "skew-beyond-bound"
+  | "late-delivery-beyond-bound"
   | "release"
   | "sqs-entry-failure"
   | "broker-restart"
