@@ -3,6 +3,11 @@
  * underlying failure (a NATS timeout, a DynamoDB exception, a child process exit) is kept for
  * logs without being flattened into the message. Messages never contain secrets.
  */
+/** The message of a thrown value, for logs and reasons (an Error's message, or the value as text). */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 export class ProvisionerError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

@@ -13,9 +13,9 @@ import { identityProblem } from "../choria/identity";
 import { lifecycleSubject, parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import type { ProvisionerConfig } from "../config";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
-import { AttemptExceedsLeaseError, LeaseStoreError, ProvisionerError } from "../errors";
+import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
-import type { LeaseItem, LeaseStore } from "../lease/lease";
+import { describeLease, type LeaseDescription, type LeaseStore } from "../lease/lease";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { Limiter, mapLimited } from "./concurrency";
@@ -59,12 +59,7 @@ export interface StatusReport {
   site: string;
   deploymentId: string;
   leaderElection: boolean;
-  lease: {
-    leader: string | null;
-    term: number | null;
-    expiresAt: number | null;
-    heldByThisDeployment: boolean;
-  };
+  lease: LeaseDescription;
   queues: Record<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq", QueueCounts | { error: string }>;
   registry: RegistrySummary;
 }
@@ -257,9 +252,8 @@ export class ProvisionerApp implements App {
 
   async status(): Promise<StatusReport> {
     const { config, leaseStore, queues } = this.deps;
-    const lease: LeaseItem | undefined = leaseStore ? await leaseStore.read(config.site) : undefined;
-    const held = lease !== undefined && !lease.released && lease.holder === config.deploymentId && lease.expiresAt > this.clock.now();
-    this.metrics.gauge(METRIC.paused, !config.leaderElection || held ? 0 : 1);
+    const lease = describeLease(leaseStore ? await leaseStore.read(config.site) : undefined, config.deploymentId, this.clock.now());
+    this.metrics.gauge(METRIC.paused, !config.leaderElection || lease.heldByThisDeployment ? 0 : 1);
     const counts = async (queue: MessageQueue) => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
     const [hostWork, hostWorkDlq, lifecycle, lifecycleDlq, registry] = await Promise.all([
       counts(queues.hostWork),
@@ -272,12 +266,7 @@ export class ProvisionerApp implements App {
       site: config.site,
       deploymentId: config.deploymentId,
       leaderElection: config.leaderElection,
-      lease: {
-        leader: lease && !lease.released && lease.expiresAt > 0 ? lease.holder : null,
-        term: lease?.term ?? null,
-        expiresAt: lease && !lease.released && lease.expiresAt > 0 ? lease.expiresAt : null,
-        heldByThisDeployment: held,
-      },
+      lease,
       queues: { hostWork, hostWorkDlq, lifecycle, lifecycleDlq },
       registry,
     };
@@ -863,10 +852,6 @@ function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error
     if (current instanceof kind) return true;
   }
   return false;
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function chunked<T>(items: readonly T[], size: number): T[][] {

@@ -24,7 +24,7 @@ import {
   verifyProvisioningJwt,
   x25519SharedSecret,
 } from "../crypto";
-import { ConfigError, DeferredError, HelperError, JwtError, PausedError, ProvisionerError, RpcProtocolError, RpcStatusError } from "../errors";
+import { ConfigError, DeferredError, HelperError, JwtError, messageOf, PausedError, ProvisionerError, RpcProtocolError, RpcStatusError } from "../errors";
 import {
   METRIC,
   silentLogger,
@@ -45,7 +45,7 @@ import {
 import { KeyTransportError, OutOfTimeError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
 import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
-import { assertGateOpen, assertTimeLeft, messageOf, rpcWithRetries, type RandomSource, type RemainingTime, type RetryContext } from "./retry";
+import { assertGateOpen, assertTimeLeft, rpcWithRetries, type RandomSource, type RemainingTime, type RetryContext } from "./retry";
 
 export interface EngineFeatures {
   jwt: boolean;

@@ -5,7 +5,7 @@
  * attempt (or a backoff sleep) that could not finish inside the Lambda's remaining time is not
  * started and the work goes back to the queue instead.
  */
-import { AttemptExceedsLeaseError, PausedError } from "../errors";
+import { AttemptExceedsLeaseError, messageOf, PausedError } from "../errors";
 import { METRIC, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
@@ -116,8 +116,4 @@ export async function rpcWithRetries<T>(options: RetriedCall<T>): Promise<T> {
     metrics.count(METRIC.rpcErrors, 1, labels);
     throw error;
   }
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -33,6 +33,31 @@ export interface LeaseItem {
   released?: boolean;
 }
 
+/** What an operator or status report may say about the stored lease, read on this machine's clock. */
+export interface LeaseDescription {
+  /** The holder, unless the lease is released or was never taken. */
+  leader: string | null;
+  term: number | null;
+  /** The stored expiry of a lease that is held (possibly already past); null when released. */
+  expiresAt: number | null;
+  heldByThisDeployment: boolean;
+}
+
+/**
+ * The one reading of a stored lease outside the election itself. A released lease (the `released`
+ * flag, or the expiry of 0 that older items carry) has no leader; a held one is this deployment's
+ * only while its expiry is ahead on this clock.
+ */
+export function describeLease(item: LeaseItem | undefined, deploymentId: string, now: number): LeaseDescription {
+  const held = item !== undefined && item.released !== true && item.expiresAt > 0;
+  return {
+    leader: held ? item.holder : null,
+    term: item?.term ?? null,
+    expiresAt: held ? item.expiresAt : null,
+    heldByThisDeployment: held && item.holder === deploymentId && item.expiresAt > now,
+  };
+}
+
 /** The result of one conditional write: the item after it, or the item that failed the condition. */
 export type ConditionalWrite = { applied: true; item: LeaseItem } | { applied: false; current: LeaseItem | undefined };
 

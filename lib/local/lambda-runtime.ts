@@ -20,6 +20,7 @@ import { randomUUID } from "node:crypto";
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord, ScheduledEvent } from "aws-lambda";
 import { LOCAL_AWS } from "./services";
+import { messageOf } from "../errors";
 import { silentLogger, type Logger } from "../ports";
 
 export interface FunctionSpec {
@@ -158,10 +159,6 @@ class FunctionRunner {
     const all = Promise.all([...this.running].map((entry) => entry.done));
     await Promise.race([all, new Promise((resolve) => setTimeout(resolve, maxWaitMs).unref())]);
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 export interface EventSource {

@@ -13,7 +13,7 @@ import { parse as parseYaml } from "yaml";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
 import { SqsMessageQueue } from "../app/sqs-queue";
-import { ProvisionerError } from "../errors";
+import { messageOf, ProvisionerError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/pause";
 import { stageResourceNames } from "../local/resources";
@@ -460,8 +460,4 @@ export function formatReadmit(verb: string, result: ReadmitResult): string {
     lines.push("", table([["host", "not done because"], ...result.skipped.map((skip) => [skip.identity ?? `(message ${skip.messageId})`, skip.reason])]));
   }
   return lines.join("\n");
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

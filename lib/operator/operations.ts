@@ -11,8 +11,8 @@
 import type { AdmissionRegistry, RegistrySummary } from "../admission/registry";
 import type { MessageQueue, QueueCounts } from "../app/ports";
 import { decodeHostWork, encodeHostWork } from "../app/host-work";
-import { ProvisionerError } from "../errors";
-import type { LeaseItem, LeaseStore } from "../lease/lease";
+import { messageOf, ProvisionerError } from "../errors";
+import { describeLease, type LeaseDescription, type LeaseStore } from "../lease/lease";
 import type { PauseState, PauseStore } from "../lease/pause";
 import type { Clock, HostWork } from "../ports";
 
@@ -57,13 +57,9 @@ export interface OperatorDeps {
 /** The command cannot run on this deployment now (not the leader, paused); says why. */
 export class OperatorRefusal extends ProvisionerError {}
 
-export interface LeaseView {
-  leader: string | null;
-  term: number | null;
-  expiresAt: number | null;
+export interface LeaseView extends LeaseDescription {
   /** Ms until the stored expiry on this machine's clock; negative once past. */
   expiresInMs: number | null;
-  heldByThisDeployment: boolean;
 }
 
 export type QueueName = keyof OperatorQueues;
@@ -238,16 +234,9 @@ export class Operator {
   }
 
   private async leaseView(): Promise<LeaseView> {
-    const item: LeaseItem | undefined = await this.deps.lease.read(this.deps.site);
     const now = this.deps.clock.now();
-    const released = !item || item.expiresAt === 0;
-    return {
-      leader: released ? null : item.holder,
-      term: item?.term ?? null,
-      expiresAt: released ? null : item.expiresAt,
-      expiresInMs: released ? null : item.expiresAt - now,
-      heldByThisDeployment: !released && item.holder === this.deps.deploymentId && item.expiresAt > now,
-    };
+    const lease = describeLease(await this.deps.lease.read(this.deps.site), this.deps.deploymentId, now);
+    return { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now };
   }
 
   /** The term this deployment holds now; refuses when it is not the leader or is paused. */
@@ -324,8 +313,4 @@ export class Operator {
       poison: work === undefined,
     };
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

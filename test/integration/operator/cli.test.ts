@@ -261,6 +261,21 @@ describe("choria-provisioner dlq", () => {
     expect(result.stderr).toContain(`deployment primary does not lead site "ops" (standby holds term ${term})`);
     expect(await receive(sqsApi, queues.hostWorkDlq)).toHaveLength(1);
   });
+
+  it("requeue refuses on a deployment that released its term, and status shows no leader", async () => {
+    const term = await lead("primary");
+    const released = await leaseStore.release({ site: SITE, holder: "primary", term });
+    expect(released.applied).toBe(true);
+    await deadLetter(work("web1.example.net", term));
+
+    const result = await cli("dlq", "requeue", "--all");
+    const status = await cliJson<OperatorStatus>("status");
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`deployment primary does not lead site "ops" (no deployment holds the lease)`);
+    expect(await receive(sqsApi, queues.hostWorkDlq)).toHaveLength(1);
+    expect(status.lease).toMatchObject({ leader: null, term, expiresAt: null, expiresInMs: null, heldByThisDeployment: false });
+  });
 });
 
 describe("choria-provisioner reprovision", () => {
