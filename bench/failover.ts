@@ -20,7 +20,7 @@ import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
 import type { LeaseGate } from "../lib/lease/gate";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
-import { LOCAL_AWS, startDynamoDbLocal } from "../lib/local/services";
+import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
 import { silentLogger, systemClock, type Metrics } from "../lib/ports";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";

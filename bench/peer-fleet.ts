@@ -8,7 +8,7 @@
  * stops the fleet and exits.
  */
 import { decodeHex, ed25519SigningKey } from "../lib/crypto";
-import { startFleet } from "../lib/simulator";
+import { startFleet } from "../dev/simulator";
 
 interface FleetSettings {
   natsUrl: string;

@@ -11,8 +11,8 @@
  */
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { decodeHex, ed25519SigningKey } from "../lib/crypto";
-import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../lib/local/services";
-import { startLocalStack } from "../lib/local/stack";
+import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
+import { startLocalStack } from "../dev/local/stack";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

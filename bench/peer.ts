@@ -17,7 +17,7 @@
  *
  * The sweep (Go `workers`; ours provision concurrency x workers) runs at the first size; the larger
  * sizes run each side's best setting from it. A real go-choria fleet is used when the real-fleet
- * harness (lib/local/real-fleet.ts) is present; otherwise the report says it was not run.
+ * harness (dev/local/real-fleet.ts) is present; otherwise the report says it was not run.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -27,8 +27,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../lib/crypto";
-import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../lib/local/services";
-import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../lib/local/stack";
+import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
+import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
 import type { OursReport, OursSettings } from "./peer-ours";
@@ -456,7 +456,7 @@ function markdown(report: Report): string {
   lines.push(
     "## How it was measured",
     "",
-    "- **Same work**: one nats-server per run (plain, loopback), a fresh simulated fleet (lib/simulator) in its own process, features `jwt` + `ed25519`,",
+    "- **Same work**: one nats-server per run (plain, loopback), a fresh simulated fleet (dev/simulator) in its own process, features `jwt` + `ed25519`,",
     "  the bash + jq helper `examples/helpers/provision-helper.sh`, one provisioning token, a provisioning JWT signed by a per-run key, protocol v1",
     "  (`choria_insecure: true` on both sides). Nodes restart 2 s after acknowledging `restart` and come back out of provisioning mode.",
     "- **Go**: `choria-provisioner run` with `leader_election: false`, `interval: 1m`, `loglevel: info` (its admission lines), the swept `workers`.",
@@ -594,8 +594,8 @@ function findings(report: Report): string[] {
 }
 
 async function realFleetAvailable(): Promise<{ run: boolean; reason?: string }> {
-  const harness = join(REPO_ROOT, "lib/local/real-fleet.ts");
-  if (!existsSync(harness)) return { run: false, reason: "the real-fleet harness (lib/local/real-fleet.ts, issue 10) is not on this branch; the hook is `realFleetAvailable()` in bench/peer.ts" };
+  const harness = join(REPO_ROOT, "dev/local/real-fleet.ts");
+  if (!existsSync(harness)) return { run: false, reason: "the real-fleet harness (dev/local/real-fleet.ts, issue 10) is not on this branch; the hook is `realFleetAvailable()` in bench/peer.ts" };
   return { run: false, reason: "the real-fleet harness is present but bench/peer.ts does not drive it yet" };
 }
 

@@ -14,9 +14,9 @@ import { readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
 import { Session } from "node:inspector/promises";
-import { runLocal, type RunSummary } from "../lib/local/run";
-import { dynamoDbSplit } from "../lib/local/request-counter";
-import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../lib/local/stack";
+import { runLocal, type RunSummary } from "../dev/local/run";
+import { dynamoDbSplit } from "../dev/local/request-counter";
+import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../dev/local/stack";
 import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile } from "./measure";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -300,7 +300,7 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
     "",
     "Each run starts its own nats-server, DynamoDB Local and fauxqs, a simulated fleet and one deployment (two for the failover run),",
     "with `features: {jwt: true, ed25519: true}`, the lease on (30 s / 10 s / 5 s) and AWS timings (not `--fast`). The real handlers",
-    "run under the emulated Lambda runtime (lib/local/lambda-runtime.ts). Everything but nats-server, DynamoDB Local and the helper",
+    "run under the emulated Lambda runtime (dev/local/lambda-runtime.ts). Everything but nats-server, DynamoDB Local and the helper",
     "processes shares this one Node process and its event loop: the fleet simulator (up to 5,000 servers answering RPCs),",
     "fauxqs, every invocation of every function, and the counting proxies.",
     "",

@@ -9,8 +9,8 @@ import { cpus } from "node:os";
 import { connect } from "nats";
 import { BroadcastDiscoverer } from "../lib/choria/discovery";
 import { NatsChoriaRpc } from "../lib/choria/rpc-client";
-import { startNats } from "../lib/local/services";
-import { startFleet } from "../lib/simulator";
+import { startNats } from "../dev/local/services";
+import { startFleet } from "../dev/simulator";
 
 const NODES = Number(process.env.WIRE_NODES ?? 2_000);
 const DISCOVERY_RUNS = 5;

@@ -11,9 +11,9 @@
  * Ports are picked free and printed unless given.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../lib/local/resources";
-import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../lib/local/services";
-import { startFleet, type Fleet } from "../lib/simulator";
+import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../dev/local/resources";
+import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../dev/local/services";
+import { startFleet, type Fleet } from "../dev/simulator";
 
 /** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
 const LOCAL_TOKEN = "local-provisioning-token";

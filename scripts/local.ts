@@ -9,10 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../lib/observability";
-import { formatSummary, createProgressWriter } from "../lib/local/progress";
-import { runLocal } from "../lib/local/run";
-import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../lib/local/stack";
-import { dynamoDbSplit } from "../lib/local/request-counter";
+import { formatSummary, createProgressWriter } from "../dev/local/progress";
+import { runLocal } from "../dev/local/run";
+import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../dev/local/stack";
+import { dynamoDbSplit } from "../dev/local/request-counter";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

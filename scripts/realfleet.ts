@@ -7,8 +7,8 @@
  * arrived on the target broker.
  */
 import { parseArgs } from "node:util";
-import { provisionedFleet, provisioningActions, waitForArrivals } from "../lib/local/real-fleet-stack";
-import type { FeatureName } from "../lib/local/stack";
+import { provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
+import type { FeatureName } from "../dev/local/stack";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

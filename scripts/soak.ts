@@ -15,8 +15,8 @@ import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
-import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../lib/local/services";
-import { startFleet } from "../lib/simulator";
+import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../dev/local/services";
+import { startFleet } from "../dev/simulator";
 import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/integration/chaos/deployments";
 import { TOKEN } from "../test/integration/chaos/support";
 import { seededRandom } from "../test/support/random";

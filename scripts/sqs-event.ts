@@ -15,8 +15,8 @@
  */
 import { parseArgs } from "node:util";
 import { ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
-import { LOCAL_AWS } from "../lib/local/services";
-import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, startupEventBodies } from "../lib/local/sqs-event";
+import { LOCAL_AWS } from "../dev/local/services";
+import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, startupEventBodies } from "../dev/local/sqs-event";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

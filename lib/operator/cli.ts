@@ -16,7 +16,7 @@ import { SqsMessageQueue } from "../app/sqs-queue";
 import { messageOf, ProvisionerError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/pause";
-import { stageResourceNames } from "../local/resources";
+import { stageResourceNames } from "./stage-resources";
 import { systemClock, type Clock, type Metrics } from "../ports";
 import { Operator, OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";

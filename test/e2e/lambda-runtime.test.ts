@@ -7,8 +7,8 @@
 import { GetQueueAttributesCommand, SendMessageBatchCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { InvocationLedger, SqsEventSource, type SqsHandler } from "../../lib/local/lambda-runtime";
-import { LOCAL_AWS, startSqs, type RunningSqs } from "../../lib/local/services";
+import { InvocationLedger, SqsEventSource, type SqsHandler } from "../../dev/local/lambda-runtime";
+import { LOCAL_AWS, startSqs, type RunningSqs } from "../../dev/local/services";
 
 describe("SqsEventSource", () => {
   let sqs: RunningSqs;

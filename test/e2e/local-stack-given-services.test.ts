@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connect } from "nats";
 import { ed25519SigningKey, generateEd25519Seed } from "../../lib/crypto";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../lib/local/services";
-import { LOCAL_PROVISIONING_TOKEN, startLocalStack, type LocalStack } from "../../lib/local/stack";
-import { startFleet, type Fleet } from "../../lib/simulator";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../dev/local/services";
+import { LOCAL_PROVISIONING_TOKEN, startLocalStack, type LocalStack } from "../../dev/local/stack";
+import { startFleet, type Fleet } from "../../dev/simulator";
 
 const NODES = 20;
 

@@ -6,8 +6,8 @@
  * shows which deployment sent every request, discovery pings included.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { runLocal, type RunSummary } from "../../lib/local/run";
-import { startLocalStack, type LocalStack } from "../../lib/local/stack";
+import { runLocal, type RunSummary } from "../../dev/local/run";
+import { startLocalStack, type LocalStack } from "../../dev/local/stack";
 import { METRIC } from "../../lib/ports";
 
 const NODES = 200;

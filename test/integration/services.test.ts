@@ -2,7 +2,7 @@ import { DynamoDBClient, ListTablesCommand } from "@aws-sdk/client-dynamodb";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { connect } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { LOCAL_AWS, startNats, startSqs, type RunningNats, type RunningSqs } from "../../lib/local/services";
+import { LOCAL_AWS, startNats, startSqs, type RunningNats, type RunningSqs } from "../../dev/local/services";
 
 describe("local service harness", () => {
   let nats: RunningNats;

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { METRIC } from "../../lib/ports";
-import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
+import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 
 const FIRST = ["n1.fo.real.example.net", "n2.fo.real.example.net", "n3.fo.real.example.net", "n4.fo.real.example.net"];
 const AFTER_CRASH = ["n5.fo.real.example.net", "n6.fo.real.example.net"];

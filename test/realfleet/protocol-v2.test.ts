@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { METRIC } from "../../lib/ports";
-import { provisionedFleet, provisioningActions, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../lib/local/real-fleet-stack";
+import { provisionedFleet, provisioningActions, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 
 const IDENTITIES = ["n1.v2.real.example.net", "n2.v2.real.example.net", "n3.v2.real.example.net"];
 const LATE = "late1.v2.real.example.net";

@@ -7,9 +7,9 @@ import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
 import type { Context, SQSEvent } from "aws-lambda";
-import { createProvisionerTables, createQueueWithDeadLetter } from "../../lib/local/resources";
-import { sqsRecordFromMessage } from "../../lib/local/lambda-runtime";
-import { LOCAL_AWS, type RunningSqs } from "../../lib/local/services";
+import { createProvisionerTables, createQueueWithDeadLetter } from "../../dev/local/resources";
+import { sqsRecordFromMessage } from "../../dev/local/lambda-runtime";
+import { LOCAL_AWS, type RunningSqs } from "../../dev/local/services";
 
 export interface Queues {
   hostWork: string;

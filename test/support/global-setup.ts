@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node";
-import { startDynamoDbLocal, type RunningDynamoDb } from "../../lib/local/services";
+import { startDynamoDbLocal, type RunningDynamoDb } from "../../dev/local/services";
 
 // One DynamoDB Local JVM serves the whole run (it takes seconds to start); suites isolate
 // themselves with their own table names. NATS and SQS are cheap and started per suite.

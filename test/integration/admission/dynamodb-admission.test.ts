@@ -3,7 +3,7 @@ import { DescribeTimeToLiveCommand, DynamoDBClient } from "@aws-sdk/client-dynam
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { ADMISSION_TTL_ATTRIBUTE, createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
-import { LOCAL_AWS, freePort } from "../../../lib/local/services";
+import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { RecordingMetrics } from "../../unit/lease/support";
 import { describeRegistryRules } from "../../unit/admission/registry-rules";
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createApp } from "../../../lib/app";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { EXTRA_METRIC, type LogAttributes, type Logger } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
 import { createQueues, createTables, dynamoClient, receive, sqsClient } from "../../support/aws";

@@ -11,7 +11,7 @@ import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues, type Tables } from "../../support/aws";
 import { startDeployment, type Deployment } from "../handlers/support";

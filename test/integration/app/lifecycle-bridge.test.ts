@@ -3,7 +3,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../lib/local/services";
+import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues } from "../../support/aws";
 import { startDeployment, type Deployment } from "../handlers/support";
 

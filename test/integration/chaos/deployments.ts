@@ -36,9 +36,9 @@ import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { LOCAL_AWS } from "../../../lib/local/services";
+import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, Metrics, RpcCall, RpcReply } from "../../../lib/ports";
-import type { Fleet } from "../../../lib/simulator";
+import type { Fleet } from "../../../dev/simulator";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 

@@ -12,7 +12,7 @@ import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { UpgradeError } from "../../../lib/engine";
 import { CsrError, InvalidInputError, JwtError, NonceSignatureError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import type { ChoriaRpc, HostWork, LogAttributes, Logger } from "../../../lib/ports";
-import type { NodeFaults } from "../../../lib/simulator";
+import type { NodeFaults } from "../../../dev/simulator";
 import { ed25519SigningKey, generateEd25519Seed } from "../../../lib/crypto";
 import { recordScenario } from "./scenario";
 import { CALLER_ID, CappedWaitRpc, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "./support";

@@ -4,7 +4,7 @@
  * rely on it; this keeps it from passing vacuously.
  */
 import { describe, expect, it } from "vitest";
-import type { Fleet, RpcRecord } from "../../../lib/simulator";
+import type { Fleet, RpcRecord } from "../../../dev/simulator";
 import { Observatory } from "./deployments";
 
 function fleetWith(record: RpcRecord[]): Fleet {

@@ -13,9 +13,9 @@ import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rp
 import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
-import { startNats, type RunningNats } from "../../../lib/local/services";
+import { startNats, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate, RpcCall, RpcReply } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions } from "../../../lib/simulator";
+import { startFleet, type Fleet, type FleetOptions } from "../../../dev/simulator";
 import { helperResponseWith } from "../../support/helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {

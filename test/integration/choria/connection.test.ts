@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BrokerConnectionError, type BrokerConnectionSettings, connectBroker, SharedBrokerConnection } from "../../../lib/choria/connection";
-import { type RunningNats, startNats } from "../../../lib/local/services";
+import { type RunningNats, startNats } from "../../../dev/local/services";
 
 const password = randomBytes(12).toString("hex");
 let nats: RunningNats;

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { matchesFilter } from "../../../lib/choria/filter";
 import type { IncomingRequest } from "../../../lib/choria/protocol";
-import { type RunningNats, startNats } from "../../../lib/local/services";
+import { type RunningNats, startNats } from "../../../dev/local/services";
 import { clientSettings, encoder, replyTo, respond } from "./support";
 
 let nats: RunningNats;

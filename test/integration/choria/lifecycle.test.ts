@@ -2,7 +2,7 @@ import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { publishStartupEvent } from "../../../lib/choria/connection";
 import { buildLifecycleEvent, encodeLifecycleEvent, type LifecycleEvent, lifecycleSubject, parseLifecycleEvent } from "../../../lib/choria/lifecycle";
-import { type RunningNats, startNats } from "../../../lib/local/services";
+import { type RunningNats, startNats } from "../../../dev/local/services";
 
 let nats: RunningNats;
 let publisher: NatsConnection;

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PROTOCOL } from "../../../lib/choria/protocol";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import { InvalidInputError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
-import { type RunningNats, startNats } from "../../../lib/local/services";
+import { type RunningNats, startNats } from "../../../dev/local/services";
 import { clientSettings, encoder, mcorpcReply, replyTo, respond } from "./support";
 
 const NODE = "node1.example.net";

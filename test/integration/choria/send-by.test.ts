@@ -9,8 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeRequest } from "../../../lib/choria/protocol";
 import { NatsChoriaRpc, RpcNotSentError } from "../../../lib/choria/rpc-client";
 import { RpcError } from "../../../lib/errors";
-import { type RunningNats, startNats } from "../../../lib/local/services";
-import { startFleet, type Fleet } from "../../../lib/simulator";
+import { type RunningNats, startNats } from "../../../dev/local/services";
+import { startFleet, type Fleet } from "../../../dev/simulator";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { clientSettings } from "./support";
 

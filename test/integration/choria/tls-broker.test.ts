@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/app/choria-client";
 import { BrokerConnectionError, connectBroker } from "../../../lib/choria/connection";
 import { parseConfig } from "../../../lib/config";
-import { makeCertificateAuthority, startTlsBroker, type CertificateAuthority, type TlsBroker } from "../../../lib/local/real-fleet";
+import { makeCertificateAuthority, startTlsBroker, type CertificateAuthority, type TlsBroker } from "../../../dev/local/real-fleet";
 
 let dir: string;
 let ca: CertificateAuthority;

@@ -15,7 +15,7 @@ import {
 } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper";
 import { METRIC } from "../../../lib/ports";
-import type { NodeFaults, ProvisioningJwtFault } from "../../../lib/simulator";
+import type { NodeFaults, ProvisioningJwtFault } from "../../../dev/simulator";
 import type { ProvisionOutcome, ProvisionStep } from "../../../lib/engine";
 import { EngineHarness, MJS_HELPER, newSigningKey, recordsOf, requestsTo } from "./support";
 

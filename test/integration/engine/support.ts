@@ -30,9 +30,9 @@ import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamod
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { LOCAL_AWS, startNats, type RunningNats } from "../../../lib/local/services";
+import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HelperRunner, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../lib/simulator";
+import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../dev/simulator";
 import { RecordingMetrics } from "../../unit/lease/support";
 
 const TOKEN = "s3cret-provisioning-token";

@@ -12,7 +12,7 @@ import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
-import { freePort, LOCAL_AWS } from "../../../lib/local/services";
+import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import type { Clock } from "../../../lib/ports";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { EngineHarness, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, requestsTo, restarted } from "./support";

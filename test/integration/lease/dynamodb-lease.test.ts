@@ -6,7 +6,7 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { LOCAL_AWS, freePort } from "../../../lib/local/services";
+import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { RecordingLogger, RecordingMetrics, SharedTime } from "../../unit/lease/support";
 
 const TABLE = `lease-it-${randomUUID()}`;

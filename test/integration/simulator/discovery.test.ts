@@ -1,8 +1,8 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseLifecycleEvent, type LifecycleEvent } from "../../../lib/choria/lifecycle";
-import { type RunningNats, startNats } from "../../../lib/local/services";
-import { type Fleet, startFleet } from "../../../lib/simulator";
+import { type RunningNats, startNats } from "../../../dev/local/services";
+import { type Fleet, startFleet } from "../../../dev/simulator";
 import { discoverer, FLEET_TOKEN } from "./support";
 
 describe("fleet discovery and announcements", () => {

@@ -13,8 +13,8 @@ import {
   verifyProvisioningJwt,
   x25519SharedSecret,
 } from "../../../lib/crypto";
-import { type RunningNats, startNats } from "../../../lib/local/services";
-import { type Fleet, type NodeFaults, startFleet } from "../../../lib/simulator";
+import { type RunningNats, startNats } from "../../../dev/local/services";
+import { type Fleet, type NodeFaults, startFleet } from "../../../dev/simulator";
 import { rpcClient } from "./support";
 
 const TOKEN = "s3cret";

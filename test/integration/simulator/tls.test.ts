@@ -6,8 +6,8 @@ import { promisify } from "node:util";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ed25519SigningKey, generateEd25519Seed, loadJwtVerifier, verifyProvisioningJwt } from "../../../lib/crypto";
-import { type RunningNats, startNats } from "../../../lib/local/services";
-import { type FleetOptions, startFleet } from "../../../lib/simulator";
+import { type RunningNats, startNats } from "../../../dev/local/services";
+import { type FleetOptions, startFleet } from "../../../dev/simulator";
 import { discoverer, FLEET_TOKEN, rpcClient } from "./support";
 
 const run = promisify(execFile);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app";
 import { parseLifecycleEvent } from "../../../lib/choria/lifecycle";
-import { hostWorkBodies, queueArnOf, sqsEventFromBodies, startupEventBodies } from "../../../lib/local/sqs-event";
+import { hostWorkBodies, queueArnOf, sqsEventFromBodies, startupEventBodies } from "../../../dev/local/sqs-event";
 
 describe("SQS event files for sls invoke local", () => {
   it("derives the queue ARN from a queue URL", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { goConfigBool, parseServerConfig, writeServerConfig } from "../../../lib/simulator/config-file";
+import { goConfigBool, parseServerConfig, writeServerConfig } from "../../../dev/simulator/config-file";
 
 // go-choria config parseConfigContents and confkey strToBool.
 describe("server.conf as go-choria reads it", () => {

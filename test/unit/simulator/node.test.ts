@@ -13,7 +13,7 @@ import {
   verifyNonceSignature,
   x25519SharedSecret,
 } from "../../../lib/crypto";
-import { LOCK_WINDOW_MS } from "../../../lib/simulator";
+import { LOCK_WINDOW_MS } from "../../../dev/simulator";
 import { harness, PROVISIONER, testRsaKey } from "./support";
 
 const TOKEN = "s3cret";

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, mintProvisioningJwt } from "../../../lib/crypto";
-import { readProvisioningJwtFile } from "../../../lib/simulator/provisioning-jwt";
+import { readProvisioningJwtFile } from "../../../dev/simulator/provisioning-jwt";
 
 const signer = ed25519SigningKey(generateEd25519Seed());
 /** The claims `choria jwt prov --token s3cret --urls nats://b:4222 --default` writes. */

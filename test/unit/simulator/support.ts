@@ -3,8 +3,8 @@ import { agentFilter } from "../../../lib/choria/filter";
 import type { LifecycleEvent } from "../../../lib/choria/lifecycle";
 import type { IncomingRequest } from "../../../lib/choria/protocol";
 import type { Clock } from "../../../lib/ports";
-import { type NodeOptions, type RpcRecord, SimulatedNode } from "../../../lib/simulator";
-import type { NodeFaults } from "../../../lib/simulator/faults";
+import { type NodeOptions, type RpcRecord, SimulatedNode } from "../../../dev/simulator";
+import type { NodeFaults } from "../../../dev/simulator/faults";
 
 /** A clock that only moves when the test advances it; sleeps resolve as time passes them. */
 export class ManualClock implements Clock {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeReply, type ProtocolVersion } from "../../../lib/choria/protocol";
-import { encodeNodeReplies } from "../../../lib/simulator";
-import type { NodeFaults } from "../../../lib/simulator/faults";
+import { encodeNodeReplies } from "../../../dev/simulator";
+import type { NodeFaults } from "../../../dev/simulator/faults";
 
 const REQUEST_ID = "0123456789abcdef0123456789abcdef";
 const reply = {

@@ -7,8 +7,8 @@
  * it refused).
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
-import type { AdmissionSummaryRow } from "../admission/registry";
+import { DynamoDbAdmissionStore } from "../../lib/admission/dynamodb-admission-store";
+import type { AdmissionSummaryRow } from "../../lib/admission/registry";
 import { LOCAL_AWS } from "./services";
 import type { LocalStack, LeaseView, DeadLetter } from "./stack";
 

@@ -10,9 +10,9 @@
  * never fire here and are not modelled; nor is a missing config file (always /etc/choria/server.conf).
  */
 import type { KeyObject } from "node:crypto";
-import { buildLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../choria/lifecycle";
-import { matchesFilter } from "../choria/filter";
-import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../choria/protocol";
+import { buildLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../../lib/choria/lifecycle";
+import { matchesFilter } from "../../lib/choria/filter";
+import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../../lib/choria/protocol";
 import {
   createCsr,
   decodeHex,
@@ -25,8 +25,8 @@ import {
   rsaPublicKeyPkcs1Pem,
   signNonce,
   x25519SharedSecret,
-} from "../crypto";
-import type { Clock } from "../ports";
+} from "../../lib/crypto";
+import type { Clock } from "../../lib/ports";
 import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
 import { type ParsedData, parseRequestData, REQUEST_SHAPES, RequestDataError } from "./request-data";

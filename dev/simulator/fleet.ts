@@ -7,10 +7,10 @@
  */
 import { createHmac } from "node:crypto";
 import { connect, type NatsConnection, type Subscription, type TlsOptions } from "nats";
-import { encodeLifecycleEvent, type LifecycleEvent, type LifecycleFormat, lifecycleSubject } from "../choria/lifecycle";
-import { broadcastSubject, decodeRequest, type IncomingRequest, nodeSubject, type ProtocolVersion } from "../choria/protocol";
-import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, ksuid, mintProvisioningJwt, type SigningKey } from "../crypto";
-import { type Clock, systemClock } from "../ports";
+import { encodeLifecycleEvent, type LifecycleEvent, type LifecycleFormat, lifecycleSubject } from "../../lib/choria/lifecycle";
+import { broadcastSubject, decodeRequest, type IncomingRequest, nodeSubject, type ProtocolVersion } from "../../lib/choria/protocol";
+import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, ksuid, mintProvisioningJwt, type SigningKey } from "../../lib/crypto";
+import { type Clock, systemClock } from "../../lib/ports";
 import type { NodeFaults, ProvisioningJwtFault } from "./faults";
 import { PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
 import { readProvisioningJwtFile } from "./provisioning-jwt";

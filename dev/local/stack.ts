@@ -21,13 +21,13 @@ import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
-import { createAdmissionTable } from "../admission/dynamodb-admission-store";
-import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../app";
-import { lifecycleSubject } from "../choria/lifecycle";
-import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../crypto";
-import { decodeHelperResponse } from "../helper";
-import { createPowertoolsMetrics, InMemoryMetrics } from "../observability";
-import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../ports";
+import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
+import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/app";
+import { lifecycleSubject } from "../../lib/choria/lifecycle";
+import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
+import { decodeHelperResponse } from "../../lib/helper";
+import { createPowertoolsMetrics, InMemoryMetrics } from "../../lib/observability";
+import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import {
   InvocationLedger,
@@ -700,7 +700,7 @@ async function loadHandlers() {
     import("../../handlers/lifecycle-bridge"),
     import("../../handlers/lifecycle"),
     import("../../handlers/provision"),
-    import("../app/runtime"),
+    import("../../lib/app/runtime"),
   ]);
   const powertoolsMetrics = runtime.powertoolsRuntime().metrics;
   // Invocations that emit no metric make Powertools warn on stderr at every flush, which would tear

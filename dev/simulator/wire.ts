@@ -4,8 +4,8 @@
  * duplicated). Honest replies are exactly the codec's encodeReply.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { encodeReply, PROTOCOL, type ProtocolVersion } from "../choria/protocol";
-import { ksuid } from "../crypto";
+import { encodeReply, PROTOCOL, type ProtocolVersion } from "../../lib/choria/protocol";
+import { ksuid } from "../../lib/crypto";
 import { type MalformedLayer, type NodeFaults, selects, selectsIfSet } from "./faults";
 import type { NodeReply } from "./node";
 

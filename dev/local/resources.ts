@@ -1,32 +1,20 @@
 /**
  * The AWS and broker resources a deployment expects, made on the local emulators: the lease and
  * admission tables, each SQS queue with its dead-letter queue, and the broker's lifecycle stream.
- * Shared by the local stack, `scripts/local-services.ts` and the integration tests.
+ * Shared by the local stack, `scripts/local-services.ts` and the integration tests; the names come
+ * from `stageResourceNames` (lib/operator/stage-resources.ts).
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
-import { createAdmissionTable } from "../admission/dynamodb-admission-store";
-import { createLeaseTable } from "../lease/dynamodb-lease-store";
+import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
+import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
+import { APP_DEFAULTS } from "../../lib/app/settings";
 import type { RunningSqs } from "./services";
+
+export { stageResourceNames } from "../../lib/operator/stage-resources";
 
 /** The stage `sls invoke local` uses by default (scripts/sls-local.sh). */
 export const LOCAL_STAGE = "local";
-
-/**
- * The table and queue names serverless.yml gives a stage (`custom.names`), so the local services,
- * `npm run local -- --keep-running` and the operator CLI name things as a deployment does.
- */
-export function stageResourceNames(stage: string) {
-  const prefix = `choria-provisioner-${stage}`;
-  return {
-    leaseTable: `${prefix}-lease`,
-    admissionTable: `${prefix}-admission`,
-    hostWorkQueue: `${prefix}-host-work`,
-    hostWorkDlq: `${prefix}-host-work-dlq`,
-    lifecycleQueue: `${prefix}-lifecycle`,
-    lifecycleDlq: `${prefix}-lifecycle-dlq`,
-  };
-}
 
 export interface ProvisionerTables {
   lease: string;
@@ -57,7 +45,8 @@ export function createQueueWithDeadLetter(
   return { ...queue, deadLetterUrl: deadLetter.url };
 }
 
-export const LIFECYCLE_STREAM = "CHORIA_LIFECYCLE";
+/** The stream name the functions expect by default (LIFECYCLE_STREAM unset). */
+export const LIFECYCLE_STREAM = APP_DEFAULTS.lifecycleStream;
 
 /**
  * The broker's lifecycle stream (1 h retention), so events published before a bridge runs are kept.

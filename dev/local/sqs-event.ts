@@ -6,8 +6,8 @@
 import { randomUUID } from "node:crypto";
 import type { Message } from "@aws-sdk/client-sqs";
 import type { SQSEvent } from "aws-lambda";
-import { encodeHostWork } from "../app/host-work";
-import { buildLifecycleEvent, encodeLifecycleEvent } from "../choria/lifecycle";
+import { encodeHostWork } from "../../lib/app/host-work";
+import { buildLifecycleEvent, encodeLifecycleEvent } from "../../lib/choria/lifecycle";
 import { sqsRecordFromMessage } from "./lambda-runtime";
 
 /** The ARN of a queue from its URL (`.../<account>/<name>`), as the records' eventSourceARN. */

@@ -9,8 +9,8 @@ import { writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, type NatsConnection } from "nats";
-import { parseLifecycleEvent } from "../choria/lifecycle";
-import { decodeHex, ed25519PublicKeyFromRaw, encodeHex, generateEd25519Seed, ed25519SigningKey, verifyJwtSignature } from "../crypto";
+import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
+import { decodeHex, ed25519PublicKeyFromRaw, encodeHex, generateEd25519Seed, ed25519SigningKey, verifyJwtSignature } from "../../lib/crypto";
 import { startRealFleet, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 

@@ -24,7 +24,7 @@ import { appendFile, mkdir, mkdtemp, open, readFile, rm, writeFile } from "node:
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../crypto";
+import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../../lib/crypto";
 import { startNats, type RunningNats } from "./services";
 
 const run = promisify(execFile);

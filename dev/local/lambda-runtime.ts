@@ -20,8 +20,8 @@ import { randomUUID } from "node:crypto";
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord, ScheduledEvent } from "aws-lambda";
 import { LOCAL_AWS } from "./services";
-import { messageOf } from "../errors";
-import { silentLogger, type Logger } from "../ports";
+import { messageOf } from "../../lib/errors";
+import { silentLogger, type Logger } from "../../lib/ports";
 
 export interface FunctionSpec {
   /** Function name as deployed, e.g. `choria-provisioner-local-provision`. */
