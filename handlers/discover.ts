@@ -1,6 +1,7 @@
 /** EventBridge schedule (every interval): gate, broadcast discovery, admit and queue term-stamped host work. */
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
+import type { App } from "../lib/app";
+import { wrapHandler } from "../lib/aws/middleware";
+import { lazyApp } from "../lib/aws/runtime";
 
 export function makeHandler(getApp: () => Promise<App>) {
   return wrapHandler(getApp, (app, _event: unknown, context) => app.discover(context));

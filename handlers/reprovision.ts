@@ -1,7 +1,8 @@
 /** Operator: `{"identities": ["a.example.net", ...]}` -> admitted (source "operator") and queued, bypassing the once-per-interval rule. */
 import { z } from "zod";
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
+import type { App } from "../lib/app";
+import { wrapHandler } from "../lib/aws/middleware";
+import { lazyApp } from "../lib/aws/runtime";
 import { InvalidInputError } from "../lib/errors";
 
 const reprovisionEvent = z.object({ identities: z.array(z.string()).min(1) });

@@ -26,7 +26,8 @@ import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppO
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";
-import { createPowertoolsMetrics, InMemoryMetrics } from "../../lib/observability";
+import { createPowertoolsMetrics } from "../../lib/aws/powertools-metrics";
+import { InMemoryMetrics } from "../../lib/observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import {
@@ -700,7 +701,7 @@ async function loadHandlers() {
     import("../../handlers/lifecycle-bridge"),
     import("../../handlers/lifecycle"),
     import("../../handlers/provision"),
-    import("../../lib/app/runtime"),
+    import("../../lib/aws/runtime"),
   ]);
   const powertoolsMetrics = runtime.powertoolsRuntime().metrics;
   // Invocations that emit no metric make Powertools warn on stderr at every flush, which would tear

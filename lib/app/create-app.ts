@@ -4,8 +4,7 @@
  * container. Nothing is connected until first used.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import type { NatsConnection } from "nats";
@@ -16,31 +15,28 @@ import { BroadcastDiscoverer, type DiscoveryResult } from "../choria/discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
 import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
 import { functionUses } from "../config/secrets";
-import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
-import { createHelperRunner } from "../helper/aws-lambda-invoke";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
-import { DynamoDbPauseStore } from "../lease/pause";
+import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { resolveLeaseSettings } from "../lease/settings";
-import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { ProvisionerApp, type App, type BrokerAccess } from "./app";
 import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
 import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
-import { SqsMessageQueue } from "./sqs-queue";
+import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig } from "../aws/clients";
+import { createHelperRunner } from "../aws/helper-runner";
+import { createLogger } from "../aws/powertools-logger";
+import { createPowertoolsMetrics } from "../aws/powertools-metrics";
+import { createPowertoolsSecretResolver } from "../aws/powertools-secrets";
+import { SqsMessageQueue } from "../aws/sqs-queue";
 
 /** The version announced in the provisioner's startup event. */
 export const PROVISIONER_VERSION = "0.1.0";
 
-/** Static credentials for local emulators (DYNAMODB_ENDPOINT / SQS_ENDPOINT); not secrets, never sent to AWS. */
-const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
-/** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
-const LEASE_REQUEST_TIMEOUT_MS = 1_500;
 /** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
 const LEASE_ROUND_TIMEOUT_MS = 4_000;
-const STORE_REQUEST_TIMEOUT_MS = 5_000;
 
 export interface AppOverrides {
   clock?: Clock;
@@ -82,18 +78,12 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
       metrics: overrides.powertools?.metrics,
     });
 
-  const aws = awsClientConfig(settings);
+  const dynamodb = endpointConfig(settings.region, settings.dynamoDbEndpoint);
   // A lease table given by ARN may live in another Region (the site's home Region); its client goes there.
   const leaseRegion = settings.leaseTable ? tableArnRegion(settings.leaseTable) : undefined;
-  const leaseClient = createLeaseClient({ ...aws.dynamodb, ...(leaseRegion ? { region: leaseRegion } : {}) });
-  const storeClient = new DynamoDBClient({
-    ...aws.dynamodb,
-    requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
-  });
-  const sqsClient = new SQSClient({
-    ...aws.sqs,
-    requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
-  });
+  const leaseClient = createLeaseClient({ ...dynamodb, ...(leaseRegion ? { region: leaseRegion } : {}) });
+  const storeClient = createStoreClient(dynamodb);
+  const sqsClient = createSqsClient(endpointConfig(settings.region, settings.sqsEndpoint));
 
   const registry = new AdmissionRegistry(
     { site: config.site, intervalMs: config.intervalMs },
@@ -180,16 +170,6 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   return app;
 }
 
-/** The lease table's client: a hung store must close the gate quickly (docs/lease.md). */
-export function createLeaseClient(config: DynamoDBClientConfig): DynamoDBClient {
-  return new DynamoDBClient({
-    ...config,
-    maxAttempts: 2,
-    // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
-    requestHandler: { requestTimeout: LEASE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
-  });
-}
-
 export interface AppLeaseGateDeps {
   client: DynamoDBClient;
   /** LEASE_TABLE; required when leader election is on. */
@@ -258,13 +238,6 @@ function withInvocationAttributes(logger: Logger, invocations: AsyncLocalStorage
       logger[level](message, current && Object.keys(current).length > 0 ? { ...current, ...attributes } : attributes);
     };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
-}
-
-function awsClientConfig(settings: AppSettings) {
-  const region = settings.region ?? "us-east-1";
-  const local = (endpoint: string | undefined) =>
-    endpoint ? { region: settings.region ?? "us-east-1", endpoint, credentials: LOCAL_CREDENTIALS } : settings.region ? { region } : {};
-  return { dynamodb: local(settings.dynamoDbEndpoint), sqs: local(settings.sqsEndpoint) };
 }
 
 /** The broker of a function that never connects: any use is a wiring mistake, named as such. */

@@ -16,6 +16,4 @@ export { createApp, defaultConsumerName, PROVISIONER_VERSION, type AppOverrides 
 export { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
 export type { RegistrySummary } from "../admission/registry";
 export type { MessageQueue, OutgoingMessage, QueueCounts } from "./ports";
-export { lazyApp, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";
 export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";
-export { SqsMessageQueue } from "./sqs-queue";
