@@ -1,5 +1,5 @@
 /** Operator: `{"identities": ["a.example.net", ...]}` -> admitted (source "operator") and queued, bypassing the once-per-interval rule. */
-import { z } from "zod";
+import * as z from "zod";
 import type { App } from "../lib/app";
 import { wrapHandler } from "../lib/aws/middleware";
 import { lazyApp } from "../lib/aws/runtime";

@@ -3,7 +3,7 @@
  * validated on receipt because anything may land on a queue; a message that fails is poison and
  * goes to the dead-letter queue with its reason instead of being retried.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { identityProblem } from "../choria/identity";
 import { InvalidInputError } from "../errors";
 import type { HostWork } from "../ports";

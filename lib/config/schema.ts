@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * The raw YAML document, validated for shape only. Every key is optional here; defaults, duration
