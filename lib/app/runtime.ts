@@ -7,7 +7,7 @@ import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
 import type { FunctionName } from "../config/secrets";
-import type { App } from "./app";
+import type { App } from "./create-app";
 import { createApp } from "./create-app";
 import { APP_DEFAULTS, appSettingsFromEnv } from "./settings";
 
