@@ -1,18 +1,19 @@
 /**
  * Composition: the configuration, the AWS clients (DynamoDB with a short request timeout for the
- * lease, SQS), the broker connection and the domain objects, wired into one ProvisionerApp per
- * container. Nothing is connected until first used.
+ * lease, SQS), the broker connection and the domain objects, wired into the use cases and one `App`
+ * per container that the handlers call. Nothing is connected until first used.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
-import type { NatsConnection } from "nats";
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
-import { publishStartupEvent, SharedBrokerConnection } from "../choria/connection";
-import { BroadcastDiscoverer, type DiscoveryResult } from "../choria/discovery";
-import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
+import { ChoriaBroker, PROVISIONER_VERSION } from "../choria/broker";
+import { SharedBrokerConnection } from "../choria/connection";
+import { lifecycleSubject } from "../choria/lifecycle";
+import { NatsLifecycleEventSource } from "../choria/lifecycle-bridge";
 import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
 import { functionUses } from "../config/secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
@@ -22,18 +23,38 @@ import type { LeaseStore } from "../lease/lease";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { resolveLeaseSettings } from "../lease/settings";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
-import { ProvisionerApp, type App, type BrokerAccess } from "./app";
-import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
-import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig } from "../aws/clients";
 import { createHelperRunner } from "../aws/helper-runner";
 import { createLogger } from "../aws/powertools-logger";
 import { createPowertoolsMetrics } from "../aws/powertools-metrics";
 import { createPowertoolsSecretResolver } from "../aws/powertools-secrets";
+import { batchResponse, queueMessagesOf } from "../aws/sqs-batch";
 import { SqsMessageQueue } from "../aws/sqs-queue";
+import { AdmissionFlow } from "./admission-flow";
+import { HostWorkProcessor } from "./host-work";
+import { Invocations, withInvocationAttributes } from "./invocation";
+import { Leadership, type DiscoverResult, type KeepLeaseResult } from "./leadership";
+import { LifecycleBridge, LifecycleEvents, type BridgeResult } from "./lifecycle-events";
+import { reprovision, release, status, type ReprovisionResult, type StatusReport } from "./operator";
+import type { Broker, InvocationContext, LifecycleEventSource } from "./ports";
+import { brokerSettings, choriaClientSettings, loadEngineKeys, warnInsecureSigner } from "./choria-client";
+import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
 
-/** The version announced in the provisioner's startup event. */
-export const PROVISIONER_VERSION = "0.1.0";
+export { PROVISIONER_VERSION };
+
+/** What the handlers call: one method per function, each running its use case. */
+export interface App {
+  readonly config: ProvisionerConfig;
+  discover(ctx: InvocationContext): Promise<DiscoverResult>;
+  keepLease(ctx: InvocationContext): Promise<KeepLeaseResult>;
+  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
+  handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  status(): Promise<StatusReport>;
+  reprovision(identities: string[]): Promise<ReprovisionResult>;
+  release(): Promise<{ released: boolean }>;
+  close(): Promise<void>;
+}
 
 /** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
 const LEASE_ROUND_TIMEOUT_MS = 4_000;
@@ -67,8 +88,8 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     throw new AppSettingsError("LEASE_TABLE", "is required when leader_election is on");
   }
 
-  const invocations = new AsyncLocalStorage<LogAttributes>();
-  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), invocations);
+  const invocationAttributes = new AsyncLocalStorage<LogAttributes>();
+  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), invocationAttributes);
   const metrics =
     overrides.metrics ??
     createPowertoolsMetrics({
@@ -96,14 +117,15 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   const usesBroker = functionUses(settings.function, "tls.key");
   const provisions = functionUses(settings.function, "token");
   if (usesBroker) warnInsecureSigner(config, logger);
-  const broker = usesBroker
-    ? new AppBroker(
+  const choria = usesBroker
+    ? new ChoriaBroker(
         new SharedBrokerConnection(await brokerSettings(config, `choria-provisioner ${config.deploymentId}`)),
         await choriaClientSettings(config, clock, logger),
-        config,
+        { identity: config.identity, discoveryTimeoutMs: config.discoveryTimeoutMs, discoveryMaxNodes: config.discoveryMaxNodes },
         clock,
       )
-    : noBroker(settings.function as string);
+    : undefined;
+  const broker: Broker & { rpc: ChoriaRpc } = choria ?? noBroker(settings.function as string);
   const keys = provisions ? await loadEngineKeys(config) : {};
   const engineSettings: EngineSettings = {
     features: config.features,
@@ -117,15 +139,15 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     ...keys,
   };
 
-  // The gate's onWon needs the app, and the app needs the gate.
-  const built: { app?: ProvisionerApp } = {};
+  // The gate's onWon needs leadership, and leadership needs the gate.
+  const built: { leadership?: Leadership } = {};
   const { gate, leaseStore } = createAppLeaseGate(config, {
     client: leaseClient,
     tableName: settings.leaseTable,
     metrics,
     clock,
     logger,
-    onWon: (term) => built.app?.onWonTerm(term),
+    onWon: (term) => built.leadership?.onWonTerm(term),
   });
   const engine = new ProvisionEngine({
     settings: engineSettings,
@@ -138,34 +160,98 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     ...(overrides.random ? { random: overrides.random } : {}),
   });
 
-  const app = new ProvisionerApp({
-    config,
-    gate,
-    leaseStore,
-    registry,
-    engine,
-    queues: {
-      hostWork: queue(settings.hostWorkQueueUrl),
-      hostWorkDlq: queue(settings.hostWorkDlqUrl),
-      lifecycle: queue(settings.lifecycleQueueUrl),
-      lifecycleDlq: queue(settings.lifecycleDlqUrl),
+  const queues = {
+    hostWork: queue(settings.hostWorkQueueUrl),
+    hostWorkDlq: queue(settings.hostWorkDlqUrl),
+    lifecycle: queue(settings.lifecycleQueueUrl),
+    lifecycleDlq: queue(settings.lifecycleDlqUrl),
+  };
+  const admission = new AdmissionFlow({ registry, hostWork: queues.hostWork, logger });
+  const leadership = new Leadership({
+    settings: {
+      leaderElection: config.leaderElection,
+      identity: config.identity,
+      discoveryMaxNodes: config.discoveryMaxNodes,
+      renewIntervalMs: config.lease.renewIntervalMs,
+      deadlineMarginMs: settings.deadlineMarginMs,
     },
+    gate,
     broker,
+    admission,
+    hostWork: queues.hostWork,
     clock,
     logger,
     metrics,
-    retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
-    failureLimit: settings.hostFailureLimit,
-    deadlineMarginMs: settings.deadlineMarginMs,
-    lifecycle: { stream: settings.lifecycleStream, consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site) },
-    invocations,
-    onClose: async () => {
+  });
+  built.leadership = leadership;
+  const source: LifecycleEventSource = choria
+    ? new NatsLifecycleEventSource(
+        {
+          stream: settings.lifecycleStream,
+          consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site),
+          subject: lifecycleSubject("startup", config.lifecycleComponent),
+          replayWindowMs: 2 * config.intervalMs,
+        },
+        { connection: () => choria.connection(), clock, logger },
+      )
+    : { run: () => refuseBroker(settings.function as string) };
+  const bridge = new LifecycleBridge({
+    settings: { leaderElection: config.leaderElection, site: config.site, deploymentId: config.deploymentId, skewBoundMs: config.lease.skewBoundMs },
+    leaseStore,
+    source,
+    lifecycle: queues.lifecycle,
+    lifecycleDlq: queues.lifecycleDlq,
+    clock,
+    logger,
+    metrics,
+  });
+  const lifecycleEvents = new LifecycleEvents({ component: config.lifecycleComponent, gate, admission, lifecycleDlq: queues.lifecycleDlq, logger, metrics });
+  const hostWork = new HostWorkProcessor({
+    settings: {
+      workers: config.workers,
+      retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+      failureLimit: settings.hostFailureLimit,
+      deadlineMarginMs: settings.deadlineMarginMs,
+    },
+    gate,
+    registry,
+    engine,
+    broker,
+    hostWork: queues.hostWork,
+    hostWorkDlq: queues.hostWorkDlq,
+    logger,
+    metrics,
+  });
+  const invocations = new Invocations({ gate, broker, logger, attributes: invocationAttributes });
+
+  const app: App = {
+    config,
+    discover: (ctx) => invocations.run(ctx, () => leadership.discover(ctx)),
+    keepLease: (ctx) => invocations.run(ctx, () => leadership.keepLease(ctx)),
+    bridgeLifecycle: (ctx) => invocations.run(ctx, () => bridge.run(ctx)),
+    handleLifecycleBatch: (event, ctx) => invocations.run(ctx, async () => batchResponse(await lifecycleEvents.handle(queueMessagesOf(event)))),
+    handleHostWorkBatch: (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx))),
+    status: () =>
+      status({
+        site: config.site,
+        deploymentId: config.deploymentId,
+        leaderElection: config.leaderElection,
+        ...(leaseStore ? { leaseStore } : {}),
+        registry,
+        queues,
+        clock,
+        metrics,
+      }),
+    reprovision: (identities) => reprovision({ currentTerm: () => gate.currentTerm(), admission, logger }, identities),
+    // The gate releases the term it holds or, in a container that never held it, the stored one.
+    release: () => release({ leaderElection: config.leaderElection && leaseStore !== undefined, release: () => gate.release(), logger }),
+    close: async () => {
+      await broker.close();
       leaseClient.destroy();
       storeClient.destroy();
       sqsClient.destroy();
     },
-  });
-  built.app = app;
+  };
   logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
   return app;
 }
@@ -229,25 +315,15 @@ function powertoolsLogger(config: ProvisionerConfig, settings: AppSettings, exis
   return logger;
 }
 
-/** Adds the current invocation's attributes (request id) to every line, also under concurrency. */
-function withInvocationAttributes(logger: Logger, invocations: AsyncLocalStorage<LogAttributes>): Logger {
-  const emit =
-    (level: keyof Logger) =>
-    (message: string, attributes?: LogAttributes): void => {
-      const current = invocations.getStore();
-      logger[level](message, current && Object.keys(current).length > 0 ? { ...current, ...attributes } : attributes);
-    };
-  return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
+async function refuseBroker(fn: string): Promise<never> {
+  throw new Error(`the ${fn} function does not connect to the broker`);
 }
 
 /** The broker of a function that never connects: any use is a wiring mistake, named as such. */
-function noBroker(fn: string): BrokerAccess & { rpc: ChoriaRpc } {
-  const refuse = async (): Promise<never> => {
-    throw new Error(`the ${fn} function does not connect to the broker`);
-  };
+function noBroker(fn: string): Broker & { rpc: ChoriaRpc } {
+  const refuse = () => refuseBroker(fn);
   return {
     rpc: { call: refuse },
-    connection: refuse,
     discover: refuse,
     prepareRpc: refuse,
     publishStartup: refuse,
@@ -255,56 +331,4 @@ function noBroker(fn: string): BrokerAccess & { rpc: ChoriaRpc } {
     closeIfPublishPending: async () => false,
     close: async () => undefined,
   };
-}
-
-/** The broker for the use cases: one shared connection, a discoverer and an RPC client bound to it. */
-class AppBroker implements BrokerAccess {
-  private bound: { nc: NatsConnection; rpc: NatsChoriaRpc } | undefined;
-  /** Delegates to the client of the connection prepared last; the engine holds this one object. */
-  readonly rpc: ChoriaRpc = {
-    call: (call) => {
-      if (!this.bound) throw new Error("the broker connection was not prepared before provisioning");
-      return this.bound.rpc.call(call);
-    },
-  };
-
-  constructor(
-    private readonly shared: SharedBrokerConnection,
-    private readonly client: ChoriaClientSettings,
-    private readonly config: ProvisionerConfig,
-    private readonly clock: Clock,
-  ) {}
-
-  connection(): Promise<NatsConnection> {
-    return this.shared.get();
-  }
-
-  async discover(): Promise<DiscoveryResult> {
-    const nc = await this.shared.get();
-    return new BroadcastDiscoverer(nc, {
-      ...this.client,
-      discoveryTimeoutMs: this.config.discoveryTimeoutMs,
-      maxIdentities: this.config.discoveryMaxNodes,
-    }).discoverWithStats();
-  }
-
-  async closeIfPublishPending(): Promise<boolean> {
-    if (!this.bound?.rpc.hasUnconfirmedPublishes()) return false;
-    await this.close();
-    return true;
-  }
-
-  async prepareRpc(): Promise<void> {
-    const nc = await this.shared.get();
-    if (this.bound?.nc !== nc) this.bound = { nc, rpc: new NatsChoriaRpc(nc, this.client) };
-  }
-
-  async publishStartup(): Promise<void> {
-    await publishStartupEvent(await this.shared.get(), { identity: this.config.identity, version: PROVISIONER_VERSION, clock: this.clock });
-  }
-
-  async close(): Promise<void> {
-    this.bound = undefined;
-    await this.shared.close();
-  }
 }

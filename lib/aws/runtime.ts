@@ -6,7 +6,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
-import type { App } from "../app/app";
+import type { App } from "../app/create-app";
 import { createApp } from "../app/create-app";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../app/settings";
 import type { FunctionName } from "../config/secrets";
