@@ -14,7 +14,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { KEEPER_MAX_RUN_MS } from "../lib/app/leadership";
-import { createAppLeaseGate } from "../lib/app/create-app";
+import { createAppLeaseGate } from "../lib/aws";
 import { createLeaseClient } from "../lib/aws/clients";
 import { parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";

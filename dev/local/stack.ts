@@ -22,7 +22,8 @@ import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aw
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/app";
+import { appSettingsFromEnv } from "../../lib/app";
+import { createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/aws";
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";

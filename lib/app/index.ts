@@ -1,6 +1,5 @@
 export { AdmissionFlow, type AdmissionFlowDeps, type AdmissionResult, type ReadmitOutcome } from "./admission-flow";
 export { deadLetter, RetryLaterError, runBatch } from "./batch";
-export { createApp, defaultConsumerName, PROVISIONER_VERSION, type App, type AppOverrides } from "./create-app";
 export { HostWorkProcessor, retryDelaySeconds, type HostWorkDeps, type HostWorkSettings } from "./host-work";
 export { decodeHostWork, encodeHostWork } from "./host-work-message";
 export { Invocations, withInvocationAttributes, type InvocationsDeps } from "./invocation";
