@@ -42,6 +42,8 @@ const FUNCTIONS: Record<string, string> = {
 const PROVISIONING_CODE = ["lib/engine", "lib/crypto", "lib/helper"] as const;
 type ProvisioningArea = (typeof PROVISIONING_CODE)[number];
 
+const SLS_PACKAGE_TIMEOUT_MS = 10 * 60_000;
+
 /** Issue 12's acceptance targets. */
 const TARGETS = { provisionBundleBytes: 600_000, statusColdImportMs: 150 } as const;
 
@@ -160,6 +162,8 @@ async function slsPackage(root: string, packageDir: string): Promise<void> {
     cwd: root,
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", SLS_TELEMETRY_DISABLED: "1" },
     maxBuffer: 16 * 1024 * 1024,
+    // serverless-esbuild can wait forever on a failed build; a package takes well under this.
+    timeout: SLS_PACKAGE_TIMEOUT_MS,
   });
 }
 
@@ -267,9 +271,10 @@ async function main(): Promise<void> {
       const treeOut = join(outDir, tree.label);
       const packageDir = join(treeOut, "package");
       await mkdir(treeOut, { recursive: true });
-      await slsPackage(tree.root, packageDir);
+      // esbuild first: a tree that does not build (e.g. a dependency this checkout no longer has) fails here with esbuild's error.
       const bundles: Bundled[] = [];
       for (const [name, handler] of Object.entries(FUNCTIONS)) bundles.push(await bundleOne(tree.root, name, handler, treeOut));
+      await slsPackage(tree.root, packageDir);
       built.set(tree.label, { bundles, packageDir });
     }
 
