@@ -215,7 +215,14 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     logger,
     metrics,
   });
-  const lifecycleEvents = new LifecycleEvents({ component: config.lifecycleComponent, gate, admission, lifecycleDlq: queues.lifecycleDlq, logger, metrics });
+  const lifecycleEvents = new LifecycleEvents({
+    component: config.lifecycleComponent,
+    gate,
+    admission,
+    lifecycleDlq: queues.lifecycleDlq,
+    logger,
+    metrics,
+  });
   const hostWork = new HostWorkProcessor({
     settings: {
       workers: config.workers,
