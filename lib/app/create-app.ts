@@ -93,7 +93,8 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   }
 
   const invocationAttributes = new AsyncLocalStorage<LogAttributes>();
-  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), invocationAttributes);
+  const baseLogger = overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger);
+  const logger = withInvocationAttributes(baseLogger, invocationAttributes);
   const metrics =
     overrides.metrics ??
     createPowertoolsMetrics({
