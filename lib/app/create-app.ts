@@ -93,8 +93,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   }
 
   const invocationAttributes = new AsyncLocalStorage<LogAttributes>();
-  const baseLogger = overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger);
-  const logger = withInvocationAttributes(baseLogger, invocationAttributes);
+  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), invocationAttributes);
   const metrics =
     overrides.metrics ??
     createPowertoolsMetrics({
@@ -216,14 +215,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     logger,
     metrics,
   });
-  const lifecycleEvents = new LifecycleEvents({
-    component: config.lifecycleComponent,
-    gate,
-    admission,
-    lifecycleDlq: queues.lifecycleDlq,
-    logger,
-    metrics,
-  });
+  const lifecycleEvents = new LifecycleEvents({ component: config.lifecycleComponent, gate, admission, lifecycleDlq: queues.lifecycleDlq, logger, metrics });
   const hostWork = new HostWorkProcessor({
     settings: {
       workers: config.workers,
