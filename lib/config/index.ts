@@ -1,16 +1,18 @@
+export { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
 export {
-  DEFAULT_CERT_DENY_LIST,
   REDACTED,
+  leaseSettingsOf,
   parseConfig,
   secretValues,
   type FeatureFlags,
-  type LeaseSettings,
+  type LeaseSection,
   type LogLevel,
   type ParseConfigOptions,
   type ProvisionerConfig,
   type TlsSettings,
 } from "./config";
 export { DurationError, parseDuration } from "./duration";
+export { CONFIG_KEYS, SETTINGS, type KeySpec, type Setting } from "./keys";
 export { loadConfig, type LoadConfigOptions } from "./load";
 export {
   FUNCTION_NAMES,

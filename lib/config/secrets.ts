@@ -1,4 +1,7 @@
 import { ProvisionerError } from "../errors";
+import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
+
+export type { KeyFileSetting, ReferenceSetting, SecretKey };
 
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
 export type SecretStore = "ssm" | "secretsmanager";
@@ -20,29 +23,17 @@ export interface SecretResolver {
 /** A secret store could not give a value; the message names the reference, never a value. */
 export class SecretResolutionError extends ProvisionerError {}
 
-/** Configuration keys whose values are credentials: redacted from every rendering of the config. */
-export const SECRET_KEYS = [
-  "token",
-  "broker_provisioning_password",
-  "jwt_signing_key",
-  "jwt_signing_token",
-  "nats_token",
-  "client_jwt",
-  "client_seed",
-] as const;
-
-export type SecretKey = (typeof SECRET_KEYS)[number];
+/** Configuration keys whose values are credentials (lib/config/keys.ts `secret`): redacted from every rendering of the config. */
+export const SECRET_KEYS = settingsWhere<SecretKey>((spec) => spec.secret === true);
 
 /**
  * Settings that name a key or certificate file (as in the Go daemon) and may instead be a reference
- * whose value is the PEM (or hex key) itself. `tls.key` is also a credential: it is redacted too.
+ * whose value is the PEM (or hex key) itself (lib/config/keys.ts `reference: "material"`).
  */
-export const KEY_FILE_SETTINGS = ["tls.ca", "tls.cert", "tls.key", "jwt_verify_cert"] as const;
+export const KEY_FILE_SETTINGS = settingsWhere<KeyFileSetting>((spec) => spec.reference === "material");
 
 /** Every setting that may be written as an `ssm:` / `secretsmanager:` reference (dotted for nested keys). */
-export const REFERENCE_SETTINGS = [...SECRET_KEYS, ...KEY_FILE_SETTINGS] as const;
-
-export type ReferenceSetting = (typeof REFERENCE_SETTINGS)[number];
+export const REFERENCE_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.reference !== undefined);
 
 /** The deployed functions (serverless.yml `functions:` keys). */
 export const FUNCTION_NAMES = [
