@@ -32,8 +32,8 @@ const everySecret = () =>
 describe("the configuration's secret list", () => {
   it("includes every credential, nested ones too", () => {
     // Assert
-    expect([...SECRET_KEYS].sort()).toEqual(
-      ["broker_provisioning_password", "client_jwt", "client_seed", "jwt_signing_key", "jwt_signing_token", "nats_token", "tls.key", "token"],
+    expect(SECRET_KEYS).toEqual(
+      expect.arrayContaining(["broker_provisioning_password", "client_jwt", "client_seed", "jwt_signing_key", "jwt_signing_token", "nats_token", "tls.key", "token"]),
     );
   });
 
