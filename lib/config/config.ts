@@ -5,7 +5,7 @@ import { ConfigError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
-import { configSecretValues, configView } from "./keys";
+import { configView } from "./keys";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
 
@@ -291,11 +291,6 @@ function freezeWithRedaction(values: ConfigValues): ProvisionerConfig {
     },
   );
   return Object.freeze(config) as ProvisionerConfig;
-}
-
-/** Every secret value set in the configuration, for value-based masking in log output. */
-export function secretValues(config: ProvisionerConfig): string[] {
-  return configSecretValues(config);
 }
 
 function duration(key: string, text: string): number {

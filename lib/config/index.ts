@@ -3,7 +3,6 @@ export {
   REDACTED,
   leaseSettingsOf,
   parseConfig,
-  secretValues,
   type FeatureFlags,
   type LeaseSection,
   type LogLevel,
@@ -12,7 +11,7 @@ export {
   type TlsSettings,
 } from "./config";
 export { DurationError, parseDuration } from "./duration";
-export { CONFIG_KEYS, SETTINGS, type KeySpec, type Setting } from "./keys";
+export { CONFIG_KEYS, SETTINGS, secretValues, type KeySpec, type Setting } from "./keys";
 export { loadConfig, type LoadConfigOptions } from "./load";
 export {
   FUNCTION_NAMES,

@@ -30,6 +30,12 @@ export interface KeySpec<S extends z.ZodType = z.ZodType> {
    * key or certificate file setting (as in the Go daemon) whose reference resolves to the PEM itself.
    */
   readonly reference?: "value" | "material";
+  /**
+   * Which functions resolve the reference (lib/config/secrets.ts FUNCTION_SETTINGS), hence whose IAM
+   * role may read it: `broker`, every function that connects to the broker; `provisioning`, only
+   * `provision`, which configures nodes. Required with `reference`.
+   */
+  readonly usedBy?: "broker" | "provisioning";
   /** The configured value as the redacted view (logs) shows it, before secrets are masked. */
   readonly shown: (config: ConfigValues) => unknown;
 }
@@ -81,7 +87,7 @@ export const CONFIG_KEYS = {
   helper: key({ schema: optionalText, env: "string", shown: (c) => c.helper }),
   helper_function: key({ schema: optionalText, env: "string", shown: (c) => c.helperFunction }),
   helper_timeout: key({ schema: duration("10s"), env: "string", shown: (c) => ms(c.helperTimeoutMs) }),
-  token: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.token }),
+  token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.token }),
   lifecycle_component: key({ schema: emptyIsUnset(text.default(DEFAULT_LIFECYCLE_COMPONENT)), env: "string", shown: (c) => c.lifecycleComponent }),
   choria_insecure: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.choriaInsecure }),
   site: key({ schema: text.default(""), env: "string", shown: (c) => c.site }),
@@ -92,12 +98,13 @@ export const CONFIG_KEYS = {
     env: "string",
     secret: true,
     reference: "value",
+    usedBy: "broker",
     shown: (c) => c.brokerProvisioningPassword,
   }),
   cert_deny_list: key({ schema: emptyIsUnset(z.array(text).default([...DEFAULT_CERT_DENY_LIST])), shown: (c) => [...c.certDenyList] }),
-  jwt_verify_cert: key({ schema: optionalText, env: "string", reference: "material", shown: (c) => c.jwtVerifyCert }),
-  jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.jwtSigningKey }),
-  jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.jwtSigningToken }),
+  jwt_verify_cert: key({ schema: optionalText, env: "string", reference: "material", usedBy: "provisioning", shown: (c) => c.jwtVerifyCert }),
+  jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningKey }),
+  jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningToken }),
   server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), env: "string", shown: (c) => ms(c.serverJwtValidityMs) }),
   rego_policy: key({ schema: optionalText, env: "string", shown: (c) => c.regoPolicy }),
   leader_election: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.leaderElection }),
@@ -113,15 +120,15 @@ export const CONFIG_KEYS = {
   identity: key({ schema: optionalText, computedDefault: '`choria_provisioner.<site or "default">`', env: "string", shown: (c) => c.identity }),
   callerid: key({ schema: optionalText, computedDefault: "`choria=<identity>`", env: "string", shown: (c) => c.callerid }),
   protocol_version: key({ schema: z.union([z.literal(1), z.literal(2)]).default(1), env: "integer", shown: (c) => c.protocolVersion }),
-  client_jwt: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.clientJwt }),
-  client_seed: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.clientSeed }),
+  client_jwt: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.clientJwt }),
+  client_seed: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.clientSeed }),
   tls: section({
-    ca: key({ schema: optionalText, reference: "material", shown: (c) => c.tls.ca }),
-    cert: key({ schema: optionalText, reference: "material", shown: (c) => c.tls.cert }),
-    key: key({ schema: optionalText, secret: true, reference: "material", shown: (c) => c.tls.key }),
+    ca: key({ schema: optionalText, reference: "material", usedBy: "broker", shown: (c) => c.tls.ca }),
+    cert: key({ schema: optionalText, reference: "material", usedBy: "broker", shown: (c) => c.tls.cert }),
+    key: key({ schema: optionalText, secret: true, reference: "material", usedBy: "broker", shown: (c) => c.tls.key }),
     insecure_skip_verify: key({ schema: flag.default(false), shown: (c) => c.tls.insecureSkipVerify }),
   }),
-  nats_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", shown: (c) => c.natsToken }),
+  nats_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.natsToken }),
   deployment_id: key({ schema: optionalText, computedDefault: "`AWS_REGION`, else `local`", env: "string", shown: (c) => c.deploymentId }),
   lease: section({
     duration: key({ schema: duration(seconds(LEASE_DEFAULTS.leaseDurationMs)), shown: (c) => ms(c.lease.durationMs) }),
@@ -189,7 +196,7 @@ export function configView(config: ConfigValues, masked: string): Record<string,
 }
 
 /** The values of every set secret, for value-based masking in log output. */
-export function configSecretValues(config: ConfigValues): string[] {
+export function secretValues(config: ConfigValues): string[] {
   return SETTINGS.filter(([, spec]) => spec.secret)
     .map(([, spec]) => spec.shown(config))
     .filter((value): value is string => typeof value === "string" && value !== "");

@@ -49,10 +49,10 @@ export const FUNCTION_NAMES = [
 
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
-/** What connecting to the broker and signing requests needs. */
-const BROKER_SETTINGS = ["broker_provisioning_password", "nats_token", "client_jwt", "client_seed", "tls.ca", "tls.cert", "tls.key"] as const;
+/** What connecting to the broker and signing requests needs (lib/config/keys.ts `usedBy`). */
+const BROKER_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.usedBy === "broker");
 /** What configuring a node needs on top: the token it is given and the JWT keys. */
-const PROVISIONING_SETTINGS = ["token", "jwt_signing_key", "jwt_signing_token", "jwt_verify_cert"] as const;
+const PROVISIONING_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.usedBy === "provisioning");
 
 /**
  * The reference settings each function uses: its loader resolves only these and its IAM role may

@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { KEY_FILE_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS, SETTINGS, type KeySpec } from "../../../lib/config";
+import { FUNCTION_SETTINGS, KEY_FILE_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS, SETTINGS, type KeySpec } from "../../../lib/config";
 import { ENV_OVERRIDABLE } from "../../../lib/config/keys";
 
 const DOC = readFileSync(new URL("../../../docs/configuration.md", import.meta.url), "utf8");
@@ -74,6 +74,17 @@ describe("the configuration key table", () => {
     expect([...KEY_FILE_SETTINGS].sort()).toEqual(["jwt_verify_cert", "tls.ca", "tls.cert", "tls.key"]);
     expect([...REFERENCE_SETTINGS].sort()).toEqual(
       [...new Set([...SECRET_KEYS, ...KEY_FILE_SETTINGS])].sort(),
+    );
+  });
+
+  it("says for every reference-capable setting which functions resolve it", () => {
+    // Assert
+    for (const [name, spec] of SETTINGS) expect(spec.reference === undefined || spec.usedBy !== undefined, name).toBe(true);
+    expect(FUNCTION_SETTINGS.status).toEqual([]);
+    expect(FUNCTION_SETTINGS.release).toEqual([]);
+    expect([...FUNCTION_SETTINGS.provision].sort()).toEqual([...REFERENCE_SETTINGS].sort());
+    expect([...FUNCTION_SETTINGS.discover].sort()).toEqual(
+      ["broker_provisioning_password", "client_jwt", "client_seed", "nats_token", "tls.ca", "tls.cert", "tls.key"],
     );
   });
 
