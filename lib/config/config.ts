@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { RPC_PLAN } from "../engine/plan";
 import { ConfigError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
+import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
 import { configView } from "./keys";
@@ -90,8 +91,6 @@ export interface ProvisionerConfig {
   redacted(): Record<string, unknown>;
   toJSON(): Record<string, unknown>;
 }
-
-export const REDACTED = "[redacted]";
 
 export interface ParseConfigOptions {
   /** Receives one warning per unknown key (the Go daemon ignores them silently). */

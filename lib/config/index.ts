@@ -1,6 +1,6 @@
 export { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
+export { REDACTED } from "../observability/redact";
 export {
-  REDACTED,
   leaseSettingsOf,
   parseConfig,
   type FeatureFlags,
@@ -11,7 +11,7 @@ export {
   type TlsSettings,
 } from "./config";
 export { DurationError, parseDuration } from "./duration";
-export { CONFIG_KEYS, SETTINGS, secretValues, type KeySpec, type Setting } from "./keys";
+export { SETTINGS, secretValues, type KeySpec, type ReferenceSetting, type SecretKey, type Setting } from "./keys";
 export { loadConfig, type LoadConfigOptions } from "./load";
 export {
   FUNCTION_NAMES,
@@ -24,8 +24,6 @@ export {
   functionUses,
   parseSecretReference,
   type FunctionName,
-  type ReferenceSetting,
-  type SecretKey,
   type SecretReference,
   type SecretResolver,
   type SecretStore,

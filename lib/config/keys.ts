@@ -71,13 +71,13 @@ const duration = (fallback: string) => text.default(fallback);
 const seconds = (ms: number) => `${ms / 1000}s`;
 const ms = (value: number) => `${value}ms`;
 
-export const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
+const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
 /**
  * Sized for large real fleets: a whole data centre (tens of thousands of nodes) booting into
  * provisioning mode is admitted over a few discoveries; a hostile client forging replies cannot
  * make one discovery produce more work than this.
  */
-export const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
+const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
 
 export const CONFIG_KEYS = {
   workers: key({ schema: z.number().int().min(0).default(0), computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),

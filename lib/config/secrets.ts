@@ -1,8 +1,6 @@
 import { ProvisionerError } from "../errors";
 import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
 
-export type { KeyFileSetting, ReferenceSetting, SecretKey };
-
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
 export type SecretStore = "ssm" | "secretsmanager";
 
