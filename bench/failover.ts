@@ -16,7 +16,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { KEEPER_MAX_RUN_MS } from "../lib/app/leadership";
 import { createAppLeaseGate } from "../lib/aws";
 import { createLeaseClient } from "../lib/aws/clients";
-import { parseConfig, type ProvisionerConfig } from "../lib/config";
+import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
 import type { LeaseGate } from "../lib/lease/gate";
@@ -218,12 +218,8 @@ async function main() {
       Promise.all(
         PROFILES.map(async (profile) => {
           const config = deploymentConfig("probe", "probe", profile.lease);
-          const settings = {
-            leaseDurationMs: config.lease.durationMs,
-            renewIntervalMs: config.lease.renewIntervalMs,
-            skewBoundMs: config.lease.skewBoundMs,
-            deliveryHorizonMs: config.rpcTtl * 1_000,
-          };
+          const { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs = 0 } = leaseSettingsOf(config);
+          const settings = { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs };
           const runs = await Promise.all(Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(dynamo.url, profile, `${profile.name}-${index}`)));
           // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one renew interval.
           const earliest = settings.leaseDurationMs + settings.skewBoundMs + settings.deliveryHorizonMs;
@@ -291,7 +287,7 @@ function markdown(report: Report): string {
     `Generated ${report.generatedAt} by \`npx tsx bench/failover.ts\` against DynamoDB Local on loopback, in real time (no time scaling); the whole run took ${s(report.benchmarkWallClockMs)}.`,
     "",
     "Each deployment's gate is composed by the production code (`createAppLeaseGate`, `createLeaseClient` in",
-    "`lib/app/create-app.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
+    "`lib/aws/compose.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
     "4 s round bound, the pause switch read before every round. Each keeper runs as the scheduled `lease-keeper`",
     `function does: a new invocation every minute looping ${s(KEEPER_MAX_RUN_MS)}. The leader stops at a random phase of its`,
     "renewal cycle and of its minute schedule (a crash: no release) and we time until the standby's gate opens",

@@ -41,6 +41,11 @@ const FUNCTIONS: Record<string, string> = {
 
 /** Domain code only `provision` needs: `status` and `release` must carry none of it. */
 const PROVISIONING_CODE = ["lib/engine", "lib/crypto", "lib/helper"] as const;
+/**
+ * Files of those areas that hold a fact the configuration or the registry (so every function)
+ * reads: counted apart, as "shared facts" (test/unit/aws/function-bundles.test.ts holds the same list).
+ */
+const SHARED_FACTS = new Set(["lib/engine/plan.ts", "lib/engine/waiting.ts", "lib/engine/go-duration.ts", "lib/crypto/csr.ts"]);
 type ProvisioningArea = (typeof PROVISIONING_CODE)[number];
 
 const SLS_PACKAGE_TIMEOUT_MS = 10 * 60_000;
@@ -57,8 +62,10 @@ interface BundleFigures {
   coldImportMs: { median: number; min: number; max: number; runs: number };
   /** The five largest inputs by bytes in the bundle. */
   largestInputs: Array<{ path: string; bytes: number }>;
-  /** Per area of provisioning code: how many of its files the bundle carries and their bytes in the output. */
+  /** Per area of provisioning code: how many of its files the bundle carries and their bytes in the output (shared facts apart). */
   provisioningCode: Record<ProvisioningArea, { files: number; bytes: number }>;
+  /** The shared-fact files of those areas the bundle carries. */
+  sharedFacts: Array<{ path: string; bytes: number }>;
 }
 
 interface TreeReport {
@@ -138,7 +145,7 @@ function figures(bundled: Bundled, packageDir: string): Promise<BundleFigures> {
   const inputs = Object.entries(output?.inputs ?? {}).map(([path, input]) => ({ path: inputPath(path), bytes: input.bytesInOutput }));
   const provisioningCode = Object.fromEntries(
     PROVISIONING_CODE.map((area) => {
-      const carried = inputs.filter((input) => input.path.startsWith(`${area}/`) && input.bytes > 0);
+      const carried = inputs.filter((input) => input.path.startsWith(`${area}/`) && input.bytes > 0 && !SHARED_FACTS.has(input.path));
       return [area, { files: carried.length, bytes: carried.reduce((sum, input) => sum + input.bytes, 0) }];
     }),
   ) as BundleFigures["provisioningCode"];
@@ -155,6 +162,7 @@ function figures(bundled: Bundled, packageDir: string): Promise<BundleFigures> {
     },
     largestInputs: [...inputs].sort((a, b) => b.bytes - a.bytes).slice(0, 5),
     provisioningCode,
+    sharedFacts: inputs.filter((input) => SHARED_FACTS.has(input.path) && input.bytes > 0),
   }));
 }
 
@@ -195,7 +203,9 @@ function checks(after: TreeReport, before: TreeReport | undefined): Check[] {
     {
       name: "status/release carry no engine, crypto or helper code",
       met: noProvisioningCode.every((f) => PROVISIONING_CODE.every((area) => f.provisioningCode[area].files === 0)),
-      detail: noProvisioningCode.map((f) => `${f.function}: ${carried(f)}`).join("; "),
+      detail:
+        noProvisioningCode.map((f) => `${f.function}: ${carried(f)}`).join("; ") +
+        `; shared facts carried: ${noProvisioningCode[0]!.sharedFacts.map((s) => `${s.path} ${s.bytes} B`).join(", ")}`,
     },
     {
       name: `status cold import <= ${TARGETS.statusColdImportMs} ms (median)`,
@@ -220,7 +230,8 @@ function markdown(after: TreeReport, before: TreeReport | undefined, meta: Recor
     "no source map, every dependency bundled (AWS SDK v3 included). \"Deploy zip\" is the function's zip as",
     "`sls package` builds it (run by the report, default params). Cold import is the time to `require` the",
     "bundle in a fresh `node` process (median of the runs); it excludes Lambda's own runtime start.",
-    "\"Engine/crypto/helper\" counts the files of lib/engine, lib/crypto and lib/helper in the bundle (metafile).",
+    "\"Engine/crypto/helper\" counts the files of lib/engine, lib/crypto and lib/helper in the bundle (metafile), apart from the",
+    `shared facts every function reads through the configuration or the registry (${[...SHARED_FACTS].join(", ")}).`,
     "",
     `| function |${trees.map((t) => ` bundle (${t.label}) | zip (${t.label}) | cold import (${t.label}) |`).join("")} engine/crypto/helper files (${after.label}) |`,
     `|---|${trees.map(() => "---:|---:|---:|").join("")}---|`,

@@ -17,14 +17,13 @@ import { Leadership } from "../app/leadership";
 import type { StatusQueues } from "../app/operator";
 import type { Broker } from "../app/ports";
 import { AppSettingsError, tableArnRegion, type AppSettings } from "../app/settings";
-import { loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
+import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
 import { SecretResolutionError } from "../config/secrets";
 import type { RandomSource } from "../engine";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
-import { resolveLeaseSettings } from "../lease/settings";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig } from "./clients";
 import { createLogger } from "./powertools-logger";
@@ -210,17 +209,7 @@ export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGate
   const tableName = deps.tableName ?? "";
   const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
   const gate = createLeaseGate(
-    resolveLeaseSettings({
-      leaderElection: config.leaderElection,
-      site: config.site,
-      deploymentId: config.deploymentId,
-      leaseDurationMs: config.lease.durationMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
-      skewBoundMs: config.lease.skewBoundMs,
-      // A request the old term stamped may still start at a node until its TTL has passed.
-      deliveryHorizonMs: config.rpcTtl * 1_000,
-      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
-    }),
+    leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
     {
       store: leaseStore,
       pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,
