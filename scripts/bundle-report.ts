@@ -62,6 +62,8 @@ interface BundleFigures {
   coldImportMs: { median: number; min: number; max: number; runs: number };
   /** The five largest inputs by bytes in the bundle. */
   largestInputs: Array<{ path: string; bytes: number }>;
+  /** The ten largest packages (node_modules package, or lib/<area>) by bytes in the bundle: where a size target goes. */
+  largestPackages: Array<{ name: string; bytes: number }>;
   /** Per area of provisioning code: how many of its files the bundle carries and their bytes in the output (shared facts apart). */
   provisioningCode: Record<ProvisioningArea, { files: number; bytes: number }>;
   /** The shared-fact files of those areas the bundle carries. */
@@ -161,9 +163,20 @@ function figures(bundled: Bundled, packageDir: string): Promise<BundleFigures> {
       runs: bundled.times.length,
     },
     largestInputs: [...inputs].sort((a, b) => b.bytes - a.bytes).slice(0, 5),
+    largestPackages: packagesOf(inputs).slice(0, 10),
     provisioningCode,
     sharedFacts: inputs.filter((input) => SHARED_FACTS.has(input.path) && input.bytes > 0),
   }));
+}
+
+/** Bytes per node_modules package (scoped names whole) or per lib/ area, largest first. */
+function packagesOf(inputs: Array<{ path: string; bytes: number }>): Array<{ name: string; bytes: number }> {
+  const totals = new Map<string, number>();
+  for (const input of inputs) {
+    const name = /^node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input.path)?.[1] ?? input.path.split("/").slice(0, 2).join("/");
+    totals.set(name, (totals.get(name) ?? 0) + input.bytes);
+  }
+  return [...totals].map(([name, bytes]) => ({ name, bytes })).sort((a, b) => b.bytes - a.bytes);
 }
 
 async function slsPackage(root: string, packageDir: string): Promise<void> {
@@ -246,6 +259,12 @@ function markdown(after: TreeReport, before: TreeReport | undefined, meta: Recor
     "Acceptance (issue 12):",
     "",
     ...checks(after, before).map((c) => `- ${c.met ? "met" : "NOT met"}: ${c.name}: ${c.detail}`),
+    "",
+    "Largest packages of the after bundles of provision and status (bytes in output), where the size and import time go:",
+    "",
+    ...after.bundles
+      .filter((f) => f.function === "provision" || f.function === "status")
+      .map((f) => `- ${f.function}: ${f.largestPackages.map((p) => `${p.name} ${kib(p.bytes)}`).join(", ")}`),
     "",
     ...trees.flatMap((t) => [
       `Largest inputs per bundle, ${t.label} (bytes in output):`,
