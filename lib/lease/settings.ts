@@ -46,7 +46,7 @@ export function resolveLeaseSettings(input: LeaseSettingsInput): LeaseSettings {
   if (!settings.leaderElection) return settings;
   if (settings.site.trim() === "") throw new ConfigError("site", "must not be empty when leader_election is on");
   if (settings.deploymentId.trim() === "") {
-    throw new ConfigError("lease.deployment_id", "must not be empty when leader_election is on");
+    throw new ConfigError("deployment_id", "must not be empty when leader_election is on");
   }
   checkLeaseTiming(settings);
   return settings;
