@@ -15,7 +15,7 @@ import { ChoriaBroker, PROVISIONER_VERSION } from "../choria/broker";
 import { SharedBrokerConnection } from "../choria/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
 import { NatsLifecycleEventSource } from "../choria/lifecycle-bridge";
-import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
+import { leaseSettingsOf, loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
 import { functionUses } from "../config/secrets";
 import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
@@ -24,7 +24,6 @@ import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
 import { DynamoDbPauseStore } from "../lease/pause";
-import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { batchResponse, queueMessagesOf } from "../aws/sqs-batch";
@@ -295,17 +294,7 @@ export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGate
   const tableName = deps.tableName ?? "";
   const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
   const gate = createLeaseGate(
-    resolveLeaseSettings({
-      leaderElection: config.leaderElection,
-      site: config.site,
-      deploymentId: config.deploymentId,
-      leaseDurationMs: config.lease.durationMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
-      skewBoundMs: config.lease.skewBoundMs,
-      // A request the old term stamped may still start at a node until its TTL has passed.
-      deliveryHorizonMs: config.rpcTtl * 1_000,
-      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
-    }),
+    leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
     {
       store: leaseStore,
       pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,
