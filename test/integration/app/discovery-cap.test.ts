@@ -7,7 +7,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createApp } from "../../../lib/app";
+import { createApp } from "../../../lib/aws";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createApp, type App } from "../../../lib/app";
+import { createApp, type App } from "../../../lib/aws";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import type { HelperRequest, HelperResponse, LogAttributes, Logger } from "../../../lib/ports";

@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { createApp, type App } from "../../../lib/app";
+import { createApp, type App } from "../../../lib/aws";
 import { loadConfig } from "../../../lib/config";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
