@@ -23,6 +23,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { build, type Metafile } from "esbuild";
+import { functionBundleOptions } from "./function-bundle-options";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "..");
@@ -129,13 +130,7 @@ async function bundleOne(root: string, name: string, handler: string, outDir: st
     absWorkingDir: root,
     entryPoints: [join(root, handler)],
     outfile,
-    bundle: true,
-    minify: true,
-    keepNames: true,
-    sourcemap: false,
-    platform: "node",
-    target: "node22",
-    format: "cjs",
+    ...(await functionBundleOptions(root)),
     metafile: true,
     logLevel: "error",
   });
@@ -239,7 +234,7 @@ function markdown(after: TreeReport, before: TreeReport | undefined, meta: Recor
       ? `Before: \`${before.ref}\` (${before.commit.slice(0, 12)}), built in a temporary git worktree with ${meta.beforeModules}; after: this checkout (${after.commit.slice(0, 12)}). ` +
         "Both were measured in the same run, their cold imports interleaved."
       : `This checkout: ${after.commit.slice(0, 12)}.`,
-    "Bundles are built as serverless.yml builds them: esbuild, CommonJS `.cjs`, minified, `keepNames`,",
+    "Bundles are built with the options of each tree's serverless.yml `custom.esbuild` (CommonJS `.cjs`, minified, `keepNames`, ES module builds of dependencies first where the tree says so),",
     "no source map, every dependency bundled (AWS SDK v3 included). \"Deploy zip\" is the function's zip as",
     "`sls package` builds it (run by the report, default params). Cold import is the time to `require` the",
     "bundle in a fresh `node` process (median of the runs); it excludes Lambda's own runtime start.",

@@ -5,6 +5,7 @@
  */
 import { resolve } from "node:path";
 import { build } from "esbuild";
+import { functionBundleOptions } from "../../../scripts/function-bundle-options";
 import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
@@ -33,12 +34,9 @@ async function bundledInputs(handler: string): Promise<Array<{ path: string; byt
   const result = await build({
     absWorkingDir: ROOT,
     entryPoints: [resolve(ROOT, handler)],
-    bundle: true,
+    ...(await functionBundleOptions(ROOT)),
     write: false,
     outfile: "out.cjs",
-    platform: "node",
-    target: "node22",
-    format: "cjs",
     metafile: true,
     logLevel: "silent",
   });
