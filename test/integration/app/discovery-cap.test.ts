@@ -11,7 +11,8 @@ import { createApp } from "../../../lib/app";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
-import { EXTRA_METRIC, type LogAttributes, type Logger } from "../../../lib/ports";
+import { EXTRA_METRIC } from "../../../lib/ports";
+import { RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
 import { createQueues, createTables, dynamoClient, receive, sqsClient } from "../../support/aws";
 import { HELPER } from "../handlers/support";
@@ -56,8 +57,7 @@ describe("discovery_max_nodes", () => {
     const tables = await createTables(dynamo, site);
     const yaml = [`site: ${site}`, "deployment_id: east", `helper: ${HELPER}`, "choria_insecure: true", "leader_election: true", "discovery_max_nodes: 50", `broker_urls: ["${nats.url}"]`].join("\n");
     const metrics = new InMemoryMetrics(site);
-    const warnings: Array<{ message: string; attributes?: LogAttributes }> = [];
-    const logger: Logger = { debug() {}, info() {}, error() {}, warn: (message, attributes) => warnings.push({ message, attributes }) };
+    const logger = new RecordingLogger();
     const app = await createApp(localAppSettings(yaml, { queues, tables, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url }), { metrics, logger });
 
     try {
@@ -68,7 +68,7 @@ describe("discovery_max_nodes", () => {
       expect(result).toMatchObject({ paused: false, discovered: 50, admitted: 50 });
       expect((await receive(sqsApi, queues.hostWork, 3_000)).length).toBe(50);
       expect(metrics.total(EXTRA_METRIC.discoveryCapped)).toBe(1);
-      expect(warnings.find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50 });
+      expect(logger.at("warn").find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50 });
     } finally {
       await app.close();
     }

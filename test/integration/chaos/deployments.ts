@@ -37,8 +37,9 @@ import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HostWork, Metrics, RpcCall, RpcReply } from "../../../lib/ports";
+import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
+import { noMetrics } from "../../support/fakes";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
@@ -47,8 +48,6 @@ export const SCALE = 10;
 export const RPC_TTL_SECONDS = 30;
 export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 export const INTERVAL_MS = 60_000;
-
-const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
 const EPOCH = { real: performance.now(), wall: Date.now() };

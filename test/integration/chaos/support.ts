@@ -14,8 +14,9 @@ import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { startNats, type RunningNats } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate, RpcCall, RpcReply } from "../../../lib/ports";
+import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../../../dev/simulator";
+import { noMetrics, realClock } from "../../support/fakes";
 import { helperResponseWith } from "../../support/helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
@@ -61,28 +62,12 @@ export const CALLER_ID = "choria=provisioner.chaos";
 const BACKOFF_SCALE = 20;
 
 /** Wall and monotonic time are real; only the backoff between RPC attempts is shortened. */
-export const shortBackoffClock: Clock = {
-  now: () => Date.now(),
-  monotonic: () => performance.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms / BACKOFF_SCALE)),
-};
+const shortBackoffClock = realClock({ sleepDivisor: BACKOFF_SCALE });
 
 /** The gate of a deployment that holds its lease throughout (the hostile-input tests are not about leadership). */
 export const openGate: PauseGate = {
   assertOpen: async (term, attemptTimeoutMs) => ({ term, stampedAt: Date.now(), endsBy: performance.now() + attemptTimeoutMs }),
 };
-
-/** A real Choria RPC whose per-attempt wait is capped, so a missing reply costs milliseconds. */
-export class CappedWaitRpc implements ChoriaRpc {
-  constructor(
-    private readonly inner: ChoriaRpc,
-    private readonly capMs: number,
-  ) {}
-
-  call(call: RpcCall): Promise<RpcReply> {
-    return this.inner.call({ ...call, timeoutMs: Math.min(call.timeoutMs, this.capMs) });
-  }
-}
 
 export function natsRpc(nc: NatsConnection, extra: Partial<ChoriaClientSettings> = {}): NatsChoriaRpc {
   return new NatsChoriaRpc(nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion: 1, signer: { version: 1, kind: "insecure" }, ...extra });
@@ -117,7 +102,7 @@ export function chaosEngine(options: ChaosEngineOptions): { engine: ProvisionEng
     rpc: options.rpc,
     gate: openGate,
     helper: options.helper,
-    metrics: { gauge() {}, count() {}, timing() {} },
+    metrics: noMetrics,
     clock: shortBackoffClock,
     random: () => 0.5,
   });

@@ -31,9 +31,9 @@ import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HelperRunner, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
+import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../dev/simulator";
-import { RecordingMetrics } from "../../unit/lease/support";
+import { CappedWaitRpc, realClock, RecordingMetrics } from "../../support/fakes";
 
 const TOKEN = "s3cret-provisioning-token";
 const SENDER_ID = "provisioner.example.net";
@@ -55,23 +55,7 @@ export const MJS_HELPER = `node ${join(HELPERS_DIR, "provision-helper.mjs")}`;
 export const SH_HELPER = join(HELPERS_DIR, "provision-helper.sh");
 
 /** Wall and monotonic time are real; only the backoff between RPC attempts is shortened. */
-const shortBackoffClock: Clock = {
-  now: () => Date.now(),
-  monotonic: () => performance.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms / BACKOFF_SCALE)),
-};
-
-/** A real Choria RPC whose per-attempt wait is capped. */
-class CappedWaitRpc implements ChoriaRpc {
-  constructor(
-    private readonly inner: ChoriaRpc,
-    private readonly capMs: number,
-  ) {}
-
-  call(call: RpcCall): Promise<RpcReply> {
-    return this.inner.call({ ...call, timeoutMs: Math.min(call.timeoutMs, this.capMs) });
-  }
-}
+const shortBackoffClock = realClock({ sleepDivisor: BACKOFF_SCALE });
 
 /** Runs the example Lambda helper's handler in-process, as a synchronous Lambda invocation would. */
 export function inProcessInvoke<Event>(handler: (event: Event) => Promise<unknown>): HelperInvoke {

@@ -15,11 +15,12 @@ import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { jumpingClock, send, startDeployment, TOKEN, type Deployment } from "./support";
+import { realClock } from "../../support/fakes";
+import { send, startDeployment, TOKEN, type Deployment } from "./support";
 
 const SITE = "lab";
 /** Shared by the apps and the fleet, so a test can let the lease run out without waiting. */
-const time = jumpingClock();
+const time = realClock();
 let nats: RunningNats;
 let sqs: RunningSqs;
 let sqsApi: SQSClient;

@@ -23,19 +23,6 @@ export interface DeploymentOptions {
   helper?: string;
 }
 
-/** Real time that a test can move forward at once (for every party sharing it: apps and fleet). */
-export function jumpingClock(): Clock & { jump(ms: number): void } {
-  let offsetMs = 0;
-  return {
-    now: () => Date.now() + offsetMs,
-    monotonic: () => performance.now() + offsetMs,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    jump: (ms) => {
-      offsetMs += ms;
-    },
-  };
-}
-
 export interface Deployment {
   app: App;
   metrics: InMemoryMetrics;

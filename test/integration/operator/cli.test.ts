@@ -22,7 +22,7 @@ import { startSqs, type RunningSqs } from "../../../dev/local/services";
 import { runCli } from "../../../lib/operator/cli";
 import type { DeadLetterView, ElectionView, OperatorStatus, ReadmitResult } from "../../../lib/operator/operations";
 import type { Clock } from "../../../lib/ports";
-import { RecordingMetrics, SharedTime } from "../../unit/lease/support";
+import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { dynamoClient, receive, sqsClient } from "../../support/aws";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
@@ -34,7 +34,7 @@ let stage: string;
 let queues: { hostWork: string; hostWorkDlq: string; lifecycle: string; lifecycleDlq: string };
 let leaseStore: DynamoDbLeaseStore;
 let registry: AdmissionRegistry;
-let time: SharedTime;
+let time: VirtualClock;
 let clock: Clock;
 
 const prefix = () => `choria-provisioner-${stage}`;
@@ -91,8 +91,8 @@ beforeEach(async () => {
   const hostWork = createQueueWithDeadLetter(sqs, `${prefix()}-host-work`, { maxReceiveCount: 3 });
   const lifecycle = createQueueWithDeadLetter(sqs, `${prefix()}-lifecycle`, { maxReceiveCount: 3 });
   queues = { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl };
-  time = new SharedTime(Date.now());
-  clock = time.clock();
+  time = new VirtualClock(Date.now());
+  clock = time.skewed();
   leaseStore = new DynamoDbLeaseStore({ client: dynamo, tableName: `${prefix()}-lease` });
   registry = new AdmissionRegistry(
     { site: SITE, intervalMs: 60_000 },
