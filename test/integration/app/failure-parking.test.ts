@@ -3,44 +3,35 @@
  * the host-work DLQ with the last error, and no discovery admits it again. Real NATS, DynamoDB
  * Local and fauxqs, with a helper that cannot run.
  */
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork, type StatusReport } from "../../../lib/app";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
-import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { lambdaContext, receive, sqsEvent, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
 
 const LIMIT = 3;
-let nats: RunningNats;
-let sqs: RunningSqs;
+let services: LocalServices;
 let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
 let fleet: Fleet;
 let deployment: Deployment;
 let queues: Queues;
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  const tables = await createTables(dynamo, `parking-${Date.now()}`);
-  queues = createQueues(sqs, "parking");
-  fleet = await startFleet({ natsUrl: nats.url, identities: ["p1.example.net", "p2.example.net"], token: TOKEN, restartDelayMs: 50 });
+  services = await startServices();
+  sqsApi = services.sqsApi;
+  const resources = await services.resources(`parking-${Date.now()}`);
+  queues = resources.queues;
+  fleet = await startFleet({ natsUrl: services.nats.url, identities: ["p1.example.net", "p2.example.net"], token: TOKEN, restartDelayMs: 50 });
   deployment = await startDeployment({
     site: "parking",
     deploymentId: "leader",
-    natsUrl: nats.url,
-    dynamoEndpoint: inject("dynamoEndpoint"),
-    sqsUrl: sqs.url,
-    queues,
-    tables,
+    natsUrl: services.nats.url,
+    resources,
     helper: "/nonexistent/provision-helper",
   });
 });
@@ -48,10 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await deployment?.app.close();
   await fleet?.stop();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
+  await services?.stop();
 });
 
 describe("a host failing at the same step", () => {

@@ -5,36 +5,31 @@
  * inert, and events SQS refuses must go to the lifecycle DLQ without holding back the rest.
  */
 import { randomUUID } from "node:crypto";
-import { SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
+import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues, type Tables } from "../../support/aws";
+import { createTables, receive, startLocalAws, type LocalAws, type Queues, type Tables } from "../../support/aws";
 import { startDeployment, type Deployment } from "../handlers/support";
 
 const SUBJECT = lifecycleSubject("startup", "provision_mode_server");
 const EVENTS = 40;
 
-let sqs: RunningSqs;
+let aws: LocalAws;
 let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
 const cleanups: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
+  aws = await startLocalAws();
+  sqsApi = aws.sqsApi;
 });
 
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
+  await aws?.stop();
 });
 
 const startup = (identity: string) =>
@@ -59,15 +54,15 @@ async function startSite(withStream: boolean): Promise<Site> {
     await jsm.streams.add({ name: "CHORIA_LIFECYCLE", subjects: ["choria.lifecycle.event.>"], retention: RetentionPolicy.Limits });
   }
   const site = `bridge-${randomUUID().slice(0, 8)}`;
-  const shared = await createTables(dynamo, site);
+  const shared = await createTables(aws.dynamo, site);
   const deployment = async (id: string) => {
-    const queues = createQueues(sqs, `${site}-${id}`);
     // Each deployment has its own registry; only the lease table is shared.
     const tables: Tables = { lease: shared.lease, admission: `${site}-${id}-admission` };
-    await createAdmissionTable(dynamo, tables.admission);
-    const started = await startDeployment({ deploymentId: id, site, natsUrl: nats.url, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url, queues, tables });
+    await createAdmissionTable(aws.dynamo, tables.admission);
+    const resources = await aws.resources(`${site}-${id}`, tables);
+    const started = await startDeployment({ deploymentId: id, site, natsUrl: nats.url, resources });
     cleanups.push(() => started.app.close());
-    return { ...started, queues };
+    return { ...started, queues: resources.queues };
   };
   const leader = await deployment("east");
   const standby = await deployment("west");

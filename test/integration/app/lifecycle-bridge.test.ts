@@ -1,16 +1,12 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
-import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues } from "../../support/aws";
+import { receive, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { startDeployment, type Deployment } from "../handlers/support";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
+let services: LocalServices;
 let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
 let nc: NatsConnection;
 let deployment: Deployment;
 let queues: Queues;
@@ -19,31 +15,18 @@ const startup = (identity: string, component = "provision_mode_server") =>
   encodeLifecycleEvent(buildLifecycleEvent({ type: "startup", identity, component, timestampMs: Date.now() }), "cloudevents");
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  queues = createQueues(sqs, "bridge");
-  const tables = await createTables(dynamo, `bridge-${Date.now()}`);
-  nc = await connect({ servers: nats.url });
-  deployment = await startDeployment({
-    deploymentId: "bridge",
-    site: "bridge",
-    natsUrl: nats.url,
-    dynamoEndpoint: inject("dynamoEndpoint"),
-    sqsUrl: sqs.url,
-    queues,
-    tables,
-  });
+  services = await startServices();
+  sqsApi = services.sqsApi;
+  const resources = await services.resources(`bridge-${Date.now()}`);
+  queues = resources.queues;
+  nc = await connect({ servers: services.nats.url });
+  deployment = await startDeployment({ deploymentId: "bridge", site: "bridge", natsUrl: services.nats.url, resources });
 });
 
 afterAll(async () => {
   await deployment?.app.close();
   await nc?.close();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
+  await services?.stop();
 });
 
 describe("the lifecycle bridge", () => {

@@ -3,7 +3,7 @@ import { createApp, type App, type AppSettings } from "../../../lib/app";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type Clock } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
-import type { Queues, Tables } from "../../support/aws";
+import type { LocalResources } from "../../support/aws";
 
 export const HELPER = "node examples/helpers/provision-helper.mjs";
 /** The provisioning token of the fleet and of every deployment. */
@@ -13,10 +13,8 @@ export interface DeploymentOptions {
   deploymentId: string;
   site: string;
   natsUrl: string;
-  dynamoEndpoint: string;
-  sqsUrl: string;
-  queues: Queues;
-  tables: Tables;
+  /** The deployment's queues and tables (tables may be shared with another deployment of the site). */
+  resources: LocalResources;
   extraYaml?: string;
   clock?: Clock;
   /** Default the example helper. */
@@ -41,8 +39,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     `broker_urls: ["${options.natsUrl}"]`,
     options.extraYaml ?? "",
   ].join("\n");
-  const resources = { queues: options.queues, tables: options.tables, dynamoEndpoint: options.dynamoEndpoint, sqsUrl: options.sqsUrl };
-  const settings = localAppSettings(yaml, resources, { retryMaxDelaySeconds: 2 });
+  const settings = localAppSettings(yaml, options.resources, { retryMaxDelaySeconds: 2 });
 
   const metrics = new InMemoryMetrics(options.site);
   const app = await createApp(settings, { metrics, logger: silentLogger, ...(options.clock ? { clock: options.clock } : {}) });
