@@ -8,33 +8,31 @@
  * configured twice by duplicate deliveries.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats, type RunningSqs } from "../../../dev/local/services";
+import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type HelperRequest, type HelperResponse, type HelperRunner } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { recordScenario } from "./scenario";
 import { configuringResponse } from "./support";
 
 const TOKEN = "chaos-infrastructure-token";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
+let services: LocalServices;
 let sqsApi: SQSClient;
 const cleanups: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
+  services = await startServices();
+  sqsApi = services.sqsApi;
 });
 
 afterEach(async () => {
@@ -42,9 +40,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  sqsApi?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
+  await services?.stop();
 });
 
 /** A helper that configures every host; `onRun` lets a test act at that point of a sequence. */
@@ -71,8 +67,8 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
   const endpoint = options.dynamoEndpoint ?? inject("dynamoEndpoint");
   const dynamo = dynamoClient(endpoint);
   const tables = await createTables(dynamo, prefix);
-  const queues = createQueues(sqs, prefix);
-  const fleet = await startFleet({ natsUrl: nats.url, count: options.nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
+  const queues = createQueues(services.sqs, prefix);
+  const fleet = await startFleet({ natsUrl: services.nats.url, count: options.nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
   const yaml = [
     `site: ${prefix}`,
     `deployment_id: ${prefix}-deployment`,
@@ -83,9 +79,9 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
     `token: ${TOKEN}`,
     "features: { jwt: true }",
     `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
-    `broker_urls: ["${nats.url}"]`,
+    `broker_urls: ["${services.nats.url}"]`,
   ].join("\n");
-  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
+  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: services.sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
 
   const helper = new ScriptedHelper();
   const metrics = new InMemoryMetrics(prefix);
@@ -96,15 +92,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
 
 /** One event-source-mapping poll: receive, invoke, delete every record not reported as failed. */
 async function deliver(app: App, queueUrl: string, budgetMs = 60_000, max = 10): Promise<{ received: number; failed: number; response?: SQSBatchResponse }> {
-  const messages = await receive(sqsApi, queueUrl, max);
-  if (messages.length === 0) return { received: 0, failed: 0 };
-  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(budgetMs) });
-  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
-  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
-  if (done.length > 0) {
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-  }
-  return { received: messages.length, failed: failed.size, response };
+  return deliverOnce(sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(budgetMs) }), max);
 }
 
 const configures = (fleet: Fleet, identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
@@ -135,7 +123,7 @@ describe("infrastructure faults", () => {
     await deliver(run.app, run.queues.hostWork, 60_000, 5);
 
     // Act
-    const restarting = nats.restart();
+    const restarting = services.nats.restart();
     const during = deliver(run.app, run.queues.hostWork, 60_000, 5);
     await restarting;
     await during;
@@ -156,7 +144,7 @@ describe("infrastructure faults", () => {
     const bodies = originals.map((message) => message.Body ?? "");
     // Every message three times over, as an at-least-once queue may deliver it.
     for (const body of [...bodies, ...bodies]) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: run.queues.hostWork, Entries: originals.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
+    await deleteMessages(sqsApi, run.queues.hostWork, originals);
     for (const body of bodies) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
 
     // Act
@@ -238,7 +226,7 @@ describe("infrastructure faults", () => {
   it("JetStream consumer lag with poison events: the bridge catches up across runs, forwards each event once, parks the poison with a reason", async ({ task }) => {
     // Arrange
     const run = await rig({ nodes: 1 });
-    const nc = await connect({ servers: nats.url });
+    const nc = await connect({ servers: services.nats.url });
     cleanups.push(() => nc.close());
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: APP_DEFAULTS.lifecycleStream, subjects: ["choria.lifecycle.event.>"], retention: RetentionPolicy.Limits, storage: StorageType.Memory });

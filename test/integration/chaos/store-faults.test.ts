@@ -7,15 +7,14 @@
  * with the reason instead of leaving it "paused" forever.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/app";
 import { loadConfig } from "../../../lib/config";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type HelperRequest, type HelperResponse } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { deliverOnce, receive, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { recordScenario } from "./scenario";
@@ -23,15 +22,13 @@ import { configuringResponse } from "./support";
 
 const TOKEN = "chaos-store-token";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
+let services: LocalServices;
 let sqsApi: SQSClient;
 const cleanups: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
+  services = await startServices();
+  sqsApi = services.sqsApi;
 });
 
 afterEach(async () => {
@@ -39,9 +36,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  sqsApi?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
+  await services?.stop();
 });
 
 interface Rig {
@@ -55,12 +50,10 @@ interface Rig {
 
 async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } = {}): Promise<Rig> {
   const prefix = `store-${randomUUID().slice(0, 8)}`;
-  const endpoint = inject("dynamoEndpoint");
-  const dynamo = dynamoClient(endpoint);
-  const tables = await createTables(dynamo, prefix);
-  const proxy = await startStallProxy(hostAndPort(endpoint));
-  const queues = createQueues(sqs, prefix);
-  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
+  const resources = await services.resources(prefix);
+  const proxy = await startStallProxy(hostAndPort(services.dynamoEndpoint));
+  const { queues } = resources;
+  const fleet = await startFleet({ natsUrl: services.nats.url, count: nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
   const yaml = [
     `site: ${prefix}`,
     `deployment_id: ${prefix}-deployment`,
@@ -69,9 +62,9 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
     "leader_election: true",
     "workers: 10",
     `token: ${TOKEN}`,
-    `broker_urls: ["${nats.url}"]`,
+    `broker_urls: ["${services.nats.url}"]`,
   ].join("\n");
-  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: `http://${proxy.address}`, sqsUrl: sqs.url }, { serviceName: "store", metricsNamespace: "Chaos" });
+  const settings = localAppSettings(yaml, { ...resources, dynamoEndpoint: `http://${proxy.address}` }, { serviceName: "store", metricsNamespace: "Chaos" });
   // A configuration the config module may refuse at load time is still possible at run time (an
   // older build, a hand-made config): the runtime must park, not spin.
   const config = { ...(await loadConfig({ env: settings.configEnv })), ...configOverride };
@@ -84,7 +77,6 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
   const app = await container();
   cleanups.push(
     () => fleet.stop(),
-    async () => dynamo.destroy(),
     async () => {
       proxy.thaw();
       await proxy.close();
@@ -94,15 +86,8 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
 }
 
 async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
-  const messages = await receive(sqsApi, queueUrl, 10);
-  if (messages.length === 0) return { received: 0, failed: 0 };
-  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(60_000) });
-  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
-  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
-  if (done.length > 0) {
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-  }
-  return { received: messages.length, failed: failed.size };
+  const { received, failed } = await deliverOnce(sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) }));
+  return { received, failed };
 }
 
 const ctx = () => ({ remainingMs: remainingTime(60_000) });
