@@ -12,7 +12,7 @@ import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
@@ -21,6 +21,7 @@ import { silentLogger, type HelperRequest, type HelperResponse, type HelperRunne
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
+import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
 import { configuringResponse } from "./support";
 
@@ -28,15 +29,11 @@ const TOKEN = "chaos-infrastructure-token";
 
 let services: LocalServices;
 let sqsApi: SQSClient;
-const cleanups: Array<() => Promise<unknown>> = [];
+const cleanups = cleanupsAfterEach();
 
 beforeAll(async () => {
   services = await startServices();
   sqsApi = services.sqsApi;
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
 });
 
 afterAll(async () => {

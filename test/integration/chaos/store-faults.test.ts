@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/app";
 import { loadConfig } from "../../../lib/config";
 import { InMemoryMetrics } from "../../../lib/observability";
@@ -17,6 +17,7 @@ import { startFleet, type Fleet } from "../../../dev/simulator";
 import { deliverOnce, receive, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
+import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
 import { configuringResponse } from "./support";
 
@@ -24,15 +25,11 @@ const TOKEN = "chaos-store-token";
 
 let services: LocalServices;
 let sqsApi: SQSClient;
-const cleanups: Array<() => Promise<unknown>> = [];
+const cleanups = cleanupsAfterEach();
 
 beforeAll(async () => {
   services = await startServices();
   sqsApi = services.sqsApi;
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
 });
 
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork, type StatusReport } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { startNats } from "../../../dev/local/services";
@@ -15,6 +15,7 @@ import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createTables, deleteMessages, lambdaContext, receive, sqsEvent, startLocalAws, type LocalAws, type Queues, type Tables } from "../../support/aws";
 import { realClock, type JumpingClock } from "../../support/fakes";
+import { cleanupsAfterEach } from "../../support/suite";
 import { send, startDeployment, TOKEN, type Deployment } from "./support";
 
 /** The fleet most tests start with: three nodes the example helper configures and one it defers. */
@@ -22,15 +23,11 @@ const FLEET = ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.e
 
 let aws: LocalAws;
 let tables: Tables;
-const cleanups: Array<() => Promise<unknown>> = [];
+const cleanups = cleanupsAfterEach();
 
 beforeAll(async () => {
   aws = await startLocalAws();
   tables = await createTables(aws.dynamo, `handlers-${Date.now()}`);
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
 afterAll(async () => {
