@@ -18,15 +18,16 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import { DynamoDbPauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
-import { startSqs, type RunningSqs } from "../../../dev/local/services";
+import type { RunningSqs } from "../../../dev/local/services";
 import { runCli } from "../../../lib/operator/cli";
 import type { DeadLetterView, ElectionView, OperatorStatus, ReadmitResult } from "../../../lib/operator/operations";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
-import { dynamoClient, receive, sqsClient } from "../../support/aws";
+import { receive, startLocalAws, type LocalAws } from "../../support/aws";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const SITE = "ops";
+let aws: LocalAws;
 let sqs: RunningSqs;
 let sqsApi: SQSClient;
 let dynamo: DynamoDBClient;
@@ -80,9 +81,8 @@ async function deadLetter(body: string, attributes: Record<string, string> = {})
 const work = (identity: string, term: number) => encodeHostWork({ identity, term, admittedAt: time.trueTime - 5_000, source: "discovery" });
 
 beforeAll(async () => {
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
+  aws = await startLocalAws();
+  ({ sqs, sqsApi, dynamo } = aws);
 });
 
 beforeEach(async () => {
@@ -101,9 +101,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
+  await aws?.stop();
 });
 
 describe("choria-provisioner status", () => {
