@@ -10,13 +10,13 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/app";
 import { InMemoryMetrics } from "../../../lib/observability";
-import type { HelperRequest, HelperResponse, LogAttributes, Logger } from "../../../lib/ports";
+import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { scaledClock } from "./deployments";
 import { recordScenario } from "./scenario";
-import { configuringResponse, TOKEN } from "./support";
+import { CountingHelper, TOKEN } from "./support";
 
 const NODES = 16;
 
@@ -77,7 +77,7 @@ async function deployment(name: string, site: string, tables: { lease: string; a
   ].join("\n");
   const settings = localAppSettings(yaml, resources, { serviceName: name, metricsNamespace: "Chaos" });
 
-  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const helper = new CountingHelper();
   const app = await createApp(settings, { metrics: new InMemoryMetrics(site), logger: journal.logger(name), helper, clock: scaledClock() });
   apps.push(app);
   return { app, queues: resources.queues };

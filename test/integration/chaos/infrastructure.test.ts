@@ -17,13 +17,13 @@ import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App } fro
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type HelperRequest, type HelperResponse, type HelperRunner } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
-import { configuringResponse } from "./support";
+import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-infrastructure-token";
 
@@ -40,20 +40,11 @@ afterAll(async () => {
   await services?.stop();
 });
 
-/** A helper that configures every host; `onRun` lets a test act at that point of a sequence. */
-class ScriptedHelper implements HelperRunner {
-  onRun: ((identity: string) => void) | undefined;
-  async run(request: HelperRequest): Promise<HelperResponse> {
-    this.onRun?.(request.identity);
-    return configuringResponse(request.identity);
-  }
-}
-
 interface Rig {
   app: App;
   fleet: Fleet;
   queues: Queues;
-  helper: ScriptedHelper;
+  helper: CountingHelper;
   metrics: InMemoryMetrics;
   dynamo: DynamoDBClient;
   tables: { lease: string; admission: string };
@@ -80,7 +71,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
   ].join("\n");
   const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: services.sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
 
-  const helper = new ScriptedHelper();
+  const helper = new CountingHelper();
   const metrics = new InMemoryMetrics(prefix);
   const app = await createApp(settings, { metrics, logger: silentLogger, helper });
   cleanups.push(() => fleet.stop(), () => app.close(), async () => dynamo.destroy());

@@ -12,14 +12,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/app";
 import { loadConfig } from "../../../lib/config";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type HelperRequest, type HelperResponse } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { deliverOnce, receive, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
-import { configuringResponse } from "./support";
+import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-store-token";
 
@@ -65,7 +65,7 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
   // A configuration the config module may refuse at load time is still possible at run time (an
   // older build, a hand-made config): the runtime must park, not spin.
   const config = { ...(await loadConfig({ env: settings.configEnv })), ...configOverride };
-  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const helper = new CountingHelper();
   const container = async () => {
     const app = await createApp(settings, { config, metrics: new InMemoryMetrics(prefix), logger: silentLogger, helper });
     cleanups.push(() => app.close());

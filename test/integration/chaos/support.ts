@@ -23,14 +23,16 @@ export function configuringResponse(identity: string, extra: Partial<HelperRespo
   return helperResponseWith({ configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" }, ...extra });
 }
 
-/** A helper that configures every host, counting the requests it saw per identity. */
+/** A helper that configures every host, counting the requests it saw per identity; `onRun` lets a test act at that point of a sequence. */
 export class CountingHelper implements HelperRunner {
   readonly runs = new Map<string, number>();
+  onRun: ((identity: string) => void) | undefined;
 
   constructor(private readonly extra: Partial<HelperResponse> = {}) {}
 
   async run(request: HelperRequest): Promise<HelperResponse> {
     this.runs.set(request.identity, (this.runs.get(request.identity) ?? 0) + 1);
+    this.onRun?.(request.identity);
     return configuringResponse(request.identity, this.extra);
   }
 }
