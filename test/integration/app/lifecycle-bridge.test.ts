@@ -1,12 +1,16 @@
+import { randomUUID } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startNats } from "../../../dev/local/services";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { receive, startServices, type LocalServices, type Queues } from "../../support/aws";
+import { receive, startLocalAws, type LocalAws, type Queues } from "../../support/aws";
+import { cleanupsAfterEach } from "../../support/suite";
 import { startDeployment, type Deployment } from "../handlers/support";
 
-let services: LocalServices;
+let aws: LocalAws;
 let sqsApi: SQSClient;
+const cleanups = cleanupsAfterEach();
 let nc: NatsConnection;
 let deployment: Deployment;
 let queues: Queues;
@@ -15,23 +19,26 @@ const startup = (identity: string, component = "provision_mode_server") =>
   encodeLifecycleEvent(buildLifecycleEvent({ type: "startup", identity, component, timestampMs: Date.now() }), "cloudevents");
 
 beforeAll(async () => {
-  services = await startServices();
-  sqsApi = services.sqsApi;
-  const resources = await services.resources(`bridge-${Date.now()}`);
-  queues = resources.queues;
-  nc = await connect({ servers: services.nats.url });
-  deployment = await startDeployment({ deploymentId: "bridge", site: "bridge", natsUrl: services.nats.url, resources });
+  aws = await startLocalAws();
+  sqsApi = aws.sqsApi;
 });
 
 afterAll(async () => {
-  await deployment?.app.close();
-  await nc?.close();
-  await services?.stop();
+  await aws?.stop();
 });
 
 describe("the lifecycle bridge", () => {
-  // The bridge forwards only while its deployment leads; a discovery wins (or renews) the lease.
+  // Each test has its own broker (whether it has a lifecycle stream is the test's to say) and
+  // deployment. The bridge forwards only while its deployment leads; a discovery wins the lease.
   beforeEach(async () => {
+    const nats = await startNats();
+    cleanups.push(() => nats.stop());
+    nc = await connect({ servers: nats.url });
+    cleanups.push(() => nc.close());
+    const resources = await aws.resources(`bridge-${randomUUID().slice(0, 8)}`);
+    queues = resources.queues;
+    deployment = await startDeployment({ deploymentId: "bridge", site: "bridge", natsUrl: nats.url, resources });
+    cleanups.push(() => deployment.app.close());
     expect((await deployment.app.discover({ remainingMs: () => 10_000 })).paused).toBe(false);
   });
 
