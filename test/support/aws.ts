@@ -12,6 +12,7 @@ import { inject } from "vitest";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../dev/local/resources";
 import { sqsRecordFromMessage } from "../../dev/local/lambda-runtime";
 import { LOCAL_AWS, startNats, startSqs, type RunningNats, type RunningSqs } from "../../dev/local/services";
+import { startedForSuite } from "./suite";
 
 export interface Queues {
   hostWork: string;
@@ -84,6 +85,22 @@ export async function startServices(dynamoEndpoint?: string): Promise<LocalServi
       await nats.stop();
     },
   };
+}
+
+/** startServices for the suite or describe block this is called in: up before its first test, stopped after its last. */
+export function servicesForSuite(dynamoEndpoint?: string): LocalServices {
+  return startedForSuite(
+    () => startServices(dynamoEndpoint),
+    (services) => services.stop(),
+  );
+}
+
+/** startLocalAws for the suite or describe block this is called in. */
+export function localAwsForSuite(dynamoEndpoint?: string): LocalAws {
+  return startedForSuite(
+    () => startLocalAws(dynamoEndpoint),
+    (aws) => aws.stop(),
+  );
 }
 
 export function sqsClient(url: string): SQSClient {

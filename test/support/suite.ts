@@ -1,10 +1,35 @@
 /**
- * Arrangements many suites make the same way: a broker for the suite (or describe block), cleanup
- * steps a test registers as it arranges, and the error a call must fail with.
+ * Arrangements many suites make the same way: something started for the whole suite (or describe
+ * block), such as a broker, cleanup steps a test registers as it arranges, and the error a call
+ * must fail with.
  */
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { startNats, type NatsOptions, type RunningNats } from "../../dev/local/services";
+
+/**
+ * `start()` before the first test of the suite or describe block this is called in, `stop` after
+ * its last. The value returned stands for the started one in the tests and hooks (not before).
+ */
+export function startedForSuite<T extends object>(start: () => Promise<T>, stop: (started: T) => Promise<unknown>): T {
+  let started: T | undefined;
+  beforeAll(async () => {
+    started = await start();
+  });
+  afterAll(async () => {
+    if (started) await stop(started);
+  });
+  const current = (): T => {
+    if (started === undefined) throw new Error("a suite's service is used before its beforeAll ran");
+    return started;
+  };
+  return new Proxy({} as T, {
+    get: (_target, key) => {
+      const value: unknown = Reflect.get(current(), key);
+      return typeof value === "function" ? value.bind(current()) : value;
+    },
+  });
+}
 
 export interface SuiteBroker {
   /** The nats-server (JetStream on, a free loopback port). */
@@ -18,29 +43,17 @@ export interface SuiteBroker {
  * started before its first test, closed and stopped after its last.
  */
 export function brokerForSuite(options: NatsOptions & { client?: Partial<ConnectionOptions> } = {}): SuiteBroker {
-  let nats: RunningNats | undefined;
-  let nc: NatsConnection | undefined;
   const { client, ...natsOptions } = options;
-  beforeAll(async () => {
-    nats = await startNats(natsOptions);
-    nc = await connect({ servers: nats.url, ...client });
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
-  const started = <T>(value: T | undefined): T => {
-    if (value === undefined) throw new Error("the suite's broker is used before its beforeAll ran");
-    return value;
-  };
-  return {
-    get nats() {
-      return started(nats);
+  return startedForSuite(
+    async () => {
+      const nats = await startNats(natsOptions);
+      return { nats, nc: await connect({ servers: nats.url, ...client }) };
     },
-    get nc() {
-      return started(nc);
+    async ({ nats, nc }) => {
+      await nc.close();
+      await nats.stop();
     },
-  };
+  );
 }
 
 /** Cleanup steps the running test registers as it arranges; they run after it, last first, each even when another failed. */

@@ -11,20 +11,18 @@ import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
-import { receive, startServices, type LocalServices } from "../../support/aws";
+import { receive, servicesForSuite } from "../../support/aws";
 import { HELPER } from "../handlers/support";
 
-let services: LocalServices;
+const services = servicesForSuite();
 let hostile: NatsConnection;
 
 beforeAll(async () => {
-  services = await startServices();
   hostile = await connect({ servers: services.nats.url });
 });
 
 afterAll(async () => {
   await hostile?.close();
-  await services?.stop();
 });
 
 describe("discovery_max_nodes", () => {

@@ -1,15 +1,13 @@
 import { randomUUID } from "node:crypto";
-import type { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { startNats } from "../../../dev/local/services";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { receive, startLocalAws, type LocalAws, type Queues } from "../../support/aws";
+import { receive, localAwsForSuite, type Queues } from "../../support/aws";
 import { cleanupsAfterEach } from "../../support/suite";
 import { startDeployment, type Deployment } from "../handlers/support";
 
-let aws: LocalAws;
-let sqsApi: SQSClient;
+const aws = localAwsForSuite();
 const cleanups = cleanupsAfterEach();
 let nc: NatsConnection;
 let deployment: Deployment;
@@ -17,15 +15,6 @@ let queues: Queues;
 
 const startup = (identity: string, component = "provision_mode_server") =>
   encodeLifecycleEvent(buildLifecycleEvent({ type: "startup", identity, component, timestampMs: Date.now() }), "cloudevents");
-
-beforeAll(async () => {
-  aws = await startLocalAws();
-  sqsApi = aws.sqsApi;
-});
-
-afterAll(async () => {
-  await aws?.stop();
-});
 
 describe("the lifecycle bridge", () => {
   // Each test has its own broker (whether it has a lifecycle stream is the test's to say) and
@@ -51,7 +40,7 @@ describe("the lifecycle bridge", () => {
 
     const result = await run;
 
-    const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
+    const bodies = (await receive(aws.sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
     expect(result).toEqual({ mode: "core", forwarded: 1, deadLettered: 0, paused: false });
     expect(bodies).toEqual(["core1.example.net"]);
   });
@@ -67,7 +56,7 @@ describe("the lifecycle bridge", () => {
     const first = await deployment.app.bridgeLifecycle({ remainingMs: () => 3_500 });
     const second = await deployment.app.bridgeLifecycle({ remainingMs: () => 3_500 });
 
-    const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
+    const bodies = (await receive(aws.sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
     const consumer = await jsm.consumers.info("CHORIA_LIFECYCLE", "provisioner-bridge");
     expect(first).toEqual({ mode: "jetstream", forwarded: 2, deadLettered: 0, paused: false });
     expect(second).toEqual({ mode: "jetstream", forwarded: 0, deadLettered: 0, paused: false });

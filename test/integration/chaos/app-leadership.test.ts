@@ -12,7 +12,7 @@ import { createApp, type App } from "../../../lib/app";
 import { InMemoryMetrics } from "../../../lib/observability";
 import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createTables, deliverOnce, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
+import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { scaledClock } from "./deployments";
 import { recordScenario } from "./scenario";
@@ -20,12 +20,11 @@ import { CountingHelper, TOKEN } from "./support";
 
 const NODES = 16;
 
-let services: LocalServices;
+const services = servicesForSuite();
 let fleet: Fleet;
 const apps: App[] = [];
 
 beforeAll(async () => {
-  services = await startServices();
   // The nodes share the Apps' time: they judge each request's TTL by it.
   fleet = await startFleet({ natsUrl: services.nats.url, count: NODES, identityPrefix: "app-lead", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, clock: scaledClock() });
 });
@@ -33,7 +32,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(apps.map((app) => app.close()));
   await fleet?.stop();
-  await services?.stop();
 });
 
 interface Attempt {

@@ -8,18 +8,18 @@
  * configured twice by duplicate deliveries.
  */
 import { randomUUID } from "node:crypto";
-import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { APP_DEFAULTS, createApp, decodeHostWork, encodeHostWork, type App } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, startServices, type LocalServices, type Queues } from "../../support/aws";
+import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
@@ -27,18 +27,8 @@ import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-infrastructure-token";
 
-let services: LocalServices;
-let sqsApi: SQSClient;
+const services = servicesForSuite();
 const cleanups = cleanupsAfterEach();
-
-beforeAll(async () => {
-  services = await startServices();
-  sqsApi = services.sqsApi;
-});
-
-afterAll(async () => {
-  await services?.stop();
-});
 
 interface Rig {
   app: App;
@@ -80,7 +70,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
 
 /** One event-source-mapping poll: receive, invoke, delete every record not reported as failed. */
 async function deliver(app: App, queueUrl: string, budgetMs = 60_000, max = 10): Promise<{ received: number; failed: number; response?: SQSBatchResponse }> {
-  return deliverOnce(sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(budgetMs) }), max);
+  return deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(budgetMs) }), max);
 }
 
 const configures = (fleet: Fleet, identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
@@ -100,7 +90,7 @@ async function provisionEverything(run: Rig, deadlineMs = 30_000): Promise<void>
 }
 
 async function deadLetters(queueUrl: string): Promise<Array<{ body: string; reason: string | undefined }>> {
-  return (await receive(sqsApi, queueUrl, 100)).map((message) => ({ body: message.Body ?? "", reason: message.MessageAttributes?.reason?.StringValue }));
+  return (await receive(services.sqsApi, queueUrl, 100)).map((message) => ({ body: message.Body ?? "", reason: message.MessageAttributes?.reason?.StringValue }));
 }
 
 describe("infrastructure faults", () => {
@@ -128,12 +118,12 @@ describe("infrastructure faults", () => {
     // Arrange
     const run = await rig({ nodes: 6 });
     await run.app.discover(ctx());
-    const originals = await receive(sqsApi, run.queues.hostWork, 10);
+    const originals = await receive(services.sqsApi, run.queues.hostWork, 10);
     const bodies = originals.map((message) => message.Body ?? "");
     // Every message three times over, as an at-least-once queue may deliver it.
-    for (const body of [...bodies, ...bodies]) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
-    await deleteMessages(sqsApi, run.queues.hostWork, originals);
-    for (const body of bodies) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    for (const body of [...bodies, ...bodies]) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    await deleteMessages(services.sqsApi, run.queues.hostWork, originals);
+    for (const body of bodies) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
 
     // Act
     const deadline = performance.now() + 20_000;
@@ -141,10 +131,10 @@ describe("infrastructure faults", () => {
     while (performance.now() < deadline) {
       const { received } = await deliver(run.app, run.queues.hostWork, 60_000, 10);
       delivered += received;
-      if (received === 0 && unprovisioned(run.fleet).length === 0 && (await receive(sqsApi, run.queues.hostWork, 1)).length === 0) break;
+      if (received === 0 && unprovisioned(run.fleet).length === 0 && (await receive(services.sqsApi, run.queues.hostWork, 1)).length === 0) break;
     }
     // A redelivery long after the host was provisioned.
-    for (const body of bodies) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    for (const body of bodies) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
     const late = await deliver(run.app, run.queues.hostWork, 60_000, 10);
 
     // Assert
@@ -164,7 +154,7 @@ describe("infrastructure faults", () => {
     run.helper.onRun = () => {
       budget = 5_000;
     };
-    const messages = await receive(sqsApi, run.queues.hostWork, 10);
+    const messages = await receive(services.sqsApi, run.queues.hostWork, 10);
 
     // Act
     const first = await run.app.handleHostWorkBatch(sqsEvent(messages, run.queues.hostWork), { remainingMs: () => budget });
@@ -239,7 +229,7 @@ describe("infrastructure faults", () => {
       forwarded += (await run.app.bridgeLifecycle(ctx(3_100))).forwarded;
       runs += 1;
     }
-    const lifecycleMessages = await receive(sqsApi, run.queues.lifecycle, 1_000);
+    const lifecycleMessages = await receive(services.sqsApi, run.queues.lifecycle, 1_000);
     // Batches of 10, five invocations at a time, as the event source mapping hands them out.
     const batches = Array.from({ length: Math.ceil(lifecycleMessages.length / 10) }, (_, index) => lifecycleMessages.slice(index * 10, index * 10 + 10));
     const failures: string[] = [];
@@ -248,7 +238,7 @@ describe("infrastructure faults", () => {
       for (const response of responses) failures.push(...response.batchItemFailures.map((failure) => failure.itemIdentifier));
     }
     const parked = await deadLetters(run.queues.lifecycleDlq);
-    const queuedWork = (await receive(sqsApi, run.queues.hostWork, 1_000)).map((message) => encodeHostWork(decodeHostWork(message.Body ?? "")));
+    const queuedWork = (await receive(services.sqsApi, run.queues.hostWork, 1_000)).map((message) => encodeHostWork(decodeHostWork(message.Body ?? "")));
 
     // Assert
     expect(lifecycleMessages.length).toBe(valid.length + poison.length + 1);

@@ -7,14 +7,13 @@
  * with the reason instead of leaving it "paused" forever.
  */
 import { randomUUID } from "node:crypto";
-import type { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/app";
 import { loadConfig } from "../../../lib/config";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { deliverOnce, receive, remainingTime, startServices, type LocalServices, type Queues } from "../../support/aws";
+import { deliverOnce, receive, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { cleanupsAfterEach } from "../../support/suite";
@@ -23,18 +22,8 @@ import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-store-token";
 
-let services: LocalServices;
-let sqsApi: SQSClient;
+const services = servicesForSuite();
 const cleanups = cleanupsAfterEach();
-
-beforeAll(async () => {
-  services = await startServices();
-  sqsApi = services.sqsApi;
-});
-
-afterAll(async () => {
-  await services?.stop();
-});
 
 interface Rig {
   app: App;
@@ -83,7 +72,7 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
 }
 
 async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
-  const { received, failed } = await deliverOnce(sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) }));
+  const { received, failed } = await deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) }));
   return { received, failed };
 }
 
@@ -134,7 +123,7 @@ describe("lease store faults", () => {
     expect(blipped.received).toBeGreaterThan(0);
     expect(blipped.failed).toBe(blipped.received);
     expect(unprovisioned(run.fleet)).toEqual([]);
-    expect(await receive(sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
+    expect(await receive(services.sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
     recordScenario(task, { area: "infrastructure", load: 6, faults: 1, hostsLost: unprovisioned(run.fleet).length });
   });
 
@@ -148,7 +137,7 @@ describe("lease store faults", () => {
 
     // Assert
     expect(first).toEqual({ received: 1, failed: 0 });
-    const parked = await receive(sqsApi, run.queues.hostWorkDlq, 10);
+    const parked = await receive(services.sqsApi, run.queues.hostWorkDlq, 10);
     expect(parked.map((message) => message.MessageAttributes?.reason?.StringValue)).toEqual([expect.stringMatching(/^helper: .*cannot fit in one lease validity/)]);
     expect(configures(run.fleet, run.fleet.identities[0] as string)).toBe(0);
     recordScenario(task, { area: "config", load: 1, faults: 1, hostsLost: 0 });

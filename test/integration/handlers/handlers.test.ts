@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork, type StatusReport } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { startNats } from "../../../dev/local/services";
@@ -13,7 +13,7 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
-import { createTables, deleteMessages, lambdaContext, receive, sqsEvent, startLocalAws, type LocalAws, type Queues, type Tables } from "../../support/aws";
+import { createTables, deleteMessages, lambdaContext, receive, sqsEvent, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
 import { realClock, type JumpingClock } from "../../support/fakes";
 import { cleanupsAfterEach } from "../../support/suite";
 import { send, startDeployment, TOKEN, type Deployment } from "./support";
@@ -21,17 +21,12 @@ import { send, startDeployment, TOKEN, type Deployment } from "./support";
 /** The fleet most tests start with: three nodes the example helper configures and one it defers. */
 const FLEET = ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"];
 
-let aws: LocalAws;
+const aws = localAwsForSuite();
 let tables: Tables;
 const cleanups = cleanupsAfterEach();
 
 beforeAll(async () => {
-  aws = await startLocalAws();
   tables = await createTables(aws.dynamo, `handlers-${Date.now()}`);
-});
-
-afterAll(async () => {
-  await aws?.stop();
 });
 
 /**
