@@ -28,7 +28,7 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
-import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
+import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
@@ -303,16 +303,12 @@ export class ChaosDeployment {
     });
     const tagged: ChoriaRpc = { call: (call) => this.send(rpc, call) };
     this.engine = new ProvisionEngine({
-      settings: {
-        features: { jwt: true, ed25519: false, pki: false, upgrades: false },
-        token: TOKEN,
-        certDenyList: DEFAULT_CERT_DENY_LIST,
-        serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+      settings: engineSettings(TOKEN, {
+        features: { jwt: true },
         upgradesRepository: "",
-        upgradesOptional: false,
         intervalMs: INTERVAL_MS,
         jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
-      },
+      }),
       rpc: tagged,
       gate: this.gate,
       helper: this.helper,

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rpc-client";
-import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
+import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { startNats, type RunningNats } from "../../../dev/local/services";
@@ -90,17 +90,12 @@ export interface ChaosEngineOptions {
 /** The engine as a deployment wires it, with the backoff between attempts shortened. */
 export function chaosEngine(options: ChaosEngineOptions): { engine: ProvisionEngine; work(identity: string): HostWork } {
   const engine = new ProvisionEngine({
-    settings: {
-      features: { jwt: false, ed25519: false, pki: false, upgrades: false, ...options.features },
-      token: TOKEN,
-      certDenyList: DEFAULT_CERT_DENY_LIST,
-      serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+    settings: engineSettings(TOKEN, {
+      features: options.features,
       upgradesRepository: "https://packages.example.net/choria",
-      upgradesOptional: false,
-      intervalMs: 60_000,
       jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
       ...options.settings,
-    },
+    }),
     rpc: options.rpc,
     gate: openGate,
     helper: options.helper,

@@ -16,7 +16,6 @@ import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protoco
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import {
   decodeHex,
-  DEFAULT_CERT_DENY_LIST,
   ed25519PrivateKeyFromSeed,
   ed25519SigningKey,
   encodeHex,
@@ -26,6 +25,7 @@ import {
 } from "../../../lib/crypto";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
 import { type HelperInvoke } from "../../../lib/helper";
+import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
@@ -169,17 +169,12 @@ export class EngineHarness {
   async engine(options: EngineOptions): Promise<EngineUnderTest> {
     const deployment = options.deployment ?? (await this.elected());
     const metrics = new RecordingMetrics();
-    const settings: EngineSettings = {
-      features: { jwt: false, ed25519: false, pki: false, upgrades: false, ...options.features },
-      token: TOKEN,
-      certDenyList: DEFAULT_CERT_DENY_LIST,
-      serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+    const settings = engineSettings(TOKEN, {
+      features: options.features,
       upgradesRepository: UPGRADES_REPOSITORY,
-      upgradesOptional: false,
-      intervalMs: 60_000,
       jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
       ...options.settings,
-    };
+    });
     const engine = new ProvisionEngine({
       settings,
       rpc: options.rpc ?? this.rpc(this.nc, options.rpcWaitCapMs),

@@ -21,6 +21,7 @@ import {
 } from "../../../lib/crypto";
 import type { EngineSettings } from "../../../lib/engine";
 import type { HelperResponse, HostWork } from "../../../lib/ports";
+import { engineSettings } from "../../support/engine-settings";
 import type { FakeRpc } from "../../support/fakes";
 import { helperResponseWith } from "../../support/helper-response";
 
@@ -132,16 +133,7 @@ export class FakeNode {
 }
 
 export function settings(overrides: Partial<EngineSettings> = {}): EngineSettings {
-  return {
-    features: { jwt: false, ed25519: false, pki: false, upgrades: false },
-    token: TOKEN,
-    certDenyList: ["\\.privileged.mcollective$", "\\.privileged.choria$", "\\.mcollective$", "\\.choria$"],
-    serverJwtValidityMs: 365 * 24 * 3_600_000,
-    upgradesRepository: "https://repo.example.net/choria",
-    upgradesOptional: false,
-    intervalMs: 60_000,
-    ...overrides,
-  };
+  return engineSettings(TOKEN, overrides);
 }
 
 export function work(overrides: Partial<HostWork> = {}): HostWork {
