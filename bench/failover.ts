@@ -15,7 +15,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { KEEPER_MAX_RUN_MS } from "../lib/app/app";
 import { createAppLeaseGate, createLeaseClient } from "../lib/app/create-app";
-import { parseConfig, type ProvisionerConfig } from "../lib/config";
+import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
 import type { LeaseGate } from "../lib/lease/gate";
@@ -217,12 +217,8 @@ async function main() {
       Promise.all(
         PROFILES.map(async (profile) => {
           const config = deploymentConfig("probe", "probe", profile.lease);
-          const settings = {
-            leaseDurationMs: config.lease.durationMs,
-            renewIntervalMs: config.lease.renewIntervalMs,
-            skewBoundMs: config.lease.skewBoundMs,
-            deliveryHorizonMs: config.rpcTtl * 1_000,
-          };
+          const { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs = 0 } = leaseSettingsOf(config);
+          const settings = { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs };
           const runs = await Promise.all(Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(dynamo.url, profile, `${profile.name}-${index}`)));
           // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one renew interval.
           const earliest = settings.leaseDurationMs + settings.skewBoundMs + settings.deliveryHorizonMs;

@@ -26,8 +26,8 @@ const USAGE = `Usage: npm run local -- [options]
   --fast                    short schedules and retries, lease 30s/2s/1s, for demos; not AWS timings
   --timeout S               give up after S seconds (default 300 with --fast, else 600)
   --workers N               hosts one provision invocation works on at once (default 10)
-  --batch-size N            host-work records per provision invocation (default 10)
-  --concurrency N           concurrent provision invocations per deployment (default 5)
+  --batch-size N            host-work records per provision invocation (default serverless.yml's 10)
+  --concurrency N           concurrent provision invocations per deployment (default serverless.yml's 10, --fast 5)
   --log-level LEVEL         debug, info, warn, error (default info); logs go to a file
   --verbose                 also print the logs on stderr
   --plain                   plain progress lines even on a terminal
@@ -130,8 +130,9 @@ async function main(): Promise<number> {
     deployments: values.standby ? ["primary", "standby"] : ["primary"],
     fast,
     workers: Math.trunc(positive("workers", str("workers"), 10)),
-    batchSize: Math.trunc(positive("batch-size", str("batch-size"), 10)),
-    maxConcurrency: Math.trunc(positive("concurrency", str("concurrency"), 5)),
+    // Unset, the stack's own: serverless.yml's, or --fast's.
+    ...(str("batch-size") === undefined ? {} : { batchSize: Math.trunc(positive("batch-size", str("batch-size"), 0)) }),
+    ...(str("concurrency") === undefined ? {} : { maxConcurrency: Math.trunc(positive("concurrency", str("concurrency"), 0)) }),
     logger,
   });
   // A forced stop (a second signal) exits at once: never leave the servers or the key files behind.

@@ -22,13 +22,14 @@ import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aw
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/app";
+import { APP_DEFAULTS, appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/app";
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";
 import { createPowertoolsMetrics, InMemoryMetrics } from "../../lib/observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
+import { readDeployedDefaults, type DeployedFunction, type QueueDefaults } from "./deployed-defaults";
 import {
   InvocationLedger,
   ScheduleSource,
@@ -51,31 +52,43 @@ export const HELPERS = {
 export type FeatureName = "jwt" | "ed25519" | "pki";
 export type HelperChoice = keyof typeof HELPERS | "inline" | { command: string };
 
-/** Timings of the emulated functions and schedules. `fast` shortens them for demos and tests. */
+/** Timings and sizes of the emulated functions, schedules and queues. `fast` shortens them for demos and tests. */
 export interface StackTimings {
   discoverRateMs: number;
+  discoverTimeoutMs: number;
   keeperRateMs: number;
   keeperTimeoutMs: number;
   bridgeRateMs: number;
   bridgeTimeoutMs: number;
+  lifecycleTimeoutMs: number;
   provisionTimeoutMs: number;
-  hostWorkVisibilitySeconds: number;
+  hostWork: QueueDefaults;
+  lifecycle: QueueDefaults;
   retryBaseDelaySeconds: number;
   retryMaxDelaySeconds: number;
   lease: { duration: string; renew_interval: string; skew_bound: string };
 }
 
-/** What AWS runs with the serverless.yml defaults: one-minute schedules, 30 s / 10 s / 5 s lease. */
+const DEPLOYED = readDeployedDefaults();
+
+/**
+ * What AWS runs with the serverless.yml defaults, read from serverless.yml (dev/local/deployed-defaults.ts):
+ * its function timeouts, queue visibility and redrive, batch sizes and concurrency; one-minute
+ * schedules (`interval`'s default is the discover schedule), the 30 s / 10 s / 5 s lease.
+ */
 export const DEFAULT_TIMINGS: StackTimings = {
   discoverRateMs: 60_000,
-  keeperRateMs: 60_000,
-  keeperTimeoutMs: 60_000,
-  bridgeRateMs: 60_000,
-  bridgeTimeoutMs: 60_000,
-  provisionTimeoutMs: 120_000,
-  hostWorkVisibilitySeconds: 130,
-  retryBaseDelaySeconds: 30,
-  retryMaxDelaySeconds: 300,
+  discoverTimeoutMs: DEPLOYED.functions.discover.timeoutMs,
+  keeperRateMs: DEPLOYED.functions.leaseKeeper.rateMs ?? 60_000,
+  keeperTimeoutMs: DEPLOYED.functions.leaseKeeper.timeoutMs,
+  bridgeRateMs: DEPLOYED.functions.lifecycleBridge.rateMs ?? 60_000,
+  bridgeTimeoutMs: DEPLOYED.functions.lifecycleBridge.timeoutMs,
+  lifecycleTimeoutMs: DEPLOYED.functions.lifecycle.timeoutMs,
+  provisionTimeoutMs: DEPLOYED.functions.provision.timeoutMs,
+  hostWork: DEPLOYED.hostWork,
+  lifecycle: DEPLOYED.lifecycle,
+  retryBaseDelaySeconds: APP_DEFAULTS.retryBaseDelaySeconds,
+  retryMaxDelaySeconds: APP_DEFAULTS.retryMaxDelaySeconds,
   lease: { duration: "30s", renew_interval: "10s", skew_bound: "5s" },
 };
 
@@ -84,16 +97,22 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * here discovery runs every 15 s, keeper and bridge invocations last ~10 s and retries come back
  * after 2-10 s. The lease is 30 s / 2 s / 1 s: the pause gate only opens for an RPC attempt (up to
  * 2 s discovery + 20 s choria_provision timeout = 22 s) that fits in the validity left after a
- * renewal, so a much shorter lease cannot provision at all; a failover then takes ~31-33 s.
+ * renewal, so a much shorter lease cannot provision at all; a failover then takes ~31-33 s. Function
+ * timeouts are shorter (discover 60 s, provision 60 s), the queues' visibility follows them (host
+ * work 70 s, lifecycle 60 s), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
+ * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
  */
 export const FAST_TIMINGS: StackTimings = {
   discoverRateMs: 15_000,
+  discoverTimeoutMs: 60_000,
   keeperRateMs: 10_000,
   keeperTimeoutMs: 12_000,
   bridgeRateMs: 10_000,
   bridgeTimeoutMs: 12_000,
+  lifecycleTimeoutMs: 30_000,
   provisionTimeoutMs: 60_000,
-  hostWorkVisibilitySeconds: 70,
+  hostWork: { visibilitySeconds: 70, maxReceiveCount: 5, batchSize: 10, maxConcurrency: 5 },
+  lifecycle: { visibilitySeconds: 60, maxReceiveCount: 3, batchSize: 10, maxConcurrency: 2 },
   retryBaseDelaySeconds: 2,
   retryMaxDelaySeconds: 10,
   lease: { duration: "30s", renew_interval: "2s", skew_bound: "1s" },
@@ -114,11 +133,11 @@ export interface LocalStackOptions {
   site?: string;
   /** `workers`: hosts one provision invocation works on at once. Default 10. */
   workers?: number;
-  /** Host-work records per provision invocation. Default 10. */
+  /** Host-work records per provision invocation. Default the timings' (`hostWork.batchSize`). */
   batchSize?: number;
-  /** Concurrent provision invocations per deployment (maximumConcurrency). Default 5. */
+  /** Concurrent provision invocations per deployment (maximumConcurrency). Default the timings'. */
   maxConcurrency?: number;
-  /** Host-work receives before the DLQ. Default 5. */
+  /** Host-work receives before the DLQ. Default the timings'. */
   maxReceiveCount?: number;
   /** Simulated node restart delay; default 2 s as the Go server. */
   restartDelayMs?: number;
@@ -533,16 +552,15 @@ function safeName(id: string): string {
 async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDeployment; close: () => Promise<void> }> {
   const { id, options, timings, features } = input;
   const prefix = `choria-provisioner-${safeName(id)}`;
-  const maxReceiveCount = options.maxReceiveCount ?? 5;
-  const deadLetterAttributes = { MessageRetentionPeriod: "1209600" };
+  const deadLetterAttributes = { MessageRetentionPeriod: String(DEPLOYED.deadLetterRetentionSeconds) };
   const hostWork = createQueueWithDeadLetter(input.sqs, `${prefix}-host-work`, {
-    maxReceiveCount,
-    attributes: { VisibilityTimeout: String(timings.hostWorkVisibilitySeconds) },
+    maxReceiveCount: options.maxReceiveCount ?? timings.hostWork.maxReceiveCount,
+    attributes: { VisibilityTimeout: String(timings.hostWork.visibilitySeconds) },
     deadLetterAttributes,
   });
   const lifecycle = createQueueWithDeadLetter(input.sqs, `${prefix}-lifecycle`, {
-    maxReceiveCount: 3,
-    attributes: { VisibilityTimeout: "60" },
+    maxReceiveCount: timings.lifecycle.maxReceiveCount,
+    attributes: { VisibilityTimeout: String(timings.lifecycle.visibilitySeconds) },
     deadLetterAttributes,
   });
 
@@ -600,13 +618,17 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   const app = await createApp(appSettingsFromEnv(env), overrides);
   const getApp = () => Promise.resolve(app);
 
-  const fn = (name: string, timeoutMs: number, memoryMb: number): FunctionSpec => ({ name: `${prefix}-${name}`, timeoutMs, memoryMb });
+  const fn = (name: string, timeoutMs: number, deployed: DeployedFunction): FunctionSpec => ({
+    name: `${prefix}-${name}`,
+    timeoutMs,
+    memoryMb: DEPLOYED.functions[deployed].memoryMb,
+  });
   const functions = {
-    discover: fn("discover", 60_000, 256),
-    leaseKeeper: fn("lease-keeper", timings.keeperTimeoutMs, 128),
-    lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, 256),
-    lifecycle: fn("lifecycle", 30_000, 256),
-    provision: fn("provision", timings.provisionTimeoutMs, 512),
+    discover: fn("discover", timings.discoverTimeoutMs, "discover"),
+    leaseKeeper: fn("lease-keeper", timings.keeperTimeoutMs, "leaseKeeper"),
+    lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, "lifecycleBridge"),
+    lifecycle: fn("lifecycle", timings.lifecycleTimeoutMs, "lifecycle"),
+    provision: fn("provision", timings.provisionTimeoutMs, "provision"),
   };
   const common = { ledger: input.ledger, logger: input.logger };
   const asSchedule = (handler: unknown) => handler as ScheduleHandler;
@@ -627,8 +649,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       queueArn: lifecycle.arn,
       function: functions.lifecycle,
       handler: asSqs(handlers.lifecycle(getApp)),
-      batchSize: 10,
-      maxConcurrency: 2,
+      batchSize: timings.lifecycle.batchSize,
+      maxConcurrency: timings.lifecycle.maxConcurrency,
       waitTimeSeconds: options.waitTimeSeconds ?? 2,
     }),
     new SqsEventSource({
@@ -638,8 +660,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       queueArn: hostWork.arn,
       function: functions.provision,
       handler: asSqs(handlers.provision(getApp)),
-      batchSize: options.batchSize ?? 10,
-      maxConcurrency: options.maxConcurrency ?? 5,
+      batchSize: options.batchSize ?? timings.hostWork.batchSize,
+      maxConcurrency: options.maxConcurrency ?? timings.hostWork.maxConcurrency,
       waitTimeSeconds: options.waitTimeSeconds ?? 2,
     }),
   ];

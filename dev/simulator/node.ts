@@ -26,6 +26,7 @@ import {
   signNonce,
   x25519SharedSecret,
 } from "../../lib/crypto";
+import { goDuration } from "../../lib/engine/go-duration";
 import type { Clock } from "../../lib/ports";
 import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
@@ -146,13 +147,6 @@ class Abort extends Error {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-/** Go's time.Duration String() for the whole-second and millisecond values the server prints. */
-export function goDuration(ms: number): string {
-  if (ms === 0) return "0s";
-  if (ms < 1000) return `${ms}ms`;
-  return `${ms / 1000}s`;
-}
 
 export class SimulatedNode {
   readonly identity: string;

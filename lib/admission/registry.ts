@@ -21,6 +21,7 @@
  * A provisioned host costs three writes: admit, claim, mark provisioned.
  */
 import { randomUUID } from "node:crypto";
+import { waitedTooLong } from "../engine/waiting";
 import { ProvisionerError } from "../errors";
 import { EXTRA_METRIC, silentLogger, systemClock, type AdmissionSource, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 
@@ -255,10 +256,10 @@ export class AdmissionRegistry {
       return { status: "stale-term" };
     }
     const now = this.clock.now();
-    const waitedMs = now - work.admittedAt;
-    if (waitedMs > 2 * this.settings.intervalMs) {
+    const waited = waitedTooLong(work.admittedAt, now, this.settings.intervalMs);
+    if (waited) {
       this.deps.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
-      this.logger.error(`skipping node that's been waiting ${Math.round(waitedMs / 1000)}s`, { identity, term: work.term });
+      this.logger.error(waited, { identity, term: work.term });
       return { status: "waited-too-long" };
     }
     const token = (this.deps.newClaimToken ?? randomUUID)();

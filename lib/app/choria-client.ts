@@ -33,9 +33,8 @@ export async function choriaClientSettings(config: ProvisionerConfig, clock: Clo
       throw new ConfigError("client_jwt", "is not a JWT", { cause: error });
     }
     if (typeof callerId !== "string" || callerId === "") throw new ConfigError("client_jwt", "has no callerid claim");
-    const seed = decodeHex((config.clientSeed as string).trim());
-    if (seed.byteLength !== 32) throw new ConfigError("client_seed", "must be a hex encoded 32 byte ed25519 seed");
-    const key = ed25519PrivateKeyFromSeed(seed);
+    // parseConfig checked the seed's format; a reference left unresolved is refused by name.
+    const key = ed25519PrivateKeyFromSeed(decodeHex(unresolvedCheck("client_seed", config.clientSeed as string).trim()));
     const signer: RequestSigner = { version: 2, callerJwt: jwt, sign: (bytes) => new Uint8Array(sign(null, bytes, key)) };
     return { ...base, callerId, protocolVersion: 2, signer };
   }

@@ -14,7 +14,7 @@ import { AdmissionRegistry } from "../admission/registry";
 import { publishStartupEvent, SharedBrokerConnection } from "../choria/connection";
 import { BroadcastDiscoverer, type DiscoveryResult } from "../choria/discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../choria/rpc-client";
-import { loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
+import { leaseSettingsOf, loadConfig, secretValues, type ProvisionerConfig, type SecretResolver } from "../config";
 import { functionUses } from "../config/secrets";
 import { createPowertoolsSecretResolver } from "../config/powertools-secrets";
 import { ProvisionEngine, type EngineSettings, type RandomSource } from "../engine";
@@ -23,7 +23,6 @@ import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
 import { DynamoDbPauseStore } from "../lease/pause";
-import { resolveLeaseSettings } from "../lease/settings";
 import { createLogger, createPowertoolsMetrics } from "../observability";
 import { systemClock, type ChoriaRpc, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { ProvisionerApp, type App, type BrokerAccess } from "./app";
@@ -209,17 +208,7 @@ export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGate
   const tableName = deps.tableName ?? "";
   const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
   const gate = createLeaseGate(
-    resolveLeaseSettings({
-      leaderElection: config.leaderElection,
-      site: config.site,
-      deploymentId: config.deploymentId,
-      leaseDurationMs: config.lease.durationMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
-      skewBoundMs: config.lease.skewBoundMs,
-      // A request the old term stamped may still start at a node until its TTL has passed.
-      deliveryHorizonMs: config.rpcTtl * 1_000,
-      roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS,
-    }),
+    leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
     {
       store: leaseStore,
       pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,

@@ -2,10 +2,13 @@ import { availableParallelism } from "node:os";
 import type { z } from "zod";
 import { RPC_PLAN } from "../engine/plan";
 import { ConfigError } from "../errors";
+import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
+import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
+import { configView } from "./keys";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
-import { SECRET_KEYS } from "./secrets";
+import { parseSecretReference } from "./secrets";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -24,7 +27,8 @@ export interface TlsSettings {
   readonly insecureSkipVerify: boolean;
 }
 
-export interface LeaseSettings {
+/** The `lease` section as configured; `leaseSettingsOf` makes lib/lease's LeaseSettings of it. */
+export interface LeaseSection {
   readonly durationMs: number;
   readonly renewIntervalMs: number;
   readonly skewBoundMs: number;
@@ -77,7 +81,7 @@ export interface ProvisionerConfig {
   readonly tls: TlsSettings;
   readonly natsToken: string | undefined;
   readonly deploymentId: string;
-  readonly lease: LeaseSettings;
+  readonly lease: LeaseSection;
   /** `discovery_max_nodes`: identities one discovery admits at most; replies beyond it are dropped, logged and counted. */
   readonly discoveryMaxNodes: number;
   /** Request TTL in seconds written into every Choria request envelope. */
@@ -88,15 +92,6 @@ export interface ProvisionerConfig {
   toJSON(): Record<string, unknown>;
 }
 
-export const REDACTED = "[redacted]";
-
-export const DEFAULT_CERT_DENY_LIST: readonly string[] = Object.freeze([
-  "\\.privileged.mcollective$",
-  "\\.privileged.choria$",
-  "\\.mcollective$",
-  "\\.choria$",
-]);
-
 export interface ParseConfigOptions {
   /** Receives one warning per unknown key (the Go daemon ignores them silently). */
   logger?: Logger;
@@ -105,13 +100,6 @@ export interface ParseConfigOptions {
 }
 
 const MINUTE_MS = 60_000;
-const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
-/**
- * Sized for large real fleets: a whole data centre (tens of thousands of nodes) booting into
- * provisioning mode is admitted over a few discoveries; a hostile client forging replies cannot
- * make one discovery produce more work than this.
- */
-export const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
 /** One NATS subject token: no separators, wildcards, whitespace or control characters. */
 const SUBJECT_TOKEN_PROBLEM = /[.>*\s\p{Cc}]/u;
 const BROKER_URL = /^(nats|tls):\/\/[^\s/]+$/;
@@ -133,41 +121,33 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
 }
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {
-  const lifecycleComponent = nonEmpty(raw.lifecycle_component) ?? DEFAULT_LIFECYCLE_COMPONENT;
+  const lifecycleComponent = raw.lifecycle_component;
   // It becomes one token of choria.lifecycle.event.startup.<component>: a wildcard would subscribe to
   // every component's events, and a space or separator makes an invalid or different subject.
   if (SUBJECT_TOKEN_PROBLEM.test(lifecycleComponent)) {
     throw new ConfigError("lifecycle_component", "must be one NATS subject token: no '.', '>', '*', whitespace or control characters");
   }
 
-  const intervalMs = duration("interval", raw.interval ?? "1m");
+  const intervalMs = duration("interval", raw.interval);
   if (intervalMs < MINUTE_MS) {
     throw new ConfigError("interval", "is too small, the minimum is 1 minute (for example 10m or 1h)");
   }
-  const serverJwtValidityMs = nonEmpty(raw.server_jwt_validity)
-    ? positiveDuration("server_jwt_validity", raw.server_jwt_validity ?? "")
-    : 365 * 24 * 60 * MINUTE_MS;
+  const serverJwtValidityMs = positiveDuration("server_jwt_validity", raw.server_jwt_validity);
 
-  const requested = raw.features ?? {};
+  const requested = raw.features;
   if (requested.pki && requested.ed25519) {
     throw new ConfigError("features.ed25519", "only one of features.pki or features.ed25519 can be enabled");
   }
   // As in the Go daemon, ed25519 switches jwt on rather than rejecting the combination.
-  const features: FeatureFlags = Object.freeze({
-    pki: requested.pki ?? false,
-    jwt: (requested.jwt ?? false) || (requested.ed25519 ?? false),
-    ed25519: requested.ed25519 ?? false,
-    upgrades: requested.upgrades ?? false,
-  });
-  const upgradesRepository = nonEmpty(raw.upgrades_repository);
+  const features: FeatureFlags = Object.freeze({ ...requested, jwt: requested.jwt || requested.ed25519 });
+  const upgradesRepository = raw.upgrades_repository;
   // Go refuses this only when a host is upgraded; with upgrades_optional it sends an empty
   // repository and carries on when the update fails, so only the mandatory case is refused here.
-  if (features.upgrades && !upgradesRepository && !(raw.upgrades_optional ?? false)) {
+  if (features.upgrades && !upgradesRepository && !raw.upgrades_optional) {
     throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled and upgrades_optional is not");
   }
 
-  const helper = nonEmpty(raw.helper);
-  const helperFunction = nonEmpty(raw.helper_function);
+  const { helper, helper_function: helperFunction } = raw;
   if (helper && helperFunction) {
     throw new ConfigError("helper_function", "set only one of helper or helper_function");
   }
@@ -183,17 +163,16 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     }
   });
 
-  const protocolVersion = raw.protocol_version ?? 1;
-  const clientJwt = nonEmpty(raw.client_jwt);
-  const clientSeed = nonEmpty(raw.client_seed);
+  const { protocol_version: protocolVersion, client_jwt: clientJwt, client_seed: clientSeed } = raw;
   if (protocolVersion === 2 && !clientJwt) throw new ConfigError("client_jwt", "is required with protocol_version 2");
   if (protocolVersion === 2 && !clientSeed) throw new ConfigError("client_seed", "is required with protocol_version 2");
+  if (protocolVersion === 2) checkClientSeed(clientSeed as string);
 
-  const lease: LeaseSettings = Object.freeze({
-    durationMs: positiveDuration("lease.duration", raw.lease?.duration ?? "30s"),
-    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease?.renew_interval ?? "10s"),
-    skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease?.skew_bound ?? "5s"),
-    assumeSynchronizedClocks: raw.lease?.assume_synchronized_clocks ?? false,
+  const lease: LeaseSection = Object.freeze({
+    durationMs: positiveDuration("lease.duration", raw.lease.duration),
+    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
+    skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
+    assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
   });
   // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
   // fleet has that, so it takes an explicit statement that the operator accepts it.
@@ -203,87 +182,105 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
       "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
     );
   }
-  if (lease.renewIntervalMs + lease.skewBoundMs >= lease.durationMs) {
-    throw new ConfigError("lease.renew_interval", "renew_interval plus skew_bound must be shorter than lease.duration");
-  }
+  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
   // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
   // shorter than the longest choria_provision attempt would keep every deployment paused.
   const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
-  if ((raw.leader_election ?? false) && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
+  if (raw.leader_election && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
     throw new ConfigError(
       "lease.duration",
       `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
     );
   }
-  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout ?? "10s");
+  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout);
   // The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs.
-  if ((raw.leader_election ?? false) && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
+  if (raw.leader_election && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
     throw new ConfigError(
       "helper_timeout",
       `must fit in one lease validity (lease.duration minus lease.skew_bound = ${(lease.durationMs - lease.skewBoundMs) / 1000} s), or every host pauses at the helper step`,
     );
   }
 
-  const site = raw.site ?? "";
-  const identity = nonEmpty(raw.identity) ?? `choria_provisioner.${site || "default"}`;
+  const site = raw.site;
+  const identity = raw.identity ?? `choria_provisioner.${site || "default"}`;
   // The identity is the senderid nodes see and part of the subjects the provisioner uses.
   if (/[>*\s\p{Cc}]/u.test(identity)) {
     throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
   }
-  const certDenyList = raw.cert_deny_list && raw.cert_deny_list.length > 0 ? raw.cert_deny_list : DEFAULT_CERT_DENY_LIST;
-  certDenyList.forEach((pattern, index) => checkPattern(pattern, index));
+  raw.cert_deny_list.forEach((pattern, index) => checkPattern(pattern, index));
 
   const config = {
     workers: raw.workers || availableParallelism(),
     intervalMs,
-    logfile: nonEmpty(raw.logfile),
-    loglevel: (nonEmpty(raw.loglevel) ?? "info") as LogLevel,
+    logfile: raw.logfile,
+    loglevel: raw.loglevel,
     helper,
     helperFunction,
     helperTimeoutMs,
-    token: nonEmpty(raw.token),
+    token: raw.token,
     lifecycleComponent,
-    choriaInsecure: raw.choria_insecure ?? false,
+    choriaInsecure: raw.choria_insecure,
     site,
-    monitorPort: raw.monitor_port ?? 0,
-    brokerPort: raw.broker_port ?? 0,
-    brokerProvisioningPassword: nonEmpty(raw.broker_provisioning_password),
-    certDenyList: Object.freeze([...certDenyList]),
-    jwtVerifyCert: nonEmpty(raw.jwt_verify_cert),
-    jwtSigningKey: nonEmpty(raw.jwt_signing_key),
-    jwtSigningToken: nonEmpty(raw.jwt_signing_token),
+    monitorPort: raw.monitor_port,
+    brokerPort: raw.broker_port,
+    brokerProvisioningPassword: raw.broker_provisioning_password,
+    certDenyList: Object.freeze([...raw.cert_deny_list]),
+    jwtVerifyCert: raw.jwt_verify_cert,
+    jwtSigningKey: raw.jwt_signing_key,
+    jwtSigningToken: raw.jwt_signing_token,
     serverJwtValidityMs,
-    regoPolicy: nonEmpty(raw.rego_policy),
-    leaderElection: raw.leader_election ?? false,
+    regoPolicy: raw.rego_policy,
+    leaderElection: raw.leader_election,
     upgradesRepository,
-    upgradesOptional: raw.upgrades_optional ?? false,
+    upgradesOptional: raw.upgrades_optional,
     features,
     brokerUrls: Object.freeze(brokerUrls),
     identity,
-    callerid: nonEmpty(raw.callerid) ?? `choria=${identity}`,
+    callerid: raw.callerid ?? `choria=${identity}`,
     protocolVersion,
     clientJwt,
     clientSeed,
-    tls: Object.freeze({
-      ca: nonEmpty(raw.tls?.ca),
-      cert: nonEmpty(raw.tls?.cert),
-      key: nonEmpty(raw.tls?.key),
-      insecureSkipVerify: raw.tls?.insecure_skip_verify ?? false,
-    }),
-    natsToken: nonEmpty(raw.nats_token),
-    deploymentId: nonEmpty(raw.deployment_id) ?? nonEmpty(env.AWS_REGION) ?? "local",
+    tls: Object.freeze({ ca: raw.tls.ca, cert: raw.tls.cert, key: raw.tls.key, insecureSkipVerify: raw.tls.insecure_skip_verify }),
+    natsToken: raw.nats_token,
+    deploymentId: raw.deployment_id ?? nonEmpty(env.AWS_REGION) ?? "local",
     lease,
-    discoveryMaxNodes: raw.discovery_max_nodes ?? DEFAULT_DISCOVERY_MAX_NODES,
-    rpcTtl: raw.rpc_ttl ?? 30,
-    discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout ?? "2s"),
+    discoveryMaxNodes: raw.discovery_max_nodes,
+    rpcTtl: raw.rpc_ttl,
+    discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
   };
   return freezeWithRedaction(config);
+}
+
+/**
+ * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
+ * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
+ */
+function checkClientSeed(seed: string): void {
+  if (parseSecretReference(seed)) return;
+  if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) throw new ConfigError("client_seed", "must be a hex encoded 32 byte ed25519 seed");
+}
+
+/**
+ * The lease gate's settings for this configuration: `lease.*`, and the request TTL as the delivery
+ * horizon (a request the old term stamped may still start at a node until its TTL has passed).
+ */
+export function leaseSettingsOf(config: ProvisionerConfig, options: { roundTimeoutMs?: number } = {}): LeaseSettings {
+  return resolveLeaseSettings({
+    leaderElection: config.leaderElection,
+    site: config.site,
+    deploymentId: config.deploymentId,
+    leaseDurationMs: config.lease.durationMs,
+    renewIntervalMs: config.lease.renewIntervalMs,
+    skewBoundMs: config.lease.skewBoundMs,
+    deliveryHorizonMs: config.rpcTtl * 1_000,
+    ...(options.roundTimeoutMs !== undefined ? { roundTimeoutMs: options.roundTimeoutMs } : {}),
+  });
 }
 
 type ConfigValues = Omit<ProvisionerConfig, "redacted" | "toJSON">;
 
 function freezeWithRedaction(values: ConfigValues): ProvisionerConfig {
-  const redacted = (): Record<string, unknown> => redactedView(values);
+  const redacted = (): Record<string, unknown> => configView(values, REDACTED);
   const config = Object.defineProperties(
     { ...values },
     {
@@ -293,74 +290,6 @@ function freezeWithRedaction(values: ConfigValues): ProvisionerConfig {
     },
   );
   return Object.freeze(config) as ProvisionerConfig;
-}
-
-/** The YAML-keyed view used for logs; secrets that are set become "[redacted]". */
-function redactedView(c: ConfigValues): Record<string, unknown> {
-  const view: Record<string, unknown> = {
-    workers: c.workers,
-    interval: `${c.intervalMs}ms`,
-    logfile: c.logfile,
-    loglevel: c.loglevel,
-    helper: c.helper,
-    helper_function: c.helperFunction,
-    helper_timeout: `${c.helperTimeoutMs}ms`,
-    token: c.token,
-    lifecycle_component: c.lifecycleComponent,
-    choria_insecure: c.choriaInsecure,
-    site: c.site,
-    monitor_port: c.monitorPort,
-    broker_port: c.brokerPort,
-    broker_provisioning_password: c.brokerProvisioningPassword,
-    cert_deny_list: [...c.certDenyList],
-    jwt_verify_cert: c.jwtVerifyCert,
-    jwt_signing_key: c.jwtSigningKey,
-    jwt_signing_token: c.jwtSigningToken,
-    server_jwt_validity: `${c.serverJwtValidityMs}ms`,
-    rego_policy: c.regoPolicy,
-    leader_election: c.leaderElection,
-    upgrades_repository: c.upgradesRepository,
-    upgrades_optional: c.upgradesOptional,
-    features: { ...c.features },
-    broker_urls: [...c.brokerUrls],
-    identity: c.identity,
-    callerid: c.callerid,
-    protocol_version: c.protocolVersion,
-    client_jwt: c.clientJwt,
-    client_seed: c.clientSeed,
-    tls: { ca: c.tls.ca, cert: c.tls.cert, key: c.tls.key, insecure_skip_verify: c.tls.insecureSkipVerify },
-    nats_token: c.natsToken,
-    deployment_id: c.deploymentId,
-    lease: {
-      duration: `${c.lease.durationMs}ms`,
-      renew_interval: `${c.lease.renewIntervalMs}ms`,
-      skew_bound: `${c.lease.skewBoundMs}ms`,
-      assume_synchronized_clocks: c.lease.assumeSynchronizedClocks,
-    },
-    discovery_max_nodes: c.discoveryMaxNodes,
-    rpc_ttl: c.rpcTtl,
-    discovery_timeout: `${c.discoveryTimeoutMs}ms`,
-  };
-  for (const key of SECRET_KEYS) {
-    if (view[key] !== undefined) view[key] = REDACTED;
-  }
-  if (c.tls.key !== undefined) (view.tls as Record<string, unknown>).key = REDACTED;
-  return view;
-}
-
-/** Every secret value set in the configuration, for value-based masking in log output. */
-export function secretValues(config: ProvisionerConfig): string[] {
-  const values = [
-    config.token,
-    config.brokerProvisioningPassword,
-    config.jwtSigningKey,
-    config.jwtSigningToken,
-    config.natsToken,
-    config.clientJwt,
-    config.clientSeed,
-    config.tls.key,
-  ];
-  return values.filter((value): value is string => typeof value === "string" && value !== "");
 }
 
 function duration(key: string, text: string): number {

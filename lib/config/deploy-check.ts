@@ -120,7 +120,7 @@ function scheduleFor(intervalMs: number, errors: DeployProblem[]): string {
 }
 
 function checkLiteralSecrets(raw: Record<string, unknown>, options: DeployCheckOptions, errors: DeployProblem[], warnings: DeployProblem[]) {
-  for (const key of [...SECRET_KEYS, "tls.key"]) {
+  for (const key of SECRET_KEYS) {
     const value = settingValue(raw, key);
     if (typeof value !== "string" || value === "" || parseSecretReference(value)) continue;
     const material = MATERIAL[key];

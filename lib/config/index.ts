@@ -1,16 +1,17 @@
+export { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
+export { REDACTED } from "../observability/redact";
 export {
-  DEFAULT_CERT_DENY_LIST,
-  REDACTED,
+  leaseSettingsOf,
   parseConfig,
-  secretValues,
   type FeatureFlags,
-  type LeaseSettings,
+  type LeaseSection,
   type LogLevel,
   type ParseConfigOptions,
   type ProvisionerConfig,
   type TlsSettings,
 } from "./config";
 export { DurationError, parseDuration } from "./duration";
+export { SETTINGS, secretValues, type KeySpec, type ReferenceSetting, type SecretKey, type Setting } from "./keys";
 export { loadConfig, type LoadConfigOptions } from "./load";
 export {
   FUNCTION_NAMES,
@@ -23,8 +24,6 @@ export {
   functionUses,
   parseSecretReference,
   type FunctionName,
-  type ReferenceSetting,
-  type SecretKey,
   type SecretReference,
   type SecretResolver,
   type SecretStore,

@@ -3,7 +3,7 @@ import { parse as parseYaml } from "yaml";
 import { ConfigError } from "../errors";
 import type { Logger } from "../ports";
 import { parseConfig, type ProvisionerConfig } from "./config";
-import { ENV_OVERRIDABLE } from "./schema";
+import { ENV_OVERRIDABLE } from "./keys";
 import { FUNCTION_SETTINGS, REFERENCE_SETTINGS, resolveReferences, type FunctionName, type SecretResolver } from "./secrets";
 
 export interface LoadConfigOptions {

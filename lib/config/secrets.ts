@@ -1,4 +1,5 @@
 import { ProvisionerError } from "../errors";
+import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
 
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
 export type SecretStore = "ssm" | "secretsmanager";
@@ -20,29 +21,17 @@ export interface SecretResolver {
 /** A secret store could not give a value; the message names the reference, never a value. */
 export class SecretResolutionError extends ProvisionerError {}
 
-/** Configuration keys whose values are credentials: redacted from every rendering of the config. */
-export const SECRET_KEYS = [
-  "token",
-  "broker_provisioning_password",
-  "jwt_signing_key",
-  "jwt_signing_token",
-  "nats_token",
-  "client_jwt",
-  "client_seed",
-] as const;
-
-export type SecretKey = (typeof SECRET_KEYS)[number];
+/** Configuration keys whose values are credentials (lib/config/keys.ts `secret`): redacted from every rendering of the config. */
+export const SECRET_KEYS = settingsWhere<SecretKey>((spec) => spec.secret === true);
 
 /**
  * Settings that name a key or certificate file (as in the Go daemon) and may instead be a reference
- * whose value is the PEM (or hex key) itself. `tls.key` is also a credential: it is redacted too.
+ * whose value is the PEM (or hex key) itself (lib/config/keys.ts `reference: "material"`).
  */
-export const KEY_FILE_SETTINGS = ["tls.ca", "tls.cert", "tls.key", "jwt_verify_cert"] as const;
+export const KEY_FILE_SETTINGS = settingsWhere<KeyFileSetting>((spec) => spec.reference === "material");
 
 /** Every setting that may be written as an `ssm:` / `secretsmanager:` reference (dotted for nested keys). */
-export const REFERENCE_SETTINGS = [...SECRET_KEYS, ...KEY_FILE_SETTINGS] as const;
-
-export type ReferenceSetting = (typeof REFERENCE_SETTINGS)[number];
+export const REFERENCE_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.reference !== undefined);
 
 /** The deployed functions (serverless.yml `functions:` keys). */
 export const FUNCTION_NAMES = [
@@ -58,10 +47,10 @@ export const FUNCTION_NAMES = [
 
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
-/** What connecting to the broker and signing requests needs. */
-const BROKER_SETTINGS = ["broker_provisioning_password", "nats_token", "client_jwt", "client_seed", "tls.ca", "tls.cert", "tls.key"] as const;
+/** What connecting to the broker and signing requests needs (lib/config/keys.ts `usedBy`). */
+const BROKER_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.usedBy === "broker");
 /** What configuring a node needs on top: the token it is given and the JWT keys. */
-const PROVISIONING_SETTINGS = ["token", "jwt_signing_key", "jwt_signing_token", "jwt_verify_cert"] as const;
+const PROVISIONING_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.usedBy === "provisioning");
 
 /**
  * The reference settings each function uses: its loader resolves only these and its IAM role may

@@ -2,13 +2,13 @@ import { createPublicKey, KeyObject, sign, verify } from "node:crypto";
 import { CsrError } from "../errors";
 import { bitString, children, decodeOid, derNull, octetString, oid, readElement, sequence, set, smallInteger, TAG, tlv, type DerNode } from "./der";
 
-/** The provisioner's default `cert_deny_list` (the dots after "privileged" are unescaped upstream too). */
-export const DEFAULT_CERT_DENY_LIST: readonly string[] = [
+/** The provisioner's default `cert_deny_list`, the one definition lib/config uses too (the dots after "privileged" are unescaped upstream too). */
+export const DEFAULT_CERT_DENY_LIST: readonly string[] = Object.freeze([
   "\\.privileged.mcollective$",
   "\\.privileged.choria$",
   "\\.mcollective$",
   "\\.choria$",
-];
+]);
 
 const OID = {
   commonName: "2.5.4.3",

@@ -12,8 +12,9 @@ export {
   type PlannedRpc,
   type RpcPlan,
 } from "./plan";
+export { goDuration } from "./go-duration";
+export { waitedTooLong } from "./waiting";
 export {
-  goDuration,
   isSuccessfulOutcome,
   keepsHostKnown,
   ProvisionEngine,

@@ -44,6 +44,7 @@ import {
 } from "../ports";
 import { KeyTransportError, OutOfTimeError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
+import { waitedTooLong } from "./waiting";
 import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
 import { assertGateOpen, assertTimeLeft, rpcWithRetries, type RandomSource, type RemainingTime, type RetryContext } from "./retry";
 
@@ -170,10 +171,8 @@ export class ProvisionEngine {
 
   private async run(work: HostWork, options: ProvisionOptions): Promise<ProvisionOutcome> {
     const identity = work.identity;
-    const waitedMs = this.clock.now() - work.admittedAt;
-    if (waitedMs > 2 * this.deps.settings.intervalMs) {
-      return { kind: "skipped", identity, reason: `skipping node that's been waiting ${goDuration(waitedMs)}` };
-    }
+    const waited = waitedTooLong(work.admittedAt, this.clock.now(), this.deps.settings.intervalMs);
+    if (waited) return { kind: "skipped", identity, reason: waited };
 
     this.logger.info(`Provisioning ${identity}`, { identity, term: work.term });
     const host = new HostProvisioning(work, this.deps, this.clock, this.logger, options.remainingMs);
@@ -585,24 +584,4 @@ class HostProvisioning {
     this.logger.info("Restarting node", this.log);
     await this.call("restart", () => ({ splay: RESTART_SPLAY_SECONDS, token: this.settings.token }), () => undefined);
   }
-}
-
-/** A duration the way Go's time.Duration prints it (e.g. "2m5.3s"), for the skip message. */
-export function goDuration(ms: number): string {
-  if (ms === 0) return "0s";
-  const sign = ms < 0 ? "-" : "";
-  let rest = Math.abs(ms);
-  if (rest < 1000) return `${sign}${trimZeros(rest.toFixed(3))}ms`;
-  const hours = Math.floor(rest / 3_600_000);
-  rest -= hours * 3_600_000;
-  const minutes = Math.floor(rest / 60_000);
-  rest -= minutes * 60_000;
-  const seconds = `${trimZeros((rest / 1000).toFixed(3))}s`;
-  if (hours > 0) return `${sign}${hours}h${minutes}m${seconds}`;
-  if (minutes > 0) return `${sign}${minutes}m${seconds}`;
-  return `${sign}${seconds}`;
-}
-
-function trimZeros(fixed: string): string {
-  return fixed.includes(".") ? fixed.replace(/\.?0+$/, "") : fixed;
 }

@@ -25,42 +25,53 @@ export interface LeaseSettings {
   roundTimeoutMs?: number;
 }
 
+/** The timing part of the settings: the configuration's `lease.duration`, `lease.renew_interval`, `lease.skew_bound`. */
+export type LeaseTiming = Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs">;
+
 export const LEASE_DEFAULTS = {
   leaseDurationMs: 30_000,
   renewIntervalMs: 10_000,
   skewBoundMs: 5_000,
-} as const;
+} as const satisfies LeaseTiming;
 
 export type LeaseSettingsInput = Pick<LeaseSettings, "leaderElection" | "site" | "deploymentId"> &
   Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs">>;
 
 /**
- * Fills defaults and rejects combinations under which a renewed lease could not outlive the next
- * renewal: the holder only counts `leaseDuration - skewBound` as valid, and that must exceed the
- * renew interval or the leader would pause between its own renewals.
+ * Fills defaults and, with leader election on, rejects settings the election cannot work with
+ * (checkLeaseTiming, and a site and deployment to name the lease and its holder).
  */
 export function resolveLeaseSettings(input: LeaseSettingsInput): LeaseSettings {
   const settings: LeaseSettings = { ...LEASE_DEFAULTS, ...input };
   if (!settings.leaderElection) return settings;
   if (settings.site.trim() === "") throw new ConfigError("site", "must not be empty when leader_election is on");
   if (settings.deploymentId.trim() === "") {
-    throw new ConfigError("lease.deployment_id", "must not be empty when leader_election is on");
+    throw new ConfigError("deployment_id", "must not be empty when leader_election is on");
   }
+  checkLeaseTiming(settings);
+  return settings;
+}
+
+/**
+ * Rejects timing under which a renewed lease could not outlive the next renewal: the holder only
+ * counts `leaseDuration - skewBound` as valid, and that must exceed the renew interval or the
+ * leader would pause between its own renewals. The configuration applies it too (lib/config).
+ */
+export function checkLeaseTiming(timing: LeaseTiming): void {
   for (const [key, value] of [
-    ["lease.duration", settings.leaseDurationMs],
-    ["lease.renew_interval", settings.renewIntervalMs],
+    ["lease.duration", timing.leaseDurationMs],
+    ["lease.renew_interval", timing.renewIntervalMs],
   ] as const) {
     if (!Number.isFinite(value) || value <= 0) throw new ConfigError(key, `must be a positive duration, got ${value} ms`);
   }
-  if (!Number.isFinite(settings.skewBoundMs) || settings.skewBoundMs < 0) {
-    throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${settings.skewBoundMs} ms`);
+  if (!Number.isFinite(timing.skewBoundMs) || timing.skewBoundMs < 0) {
+    throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${timing.skewBoundMs} ms`);
   }
-  const validity = settings.leaseDurationMs - settings.skewBoundMs;
-  if (validity <= settings.renewIntervalMs) {
+  const validity = timing.leaseDurationMs - timing.skewBoundMs;
+  if (validity <= timing.renewIntervalMs) {
     throw new ConfigError(
       "lease.renew_interval",
-      `${settings.renewIntervalMs} ms must be shorter than lease.duration minus lease.skew_bound (${validity} ms)`,
+      `${timing.renewIntervalMs} ms must be shorter than lease.duration minus lease.skew_bound (${validity} ms)`,
     );
   }
-  return settings;
 }

@@ -5,6 +5,8 @@ import { ConfigError } from "../../../lib/errors";
 import { RecordingLogger } from "../../support/fakes";
 
 const MINUTE = 60_000;
+/** client_seed is a hex ed25519 seed (32 bytes). */
+const HEX_SEED = "0123456789abcdef".repeat(4);
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };
 
 function parse(overrides: Record<string, unknown>, env: Record<string, string | undefined> = {}) {
@@ -128,12 +130,12 @@ describe("parseConfig accepts valid values for every key", () => {
 
   it("protocol_version 2 with client_jwt and client_seed", () => {
     // Act
-    const config = parse({ protocol_version: 2, client_jwt: "a.b.c", client_seed: "/etc/seed" });
+    const config = parse({ protocol_version: 2, client_jwt: "a.b.c", client_seed: HEX_SEED });
 
     // Assert
     expect(config.protocolVersion).toBe(2);
     expect(config.clientJwt).toBe("a.b.c");
-    expect(config.clientSeed).toBe("/etc/seed");
+    expect(config.clientSeed).toBe(HEX_SEED);
   });
 
   it("features.ed25519 switches jwt on, as the Go daemon does", () => {
@@ -319,7 +321,7 @@ describe("redaction", () => {
     nats_token: "nats-EEEEEEEE",
     protocol_version: 2,
     client_jwt: "cjwt-FFFFFFFF",
-    client_seed: "seed-GGGGGGGG",
+    client_seed: "5eed".repeat(16),
   };
   const values = Object.values(secrets).filter((v): v is string => typeof v === "string");
 

@@ -154,7 +154,7 @@ describe("loadConfig", () => {
 
   it("resolves a reference given through an environment override (client_seed)", async () => {
     // Arrange
-    const resolver = new MapResolver({ "ssm:/seed": "seed-value-123", "ssm:/jwt": "a.b.c" });
+    const resolver = new MapResolver({ "ssm:/seed": "5eed".repeat(16), "ssm:/jwt": "a.b.c" });
 
     // Act
     const config = await loadConfig({
@@ -164,7 +164,7 @@ describe("loadConfig", () => {
     });
 
     // Assert
-    expect(config.clientSeed).toBe("seed-value-123");
+    expect(config.clientSeed).toBe("5eed".repeat(16));
     expect(config.clientJwt).toBe("a.b.c");
   });
 

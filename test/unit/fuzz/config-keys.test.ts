@@ -1,12 +1,11 @@
 /**
- * Every configuration key, taken from the schema itself so a key added later is covered too: a
- * value of the wrong type gives a ConfigError naming exactly that key; keys with rules beyond
- * their type get semantically wrong values as well.
+ * Every configuration key, taken from the key table (lib/config/keys.ts) so a key added later is
+ * covered too: a value of the wrong type gives a ConfigError naming exactly that key; keys with
+ * rules beyond their type get semantically wrong values as well.
  */
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { parseConfig } from "../../../lib/config";
-import { NESTED_SECTIONS, rawConfigSchema } from "../../../lib/config/schema";
+import { parseConfig, SETTINGS } from "../../../lib/config";
 import { ConfigError } from "../../../lib/errors";
 import { recordScenario } from "../../integration/chaos/scenario";
 
@@ -27,11 +26,8 @@ function wrongTypes(schema: z.ZodType): unknown[] {
   return CANDIDATES.filter((value) => !schema.safeParse(value).success);
 }
 
-const topLevel = Object.entries(rawConfigSchema.shape).filter(([key]) => !(key in NESTED_SECTIONS));
-const nested = Object.entries(NESTED_SECTIONS).flatMap(([section, keys]) => {
-  const sectionSchema = rawConfigSchema.shape[section as keyof typeof rawConfigSchema.shape] as unknown as z.ZodOptional<z.ZodObject<Record<string, z.ZodType>>>;
-  return keys.map((key) => [`${section}.${key}`, sectionSchema.unwrap().shape[key] as z.ZodType] as const);
-});
+const topLevel = SETTINGS.filter(([key]) => !key.includes(".")).map(([key, spec]) => [key, spec.schema] as const);
+const nested = SETTINGS.filter(([key]) => key.includes(".")).map(([key, spec]) => [key, spec.schema] as const);
 
 /** Type-correct values that break a rule; `key` is what the ConfigError must name. */
 const SEMANTIC: Array<{ set: Record<string, unknown>; key: string }> = [

@@ -50,7 +50,7 @@ describe("lease settings", () => {
   });
 
   it("requires a deployment id when leader election is on", () => {
-    expect(() => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: " " })).toThrow(/lease.deployment_id/);
+    expect(() => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: " " })).toThrow(/key "deployment_id"/);
   });
 });
 

@@ -1,0 +1,203 @@
+/**
+ * THE table of configuration keys: the Go daemon's YAML keys plus the serverless build's. Each row
+ * says, for one key, the shape and default of its YAML value, whether `PROVISIONER_<KEY>` may set it,
+ * whether it is a secret, whether it may be an `ssm:` / `secretsmanager:` reference, and how the
+ * redacted view shows it. Everything else is derived from it: the zod schema (schema.ts), the
+ * environment overrides (load.ts), the redacted view and `secretValues()` (config.ts), `SECRET_KEYS`,
+ * `REFERENCE_SETTINGS` and `KEY_FILE_SETTINGS` (secrets.ts), and docs/configuration.md is tested
+ * against it. Adding a key is one row here plus its use in `parseConfig`.
+ */
+import { z } from "zod";
+import { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
+import { LEASE_DEFAULTS } from "../lease/settings";
+import type { ProvisionerConfig } from "./config";
+
+/** How the text of `PROVISIONER_<KEY>` is read; top-level scalars and lists only. */
+export type EnvKind = "string" | "boolean" | "integer" | "list";
+
+type ConfigValues = Omit<ProvisionerConfig, "redacted" | "toJSON">;
+
+export interface KeySpec<S extends z.ZodType = z.ZodType> {
+  /** The YAML value: its type, and its default (`.default`) when the key is left out. */
+  readonly schema: S;
+  /** The default as docs/configuration.md states it, when `parseConfig` computes it from other keys. */
+  readonly computedDefault?: string;
+  readonly env?: EnvKind;
+  /** A credential: every rendering of the config shows "[redacted]" and log output masks its value. */
+  readonly secret?: true;
+  /**
+   * May be written as a secret reference: `value` resolves to the setting's value; `material` is a
+   * key or certificate file setting (as in the Go daemon) whose reference resolves to the PEM itself.
+   */
+  readonly reference?: "value" | "material";
+  /**
+   * Which functions resolve the reference (lib/config/secrets.ts FUNCTION_SETTINGS), hence whose IAM
+   * role may read it: `broker`, every function that connects to the broker; `provisioning`, only
+   * `provision`, which configures nodes. Required with `reference`.
+   */
+  readonly usedBy?: "broker" | "provisioning";
+  /** The configured value as the redacted view (logs) shows it, before secrets are masked. */
+  readonly shown: (config: ConfigValues) => unknown;
+}
+
+type SectionShape<K extends Record<string, KeySpec>> = { -readonly [N in keyof K]: K[N]["schema"] };
+
+export interface SectionSpec<K extends Record<string, KeySpec> = Record<string, KeySpec>> {
+  readonly section: K;
+  readonly schema: z.ZodPrefault<z.ZodObject<SectionShape<K>>>;
+}
+
+function key<const T extends KeySpec>(spec: T): T {
+  return spec;
+}
+
+/** A nested mapping (`lease:`); left out, its keys take their defaults. */
+function section<const K extends Record<string, KeySpec>>(keys: K): SectionSpec<K> {
+  const shape = Object.fromEntries(Object.entries(keys).map(([name, spec]) => [name, spec.schema])) as SectionShape<K>;
+  return { section: keys, schema: z.object(shape).prefault({} as never) };
+}
+
+/** As the Go daemon's zero value: an empty string (or list) is the same as leaving the key out. */
+const emptyIsUnset = <S extends z.ZodType>(schema: S) =>
+  z.preprocess((value) => (value === "" || (Array.isArray(value) && value.length === 0) ? undefined : value), schema);
+
+const text = z.string();
+/** A string setting with no default: unset, or set to "", it is undefined. */
+const optionalText = emptyIsUnset(text.optional());
+const flag = z.boolean();
+const port = z.number().int().min(0).max(65535);
+/** Durations are strings parsed by `parseDuration`; an empty one is 0s, as in Go. */
+const duration = (fallback: string) => text.default(fallback);
+const seconds = (ms: number) => `${ms / 1000}s`;
+const ms = (value: number) => `${value}ms`;
+
+const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
+/**
+ * Sized for large real fleets: a whole data centre (tens of thousands of nodes) booting into
+ * provisioning mode is admitted over a few discoveries; a hostile client forging replies cannot
+ * make one discovery produce more work than this.
+ */
+const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
+
+export const CONFIG_KEYS = {
+  workers: key({ schema: z.number().int().min(0).default(0), computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
+  interval: key({ schema: duration("1m"), env: "string", shown: (c) => ms(c.intervalMs) }),
+  logfile: key({ schema: optionalText, env: "string", shown: (c) => c.logfile }),
+  loglevel: key({ schema: emptyIsUnset(z.enum(["debug", "info", "warn", "error"]).default("info")), env: "string", shown: (c) => c.loglevel }),
+  helper: key({ schema: optionalText, env: "string", shown: (c) => c.helper }),
+  helper_function: key({ schema: optionalText, env: "string", shown: (c) => c.helperFunction }),
+  helper_timeout: key({ schema: duration("10s"), env: "string", shown: (c) => ms(c.helperTimeoutMs) }),
+  token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.token }),
+  lifecycle_component: key({ schema: emptyIsUnset(text.default(DEFAULT_LIFECYCLE_COMPONENT)), env: "string", shown: (c) => c.lifecycleComponent }),
+  choria_insecure: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.choriaInsecure }),
+  site: key({ schema: text.default(""), env: "string", shown: (c) => c.site }),
+  monitor_port: key({ schema: port.default(0), env: "integer", shown: (c) => c.monitorPort }),
+  broker_port: key({ schema: port.default(0), env: "integer", shown: (c) => c.brokerPort }),
+  broker_provisioning_password: key({
+    schema: optionalText,
+    env: "string",
+    secret: true,
+    reference: "value",
+    usedBy: "broker",
+    shown: (c) => c.brokerProvisioningPassword,
+  }),
+  cert_deny_list: key({ schema: emptyIsUnset(z.array(text).default([...DEFAULT_CERT_DENY_LIST])), shown: (c) => [...c.certDenyList] }),
+  jwt_verify_cert: key({ schema: optionalText, env: "string", reference: "material", usedBy: "provisioning", shown: (c) => c.jwtVerifyCert }),
+  jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningKey }),
+  jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningToken }),
+  server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), env: "string", shown: (c) => ms(c.serverJwtValidityMs) }),
+  rego_policy: key({ schema: optionalText, env: "string", shown: (c) => c.regoPolicy }),
+  leader_election: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.leaderElection }),
+  upgrades_repository: key({ schema: optionalText, env: "string", shown: (c) => c.upgradesRepository }),
+  upgrades_optional: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.upgradesOptional }),
+  features: section({
+    pki: key({ schema: flag.default(false), shown: (c) => c.features.pki }),
+    jwt: key({ schema: flag.default(false), shown: (c) => c.features.jwt }),
+    ed25519: key({ schema: flag.default(false), shown: (c) => c.features.ed25519 }),
+    upgrades: key({ schema: flag.default(false), shown: (c) => c.features.upgrades }),
+  }),
+  broker_urls: key({ schema: z.array(text).optional(), env: "list", shown: (c) => [...c.brokerUrls] }),
+  identity: key({ schema: optionalText, computedDefault: '`choria_provisioner.<site or "default">`', env: "string", shown: (c) => c.identity }),
+  callerid: key({ schema: optionalText, computedDefault: "`choria=<identity>`", env: "string", shown: (c) => c.callerid }),
+  protocol_version: key({ schema: z.union([z.literal(1), z.literal(2)]).default(1), env: "integer", shown: (c) => c.protocolVersion }),
+  client_jwt: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.clientJwt }),
+  client_seed: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.clientSeed }),
+  tls: section({
+    ca: key({ schema: optionalText, reference: "material", usedBy: "broker", shown: (c) => c.tls.ca }),
+    cert: key({ schema: optionalText, reference: "material", usedBy: "broker", shown: (c) => c.tls.cert }),
+    key: key({ schema: optionalText, secret: true, reference: "material", usedBy: "broker", shown: (c) => c.tls.key }),
+    insecure_skip_verify: key({ schema: flag.default(false), shown: (c) => c.tls.insecureSkipVerify }),
+  }),
+  nats_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.natsToken }),
+  deployment_id: key({ schema: optionalText, computedDefault: "`AWS_REGION`, else `local`", env: "string", shown: (c) => c.deploymentId }),
+  lease: section({
+    duration: key({ schema: duration(seconds(LEASE_DEFAULTS.leaseDurationMs)), shown: (c) => ms(c.lease.durationMs) }),
+    renew_interval: key({ schema: duration(seconds(LEASE_DEFAULTS.renewIntervalMs)), shown: (c) => ms(c.lease.renewIntervalMs) }),
+    skew_bound: key({ schema: duration(seconds(LEASE_DEFAULTS.skewBoundMs)), shown: (c) => ms(c.lease.skewBoundMs) }),
+    assume_synchronized_clocks: key({ schema: flag.default(false), shown: (c) => c.lease.assumeSynchronizedClocks }),
+  }),
+  discovery_max_nodes: key({
+    schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_MAX_NODES),
+    env: "integer",
+    shown: (c) => c.discoveryMaxNodes,
+  }),
+  rpc_ttl: key({ schema: z.number().int().min(30).default(30), env: "integer", shown: (c) => c.rpcTtl }),
+  discovery_timeout: key({ schema: duration("2s"), env: "string", shown: (c) => ms(c.discoveryTimeoutMs) }),
+};
+
+type Table = typeof CONFIG_KEYS;
+type TopLevelKey = keyof Table & string;
+type SettingOf<K extends TopLevelKey> = Table[K] extends SectionSpec<infer S> ? `${K}.${keyof S & string}` : K;
+/** Every key, dotted for nested ones (`lease.duration`). */
+export type Setting = { [K in TopLevelKey]: SettingOf<K> }[TopLevelKey];
+type SpecOf<P extends Setting> = P extends `${infer S}.${infer N}`
+  ? Table[S & TopLevelKey] extends SectionSpec<infer K>
+    ? K[N & keyof K]
+    : never
+  : Table[P & TopLevelKey];
+
+export type SecretKey = { [P in Setting]: SpecOf<P> extends { secret: true } ? P : never }[Setting];
+export type ReferenceSetting = { [P in Setting]: SpecOf<P> extends { reference: string } ? P : never }[Setting];
+export type KeyFileSetting = { [P in Setting]: SpecOf<P> extends { reference: "material" } ? P : never }[Setting];
+
+function isSection(spec: KeySpec | SectionSpec): spec is SectionSpec {
+  return "section" in spec;
+}
+
+/** Every key as `[dotted name, row]`, in table order. */
+export const SETTINGS: ReadonlyArray<readonly [Setting, KeySpec]> = Object.entries(CONFIG_KEYS as Record<string, KeySpec | SectionSpec>).flatMap(
+  ([name, spec]) =>
+    isSection(spec)
+      ? Object.entries(spec.section).map(([nested, row]) => [`${name}.${nested}` as Setting, row] as const)
+      : [[name as Setting, spec] as const],
+);
+
+/** The names of the keys whose row says `has`, in table order. */
+export function settingsWhere<P extends Setting>(has: (spec: KeySpec) => boolean): readonly P[] {
+  return Object.freeze(SETTINGS.filter(([, spec]) => has(spec)).map(([name]) => name as P));
+}
+
+/** Top-level keys and their env kind, for `PROVISIONER_<KEY>`. */
+export const ENV_OVERRIDABLE: Readonly<Record<string, EnvKind>> = Object.freeze(
+  Object.fromEntries(SETTINGS.flatMap(([name, spec]) => (spec.env ? [[name, spec.env]] : []))),
+);
+
+/** The YAML-keyed view of a configuration, every set secret replaced by `masked`. */
+export function configView(config: ConfigValues, masked: string): Record<string, unknown> {
+  const view: Record<string, unknown> = {};
+  for (const [name, spec] of SETTINGS) {
+    const shown = spec.shown(config);
+    const value = spec.secret && shown !== undefined ? masked : shown;
+    const [top, nested] = name.split(".", 2) as [string, string | undefined];
+    if (nested === undefined) view[top] = value;
+    else view[top] = { ...(view[top] as Record<string, unknown> | undefined), [nested]: value };
+  }
+  return view;
+}
+
+/** The values of every set secret, for value-based masking in log output. */
+export function secretValues(config: ConfigValues): string[] {
+  return SETTINGS.filter(([, spec]) => spec.secret)
+    .map(([, spec]) => spec.shown(config))
+    .filter((value): value is string => typeof value === "string" && value !== "");
+}
