@@ -5,18 +5,15 @@
  * engine wired to a real nats-server and the fleet simulator. Two test adaptations, both through
  * the engine's ports: RPC waits are capped and the backoff between attempts is shortened.
  */
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { connect, type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rpc-client";
 import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
-import { startNats, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions } from "../../../dev/simulator";
+import type { Fleet } from "../../../dev/simulator";
 import { noMetrics, realClock } from "../../support/fakes";
+import { FleetHarness } from "../../support/fleet-harness";
 import { helperResponseWith } from "../../support/helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
@@ -107,43 +104,9 @@ export function chaosEngine(options: ChaosEngineOptions): { engine: ProvisionEng
 }
 
 /** One nats-server and one client connection per test file, fleets per test, helper scripts in a scratch dir. */
-export class ChaosHarness {
-  private readonly fleets: Fleet[] = [];
-  private scratch: string | undefined;
-
-  private constructor(
-    readonly nats: RunningNats,
-    readonly nc: NatsConnection,
-  ) {}
-
+export class ChaosHarness extends FleetHarness {
   static async start(): Promise<ChaosHarness> {
-    const nats = await startNats();
-    return new ChaosHarness(nats, await connect({ servers: nats.url }));
-  }
-
-  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
-    const fleet = await startFleet({ natsUrl: this.nats.url, token: TOKEN, restartDelayMs: 50, shutdownDelayMs: 50, recordDiscovery: false, ...options });
-    this.fleets.push(fleet);
-    return fleet;
-  }
-
-  async stopFleets(): Promise<void> {
-    await Promise.all(this.fleets.splice(0).map((fleet) => fleet.stop()));
-  }
-
-  /** Writes an executable Node helper script; returns its path (the command line). */
-  async helperScript(name: string, body: string): Promise<string> {
-    this.scratch ??= await mkdtemp(join(tmpdir(), "chaos-helpers-"));
-    const path = join(this.scratch, name);
-    await writeFile(path, `#!/usr/bin/env node\n${body}\n`);
-    await chmod(path, 0o755);
-    return path;
-  }
-
-  async stop(): Promise<void> {
-    await this.stopFleets();
-    await this.nc.close();
-    await this.nats.stop();
-    if (this.scratch) await rm(this.scratch, { recursive: true, force: true });
+    const { nats, nc } = await FleetHarness.broker();
+    return new ChaosHarness(nats, nc, { token: TOKEN });
   }
 }

@@ -6,12 +6,10 @@
  * down. The gate still sees the planned per-attempt timeouts.
  */
 import { generateKeyPairSync, randomUUID, sign } from "node:crypto";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { connect, type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import {
@@ -30,10 +28,11 @@ import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamod
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
+import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../dev/simulator";
+import type { Fleet, RpcRecord, SimulatedNode } from "../../../dev/simulator";
 import { CappedWaitRpc, realClock, RecordingMetrics } from "../../support/fakes";
+import { FleetHarness } from "../../support/fleet-harness";
 
 const TOKEN = "s3cret-provisioning-token";
 const SENDER_ID = "provisioner.example.net";
@@ -90,53 +89,31 @@ export interface EngineOptions {
 }
 
 /** One nats-server, one RPC connection and one lease table per test file. */
-export class EngineHarness {
-  private readonly fleets: Fleet[] = [];
-  private readonly scratch: string[] = [];
+export class EngineHarness extends FleetHarness {
   private siteCount = 0;
 
   private constructor(
-    readonly nats: RunningNats,
-    readonly nc: NatsConnection,
+    nats: RunningNats,
+    nc: NatsConnection,
     readonly dynamo: DynamoDBClient,
     readonly tableName: string,
     readonly store: DynamoDbLeaseStore,
-  ) {}
+  ) {
+    // One RSA key per fleet: each test has its own fleet, and generating keys ahead is wasted here.
+    super(nats, nc, { token: TOKEN, rsaKeys: { reuse: true, size: 1 } });
+  }
 
   static async start(dynamoEndpoint: string): Promise<EngineHarness> {
-    const nats = await startNats();
-    const nc = await connect({ servers: nats.url });
+    const { nats, nc } = await FleetHarness.broker();
     const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
     const tableName = `engine-it-${randomUUID()}`;
     await createLeaseTable(dynamo, tableName);
     return new EngineHarness(nats, nc, dynamo, tableName, new DynamoDbLeaseStore({ client: dynamo, tableName }));
   }
 
-  async stop(): Promise<void> {
-    await this.stopFleets();
-    await Promise.all(this.scratch.map((dir) => rm(dir, { recursive: true, force: true })));
-    await this.nc.close();
-    await this.nats.stop();
+  override async stop(): Promise<void> {
+    await super.stop();
     this.dynamo.destroy();
-  }
-
-  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
-    const fleet = await startFleet({
-      natsUrl: this.nats.url,
-      token: TOKEN,
-      restartDelayMs: 50,
-      shutdownDelayMs: 50,
-      recordDiscovery: false,
-      // One RSA key per fleet: each test has its own fleet, and generating keys ahead is wasted here.
-      rsaKeys: { reuse: true, size: 1 },
-      ...options,
-    });
-    this.fleets.push(fleet);
-    return fleet;
-  }
-
-  async stopFleets(): Promise<void> {
-    await Promise.all(this.fleets.splice(0).map((fleet) => fleet.stop()));
   }
 
   /** A fresh site on the shared table, so every test starts from term 1. */
@@ -188,13 +165,6 @@ export class EngineHarness {
     return { engine, metrics, settings, work };
   }
 
-  /** Writes an executable Node helper script for this test file; returns its path (the command line). */
-  async helperScript(name: string, body: string): Promise<string> {
-    const path = await this.scratchFile(name, `#!/usr/bin/env node\n${body}\n`);
-    await chmod(path, 0o755);
-    return path;
-  }
-
   /** A helper that reads the host JSON and answers with `response`, as a site's own helper would. */
   async respondingHelper(name: string, response: object): Promise<string> {
     const responseFile = await this.scratchFile(`${name}.json`, JSON.stringify(response));
@@ -203,13 +173,6 @@ export class EngineHarness {
       'import { readFileSync } from "node:fs";\nfor await (const _ of process.stdin);\nprocess.stdout.write(readFileSync(process.argv[2]));',
     );
     return `${script} ${responseFile}`;
-  }
-
-  private async scratchFile(name: string, content: string): Promise<string> {
-    this.scratch[0] ??= await mkdtemp(join(tmpdir(), "engine-it-"));
-    const path = join(this.scratch[0], name);
-    await writeFile(path, content);
-    return path;
   }
 }
 
