@@ -2,14 +2,28 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 /**
- * The layers (README "Code layout"), enforced on imports. Each entry forbids a group of modules
- * for a set of files; `no-restricted-imports` takes one option per block, so every block below
- * lists all the groups its files are denied.
+ * The layers (README "Code layout"), enforced on imports:
+ * - handlers/ import only their function's composition in lib/aws;
+ * - lib/aws is the one place for AWS SDK clients, Powertools and middy (the DynamoDB store
+ *   adapters of lib/lease and lib/admission excepted);
+ * - lib/choria is the one place for the `nats` client;
+ * - lib/app (the use cases) and the domain import neither;
+ * - nothing in lib/ imports dev tooling, handlers or examples.
+ * `no-restricted-imports` takes one option per file, so each block lists every group its files are denied.
  */
 const DEV_TOOLING = {
   group: ["**/dev/**", "**/handlers/**", "**/examples/**"],
   message: "lib/ is the layer below the handlers and the dev tooling: it never imports dev/, handlers/ or examples/.",
 };
+const AWS = {
+  group: ["@aws-sdk/*", "@aws-lambda-powertools/*", "@middy/*", "aws-lambda"],
+  message: "AWS clients, Powertools and middy belong in lib/aws (or a DynamoDB store adapter); use cases and domain code take ports.",
+};
+const NATS = {
+  group: ["nats"],
+  message: "The NATS client belongs in lib/choria (adapters); use cases and domain code take the Broker and LifecycleEventSource ports.",
+};
+const DYNAMODB_ADAPTERS = ["lib/lease/dynamodb-*.ts", "lib/admission/dynamodb-*.ts"];
 
 export default tseslint.config(
   { ignores: ["node_modules/", ".serverless/", ".esbuild/", "reports/", "coverage/"] },
@@ -23,6 +37,31 @@ export default tseslint.config(
   },
   {
     files: ["lib/**/*.ts"],
-    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING] }] },
+    ignores: ["lib/aws/**", "lib/choria/**", ...DYNAMODB_ADAPTERS],
+    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, AWS, NATS] }] },
+  },
+  {
+    files: ["lib/choria/**/*.ts"],
+    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, AWS] }] },
+  },
+  {
+    files: ["lib/aws/**/*.ts", ...DYNAMODB_ADAPTERS],
+    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, NATS] }] },
+  },
+  {
+    files: ["handlers/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              group: ["**/lib/**", "!**/lib/aws", "!**/lib/aws/**"],
+              message: "A handler imports only its function's composition from lib/aws.",
+            },
+          ],
+        },
+      ],
+    },
   },
 );

@@ -13,8 +13,9 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { KEEPER_MAX_RUN_MS } from "../lib/app/app";
-import { createAppLeaseGate, createLeaseClient } from "../lib/app/create-app";
+import { KEEPER_MAX_RUN_MS } from "../lib/app/leadership";
+import { createAppLeaseGate } from "../lib/aws";
+import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
@@ -286,7 +287,7 @@ function markdown(report: Report): string {
     `Generated ${report.generatedAt} by \`npx tsx bench/failover.ts\` against DynamoDB Local on loopback, in real time (no time scaling); the whole run took ${s(report.benchmarkWallClockMs)}.`,
     "",
     "Each deployment's gate is composed by the production code (`createAppLeaseGate`, `createLeaseClient` in",
-    "`lib/app/create-app.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
+    "`lib/aws/compose.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
     "4 s round bound, the pause switch read before every round. Each keeper runs as the scheduled `lease-keeper`",
     `function does: a new invocation every minute looping ${s(KEEPER_MAX_RUN_MS)}. The leader stops at a random phase of its`,
     "renewal cycle and of its minute schedule (a crash: no release) and we time until the standby's gate opens",

@@ -30,7 +30,7 @@ const { existsSync, statSync } = require("node:fs");
 const { readFile } = require("node:fs/promises");
 const path = require("node:path");
 
-/** The app's metric dimension value for an empty site (lib/observability/metrics.ts). */
+/** The app's metric dimension value for an empty site (lib/aws/powertools-metrics.ts). */
 const UNSET_SITE = "unset";
 const NAMESPACE = "ChoriaProvisioner";
 /** Powertools adds a `service` dimension (POWERTOOLS_SERVICE_NAME) next to the app's `site`. */

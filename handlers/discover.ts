@@ -1,9 +1,2 @@
 /** EventBridge schedule (every interval): gate, broadcast discovery, admit and queue term-stamped host work. */
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app, _event: unknown, context) => app.discover(context));
-}
-
-export const handler = makeHandler(lazyApp("discover"));
+export { handler, makeHandler } from "../lib/aws/functions/discover";

@@ -1,9 +1,2 @@
 /** EventBridge schedule (every minute): renews or contests the lease every renew_interval until just before the deadline. */
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app, _event: unknown, context) => app.keepLease(context));
-}
-
-export const handler = makeHandler(lazyApp("leaseKeeper"));
+export { handler, makeHandler } from "../lib/aws/functions/lease-keeper";

@@ -1,9 +1,2 @@
 /** EventBridge schedule (every minute): forwards startup lifecycle events from the broker to the lifecycle queue (docs/lifecycle.md). */
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app, _event: unknown, context) => app.bridgeLifecycle(context));
-}
-
-export const handler = makeHandler(lazyApp("lifecycleBridge"));
+export { handler, makeHandler } from "../lib/aws/functions/lifecycle-bridge";

@@ -1,10 +1,2 @@
 /** SQS (lifecycle queue, ReportBatchItemFailures): startup events of provisioning-mode nodes -> admitted host work. */
-import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app, event: SQSEvent, context): Promise<SQSBatchResponse> => app.handleLifecycleBatch(event, context));
-}
-
-export const handler = makeHandler(lazyApp("lifecycle"));
+export { handler, makeHandler } from "../lib/aws/functions/lifecycle";

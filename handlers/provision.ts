@@ -1,10 +1,2 @@
 /** SQS (host-work queue, ReportBatchItemFailures): provisions each host whose work is current; only failed items are reported. */
-import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app, event: SQSEvent, context): Promise<SQSBatchResponse> => app.handleHostWorkBatch(event, context));
-}
-
-export const handler = makeHandler(lazyApp("provision"));
+export { handler, makeHandler } from "../lib/aws/functions/provision";

@@ -1,9 +1,2 @@
 /** Operator (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors. */
-import { lazyApp, type App } from "../lib/app";
-import { wrapHandler } from "../lib/app/middleware";
-
-export function makeHandler(getApp: () => Promise<App>) {
-  return wrapHandler(getApp, (app) => app.status());
-}
-
-export const handler = makeHandler(lazyApp("status"));
+export { handler, makeHandler } from "../lib/aws/functions/status";

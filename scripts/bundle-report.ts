@@ -1,19 +1,28 @@
 /**
  * Bundles every handler the way serverless.yml does (esbuild, CommonJS .cjs, minified, no source
  * map, everything bundled including the AWS SDK) and reports per function: bundle size, the size of
- * the deployment zip `sls package` builds (run here, offline), and cold import time (a fresh `node`
- * process requiring the bundle, median of runs).
+ * the deployment zip `sls package` builds (run here, offline), which engine / crypto / helper inputs
+ * the bundle carries (from esbuild's metafile) and cold import time (a fresh `node` process
+ * requiring the bundle, median of runs).
  *
- *   npx tsx scripts/bundle-report.ts [--runs 7]
+ *   npx tsx scripts/bundle-report.ts [--runs 10] [--before <git ref>]
+ *
+ * `--before <ref>` also builds that ref in a temporary `git worktree` (node_modules symlinked from
+ * this checkout, so both trees bundle the same dependency versions; when the ref's package-lock.json
+ * differs, its own `npm ci` instead, and the report says so) and reports both trees in one
+ * run on this machine; the cold imports of the two trees are interleaved (before, after, before,
+ * ...) so the machine's load affects both alike. The acceptance checks of issue 12 are evaluated on
+ * this tree: provision bundle <= 600 KB, status/release carry no engine/crypto/helper input,
+ * status cold import <= 150 ms (median).
  *
  * Writes reports/bundles.json and reports/bundles.md.
  */
 import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, stat, symlink, unlink, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { build } from "esbuild";
+import { build, type Metafile } from "esbuild";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "..");
@@ -30,6 +39,20 @@ const FUNCTIONS: Record<string, string> = {
   release: "handlers/release.ts",
 };
 
+/** Domain code only `provision` needs: `status` and `release` must carry none of it. */
+const PROVISIONING_CODE = ["lib/engine", "lib/crypto", "lib/helper"] as const;
+/**
+ * Files of those areas that hold a fact the configuration or the registry (so every function)
+ * reads: counted apart, as "shared facts" (test/unit/aws/function-bundles.test.ts holds the same list).
+ */
+const SHARED_FACTS = new Set(["lib/engine/plan.ts", "lib/engine/waiting.ts", "lib/engine/go-duration.ts", "lib/crypto/csr.ts"]);
+type ProvisioningArea = (typeof PROVISIONING_CODE)[number];
+
+const SLS_PACKAGE_TIMEOUT_MS = 10 * 60_000;
+
+/** Issue 12's acceptance targets. */
+const TARGETS = { provisionBundleBytes: 600_000, statusColdImportMs: 150 } as const;
+
 interface BundleFigures {
   function: string;
   handler: string;
@@ -39,12 +62,43 @@ interface BundleFigures {
   coldImportMs: { median: number; min: number; max: number; runs: number };
   /** The five largest inputs by bytes in the bundle. */
   largestInputs: Array<{ path: string; bytes: number }>;
+  /** The ten largest packages (node_modules package, or lib/<area>) by bytes in the bundle: where a size target goes. */
+  largestPackages: Array<{ name: string; bytes: number }>;
+  /** Per area of provisioning code: how many of its files the bundle carries and their bytes in the output (shared facts apart). */
+  provisioningCode: Record<ProvisioningArea, { files: number; bytes: number }>;
+  /** The shared-fact files of those areas the bundle carries. */
+  sharedFacts: Array<{ path: string; bytes: number }>;
+}
+
+interface TreeReport {
+  /** "after" is this checkout; "before" the `--before` ref. */
+  label: "before" | "after";
+  ref: string;
+  commit: string;
+  bundles: BundleFigures[];
+}
+
+interface Bundled {
+  name: string;
+  handler: string;
+  outfile: string;
+  bundleBytes: number;
+  metafile: Metafile;
+  times: number[];
 }
 
 function argument(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
   const value = index >= 0 ? Number(process.argv[index + 1]) : fallback;
   if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive whole number`);
+  return value;
+}
+
+function textArgument(name: string): string | undefined {
+  const index = process.argv.indexOf(`--${name}`);
+  if (index < 0) return undefined;
+  const value = process.argv[index + 1];
+  if (!value || value.startsWith("--")) throw new Error(`--${name} needs a value`);
   return value;
 }
 
@@ -63,10 +117,17 @@ async function coldImportMs(bundle: string): Promise<number> {
   return Number(stdout);
 }
 
-async function bundleOne(name: string, handler: string, outDir: string, packageDir: string, runs: number): Promise<BundleFigures> {
+/** A metafile input path as it reads in either tree: node_modules paths (symlinked in the before tree) start at node_modules/. */
+function inputPath(path: string): string {
+  const modules = path.lastIndexOf("node_modules/");
+  return modules >= 0 ? path.slice(modules) : path;
+}
+
+async function bundleOne(root: string, name: string, handler: string, outDir: string): Promise<Bundled> {
   const outfile = join(outDir, `${name}.cjs`);
   const result = await build({
-    entryPoints: [join(ROOT, handler)],
+    absWorkingDir: root,
+    entryPoints: [join(root, handler)],
     outfile,
     bundle: true,
     minify: true,
@@ -78,81 +139,230 @@ async function bundleOne(name: string, handler: string, outDir: string, packageD
     metafile: true,
     logLevel: "error",
   });
-  const times: number[] = [];
-  for (let i = 0; i < runs; i += 1) times.push(await coldImportMs(outfile));
-  const output = Object.values(result.metafile.outputs).find((o) => o.entryPoint);
-  const largestInputs = Object.entries(output?.inputs ?? {})
-    .map(([path, input]) => ({ path, bytes: input.bytesInOutput }))
-    .sort((a, b) => b.bytes - a.bytes)
-    .slice(0, 5);
-  return {
-    function: name,
-    handler,
-    bundleBytes: (await stat(outfile)).size,
-    zipBytes: (await stat(join(packageDir, `${name}.zip`))).size,
-    coldImportMs: { median: round(median(times)), min: round(Math.min(...times)), max: round(Math.max(...times)), runs },
-    largestInputs,
-  };
+  return { name, handler, outfile, bundleBytes: (await stat(outfile)).size, metafile: result.metafile, times: [] };
+}
+
+function figures(bundled: Bundled, packageDir: string): Promise<BundleFigures> {
+  const output = Object.values(bundled.metafile.outputs).find((o) => o.entryPoint);
+  const inputs = Object.entries(output?.inputs ?? {}).map(([path, input]) => ({ path: inputPath(path), bytes: input.bytesInOutput }));
+  const provisioningCode = Object.fromEntries(
+    PROVISIONING_CODE.map((area) => {
+      const carried = inputs.filter((input) => input.path.startsWith(`${area}/`) && input.bytes > 0 && !SHARED_FACTS.has(input.path));
+      return [area, { files: carried.length, bytes: carried.reduce((sum, input) => sum + input.bytes, 0) }];
+    }),
+  ) as BundleFigures["provisioningCode"];
+  return stat(join(packageDir, `${bundled.name}.zip`)).then((zip) => ({
+    function: bundled.name,
+    handler: bundled.handler,
+    bundleBytes: bundled.bundleBytes,
+    zipBytes: zip.size,
+    coldImportMs: {
+      median: round(median(bundled.times)),
+      min: round(Math.min(...bundled.times)),
+      max: round(Math.max(...bundled.times)),
+      runs: bundled.times.length,
+    },
+    largestInputs: [...inputs].sort((a, b) => b.bytes - a.bytes).slice(0, 5),
+    largestPackages: packagesOf(inputs).slice(0, 10),
+    provisioningCode,
+    sharedFacts: inputs.filter((input) => SHARED_FACTS.has(input.path) && input.bytes > 0),
+  }));
+}
+
+/** Bytes per node_modules package (scoped names whole) or per lib/ area, largest first. */
+function packagesOf(inputs: Array<{ path: string; bytes: number }>): Array<{ name: string; bytes: number }> {
+  const totals = new Map<string, number>();
+  for (const input of inputs) {
+    const name = /^node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input.path)?.[1] ?? input.path.split("/").slice(0, 2).join("/");
+    totals.set(name, (totals.get(name) ?? 0) + input.bytes);
+  }
+  return [...totals].map(([name, bytes]) => ({ name, bytes })).sort((a, b) => b.bytes - a.bytes);
+}
+
+async function slsPackage(root: string, packageDir: string): Promise<void> {
+  await run(join(ROOT, "node_modules/.bin/sls"), ["package", "--package", packageDir, "--stage", "report"], {
+    cwd: root,
+    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", SLS_TELEMETRY_DISABLED: "1" },
+    maxBuffer: 16 * 1024 * 1024,
+    // serverless-esbuild can wait forever on a failed build; a package takes well under this.
+    timeout: SLS_PACKAGE_TIMEOUT_MS,
+  });
 }
 
 const round = (value: number) => Math.round(value * 10) / 10;
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+const carried = (f: BundleFigures) =>
+  PROVISIONING_CODE.map((area) => `${area.slice(4)} ${f.provisioningCode[area].files} (${kib(f.provisioningCode[area].bytes)})`).join(", ");
+const coldText = (f: BundleFigures) => `${f.coldImportMs.median} ms (${f.coldImportMs.min}-${f.coldImportMs.max}, n=${f.coldImportMs.runs})`;
 
-function markdown(figures: BundleFigures[], meta: Record<string, string>): string {
+interface Check {
+  name: string;
+  met: boolean;
+  detail: string;
+}
+
+function checks(after: TreeReport, before: TreeReport | undefined): Check[] {
+  const of = (tree: TreeReport, fn: string) => tree.bundles.find((b) => b.function === fn) as BundleFigures;
+  const provision = of(after, "provision");
+  const status = of(after, "status");
+  const noProvisioningCode = ["status", "release"].map((fn) => of(after, fn));
+  const statusBefore = before ? of(before, "status") : undefined;
+  return [
+    {
+      name: `provision bundle <= ${TARGETS.provisionBundleBytes / 1000} KB`,
+      met: provision.bundleBytes <= TARGETS.provisionBundleBytes,
+      detail: `${provision.bundleBytes} bytes (${kib(provision.bundleBytes)})`,
+    },
+    {
+      name: "status/release carry no engine, crypto or helper code",
+      met: noProvisioningCode.every((f) => PROVISIONING_CODE.every((area) => f.provisioningCode[area].files === 0)),
+      detail:
+        noProvisioningCode.map((f) => `${f.function}: ${carried(f)}`).join("; ") +
+        `; shared facts carried: ${noProvisioningCode[0]!.sharedFacts.map((s) => `${s.path} ${s.bytes} B`).join(", ")}`,
+    },
+    {
+      name: `status cold import <= ${TARGETS.statusColdImportMs} ms (median)`,
+      met: status.coldImportMs.median <= TARGETS.statusColdImportMs,
+      detail: `${coldText(status)}${statusBefore ? `; before ${coldText(statusBefore)}` : ""}`,
+    },
+  ];
+}
+
+function markdown(after: TreeReport, before: TreeReport | undefined, meta: Record<string, string>): string {
+  const trees = before ? [before, after] : [after];
+  const command = before ? `npx tsx scripts/bundle-report.ts --runs ${meta.runs} --before ${before.ref}` : `npx tsx scripts/bundle-report.ts --runs ${meta.runs}`;
   const lines = [
     "# Bundle sizes and cold import times",
     "",
-    `Generated by \`npx tsx scripts/bundle-report.ts\` on ${meta.date} (Node ${meta.node}, ${meta.platform}, load average ${meta.loadAverage}).`,
+    `Generated by \`${command}\` on ${meta.date} (Node ${meta.node}, ${meta.platform}, load average ${meta.loadAverage} at the end).`,
+    before
+      ? `Before: \`${before.ref}\` (${before.commit.slice(0, 12)}), built in a temporary git worktree with ${meta.beforeModules}; after: this checkout (${after.commit.slice(0, 12)}). ` +
+        "Both were measured in the same run, their cold imports interleaved."
+      : `This checkout: ${after.commit.slice(0, 12)}.`,
     "Bundles are built as serverless.yml builds them: esbuild, CommonJS `.cjs`, minified, `keepNames`,",
     "no source map, every dependency bundled (AWS SDK v3 included). \"Deploy zip\" is the function's zip as",
     "`sls package` builds it (run by the report, default params). Cold import is the time to `require` the",
     "bundle in a fresh `node` process (median of the runs); it excludes Lambda's own runtime start.",
+    "\"Engine/crypto/helper\" counts the files of lib/engine, lib/crypto and lib/helper in the bundle (metafile), apart from the",
+    `shared facts every function reads through the configuration or the registry (${[...SHARED_FACTS].join(", ")}).`,
     "",
-    "| function | bundle | deploy zip | cold import median (min-max) |",
-    "|---|---:|---:|---:|",
-    ...figures.map(
-      (f) =>
-        `| ${f.function} | ${kib(f.bundleBytes)} | ${kib(f.zipBytes)} | ${f.coldImportMs.median} ms (${f.coldImportMs.min}-${f.coldImportMs.max}, n=${f.coldImportMs.runs}) |`,
-    ),
+    `| function |${trees.map((t) => ` bundle (${t.label}) | zip (${t.label}) | cold import (${t.label}) |`).join("")} engine/crypto/helper files (${after.label}) |`,
+    `|---|${trees.map(() => "---:|---:|---:|").join("")}---|`,
+    ...after.bundles.map((f) => {
+      const cells = trees.map((t) => {
+        const g = t.bundles.find((b) => b.function === f.function) as BundleFigures;
+        return ` ${kib(g.bundleBytes)} | ${kib(g.zipBytes)} | ${coldText(g)} |`;
+      });
+      return `| ${f.function} |${cells.join("")} ${carried(f)} |`;
+    }),
     "",
-    "Largest inputs per bundle (bytes in output):",
+    "Acceptance (issue 12):",
     "",
-    ...figures.map((f) => `- ${f.function}: ${f.largestInputs.map((i) => `${i.path.replace(/^node_modules\//, "")} ${kib(i.bytes)}`).join(", ")}`),
+    ...checks(after, before).map((c) => `- ${c.met ? "met" : "NOT met"}: ${c.name}: ${c.detail}`),
     "",
+    "Largest packages of the after bundles of provision and status (bytes in output), where the size and import time go:",
+    "",
+    ...after.bundles
+      .filter((f) => f.function === "provision" || f.function === "status")
+      .map((f) => `- ${f.function}: ${f.largestPackages.map((p) => `${p.name} ${kib(p.bytes)}`).join(", ")}`),
+    "",
+    ...trees.flatMap((t) => [
+      `Largest inputs per bundle, ${t.label} (bytes in output):`,
+      "",
+      ...t.bundles.map((f) => `- ${f.function}: ${f.largestInputs.map((i) => `${i.path.replace(/^node_modules\//, "")} ${kib(i.bytes)}`).join(", ")}`),
+      "",
+    ]),
   ];
   return lines.join("\n");
 }
 
+async function commitOf(root: string, ref = "HEAD"): Promise<string> {
+  return (await run("git", ["rev-parse", `${ref}^{commit}`], { cwd: root })).stdout.trim();
+}
+
 async function main(): Promise<void> {
-  const runs = argument("runs", 7);
+  const runs = argument("runs", 10);
+  const beforeRef = textArgument("before");
   const outDir = await mkdtemp(join(tmpdir(), "bundle-report-"));
+  const beforeRoot = join(outDir, "before-tree");
+  let worktreeAdded = false;
+  let beforeModules = "";
   try {
-    const packageDir = join(outDir, "package");
-    await run(join(ROOT, "node_modules/.bin/sls"), ["package", "--package", packageDir, "--stage", "report"], {
-      cwd: ROOT,
-      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", SLS_TELEMETRY_DISABLED: "1" },
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    const figures: BundleFigures[] = [];
-    for (const [name, handler] of Object.entries(FUNCTIONS)) {
-      const result = await bundleOne(name, handler, outDir, packageDir, runs);
-      figures.push(result);
+    const trees: Array<{ label: "before" | "after"; ref: string; root: string; commit: string }> = [];
+    if (beforeRef) {
+      const commit = await commitOf(ROOT, beforeRef);
+      await run("git", ["worktree", "add", "--detach", beforeRoot, commit], { cwd: ROOT });
+      worktreeAdded = true;
+      const sameLock = await run("git", ["diff", "--quiet", commit, "--", "package-lock.json"], { cwd: ROOT }).then(
+        () => true,
+        () => false,
+      );
+      if (sameLock) await symlink(join(ROOT, "node_modules"), join(beforeRoot, "node_modules"), "dir");
+      else await run("npm", ["ci", "--no-audit", "--no-fund", "--prefer-offline"], { cwd: beforeRoot, maxBuffer: 16 * 1024 * 1024 });
+      beforeModules = sameLock ? "this checkout's node_modules (same package-lock.json)" : "its own `npm ci` (its package-lock.json differs)";
+      trees.push({ label: "before", ref: beforeRef, root: beforeRoot, commit });
+    }
+    trees.push({ label: "after", ref: "HEAD", root: ROOT, commit: await commitOf(ROOT) });
+
+    const built = new Map<string, { bundles: Bundled[]; packageDir: string }>();
+    for (const tree of trees) {
+      const treeOut = join(outDir, tree.label);
+      const packageDir = join(treeOut, "package");
+      await mkdir(treeOut, { recursive: true });
+      // esbuild first: a tree that does not build (e.g. a dependency this checkout no longer has) fails here with esbuild's error.
+      const bundles: Bundled[] = [];
+      for (const [name, handler] of Object.entries(FUNCTIONS)) bundles.push(await bundleOne(tree.root, name, handler, treeOut));
+      await slsPackage(tree.root, packageDir);
+      built.set(tree.label, { bundles, packageDir });
+    }
+
+    // Interleaved: every round measures each function once per tree, before and after back to back.
+    for (let round = 0; round < runs; round += 1) {
+      for (const name of Object.keys(FUNCTIONS)) {
+        for (const tree of trees) {
+          const bundled = built.get(tree.label)?.bundles.find((b) => b.name === name) as Bundled;
+          bundled.times.push(await coldImportMs(bundled.outfile));
+        }
+      }
+    }
+
+    const reports: TreeReport[] = [];
+    for (const tree of trees) {
+      const { bundles, packageDir } = built.get(tree.label) as { bundles: Bundled[]; packageDir: string };
+      reports.push({ label: tree.label, ref: tree.ref, commit: tree.commit, bundles: await Promise.all(bundles.map((b) => figures(b, packageDir))) });
+    }
+    const after = reports.find((r) => r.label === "after") as TreeReport;
+    const before = reports.find((r) => r.label === "before");
+    for (const f of after.bundles) {
+      const g = before?.bundles.find((b) => b.function === f.function);
       console.log(
-        `${name.padEnd(16)} ${kib(result.bundleBytes).padStart(11)} zip ${kib(result.zipBytes).padStart(10)}  cold import ${result.coldImportMs.median} ms`,
+        `${f.function.padEnd(16)} ${g ? `${kib(g.bundleBytes).padStart(11)} -> ` : ""}${kib(f.bundleBytes).padStart(11)}  cold import ${g ? `${g.coldImportMs.median} -> ` : ""}${f.coldImportMs.median} ms  ${carried(f)}`,
       );
     }
     const meta = {
       date: new Date().toISOString(),
       node: process.version,
       platform: `${process.platform}/${process.arch}`,
+      runs: String(runs),
+      ...(beforeRef ? { beforeModules } : {}),
       // Cold import times scale with the machine's load; the report says how busy it was.
       loadAverage: loadavg()[0]!.toFixed(1),
     };
+    const results = checks(after, before);
+    for (const check of results) console.log(`${check.met ? "met    " : "NOT met"} ${check.name}: ${check.detail}`);
     await mkdir(join(ROOT, "reports"), { recursive: true });
-    await writeFile(join(ROOT, "reports/bundles.json"), `${JSON.stringify({ ...meta, bundles: figures }, null, 2)}\n`);
-    await writeFile(join(ROOT, "reports/bundles.md"), markdown(figures, meta));
+    await writeFile(
+      join(ROOT, "reports/bundles.json"),
+      `${JSON.stringify({ ...meta, checks: results, ...(before ? { before } : {}), after }, null, 2)}\n`,
+    );
+    await writeFile(join(ROOT, "reports/bundles.md"), markdown(after, before, meta));
     console.log("wrote reports/bundles.json and reports/bundles.md");
   } finally {
+    if (worktreeAdded) {
+      // The link first, so removing the worktree cannot reach into this checkout's node_modules.
+      if (beforeModules.startsWith("this checkout")) await unlink(join(beforeRoot, "node_modules")).catch(() => undefined);
+      await run("git", ["worktree", "remove", "--force", beforeRoot], { cwd: ROOT }).catch(() => undefined);
+    }
     await rm(outDir, { recursive: true, force: true });
   }
 }

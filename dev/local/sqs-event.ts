@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { Message } from "@aws-sdk/client-sqs";
 import type { SQSEvent } from "aws-lambda";
-import { encodeHostWork } from "../../lib/app/host-work";
+import { encodeHostWork } from "../../lib/app/host-work-message";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../lib/choria/lifecycle";
 import { sqsRecordFromMessage } from "./lambda-runtime";
 

@@ -22,11 +22,13 @@ import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aw
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { APP_DEFAULTS, appSettingsFromEnv, createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/app";
+import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/app";
+import { createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/aws";
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";
-import { createPowertoolsMetrics, InMemoryMetrics } from "../../lib/observability";
+import { createPowertoolsMetrics } from "../../lib/aws/powertools-metrics";
+import { InMemoryMetrics } from "../../lib/observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import { readDeployedDefaults, type DeployedFunction, type QueueDefaults } from "./deployed-defaults";
@@ -722,7 +724,7 @@ async function loadHandlers() {
     import("../../handlers/lifecycle-bridge"),
     import("../../handlers/lifecycle"),
     import("../../handlers/provision"),
-    import("../../lib/app/runtime"),
+    import("../../lib/aws/runtime"),
   ]);
   const powertoolsMetrics = runtime.powertoolsRuntime().metrics;
   // Invocations that emit no metric make Powertools warn on stderr at every flush, which would tear

@@ -1,44 +1,39 @@
 /**
- * The host-work message on the SQS queue: `{"v":1,"identity","term","admittedAt","source"}`. It is
- * validated on receipt because anything may land on a queue; a message that fails is poison and
- * goes to the dead-letter queue with its reason instead of being retried.
+ * Provisioning queued hosts (docs/behaviour.md §6, §7): each message's work is claimed in the
+ * registry under the current term, provisioned by the engine (which reads the gate before every
+ * RPC attempt and helper run), and finished: recorded, given back for a later delivery, or parked
+ * in the host-work DLQ after too many failures in a row at one step.
  */
-import { z } from "zod";
-import { identityProblem } from "../choria/identity";
-import { InvalidInputError } from "../errors";
-import type { HostWork } from "../ports";
+import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
+import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
+import { AttemptExceedsLeaseError, LeaseStoreError, messageOf } from "../errors";
+import type { LeaseGate, Standing } from "../lease/gate";
+import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { deadLetter, RetryLaterError, runBatch } from "./batch";
+import { decodeHostWork } from "./host-work-message";
+import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
 
-const hostWorkSchema = z.strictObject({
-  v: z.literal(1),
-  identity: z.string().superRefine((identity, context) => {
-    const problem = identityProblem(identity);
-    if (problem) context.addIssue({ code: "custom", message: `identity ${problem}` });
-  }),
-  term: z.number().int().nonnegative(),
-  admittedAt: z.number().int().positive(),
-  source: z.enum(["discovery", "event", "operator"]),
-});
-
-export function encodeHostWork(work: HostWork): string {
-  return JSON.stringify({ v: 1, identity: work.identity, term: work.term, admittedAt: work.admittedAt, source: work.source });
+export interface HostWorkSettings {
+  /** Hosts provisioned at once (`workers`). */
+  workers: number;
+  /** Visibility delay of a retried message: base x receive count, capped at max. */
+  retry: { baseDelaySeconds: number; maxDelaySeconds: number };
+  /** Hard failures in a row at one step after which a host is parked in the host-work DLQ. */
+  failureLimit: number;
+  /** Ms kept back from the Lambda deadline. */
+  deadlineMarginMs: number;
 }
 
-/** Throws InvalidInputError naming the first offending field; values are never echoed. */
-export function decodeHostWork(body: string): HostWork {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch (error) {
-    throw new InvalidInputError("invalid host-work message: not JSON", { cause: error });
-  }
-  const result = hostWorkSchema.safeParse(value);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const field = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : "(message)";
-    throw new InvalidInputError(`invalid host-work message: "${field}" ${issue?.message ?? "is invalid"}`, { cause: result.error });
-  }
-  const { identity, term, admittedAt, source } = result.data;
-  return { identity, term, admittedAt, source };
+export interface HostWorkDeps {
+  settings: HostWorkSettings;
+  gate: Pick<LeaseGate, "standing">;
+  registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater">;
+  engine: Pick<ProvisionEngine, "provision">;
+  broker: Pick<Broker, "prepareRpc">;
+  hostWork: MessageQueue;
+  hostWorkDlq: MessageQueue;
+  logger: Logger;
+  metrics: Metrics;
 }
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
@@ -46,4 +41,161 @@ export function retryDelaySeconds(receiveCount: number, baseSeconds: number, max
   const count = Number.isFinite(receiveCount) && receiveCount > 0 ? Math.trunc(receiveCount) : 1;
   // SQS accepts at most 12 hours of visibility.
   return Math.min(baseSeconds * count, maxSeconds, 43_200);
+}
+
+export class HostWorkProcessor {
+  constructor(private readonly deps: HostWorkDeps) {}
+
+  async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
+    const standing = await this.deps.gate.standing();
+    const remainingMs = () => ctx.remainingMs() - this.deps.settings.deadlineMarginMs;
+    return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger);
+  }
+
+  private async handleOne(message: QueueMessage, standing: Standing, remainingMs: () => number): Promise<void> {
+    const { logger, metrics, registry } = this.deps;
+    let work: HostWork;
+    try {
+      work = decodeHostWork(message.body);
+    } catch (error) {
+      await deadLetter(this.deps.hostWorkDlq, message, messageOf(error), logger);
+      return;
+    }
+    const attributes = { identity: work.identity, term: work.term, messageId: message.id };
+    if (standing.kind === "unknown") {
+      // Nothing is known about the lease, so nothing may be dropped: every item goes back with the reason.
+      const reason = `the lease store could not be read: ${messageOf(standing.error)}`;
+      await this.retryLater(message, { ...attributes, reason });
+      throw new RetryLaterError(`${work.identity}: ${reason}`, { cause: standing.error });
+    }
+    if (standing.kind === "standby") {
+      metrics.count(EXTRA_METRIC.staleWorkDiscarded);
+      logger.info("paused: dropping host work, the leader rediscovers the host", { ...attributes, holder: standing.current?.holder });
+      return;
+    }
+
+    let begun;
+    try {
+      begun = await registry.begin(work, standing.term);
+    } catch (error) {
+      await this.retryLater(message, attributes);
+      throw new RetryLaterError(`could not claim ${work.identity}: ${messageOf(error)}`, { cause: error });
+    }
+    switch (begun.status) {
+      case "claimed":
+        break;
+      case "already-claimed":
+        // Another delivery of this work is running; this one comes back after the delay.
+        await this.retryLater(message, attributes);
+        throw new RetryLaterError(`${work.identity} is being provisioned by another worker`);
+      default:
+        // stale-term, not-current, waited-too-long, already-provisioned: the registry logged and counted it.
+        return;
+    }
+
+    const claim = begun.claim;
+    try {
+      await this.deps.broker.prepareRpc();
+    } catch (error) {
+      await this.giveBack(claim, message, `the broker could not be reached: ${messageOf(error)}`);
+      throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
+    }
+    const outcome = await this.deps.engine.provision(work, { remainingMs });
+    await this.finish(claim, message, outcome);
+  }
+
+  private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {
+    const { identity, term } = claim.work;
+    const storeBlip = outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
+    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || storeBlip) {
+      // A lease store that could not be read is not a lost lease: the host comes back, with the reason.
+      await this.giveBack(claim, message, outcome.error.message);
+      throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
+    }
+    if (outcome.kind === "failed") {
+      // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
+      await this.recordFailure(claim, message, outcome.step, outcome.error.message, causedBy(outcome.error, AttemptExceedsLeaseError));
+      return;
+    }
+    if (outcome.kind === "paused") {
+      this.deps.logger.info("paused mid-provisioning; dropping the work, the leader rediscovers the host", { identity, term, step: outcome.step });
+    }
+    const keep = isSuccessfulOutcome(outcome) && keepsHostKnown(outcome);
+    try {
+      await this.deps.registry.complete(claim, keep ? "provisioned" : "failed");
+    } catch (error) {
+      // The claim runs out on its own; the next discovery after that admits the host again.
+      this.deps.logger.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });
+    }
+  }
+
+  /**
+   * A hard failure: the host may be admitted again by the next discovery or event, until it has
+   * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
+   * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
+   */
+  private async recordFailure(claim: HostClaim, message: QueueMessage, step: string, error: string, parkNow = false): Promise<void> {
+    const { logger } = this.deps;
+    const { identity, term } = claim.work;
+    const failures = failuresInARow(claim, step);
+    const reason = `${step}: ${error}`;
+    let park = parkNow || failures >= this.deps.settings.failureLimit;
+    if (park) {
+      try {
+        await deadLetter(this.deps.hostWorkDlq, message, reason, logger, { identity, step, failures: String(failures), term: String(term) });
+        this.deps.metrics.count(EXTRA_METRIC.hostsParked);
+        logger.error(`parked ${identity} after ${failures} failures in a row at step ${step}`, { identity, term, step, failures, reason });
+      } catch (dlqError) {
+        park = false;
+        logger.error("could not dead-letter the work of a failing host; it is retried instead of parked", {
+          identity,
+          term,
+          error: messageOf(dlqError),
+        });
+      }
+    }
+    try {
+      if (!(await this.deps.registry.recordFailure(claim, { step, reason, failures, park }))) {
+        logger.warn("the claim ran out before the failure could be recorded", { identity, term, step });
+      }
+    } catch (storeError) {
+      // The claim runs out on its own; the next discovery after that admits the host again.
+      logger.error("could not record the failure", { identity, term, step, error: messageOf(storeError) });
+    }
+  }
+
+  /** Gives the claim back with the reason (shown by status) and delays the message's next delivery. */
+  private async giveBack(claim: HostClaim, message: QueueMessage, reason: string): Promise<void> {
+    const { identity, term } = claim.work;
+    try {
+      if (!(await this.deps.registry.retryLater(claim, reason))) {
+        this.deps.logger.warn("the claim ran out before it could be given back", { identity, term });
+      }
+    } catch (error) {
+      this.deps.logger.error("could not give the claim back; it runs out on its own", { identity, term, error: messageOf(error) });
+    }
+    await this.retryLater(message, { identity, term, messageId: message.id, reason });
+  }
+
+  private async retryLater(message: QueueMessage, attributes: LogAttributes): Promise<void> {
+    const { retry } = this.deps.settings;
+    const seconds = retryDelaySeconds(message.receiveCount, retry.baseDelaySeconds, retry.maxDelaySeconds);
+    this.deps.logger.info(`host work goes back to the queue for ${seconds}s`, { ...attributes, receiveCount: message.receiveCount });
+    try {
+      await this.deps.hostWork.delay(message.receiptHandle, seconds);
+    } catch (error) {
+      this.deps.logger.warn("could not delay the message; it returns after the queue's visibility timeout", {
+        ...attributes,
+        error: messageOf(error),
+      });
+    }
+  }
+}
+
+/** Whether `kind` is the error or anywhere in its cause chain. */
+function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error): boolean {
+  for (let current = error, depth = 0; current !== undefined && depth < 10; current = (current as { cause?: unknown }).cause, depth++) {
+    if (current instanceof kind) return true;
+  }
+  return false;
 }

@@ -1,21 +1,44 @@
+export { AdmissionFlow, type AdmissionFlowDeps, type AdmissionResult, type ReadmitOutcome } from "./admission-flow";
+export { deadLetter, RetryLaterError, runBatch } from "./batch";
+export { HostWorkProcessor, retryDelaySeconds, type HostWorkDeps, type HostWorkSettings } from "./host-work";
+export { decodeHostWork, encodeHostWork } from "./host-work-message";
+export { Invocations, withInvocationAttributes, type InvocationsDeps } from "./invocation";
+export { KEEPER_MAX_RUN_MS, Leadership, type DiscoverResult, type KeepLeaseResult, type LeadershipDeps, type LeadershipSettings } from "./leadership";
 export {
-  ProvisionerApp,
-  RetryLaterError,
-  type App,
-  type AppDeps,
-  type AppQueues,
+  LifecycleBridge,
+  LifecycleEvents,
   type BridgeResult,
-  type BrokerAccess,
-  type DiscoverResult,
-  type InvocationContext,
-  type KeepLeaseResult,
+  type LifecycleBridgeDeps,
+  type LifecycleBridgeSettings,
+  type LifecycleEventsDeps,
+} from "./lifecycle-events";
+export {
+  queueDepths,
+  release,
+  reprovision,
+  status,
+  type QueueDepth,
+  type QueueName,
+  type ReleaseDeps,
+  type ReprovisionDeps,
   type ReprovisionResult,
+  type StatusDeps,
+  type StatusQueues,
   type StatusReport,
-} from "./app";
-export { createApp, defaultConsumerName, PROVISIONER_VERSION, type AppOverrides } from "./create-app";
-export { decodeHostWork, encodeHostWork, retryDelaySeconds } from "./host-work";
+} from "./operator";
 export type { RegistrySummary } from "../admission/registry";
-export type { MessageQueue, OutgoingMessage, QueueCounts } from "./ports";
-export { lazyApp, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";
+export type {
+  BatchResult,
+  Broker,
+  BrokerEvent,
+  ForwardOutcome,
+  InvocationContext,
+  LifecycleEventRun,
+  LifecycleEventSource,
+  MessageQueue,
+  OutgoingMessage,
+  QueueCounts,
+  QueueMessage,
+  SendOutcome,
+} from "./ports";
 export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";
-export { SqsMessageQueue } from "./sqs-queue";

@@ -7,7 +7,7 @@
  * `REFERENCE_SETTINGS` and `KEY_FILE_SETTINGS` (secrets.ts), and docs/configuration.md is tested
  * against it. Adding a key is one row here plus its use in `parseConfig`.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
 import { LEASE_DEFAULTS } from "../lease/settings";
 import type { ProvisionerConfig } from "./config";

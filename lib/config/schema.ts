@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { CONFIG_KEYS } from "./keys";
 
 type Table = typeof CONFIG_KEYS;

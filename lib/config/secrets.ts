@@ -11,7 +11,7 @@ export interface SecretReference {
 }
 
 /**
- * Fetches a secret's plain value. The AWS implementation is in `powertools-secrets.ts` so the
+ * Fetches a secret's plain value. The AWS implementation is in `lib/aws/powertools-secrets.ts` so the
  * configuration module itself never imports an AWS client.
  */
 export interface SecretResolver {

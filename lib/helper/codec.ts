@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { HelperError } from "../errors";
 import type { HelperRequest, HelperResponse, ServerClaimsOverride } from "../ports";
 

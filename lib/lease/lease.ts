@@ -49,13 +49,40 @@ export interface LeaseDescription {
  * only while its expiry is ahead on this clock.
  */
 export function describeLease(item: LeaseItem | undefined, deploymentId: string, now: number): LeaseDescription {
-  const held = item !== undefined && item.released !== true && item.expiresAt > 0;
+  const held = isHeld(item);
   return {
     leader: held ? item.holder : null,
     term: item?.term ?? null,
     expiresAt: held ? item.expiresAt : null,
-    heldByThisDeployment: held && item.holder === deploymentId && item.expiresAt > now,
+    heldByThisDeployment: leadsAt(item, deploymentId, now),
   };
+}
+
+/** A lease someone holds (its expiry may be past): not released, and taken at least once. */
+function isHeld(item: LeaseItem | undefined): item is LeaseItem {
+  return item !== undefined && item.released !== true && item.expiresAt > 0;
+}
+
+/**
+ * Whether `deploymentId` leads at wall-clock `now` by the stored lease: it holds it and the expiry,
+ * less `skewBoundMs` (another machine's clock may be that far ahead), is still ahead.
+ */
+export function leadsAt(item: LeaseItem | undefined, deploymentId: string, now: number, skewBoundMs = 0): boolean {
+  return isHeld(item) && item.holder === deploymentId && item.expiresAt - skewBoundMs > now;
+}
+
+/**
+ * Gives up the stored term on behalf of `holder` (a function that never took part in the election,
+ * e.g. the operator's release): marks it released if `holder` holds it, keeping the expiry (see
+ * Lease.release). `term` when known, else the stored one. `released`: the store confirmed it.
+ */
+export async function releaseOnBehalf(
+  store: Pick<LeaseStore, "read" | "release">,
+  request: { site: string; holder: string; term?: number },
+): Promise<{ released: boolean; term: number | undefined }> {
+  const term = request.term ?? (await store.read(request.site))?.term;
+  if (term === undefined) return { released: false, term };
+  return { released: (await store.release({ site: request.site, holder: request.holder, term })).applied, term };
 }
 
 /** The result of one conditional write: the item after it, or the item that failed the condition. */
@@ -227,12 +254,11 @@ export class Lease {
     const known = this.held?.term;
     this.held = undefined;
     try {
-      const term = known ?? (await this.deps.store.read(site))?.term;
+      const { released, term } = await releaseOnBehalf(this.deps.store, { site, holder, ...(known === undefined ? {} : { term: known }) });
       if (term === undefined) return false;
-      const result = await this.deps.store.release({ site, holder, term });
       this.held = undefined;
-      this.deps.logger.info("released the lease", { site, term, released: result.applied });
-      return result.applied;
+      this.deps.logger.info("released the lease", { site, term, released });
+      return released;
     } catch (error) {
       this.storeFailed("release", error);
       return false;

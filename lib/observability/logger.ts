@@ -1,4 +1,3 @@
-import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { LogAttributes, Logger } from "../ports";
 import { Redactor } from "./redact";
 
@@ -11,28 +10,6 @@ export interface LoggerOptions {
   level?: LogLevel;
   /** Secret values (e.g. `secretValues(config)`) masked wherever they appear in a log line. */
   secretValues?: Iterable<string>;
-}
-
-export interface PowertoolsLoggerOptions extends LoggerOptions {
-  /** An existing Powertools logger (e.g. one the middy injectLambdaContext middleware uses). */
-  logger?: PowertoolsLogger;
-}
-
-/** The Lambda logger: Powertools structured JSON with credentials masked before they are serialised. */
-export function createLogger(options: PowertoolsLoggerOptions = {}): Logger & { readonly powertools: PowertoolsLogger } {
-  const powertools =
-    options.logger ??
-    new PowertoolsLogger({
-      serviceName: options.serviceName ?? "choria-provisioner",
-      logLevel: (options.level ?? "info").toUpperCase() as "INFO",
-    });
-  const redactor = new Redactor(options.secretValues);
-  const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
-    const safe = redactor.attributes(attributes);
-    if (safe === undefined) powertools[level](redactor.text(message));
-    else powertools[level](redactor.text(message), safe);
-  };
-  return { powertools, debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
 
 export interface ConsoleLoggerOptions extends LoggerOptions {

@@ -1,61 +1,6 @@
-import { Metrics as PowertoolsMetrics, MetricUnit } from "@aws-lambda-powertools/metrics";
-import type { MetricUnit as MetricUnitValue } from "@aws-lambda-powertools/metrics/types";
 import type { AnyMetricName, MetricLabels, Metrics } from "../ports";
 
 export const DEFAULT_NAMESPACE = "ChoriaProvisioner";
-
-/** EMF rejects empty dimension values; the Go daemon's unset site is the empty label. */
-const UNSET_SITE = "unset";
-
-export interface PowertoolsMetricsOptions {
-  site: string;
-  namespace?: string;
-  serviceName?: string;
-  /** An existing instance, e.g. the one handed to the middy `logMetrics` middleware. */
-  metrics?: PowertoolsMetrics;
-}
-
-export interface FlushableMetrics extends Metrics {
-  /** Writes buffered EMF records to stdout; call at the end of an invocation. */
-  flush(): void;
-  readonly powertools: PowertoolsMetrics;
-}
-
-/**
- * Metrics as CloudWatch EMF through Powertools. Every record carries the `site` dimension; an
- * observation with an `rpc` label is emitted on its own record with the extra `rpc` dimension, as
- * the Go daemon's rpc_time / rpc_errors vectors are labelled by `agent#action`.
- */
-export function createPowertoolsMetrics(options: PowertoolsMetricsOptions): FlushableMetrics {
-  const site = options.site || UNSET_SITE;
-  const powertools =
-    options.metrics ??
-    new PowertoolsMetrics({
-      namespace: options.namespace ?? DEFAULT_NAMESPACE,
-      serviceName: options.serviceName ?? "choria-provisioner",
-    });
-  powertools.setDefaultDimensions({ site });
-
-  const record = (name: AnyMetricName, unit: MetricUnitValue, value: number, labels?: MetricLabels) => {
-    if (labels?.rpc) {
-      const single = powertools.singleMetric();
-      single.addDimension("rpc", labels.rpc);
-      single.addMetric(name, unit, value);
-      return;
-    }
-    powertools.addMetric(name, unit, value);
-  };
-
-  return {
-    powertools,
-    gauge: (name, value, labels) => record(name, MetricUnit.Count, value, labels),
-    count: (name, increment = 1, labels) => record(name, MetricUnit.Count, increment, labels),
-    timing: (name, seconds, labels) => record(name, MetricUnit.Seconds, seconds, labels),
-    flush: () => {
-      if (powertools.hasStoredMetrics()) powertools.publishStoredMetrics();
-    },
-  };
-}
 
 export type MetricKind = "gauge" | "count" | "timing";
 

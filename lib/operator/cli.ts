@@ -7,19 +7,12 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { parse as parseYaml } from "yaml";
-import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
-import { AdmissionRegistry } from "../admission/registry";
-import { SqsMessageQueue } from "../app/sqs-queue";
+import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../aws/operator-stack";
 import { messageOf, ProvisionerError } from "../errors";
-import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
-import { DynamoDbPauseStore } from "../lease/pause";
 import { stageResourceNames } from "./stage-resources";
-import { systemClock, type Clock, type Metrics } from "../ports";
-import { Operator, OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
-import { SqsDeadLetterQueue } from "./sqs-dead-letters";
+import { systemClock, type Clock } from "../ports";
+import { OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
 
 export const USAGE = `Usage: choria-provisioner <command> [options]
 
@@ -64,15 +57,7 @@ export interface CliIo {
 
 /** A usage mistake: exit code 2 with the usage text. */
 class UsageError extends ProvisionerError {}
-/** A table or queue that is not there: names it and where it was looked for. */
-export class StackNotFoundError extends ProvisionerError {}
-
-const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
-const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
-
-type Needs = { tables: Array<"lease" | "admission">; queues: Array<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq"> };
-
-const COMMANDS: Record<string, Needs> = {
+const COMMANDS: Record<string, StackNeeds> = {
   status: { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq", "lifecycle", "lifecycleDlq"] },
   "election view": { tables: ["lease"], queues: [] },
   "dlq list": { tables: ["lease", "admission"], queues: ["hostWorkDlq"] },
@@ -123,37 +108,14 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const command = COMMANDS[twoWords] && positionals.length >= 2 ? twoWords : (positionals[0] as string);
   const args = positionals.slice(command.split(" ").length);
   const needs = COMMANDS[command];
-  const clients: Array<{ destroy(): void }> = [];
+  let opened: Awaited<ReturnType<typeof openOperator>> | undefined;
   try {
     if (!needs) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
     const env = io.env;
     const stack = resolveStack(values, env);
-    const dynamo = new DynamoDBClient(awsOptions(stack.region, stack.dynamoDbEndpoint));
-    const sqs = new SQSClient(awsOptions(stack.region, stack.sqsEndpoint));
-    clients.push(dynamo, sqs);
-    await checkTables(dynamo, stack, needs.tables);
-    const urls = await resolveQueues(sqs, stack, needs.queues);
     const clock = io.clock ?? systemClock;
-    const registry = new AdmissionRegistry(
-      // The interval only shapes admissions the operator makes, which override it anyway.
-      { site: stack.site, intervalMs: 60_000 },
-      { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable }), metrics: noMetrics, clock },
-    );
-    const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
-    const operator = new Operator({
-      site: stack.site,
-      deploymentId: stack.deploymentId,
-      lease: new DynamoDbLeaseStore({ client: dynamo, tableName: stack.leaseTable }),
-      pause: new DynamoDbPauseStore({ client: dynamo, tableName: stack.leaseTable }),
-      registry,
-      queues: {
-        hostWork: queue(urls.hostWork),
-        hostWorkDlq: new SqsDeadLetterQueue({ client: sqs, url: urls.hostWorkDlq ?? "" }),
-        lifecycle: queue(urls.lifecycle),
-        lifecycleDlq: queue(urls.lifecycleDlq),
-      },
-      clock,
-    });
+    opened = await openOperator(stack, needs, clock);
+    const { operator } = opened;
     const json = values.json === true;
     const print = (value: unknown, human: () => string) => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
     const now = clock.now();
@@ -210,25 +172,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     io.stderr(`choria-provisioner: ${refusal ? error.message : describeAwsError(error)}\n`);
     return 1;
   } finally {
-    for (const client of clients) client.destroy();
+    opened?.close();
   }
 }
 
 // --- where the deployment is ---------------------------------------------------------------------
 
-interface Stack {
-  stage: string;
-  site: string;
-  deploymentId: string;
-  region: string;
-  leaseTable: string;
-  admissionTable: string;
-  queues: Record<"hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq", string>;
-  dynamoDbEndpoint: string | undefined;
-  sqsEndpoint: string | undefined;
-}
-
-function resolveStack(values: Record<string, string | boolean | undefined>, env: CliIo["env"]): Stack {
+function resolveStack(values: Record<string, string | boolean | undefined>, env: CliIo["env"]): OperatorStack {
   const flag = (name: string) => {
     const value = values[name];
     return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
@@ -281,76 +231,6 @@ function readConfig(file: string | undefined, env: CliIo["env"]): { site?: strin
     ...(typeof record.site === "string" ? { site: record.site } : {}),
     ...(text_(record.deployment_id) ? { deploymentId: text_(record.deployment_id) } : {}),
   };
-}
-
-function awsOptions(region: string, endpoint: string | undefined) {
-  return endpoint ? { region, endpoint, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 } : { region };
-}
-
-function where(stack: Stack, endpoint: string | undefined): string {
-  return endpoint ? `at ${endpoint}` : `in region ${stack.region}`;
-}
-
-async function checkTables(dynamo: DynamoDBClient, stack: Stack, tables: Needs["tables"]): Promise<void> {
-  for (const table of tables) {
-    const name = table === "lease" ? stack.leaseTable : stack.admissionTable;
-    try {
-      await dynamo.send(new DescribeTableCommand({ TableName: name }));
-    } catch (error) {
-      if (errorName(error) !== "ResourceNotFoundException") throw error;
-      throw new StackNotFoundError(
-        `the ${table} table "${name}" does not exist ${where(stack, stack.dynamoDbEndpoint)} ` +
-          `(stage "${stack.stage}"): deploy the stack, or pass --stage, --${table}-table or ${table === "lease" ? "LEASE_TABLE" : "ADMISSION_TABLE"}`,
-        { cause: error },
-      );
-    }
-  }
-}
-
-const QUEUE_FLAGS = {
-  hostWork: ["host-work-queue", "HOST_WORK_QUEUE_URL"],
-  hostWorkDlq: ["host-work-dlq", "HOST_WORK_DLQ_URL"],
-  lifecycle: ["lifecycle-queue", "LIFECYCLE_QUEUE_URL"],
-  lifecycleDlq: ["lifecycle-dlq", "LIFECYCLE_DLQ_URL"],
-} as const;
-
-async function resolveQueues(sqs: SQSClient, stack: Stack, queues: Needs["queues"]): Promise<Partial<Record<Needs["queues"][number], string>>> {
-  const urls: Partial<Record<Needs["queues"][number], string>> = {};
-  for (const queue of queues) {
-    const given = stack.queues[queue];
-    try {
-      if (/^https?:\/\//.test(given)) {
-        await sqs.send(new GetQueueAttributesCommand({ QueueUrl: given, AttributeNames: ["QueueArn"] }));
-        urls[queue] = given;
-      } else {
-        urls[queue] = (await sqs.send(new GetQueueUrlCommand({ QueueName: given }))).QueueUrl;
-      }
-    } catch (error) {
-      if (!/QueueDoesNotExist|NonExistentQueue/.test(`${errorName(error)} ${messageOf(error)}`)) throw error;
-      const [flag, variable] = QUEUE_FLAGS[queue];
-      throw new StackNotFoundError(
-        `the queue "${given}" does not exist ${where(stack, stack.sqsEndpoint)} (stage "${stack.stage}"): deploy the stack, or pass --stage, --${flag} or ${variable}`,
-        { cause: error },
-      );
-    }
-  }
-  return urls;
-}
-
-function errorName(error: unknown): string {
-  return error instanceof Error ? error.name : "";
-}
-
-function describeAwsError(error: unknown): string {
-  const name = errorName(error);
-  if (/CredentialsProviderError|ExpiredToken|UnrecognizedClient|InvalidSignature/.test(name)) {
-    return `AWS refused the credentials (${name}): set AWS_PROFILE or credentials for the deployment's account`;
-  }
-  if (/AccessDenied/.test(name)) return `AWS denied access: ${messageOf(error)}`;
-  if (/ECONNREFUSED|ENOTFOUND|fetch failed/.test(`${messageOf(error)} ${String((error as { cause?: unknown })?.cause ?? "")}`)) {
-    return `could not reach the endpoint: ${messageOf(error)}`;
-  }
-  return messageOf(error);
 }
 
 // --- output for people ---------------------------------------------------------------------------

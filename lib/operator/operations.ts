@@ -9,12 +9,14 @@
  * redrive), the provisioner would discard it as stale. Requeueing admits the host afresh instead.
  */
 import type { AdmissionRegistry, RegistrySummary } from "../admission/registry";
-import type { MessageQueue, QueueCounts } from "../app/ports";
-import { decodeHostWork, encodeHostWork } from "../app/host-work";
+import { AdmissionFlow } from "../app/admission-flow";
+import { decodeHostWork } from "../app/host-work-message";
+import { queueDepths, type QueueDepth, type QueueName } from "../app/operator";
+import type { MessageQueue } from "../app/ports";
 import { messageOf, ProvisionerError } from "../errors";
-import { describeLease, type LeaseDescription, type LeaseStore } from "../lease/lease";
+import { describeLease, leadsAt, type LeaseDescription, type LeaseStore } from "../lease/lease";
 import type { PauseState, PauseStore } from "../lease/pause";
-import type { Clock, HostWork } from "../ports";
+import { silentLogger, type Clock, type HostWork, type Logger } from "../ports";
 
 /** A message received from a dead-letter queue, still on it until removed. */
 export interface DeadLetterMessage {
@@ -52,6 +54,8 @@ export interface OperatorDeps {
   registry: AdmissionRegistry;
   queues: OperatorQueues;
   clock: Clock;
+  /** Where the admission flow reports what it could not do; default silent (the CLI prints results). */
+  logger?: Logger;
 }
 
 /** The command cannot run on this deployment now (not the leader, paused); says why. */
@@ -62,7 +66,7 @@ export interface LeaseView extends LeaseDescription {
   expiresInMs: number | null;
 }
 
-export type QueueName = keyof OperatorQueues;
+export type { QueueName };
 
 export interface OperatorStatus {
   site: string;
@@ -70,7 +74,7 @@ export interface OperatorStatus {
   paused: boolean;
   pause: PauseState | undefined;
   lease: LeaseView;
-  queues: Record<QueueName, QueueCounts | { error: string }>;
+  queues: Record<QueueName, QueueDepth>;
   registry: RegistrySummary;
 }
 
@@ -105,37 +109,27 @@ const HIDE_SECONDS = 60;
 const DLQ_PAGE_LIMIT = 10_000;
 
 export class Operator {
-  constructor(private readonly deps: OperatorDeps) {}
+  private readonly admission: AdmissionFlow;
+
+  constructor(private readonly deps: OperatorDeps) {
+    this.admission = new AdmissionFlow({ registry: deps.registry, hostWork: deps.queues.hostWork, logger: deps.logger ?? silentLogger });
+  }
 
   async status(): Promise<OperatorStatus> {
-    const { queues } = this.deps;
-    const counts = async (queue: MessageQueue) => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
-    const [lease, pause, hostWork, hostWorkDlq, lifecycle, lifecycleDlq, registry] = await Promise.all([
+    const [lease, pause, queues, registry] = await Promise.all([
       this.leaseView(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
-      counts(queues.hostWork),
-      counts(queues.hostWorkDlq),
-      counts(queues.lifecycle),
-      counts(queues.lifecycleDlq),
+      queueDepths(this.deps.queues),
       this.deps.registry.summary(),
     ]);
-    return {
-      site: this.deps.site,
-      deploymentId: this.deps.deploymentId,
-      paused: pause?.paused === true,
-      pause,
-      lease,
-      queues: { hostWork, hostWorkDlq, lifecycle, lifecycleDlq },
-      registry,
-    };
+    return { site: this.deps.site, deploymentId: this.deps.deploymentId, paused: pause?.paused === true, pause, lease, queues, registry };
   }
 
   /** The lease and every deployment known to the site: the holder, switches, and this one. */
   async electionView(): Promise<ElectionView> {
-    const [lease, switches] = await Promise.all([this.leaseView(), this.deps.pause.list(this.deps.site)]);
+    const [{ lease, leads }, switches] = await Promise.all([this.readLease(), this.deps.pause.list(this.deps.site)]);
     const ids = new Set([this.deps.deploymentId, ...switches.map((state) => state.deploymentId)]);
     if (lease.leader) ids.add(lease.leader);
-    const live = lease.expiresInMs !== null && lease.expiresInMs > 0;
     return {
       site: this.deps.site,
       lease,
@@ -143,7 +137,7 @@ export class Operator {
         const pause = switches.find((state) => state.deploymentId === deploymentId);
         return {
           deploymentId,
-          role: live && lease.leader === deploymentId ? ("leader" as const) : ("standby" as const),
+          role: leads(deploymentId) ? ("leader" as const) : ("standby" as const),
           paused: pause?.paused === true,
           ...(pause ? { pause } : {}),
         };
@@ -189,15 +183,15 @@ export class Operator {
       byIdentity.set(work.identity, [...(byIdentity.get(work.identity) ?? []), message]);
     }
     try {
-      for (const [identity, letters] of byIdentity) {
-        const outcome = await this.readmit(identity, term);
-        if (outcome !== "queued") {
+      for (const outcome of await this.admission.readmit([...byIdentity.keys()], term)) {
+        const letters = byIdentity.get(outcome.identity) ?? [];
+        if (!outcome.queued) {
           untouched.push(...letters);
-          result.skipped.push({ identity, reason: outcome });
+          result.skipped.push({ identity: outcome.identity, reason: outcome.reason });
           continue;
         }
         for (const letter of letters) await this.deps.queues.hostWorkDlq.remove(letter);
-        result.requeued.push(identity);
+        result.requeued.push(outcome.identity);
       }
       for (const identity of wanted ?? []) {
         if (!byIdentity.has(identity)) result.skipped.push({ identity, reason: "no dead letter for this host" });
@@ -212,10 +206,9 @@ export class Operator {
   async reprovision(identities: readonly string[]): Promise<ReadmitResult> {
     const term = await this.currentTerm();
     const result: ReadmitResult = { term, requeued: [], skipped: [] };
-    for (const identity of new Set(identities)) {
-      const outcome = await this.readmit(identity, term);
-      if (outcome === "queued") result.requeued.push(identity);
-      else result.skipped.push({ identity, reason: outcome });
+    for (const outcome of await this.admission.readmit(identities, term)) {
+      if (outcome.queued) result.requeued.push(outcome.identity);
+      else result.skipped.push({ identity: outcome.identity, reason: outcome.reason });
     }
     return result;
   }
@@ -234,38 +227,31 @@ export class Operator {
   }
 
   private async leaseView(): Promise<LeaseView> {
+    return (await this.readLease()).lease;
+  }
+
+  /** The stored lease as lib/lease describes it, and who leads by it now. */
+  private async readLease(): Promise<{ lease: LeaseView; leads: (deploymentId: string) => boolean }> {
     const now = this.deps.clock.now();
-    const lease = describeLease(await this.deps.lease.read(this.deps.site), this.deps.deploymentId, now);
-    return { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now };
+    const item = await this.deps.lease.read(this.deps.site);
+    const lease = describeLease(item, this.deps.deploymentId, now);
+    return {
+      lease: { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now },
+      leads: (deploymentId) => leadsAt(item, deploymentId, now),
+    };
   }
 
   /** The term this deployment holds now; refuses when it is not the leader or is paused. */
   private async currentTerm(): Promise<number> {
-    const [lease, pause] = await Promise.all([this.leaseView(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
+    const [{ lease, leads }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
     if (pause?.paused) throw new OperatorRefusal(`deployment ${this.deps.deploymentId} is paused: resume it first, or run this on the leader's stack`);
     if (!lease.heldByThisDeployment || lease.term === null) {
-      const holder = lease.leader && (lease.expiresInMs ?? 0) > 0 ? `${lease.leader} holds term ${lease.term}` : "no deployment holds the lease";
+      const holder = lease.leader && leads(lease.leader) ? `${lease.leader} holds term ${lease.term}` : "no deployment holds the lease";
       throw new OperatorRefusal(
         `deployment ${this.deps.deploymentId} does not lead site "${this.deps.site}" (${holder}); its queue would drop the work: run this against the leader's stack`,
       );
     }
     return lease.term;
-  }
-
-  private async readmit(identity: string, term: number): Promise<"queued" | string> {
-    const { registry, queues } = this.deps;
-    if (!(await registry.forgetUnlessClaimed(identity))) return "being provisioned right now";
-    let work: HostWork | undefined;
-    try {
-      work = await registry.admit(identity, "operator", term);
-    } catch (error) {
-      return `could not admit: ${messageOf(error)}`;
-    }
-    if (!work) return "admitted again concurrently";
-    const [accepted] = await queues.hostWork.sendAll([{ body: encodeHostWork(work) }]);
-    if (accepted) return "queued";
-    await registry.withdraw(work).catch(() => false);
-    return "the host-work queue refused the message";
   }
 
   private async receiveAll(): Promise<DeadLetterMessage[]> {

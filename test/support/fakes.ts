@@ -20,6 +20,22 @@ import type {
   RpcCall,
   RpcReply,
 } from "../../lib/ports";
+import type {
+  BatchResult,
+  Broker,
+  BrokerEvent,
+  ForwardOutcome,
+  LifecycleEventRun,
+  LifecycleEventSource,
+  MessageQueue,
+  OutgoingMessage,
+  QueueCounts,
+  QueueMessage,
+  SendOutcome,
+} from "../../lib/app/ports";
+import type { DiscoveryResult } from "../../lib/choria/discovery";
+import type { ProvisionOutcome } from "../../lib/engine";
+import type { HostWork } from "../../lib/ports";
 
 // ---------------------------------------------------------------------------------------------
 // Observation, clocks and RPC (shared test support)
@@ -282,4 +298,154 @@ export class FakeHelper implements HelperRunner {
     if (this.answer instanceof Error) throw this.answer;
     return structuredClone(this.answer);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Application ports (lib/app/ports.ts): in-memory queue, broker, lifecycle event source, engine
+// ---------------------------------------------------------------------------------------------
+
+/** A MessageQueue in memory: keeps what was sent and delayed; `refuse` decides per message whether it is refused. */
+export class InMemoryQueue implements MessageQueue {
+  readonly sent: OutgoingMessage[] = [];
+  readonly delays: Array<{ receiptHandle: string; seconds: number }> = [];
+  /** A refusal for the message, or undefined to accept it. */
+  refuse: (message: OutgoingMessage) => Extract<SendOutcome, { accepted: false }> | undefined = () => undefined;
+  /** When set, counts() rejects with it. */
+  countsError: Error | undefined;
+  /** When set, delay() rejects with it. */
+  delayError: Error | undefined;
+  private nextId = 1;
+
+  constructor(readonly url = "memory://queue") {}
+
+  async sendEach(messages: readonly OutgoingMessage[]): Promise<SendOutcome[]> {
+    return messages.map((message) => {
+      const refusal = this.refuse(message);
+      if (refusal) return refusal;
+      this.sent.push(message);
+      return { accepted: true };
+    });
+  }
+  async sendAll(messages: readonly OutgoingMessage[]): Promise<boolean[]> {
+    return (await this.sendEach(messages)).map((outcome) => outcome.accepted);
+  }
+  async send(message: OutgoingMessage): Promise<void> {
+    const [outcome] = await this.sendEach([message]);
+    if (!outcome?.accepted) throw new Error(`${this.url} refused the message: ${outcome?.reason}`);
+  }
+  async delay(receiptHandle: string, seconds: number): Promise<void> {
+    if (this.delayError) throw this.delayError;
+    this.delays.push({ receiptHandle, seconds });
+  }
+  async counts(): Promise<QueueCounts> {
+    if (this.countsError) throw this.countsError;
+    return { visible: this.sent.length, inFlight: 0, delayed: 0 };
+  }
+  bodies(): string[] {
+    return this.sent.map((message) => message.body);
+  }
+  /** What was sent, as the queue would deliver it next (receive count 1). */
+  deliveries(): QueueMessage[] {
+    return this.sent.map((message) => this.delivery(message.body));
+  }
+  /** A delivery of `body` from this queue. */
+  delivery(body: string, receiveCount = 1): QueueMessage {
+    const id = `m-${this.nextId++}`;
+    return { id, body, receiveCount, receiptHandle: `receipt-${id}`, source: this.url };
+  }
+}
+
+/** A Broker that answers discovery from a list and records what the use cases asked of it. */
+export class FakeBroker implements Broker {
+  identities: string[] = [];
+  capped = false;
+  discoverError: Error | undefined;
+  prepareError: Error | undefined;
+  publishError: Error | undefined;
+  /** What closeIfPublishPending finds: a request still unconfirmed. */
+  publishPending = false;
+  discoveries = 0;
+  startupsPublished = 0;
+  rpcPrepared = 0;
+  closes = 0;
+
+  async discover(): Promise<DiscoveryResult> {
+    this.discoveries++;
+    if (this.discoverError) throw this.discoverError;
+    return { identities: [...this.identities], replies: this.identities.length, skipped: 0, capped: this.capped };
+  }
+  async prepareRpc(): Promise<void> {
+    if (this.prepareError) throw this.prepareError;
+    this.rpcPrepared++;
+  }
+  async closeIfPublishPending(): Promise<boolean> {
+    if (!this.publishPending) return false;
+    this.publishPending = false;
+    await this.close();
+    return true;
+  }
+  async publishStartup(): Promise<void> {
+    if (this.publishError) throw this.publishError;
+    this.startupsPublished++;
+  }
+  async close(): Promise<void> {
+    this.closes++;
+  }
+}
+
+/**
+ * A LifecycleEventSource over batches of events: each batch is read only while `leadsNow()` says
+ * so (a batch not read stays pending), forwarded, and the outcomes recorded.
+ */
+export class FakeLifecycleEventSource implements LifecycleEventSource {
+  readonly pending: BrokerEvent[][];
+  readonly outcomes: ForwardOutcome[][] = [];
+  runs: LifecycleEventRun[] = [];
+
+  constructor(
+    batches: BrokerEvent[][],
+    readonly mode: "jetstream" | "core" = "jetstream",
+  ) {
+    this.pending = [...batches];
+  }
+
+  async run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }> {
+    this.runs.push(run);
+    let led = false;
+    const batches = this.pending.splice(0);
+    for (const batch of batches) {
+      if (!(await run.leadsNow())) {
+        this.pending.push(batch);
+        continue;
+      }
+      led = true;
+      this.outcomes.push(await run.forward(batch));
+    }
+    return { mode: this.mode, led };
+  }
+}
+
+/** A lifecycle event as the broker would deliver it. */
+export function brokerEvent(body: string, options: { subject?: string; lastChance?: boolean } = {}): BrokerEvent {
+  return {
+    data: new TextEncoder().encode(body),
+    subject: options.subject ?? "choria.lifecycle.event.startup.provision_mode_server",
+    lastChance: options.lastChance ?? false,
+  };
+}
+
+/** An engine that answers each host with a scripted outcome (default provisioned) and records what it was given. */
+export class FakeEngine {
+  readonly provisioned: HostWork[] = [];
+  outcome: (work: HostWork) => ProvisionOutcome = (work) => ({ kind: "provisioned", identity: work.identity });
+
+  async provision(work: HostWork): Promise<ProvisionOutcome> {
+    this.provisioned.push(work);
+    return this.outcome(work);
+  }
+}
+
+/** The ids of a batch result, sorted, for comparisons independent of completion order. */
+export function failedIds(result: BatchResult): string[] {
+  return [...result.failedMessageIds].sort();
 }

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../../lib/app";
+import { createApp } from "../../../lib/aws";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC } from "../../../lib/ports";

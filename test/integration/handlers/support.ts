@@ -1,5 +1,6 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { createApp, type App, type AppSettings } from "../../../lib/app";
+import type { AppSettings } from "../../../lib/app";
+import { createApp, type App } from "../../../lib/aws";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type Clock } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";

@@ -15,7 +15,7 @@ import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { DynamoDbPauseStore } from "../../../lib/lease/pause";
+import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
 import type { RunningSqs } from "../../../dev/local/services";

@@ -8,7 +8,16 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { APP_DEFAULTS, createApp, type AppSettings } from "../../../lib/app";
+import { APP_DEFAULTS, type AppSettings } from "../../../lib/app";
+import { createApp, type AppOverrides } from "../../../lib/aws";
+import { composeDiscover } from "../../../lib/aws/functions/discover";
+import { composeLeaseKeeper } from "../../../lib/aws/functions/lease-keeper";
+import { composeLifecycle } from "../../../lib/aws/functions/lifecycle";
+import { composeLifecycleBridge } from "../../../lib/aws/functions/lifecycle-bridge";
+import { composeProvision } from "../../../lib/aws/functions/provision";
+import { composeRelease } from "../../../lib/aws/functions/release";
+import { composeReprovision } from "../../../lib/aws/functions/reprovision";
+import { composeStatus } from "../../../lib/aws/functions/status";
 import { keyMaterial } from "../../../lib/app/choria-client";
 import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
@@ -119,6 +128,40 @@ describe("secrets resolved per function", () => {
     expect([...FUNCTION_NAMES].sort()).toEqual(
       ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release"].sort(),
     );
+  });
+});
+
+/** The deployed functions' own compositions (what each handler runs), by function name. */
+const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppOverrides) => Promise<{ close(): Promise<void> }>> = {
+  discover: composeDiscover,
+  leaseKeeper: composeLeaseKeeper,
+  lifecycleBridge: composeLifecycleBridge,
+  lifecycle: composeLifecycle,
+  provision: composeProvision,
+  status: composeStatus,
+  reprovision: composeReprovision,
+  release: composeRelease,
+};
+
+describe("secrets resolved by each deployed function's own composition", () => {
+  async function resolvedByComposition(fn: FunctionName): Promise<string[]> {
+    const secrets = new RecordingResolver();
+    // No `function` in the settings: each composition knows which function it is.
+    const composed = await COMPOSITIONS[fn](settings(undefined), { secrets, logger: silentLogger, metrics: new InMemoryMetrics("lon") });
+    await composed.close();
+    return [...secrets.resolved].sort();
+  }
+
+  it.each(["status", "release"] as const)("%s reads no secret at all", async (fn) => {
+    expect(await resolvedByComposition(fn)).toEqual([]);
+  });
+
+  it.each(["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "reprovision"] as const)("%s reads only what the broker connection needs", async (fn) => {
+    expect(await resolvedByComposition(fn)).toEqual(BROKER);
+  });
+
+  it("provision also reads the token and the JWT signing key", async () => {
+    expect(await resolvedByComposition("provision")).toEqual([...BROKER, "secretsmanager:choria/signing-key", "ssm:/choria/token"].sort());
   });
 });
 

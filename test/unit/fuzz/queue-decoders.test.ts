@@ -4,7 +4,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { isValidIdentity } from "../../../lib/choria/identity";
 import { InvalidInputError } from "../../../lib/errors";
 import { recordScenario } from "../../integration/chaos/scenario";

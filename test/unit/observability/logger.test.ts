@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig, secretValues } from "../../../lib/config";
-import { createConsoleLogger, createLogger } from "../../../lib/observability";
+import { createLogger } from "../../../lib/aws/powertools-logger";
+import { createConsoleLogger } from "../../../lib/observability";
 import { captureOutput } from "./capture";
 
 const SECRETS = {

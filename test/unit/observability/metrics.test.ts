@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { InMemoryMetrics, createPowertoolsMetrics } from "../../../lib/observability";
+import { createPowertoolsMetrics } from "../../../lib/aws/powertools-metrics";
+import { InMemoryMetrics } from "../../../lib/observability";
 import { captureOutput } from "./capture";
 
 interface EmfRecord {

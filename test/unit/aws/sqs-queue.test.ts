@@ -6,7 +6,7 @@
  */
 import type { SQSClient, SendMessageBatchCommand } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
-import { SQS_MAX_BYTES, SqsMessageQueue, sqsProblem } from "../../../lib/app/sqs-queue";
+import { SQS_MAX_BYTES, SqsMessageQueue, sqsProblem } from "../../../lib/aws/sqs-queue";
 import type { Clock } from "../../../lib/ports";
 
 type Entry = { Id: string; MessageBody: string };

@@ -1,14 +1,14 @@
 /**
  * The one middy stack every handler uses: Powertools tracer, logger (Lambda context and request
  * id on every line) and metrics (EMF flushed after each invocation). Everything here is built at
- * module scope once per container; the App itself is built on the first invocation.
+ * module scope once per container; each function is composed on its first invocation.
  */
 import middy from "@middy/core";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { captureLambdaHandler } from "@aws-lambda-powertools/tracer/middleware";
 import type { Context } from "aws-lambda";
-import type { App, InvocationContext } from "./app";
+import type { InvocationContext } from "../app/ports";
 import { powertoolsRuntime } from "./runtime";
 
 /** Used only when an invoker passes no Lambda context (a plain function call in a script). */
@@ -21,16 +21,24 @@ const NO_CONTEXT_BUDGET_MS = 60_000;
  */
 const closeAfterInvocation = process.env.IS_LOCAL === "true";
 
-export type AppAction<TEvent, TResult> = (app: App, event: TEvent, context: InvocationContext) => Promise<TResult>;
+/** What a handler runs: one function's composition (or the whole stack's App). */
+export interface Closable {
+  close(): Promise<void>;
+}
 
-export function wrapHandler<TEvent, TResult>(getApp: () => Promise<App>, action: AppAction<TEvent, TResult>) {
+export type FunctionAction<TFunction, TEvent, TResult> = (fn: TFunction, event: TEvent, context: InvocationContext) => Promise<TResult>;
+
+export function wrapHandler<TFunction extends Closable, TEvent, TResult>(
+  getFunction: () => Promise<TFunction>,
+  action: FunctionAction<TFunction, TEvent, TResult>,
+) {
   const { logger, metrics, tracer } = powertoolsRuntime();
   return middy(async (event: TEvent, context: Context): Promise<TResult> => {
-    const app = await getApp();
+    const fn = await getFunction();
     try {
-      return await action(app, event, invocationContext(context));
+      return await action(fn, event, invocationContext(context));
     } finally {
-      if (closeAfterInvocation) await app.close();
+      if (closeAfterInvocation) await fn.close();
     }
   })
     .use(captureLambdaHandler(tracer, { captureResponse: false }))

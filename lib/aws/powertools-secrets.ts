@@ -1,6 +1,6 @@
 import { getParameter } from "@aws-lambda-powertools/parameters/ssm";
 import { getSecret } from "@aws-lambda-powertools/parameters/secrets";
-import { SecretResolutionError, formatSecretReference, type SecretReference, type SecretResolver } from "./secrets";
+import { SecretResolutionError, formatSecretReference, type SecretReference, type SecretResolver } from "../config/secrets";
 
 export interface PowertoolsSecretResolverOptions {
   /** Seconds a fetched value is cached across warm invocations (Powertools `maxAge`). */

@@ -5,8 +5,8 @@ import {
   ReceiveMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { SqsMessageQueue } from "../app/sqs-queue";
-import type { DeadLetterMessage, DeadLetterQueue } from "./operations";
+import type { DeadLetterMessage, DeadLetterQueue } from "../operator/operations";
+import { SqsMessageQueue } from "./sqs-queue";
 
 export class SqsDeadLetterQueue extends SqsMessageQueue implements DeadLetterQueue {
   private readonly sqs: SQSClient;

@@ -2,7 +2,7 @@ import { LambdaClient } from "@aws-sdk/client-lambda";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
-import { createHelperRunner } from "../../../lib/helper/aws-lambda-invoke";
+import { createHelperRunner } from "../../../lib/aws/helper-runner";
 
 const BROKERS = ["nats://broker.example.net:4222"];
 

@@ -1,7 +1,7 @@
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import type { ProvisionerConfig } from "../config";
-import { ExecHelperRunner } from "./exec-runner";
-import { LambdaHelperRunner, type HelperInvoke } from "./lambda-runner";
+import { ExecHelperRunner } from "../helper/exec-runner";
+import { LambdaHelperRunner, type HelperInvoke } from "../helper/lambda-runner";
 import type { HelperRunner } from "../ports";
 
 /** Builds the synchronous (RequestResponse) Lambda invocation the LambdaHelperRunner calls. */

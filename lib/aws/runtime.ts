@@ -1,15 +1,13 @@
 /**
  * Per-container state of the Lambda functions: the Powertools instances the handler middlewares
- * use, and the one App built from the environment on first use (warm invocations reuse both).
+ * use, and the function composed from the environment on first use (warm invocations reuse both).
  * No top-level await: the handlers are bundled as CommonJS.
  */
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
-import type { FunctionName } from "../config/secrets";
-import type { App } from "./app";
-import { createApp } from "./create-app";
-import { APP_DEFAULTS, appSettingsFromEnv } from "./settings";
+import { APP_DEFAULTS, appSettingsFromEnv, type AppSettings } from "../app/settings";
+import type { AppOverrides } from "./compose";
 
 export interface PowertoolsRuntime {
   logger: PowertoolsLogger;
@@ -37,15 +35,16 @@ export function powertoolsRuntime(env: NodeJS.ProcessEnv = process.env): Powerto
 }
 
 /**
- * The container's App for function `fn` (it resolves only that function's secrets), built from process.env on the first call and shared afterwards. A failed
- * build is not cached, so the next invocation tries again (e.g. after a secret became readable).
+ * The container's function, composed from process.env on the first call and shared afterwards
+ * (`compose` is the function's own composition, lib/aws/functions/*.ts). A failed composition is
+ * not cached, so the next invocation tries again (e.g. after a secret became readable).
  */
-export function lazyApp(fn?: FunctionName): () => Promise<App> {
-  let pending: Promise<App> | undefined;
+export function lazyFunction<T>(compose: (settings: AppSettings, overrides: AppOverrides) => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
   return () => {
     pending ??= (async () => {
       const { logger, metrics } = powertoolsRuntime();
-      return createApp({ ...appSettingsFromEnv(process.env), function: fn }, { powertools: { logger, metrics } });
+      return compose(appSettingsFromEnv(process.env), { powertools: { logger, metrics } });
     })().catch((error: unknown) => {
       pending = undefined;
       throw error;

@@ -1,0 +1,194 @@
+/**
+ * Leadership (docs/behaviour.md §5, §8): the discovery run of the leader, the lease keeper, and
+ * the announcements: the startup event and an immediate discovery once per won term, or once per
+ * container when leader election is off.
+ */
+import { messageOf } from "../errors";
+import type { LeaseGate } from "../lease/gate";
+import { runLeaseKeeper } from "../lease/keeper";
+import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import type { AdmissionFlow } from "./admission-flow";
+import { mapLimited } from "./concurrency";
+import type { Broker, InvocationContext, MessageQueue } from "./ports";
+
+export interface DiscoverResult {
+  paused: boolean;
+  term?: number;
+  discovered: number;
+  admitted: number;
+}
+
+export interface KeepLeaseResult {
+  rounds: number;
+  heldRounds: number;
+  wonTerms: number[];
+}
+
+export interface LeadershipSettings {
+  leaderElection: boolean;
+  /** The provisioner's identity (logged with its startup event). */
+  identity: string;
+  /** `discovery_max_nodes`, logged when discovery stops there. */
+  discoveryMaxNodes: number;
+  /** How often the keeper renews or contests the lease. */
+  renewIntervalMs: number;
+  /** Ms kept back from the Lambda deadline. */
+  deadlineMarginMs: number;
+}
+
+export interface LeadershipDeps {
+  settings: LeadershipSettings;
+  gate: Pick<LeaseGate, "acquireOrRenew">;
+  broker: Pick<Broker, "discover" | "publishStartup">;
+  admission: Pick<AdmissionFlow, "admitAndEnqueue">;
+  /** Its depth is reported after each discovery. */
+  hostWork: Pick<MessageQueue, "counts">;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** A lease-keeper invocation loops at most this long (bench/failover.ts runs it the same way). */
+export const KEEPER_MAX_RUN_MS = 58_000;
+/** The keeper stops this long before the Lambda deadline. */
+const KEEPER_STOP_BEFORE_DEADLINE_MS = 2_000;
+/** Discovered hosts are admitted and queued in chunks of one SendMessageBatch. */
+const DISCOVERY_CHUNK = 10;
+const DISCOVERY_CHUNKS_IN_FLIGHT = 2;
+/** Time one chunk (ten conditional writes and one SendMessageBatch) may need before the deadline. */
+const DISCOVERY_CHUNK_BUDGET_MS = 2_000;
+
+export class Leadership {
+  /** discover() calls in progress: a term won inside one does not start a second discovery. */
+  private discovering = 0;
+  private announcedUnelected = false;
+
+  constructor(private readonly deps: LeadershipDeps) {}
+
+  /**
+   * The lease gate's onWon, once per term for the whole deployment (the marker in the lease item,
+   * not once per container): announce the new leader and look for nodes at once.
+   */
+  async onWonTerm(term: number): Promise<void> {
+    this.deps.logger.info("announcing the new lease term: publishing the startup event and discovering", { term });
+    await this.publishStartup();
+    if (this.discovering === 0) await this.runDiscovery(term);
+  }
+
+  async discover(ctx: InvocationContext): Promise<DiscoverResult> {
+    const { gate, logger, settings } = this.deps;
+    this.discovering++;
+    try {
+      await this.announceUnelected();
+      let outcome;
+      try {
+        outcome = await gate.acquireOrRenew();
+      } catch (error) {
+        logger.warn("paused: the lease store could not be reached, not discovering", { error: messageOf(error) });
+        return { paused: true, discovered: 0, admitted: 0 };
+      }
+      if (!outcome.holding) {
+        logger.info("paused: another deployment holds the lease, not discovering", {
+          holder: outcome.current?.holder,
+          currentTerm: outcome.current?.term,
+        });
+        return { paused: true, discovered: 0, admitted: 0 };
+      }
+      return { paused: false, ...(await this.runDiscovery(outcome.term, () => ctx.remainingMs() - settings.deadlineMarginMs)) };
+    } finally {
+      this.discovering--;
+    }
+  }
+
+  async keepLease(ctx: InvocationContext): Promise<KeepLeaseResult> {
+    const { gate, clock, logger, settings } = this.deps;
+    await this.announceUnelected();
+    if (!settings.leaderElection) {
+      await gate.acquireOrRenew();
+      return { rounds: 1, heldRounds: 1, wonTerms: [] };
+    }
+    const runFor = Math.min(KEEPER_MAX_RUN_MS, ctx.remainingMs() - KEEPER_STOP_BEFORE_DEADLINE_MS);
+    const summary = await runLeaseKeeper({ lease: gate, clock, until: clock.monotonic() + runFor, intervalMs: settings.renewIntervalMs, logger });
+    logger.info("lease keeper run finished", { ...summary, wonTerms: summary.wonTerms.join(",") });
+    return { rounds: summary.rounds, heldRounds: summary.heldRounds, wonTerms: summary.wonTerms };
+  }
+
+  /**
+   * Admits and queues discovered hosts chunk by chunk, so provisioning starts while discovery is
+   * still admitting. Near the deadline it stops admitting: a host never admitted is found again by
+   * the next discovery, whereas one admitted but never queued would wait out a whole interval.
+   */
+  private async runDiscovery(term: number, remainingMs?: () => number): Promise<Omit<DiscoverResult, "paused">> {
+    const { broker, admission, logger, metrics, settings } = this.deps;
+    metrics.count(METRIC.discoverCycles);
+    let identities: string[];
+    try {
+      const result = await broker.discover();
+      identities = result.identities;
+      if (result.capped) {
+        // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
+        metrics.count(EXTRA_METRIC.discoveryCapped);
+        logger.warn("discovery stopped at discovery_max_nodes; the next discovery finds the rest", {
+          term,
+          maxNodes: settings.discoveryMaxNodes,
+          replies: result.replies,
+          skipped: result.skipped,
+        });
+      }
+    } catch (error) {
+      metrics.count(METRIC.discoveryErrors);
+      logger.error("discovery failed", { term, error: messageOf(error) });
+      return { term, discovered: 0, admitted: 0 };
+    }
+    logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
+    let queued = 0;
+    let leftForNextCycle = 0;
+    await mapLimited(chunked(identities, DISCOVERY_CHUNK), DISCOVERY_CHUNKS_IN_FLIGHT, async (chunk) => {
+      if (remainingMs && remainingMs() < DISCOVERY_CHUNK_BUDGET_MS) {
+        leftForNextCycle += chunk.length;
+        return;
+      }
+      const result = await admission.admitAndEnqueue(chunk, "discovery", term);
+      // As in Go, the counter counts hosts admitted, not every reply.
+      metrics.count(METRIC.discovered, result.queued.length + result.notQueued.length);
+      queued += result.queued.length;
+    });
+    if (leftForNextCycle > 0) {
+      logger.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
+    }
+    await this.gaugeQueue();
+    return { term, discovered: identities.length, admitted: queued };
+  }
+
+  private async gaugeQueue(): Promise<void> {
+    try {
+      const counts = await this.deps.hostWork.counts();
+      this.deps.metrics.gauge(METRIC.workQueueEntries, counts.visible + counts.delayed);
+      this.deps.metrics.gauge(METRIC.waitingNodes, counts.visible + counts.delayed + counts.inFlight);
+    } catch (error) {
+      this.deps.logger.debug("could not read the host-work queue depth", { error: messageOf(error) });
+    }
+  }
+
+  private async publishStartup(): Promise<void> {
+    try {
+      await this.deps.broker.publishStartup();
+      this.deps.logger.info("published the provisioner startup event", { identity: this.deps.settings.identity });
+    } catch (error) {
+      this.deps.logger.error("could not publish the provisioner startup event", { error: messageOf(error) });
+    }
+  }
+
+  /** Without leader election there is no term to win: announce once per container instead. */
+  private async announceUnelected(): Promise<void> {
+    if (this.deps.settings.leaderElection || this.announcedUnelected) return;
+    this.announcedUnelected = true;
+    await this.publishStartup();
+  }
+}
+
+function chunked<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size));
+  return chunks;
+}

@@ -1,0 +1,87 @@
+/**
+ * The broker for the functions that reach it: one shared NATS connection per container with the
+ * Choria client settings (TLS files or their secrets are read here, once), and the lifecycle event
+ * source on that connection. `status` and `release` never import this module.
+ */
+import type { AdmissionFlow } from "../app/admission-flow";
+import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "../app/choria-client";
+import type { Invocations } from "../app/invocation";
+import type { Leadership } from "../app/leadership";
+import type { Broker, LifecycleEventSource } from "../app/ports";
+import type { AppSettings } from "../app/settings";
+import { ChoriaBroker } from "../choria/broker";
+import { SharedBrokerConnection } from "../choria/connection";
+import { lifecycleSubject } from "../choria/lifecycle";
+import { NatsLifecycleEventSource } from "../choria/lifecycle-bridge";
+import type { FunctionName } from "../config";
+import type { ChoriaRpc } from "../ports";
+import {
+  admissionFlow,
+  composeInvocations,
+  composeLeadership,
+  composeParts,
+  functionSettings,
+  type AppOverrides,
+  type FunctionParts,
+} from "./compose";
+import { createPowertoolsSecretResolver } from "./powertools-secrets";
+
+export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker> {
+  const { config, clock, logger } = parts;
+  warnInsecureSigner(config, logger);
+  const broker = new ChoriaBroker(
+    new SharedBrokerConnection(await brokerSettings(config, `choria-provisioner ${config.deploymentId}`)),
+    await choriaClientSettings(config, clock, logger),
+    { identity: config.identity, discoveryTimeoutMs: config.discoveryTimeoutMs, discoveryMaxNodes: config.discoveryMaxNodes },
+    clock,
+  );
+  parts.closing(() => broker.close());
+  return broker;
+}
+
+/** Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS. */
+export function lifecycleEventSource(parts: FunctionParts, broker: ChoriaBroker): LifecycleEventSource {
+  const { config, settings } = parts;
+  return new NatsLifecycleEventSource(
+    {
+      stream: settings.lifecycleStream,
+      consumer: settings.lifecycleConsumer ?? defaultConsumerName(config.site),
+      subject: lifecycleSubject("startup", config.lifecycleComponent),
+      replayWindowMs: 2 * config.intervalMs,
+    },
+    { connection: () => broker.connection(), clock: parts.clock, logger: parts.logger },
+  );
+}
+
+/** JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
+export function defaultConsumerName(site: string): string {
+  return `provisioner-${(site || "default").replace(/[.*>\s]/g, "_")}`;
+}
+
+/** What every function that reaches the broker is built from, on top of the shared parts. */
+export interface BrokerFunctionParts {
+  parts: FunctionParts;
+  broker: Broker & { rpc: ChoriaRpc };
+  admission: AdmissionFlow;
+  leadership: Leadership;
+  invocations: Invocations;
+}
+
+/** The pieces of function `fn`, which reaches the broker (and may win a term, so it announces one). */
+export async function composeBrokerFunction(settings: AppSettings, fn: FunctionName, overrides: AppOverrides): Promise<BrokerFunctionParts & { broker: ChoriaBroker }> {
+  const parts = await composeParts(functionSettings(settings, fn), overrides, createPowertoolsSecretResolver);
+  const broker = await composeBroker(parts);
+  return withBroker(parts, broker);
+}
+
+/** Admission, leadership and the invocation wrapper on `broker`. */
+export function withBroker<B extends Broker & { rpc: ChoriaRpc }>(parts: FunctionParts, broker: B): BrokerFunctionParts & { broker: B } {
+  const admission = admissionFlow(parts);
+  return {
+    parts,
+    broker,
+    admission,
+    leadership: composeLeadership(parts, broker, admission),
+    invocations: composeInvocations(parts, broker),
+  };
+}

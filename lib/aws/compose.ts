@@ -1,0 +1,249 @@
+/**
+ * The pieces every function is composed of, and that only: the configuration (this function's
+ * secrets resolved), the logger and metrics, the DynamoDB and SQS clients, the queues, the admission
+ * registry and the lease gate. Nothing here reads a key or TLS file, connects to the broker or
+ * loads the engine: the functions that need those add them (compose-broker.ts, compose-engine.ts),
+ * so esbuild bundles into each function only what it uses. Nothing is connected until first used.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
+import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
+import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
+import { AdmissionRegistry } from "../admission/registry";
+import { AdmissionFlow } from "../app/admission-flow";
+import { Invocations, withInvocationAttributes } from "../app/invocation";
+import { Leadership } from "../app/leadership";
+import type { StatusQueues } from "../app/operator";
+import type { Broker } from "../app/ports";
+import { AppSettingsError, tableArnRegion, type AppSettings } from "../app/settings";
+import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
+import { SecretResolutionError } from "../config/secrets";
+import type { RandomSource } from "../engine";
+import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
+import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
+import { createLeaseGate, type LeaseGate } from "../lease/gate";
+import type { LeaseStore } from "../lease/lease";
+import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig } from "./clients";
+import { createLogger } from "./powertools-logger";
+import { createPowertoolsMetrics } from "./powertools-metrics";
+import { SqsMessageQueue } from "./sqs-queue";
+
+/** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
+const LEASE_ROUND_TIMEOUT_MS = 4_000;
+
+export interface AppOverrides {
+  clock?: Clock;
+  /** Replaces the Powertools logger (tests, the local run). Secrets are not masked for you then. */
+  logger?: Logger;
+  metrics?: Metrics;
+  helper?: HelperRunner;
+  random?: RandomSource;
+  /** An already loaded configuration instead of reading `settings.configEnv`. */
+  config?: ProvisionerConfig;
+  /** Resolves `ssm:` / `secretsmanager:` references; default Powertools parameters. */
+  secrets?: SecretResolver;
+  /** The Powertools instances the handler middlewares flush and enrich. */
+  powertools?: { logger?: PowertoolsLogger; metrics?: PowertoolsMetrics };
+}
+
+/** What one function is built from; see the module comment. */
+export interface FunctionParts {
+  readonly settings: AppSettings;
+  readonly overrides: AppOverrides;
+  readonly config: ProvisionerConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** Request correlation carried into every log line of an invocation. */
+  readonly attributes: AsyncLocalStorage<LogAttributes>;
+  readonly queues: StatusQueues;
+  readonly registry: AdmissionRegistry;
+  readonly gate: LeaseGate;
+  /** Absent when leader election is off. */
+  readonly leaseStore: LeaseStore | undefined;
+  /** `announce` is called with every term this function's gate wins (leadership registers it). */
+  announceWonTerms(announce: (term: number) => void | Promise<void>): void;
+  /** Runs `close` first when the function closes (e.g. the broker connection). */
+  closing(close: () => Promise<void>): void;
+  close(): Promise<void>;
+}
+
+/**
+ * The shared pieces of a function. `secrets` builds the resolver of `ssm:` / `secretsmanager:`
+ * references for a function that resolves any (the Powertools parameters utility); `status` and
+ * `release` resolve none and pass none, so their bundles carry no SSM or Secrets Manager client.
+ */
+export async function composeParts(settings: AppSettings, overrides: AppOverrides, secrets?: () => SecretResolver): Promise<FunctionParts> {
+  const clock = overrides.clock ?? systemClock;
+  const config =
+    overrides.config ??
+    (await loadConfig({
+      env: settings.configEnv,
+      function: settings.function,
+      secrets: overrides.secrets ?? secrets?.() ?? resolvesNothing(settings.function),
+      logger: overrides.logger ?? createLogger({ logger: overrides.powertools?.logger, serviceName: settings.serviceName }),
+    }));
+  if (config.leaderElection && !settings.leaseTable) {
+    throw new AppSettingsError("LEASE_TABLE", "is required when leader_election is on");
+  }
+
+  const attributes = new AsyncLocalStorage<LogAttributes>();
+  const logger = withInvocationAttributes(overrides.logger ?? powertoolsLogger(config, settings, overrides.powertools?.logger), attributes);
+  const metrics =
+    overrides.metrics ??
+    createPowertoolsMetrics({
+      site: config.site,
+      namespace: settings.metricsNamespace,
+      serviceName: settings.serviceName,
+      metrics: overrides.powertools?.metrics,
+    });
+
+  const dynamodb = endpointConfig(settings.region, settings.dynamoDbEndpoint);
+  // A lease table given by ARN may live in another Region (the site's home Region); its client goes there.
+  const leaseRegion = settings.leaseTable ? tableArnRegion(settings.leaseTable) : undefined;
+  const leaseClient = createLeaseClient({ ...dynamodb, ...(leaseRegion ? { region: leaseRegion } : {}) });
+  const storeClient = createStoreClient(dynamodb);
+  const sqsClient = createSqsClient(endpointConfig(settings.region, settings.sqsEndpoint));
+
+  const registry = new AdmissionRegistry(
+    { site: config.site, intervalMs: config.intervalMs },
+    { store: new DynamoDbAdmissionStore({ client: storeClient, tableName: settings.admissionTable }), metrics, clock, logger },
+  );
+  const queue = (url: string) => new SqsMessageQueue({ client: sqsClient, url, logger, clock });
+  const queues: StatusQueues = {
+    hostWork: queue(settings.hostWorkQueueUrl),
+    hostWorkDlq: queue(settings.hostWorkDlqUrl),
+    lifecycle: queue(settings.lifecycleQueueUrl),
+    lifecycleDlq: queue(settings.lifecycleDlqUrl),
+  };
+  // The gate's onWon needs leadership, which needs the gate: leadership registers itself later.
+  const won: { announce?: (term: number) => void | Promise<void> } = {};
+  const { gate, leaseStore } = createAppLeaseGate(config, {
+    client: leaseClient,
+    tableName: settings.leaseTable,
+    metrics,
+    clock,
+    logger,
+    onWon: (term) => won.announce?.(term),
+  });
+  const closers: Array<() => Promise<void>> = [];
+  return {
+    settings,
+    overrides,
+    config,
+    clock,
+    logger,
+    metrics,
+    attributes,
+    queues,
+    registry,
+    gate,
+    leaseStore,
+    announceWonTerms: (announce) => {
+      won.announce = announce;
+    },
+    closing: (close) => closers.push(close),
+    close: async () => {
+      for (const close of closers) await close();
+      leaseClient.destroy();
+      storeClient.destroy();
+      sqsClient.destroy();
+    },
+  };
+}
+
+/** The one admit-and-enqueue flow of discovery, lifecycle events and reprovision. */
+export function admissionFlow(parts: FunctionParts): AdmissionFlow {
+  return new AdmissionFlow({ registry: parts.registry, hostWork: parts.queues.hostWork, logger: parts.logger });
+}
+
+/**
+ * Leadership on `broker`; it announces every term this function's gate wins (startup event and an
+ * immediate discovery), whichever use case read the gate when it was won.
+ */
+export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "discover" | "publishStartup">, admission = admissionFlow(parts)): Leadership {
+  const { config } = parts;
+  const leadership = new Leadership({
+    settings: {
+      leaderElection: config.leaderElection,
+      identity: config.identity,
+      discoveryMaxNodes: config.discoveryMaxNodes,
+      renewIntervalMs: config.lease.renewIntervalMs,
+      deadlineMarginMs: parts.settings.deadlineMarginMs,
+    },
+    gate: parts.gate,
+    broker,
+    admission,
+    hostWork: parts.queues.hostWork,
+    clock: parts.clock,
+    logger: parts.logger,
+    metrics: parts.metrics,
+  });
+  parts.announceWonTerms((term) => leadership.onWonTerm(term));
+  return leadership;
+}
+
+/** The per-invocation wrapper of the functions that read the gate and may send to the broker. */
+export function composeInvocations(parts: FunctionParts, broker: Pick<Broker, "closeIfPublishPending">): Invocations {
+  return new Invocations({ gate: parts.gate, broker, logger: parts.logger, attributes: parts.attributes });
+}
+
+export interface AppLeaseGateDeps {
+  client: DynamoDBClient;
+  /** LEASE_TABLE; required when leader election is on. */
+  tableName: string | undefined;
+  metrics: Metrics;
+  clock: Clock;
+  logger: Logger;
+  onWon?: (term: number) => void | Promise<void>;
+}
+
+/**
+ * The lease gate as every function composes it (and bench/failover.ts measures it): the
+ * configuration's lease settings, the request TTL as the delivery horizon, bounded rounds, and the
+ * operator's pause switch read from the same table before every round.
+ */
+export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGateDeps): { gate: LeaseGate; leaseStore: LeaseStore | undefined } {
+  const tableName = deps.tableName ?? "";
+  const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
+  const gate = createLeaseGate(
+    leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
+    {
+      store: leaseStore,
+      pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,
+      metrics: deps.metrics,
+      clock: deps.clock,
+      logger: deps.logger,
+      ...(deps.onWon ? { onWon: deps.onWon } : {}),
+    },
+  );
+  return { gate, leaseStore };
+}
+
+/** The settings of function `fn`: its composition resolves only `fn`'s secrets (lib/config/secrets.ts). */
+export function functionSettings(settings: AppSettings, fn: FunctionName): AppSettings {
+  return { ...settings, function: fn };
+}
+
+/** The resolver of a function whose settings list no reference: asking it is a wiring mistake, named as such. */
+function resolvesNothing(fn: FunctionName | undefined): SecretResolver {
+  return {
+    resolve: async () => {
+      throw new SecretResolutionError(`the ${fn ?? "local"} function resolves no secret references`);
+    },
+  };
+}
+
+function powertoolsLogger(config: ProvisionerConfig, settings: AppSettings, existing: PowertoolsLogger | undefined): Logger {
+  const logger = createLogger({
+    logger: existing,
+    serviceName: settings.serviceName,
+    level: config.loglevel,
+    secretValues: secretValues(config),
+  });
+  // POWERTOOLS_LOG_LEVEL, when set, wins over the configuration's loglevel.
+  if (existing && !settings.configEnv.POWERTOOLS_LOG_LEVEL) existing.setLogLevel(config.loglevel.toUpperCase() as "INFO");
+  return logger;
+}

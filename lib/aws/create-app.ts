@@ -1,0 +1,90 @@
+/**
+ * The whole stack in one object: every function's use case on one set of parts, for the local
+ * stack (dev/local/stack.ts) and the tests that drive several functions of one deployment. It is
+ * built from the same pieces as each deployed function (lib/aws/functions/*.ts); the deployed
+ * handlers never import it, so their bundles stay per function.
+ */
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { DiscoverResult, KeepLeaseResult } from "../app/leadership";
+import type { BridgeResult } from "../app/lifecycle-events";
+import type { ReprovisionResult, StatusReport } from "../app/operator";
+import type { Broker, InvocationContext, LifecycleEventSource } from "../app/ports";
+import type { AppSettings } from "../app/settings";
+import { functionUses, type ProvisionerConfig } from "../config";
+import type { ChoriaRpc } from "../ports";
+import { composeParts, type AppOverrides } from "./compose";
+import { composeBroker, lifecycleEventSource, withBroker } from "./compose-broker";
+import { composeEngine } from "./compose-engine";
+import { discoverUseCase } from "./functions/discover";
+import { keepLeaseUseCase } from "./functions/lease-keeper";
+import { lifecycleBatchUseCase } from "./functions/lifecycle";
+import { bridgeLifecycleUseCase } from "./functions/lifecycle-bridge";
+import { hostWorkBatchUseCase } from "./functions/provision";
+import { releaseUseCase } from "./functions/release";
+import { reprovisionUseCase } from "./functions/reprovision";
+import { statusUseCase } from "./functions/status";
+import { createPowertoolsSecretResolver } from "./powertools-secrets";
+
+export type { AppOverrides } from "./compose";
+
+/** What the handlers call: one method per function, each running its use case. */
+export interface App {
+  readonly config: ProvisionerConfig;
+  discover(ctx: InvocationContext): Promise<DiscoverResult>;
+  keepLease(ctx: InvocationContext): Promise<KeepLeaseResult>;
+  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
+  handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  status(): Promise<StatusReport>;
+  reprovision(identities: string[]): Promise<ReprovisionResult>;
+  release(): Promise<{ released: boolean }>;
+  close(): Promise<void>;
+}
+
+/**
+ * Every use case on one set of parts. `settings.function`, when set, still limits what is resolved
+ * and read to that function's needs (lib/config/secrets.ts): without the broker's settings the
+ * broker refuses every use, without the provisioning ones the engine has no token or keys.
+ */
+export async function createApp(settings: AppSettings, overrides: AppOverrides = {}): Promise<App> {
+  const parts = await composeParts(settings, overrides, createPowertoolsSecretResolver);
+  const fn = settings.function;
+  const usesBroker = functionUses(fn, "tls.key");
+  const broker = usesBroker ? await composeBroker(parts) : undefined;
+  const composed = withBroker(parts, broker ?? noBroker(fn as string));
+  const source: LifecycleEventSource = broker ? lifecycleEventSource(parts, broker) : { run: () => refuseBroker(fn as string) };
+  const engine = await composeEngine(parts, composed.broker.rpc, functionUses(fn, "token"));
+  const app: App = {
+    config: parts.config,
+    discover: discoverUseCase(composed),
+    keepLease: keepLeaseUseCase(composed),
+    bridgeLifecycle: bridgeLifecycleUseCase(composed, source),
+    handleLifecycleBatch: lifecycleBatchUseCase(composed),
+    handleHostWorkBatch: hostWorkBatchUseCase(composed, engine),
+    status: statusUseCase(parts),
+    reprovision: reprovisionUseCase(composed),
+    release: releaseUseCase(parts),
+    close: parts.close,
+  };
+  const { config } = parts;
+  parts.logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
+  return app;
+}
+
+async function refuseBroker(fn: string): Promise<never> {
+  throw new Error(`the ${fn} function does not connect to the broker`);
+}
+
+/** The broker of a function that never connects: any use is a wiring mistake, named as such. */
+function noBroker(fn: string): Broker & { rpc: ChoriaRpc } {
+  const refuse = () => refuseBroker(fn);
+  return {
+    rpc: { call: refuse },
+    discover: refuse,
+    prepareRpc: refuse,
+    publishStartup: refuse,
+    // Asked after every invocation: nothing was ever sent.
+    closeIfPublishPending: async () => false,
+    close: async () => undefined,
+  };
+}

@@ -1,0 +1,24 @@
+/** `leaseKeeper` (EventBridge schedule, every minute): renews or contests the lease every renew_interval until just before the deadline. */
+import type { AppSettings } from "../../app/settings";
+import type { AppOverrides } from "../compose";
+import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import type { App } from "../create-app";
+import { wrapHandler } from "../middleware";
+import { lazyFunction } from "../runtime";
+
+export type LeaseKeeperFunction = Pick<App, "keepLease" | "close">;
+
+export function keepLeaseUseCase({ invocations, leadership }: BrokerFunctionParts): LeaseKeeperFunction["keepLease"] {
+  return (ctx) => invocations.run(ctx, () => leadership.keepLease(ctx));
+}
+
+export async function composeLeaseKeeper(settings: AppSettings, overrides: AppOverrides = {}): Promise<LeaseKeeperFunction> {
+  const composed = await composeBrokerFunction(settings, "leaseKeeper", overrides);
+  return { keepLease: keepLeaseUseCase(composed), close: composed.parts.close };
+}
+
+export function makeHandler(getFunction: () => Promise<LeaseKeeperFunction>) {
+  return wrapHandler(getFunction, (fn, _event: unknown, context) => fn.keepLease(context));
+}
+
+export const handler = makeHandler(lazyFunction(composeLeaseKeeper));

@@ -1,0 +1,37 @@
+/** `lifecycleBridge` (EventBridge schedule, every minute): forwards startup lifecycle events from the broker to the lifecycle queue (docs/lifecycle.md). */
+import { LifecycleBridge } from "../../app/lifecycle-events";
+import type { LifecycleEventSource } from "../../app/ports";
+import type { AppSettings } from "../../app/settings";
+import type { AppOverrides } from "../compose";
+import { composeBrokerFunction, lifecycleEventSource, type BrokerFunctionParts } from "../compose-broker";
+import type { App } from "../create-app";
+import { wrapHandler } from "../middleware";
+import { lazyFunction } from "../runtime";
+
+export type LifecycleBridgeFunction = Pick<App, "bridgeLifecycle" | "close">;
+
+export function bridgeLifecycleUseCase({ parts, invocations }: BrokerFunctionParts, source: LifecycleEventSource): LifecycleBridgeFunction["bridgeLifecycle"] {
+  const { config } = parts;
+  const bridge = new LifecycleBridge({
+    settings: { leaderElection: config.leaderElection, site: config.site, deploymentId: config.deploymentId, skewBoundMs: config.lease.skewBoundMs },
+    ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
+    source,
+    lifecycle: parts.queues.lifecycle,
+    lifecycleDlq: parts.queues.lifecycleDlq,
+    clock: parts.clock,
+    logger: parts.logger,
+    metrics: parts.metrics,
+  });
+  return (ctx) => invocations.run(ctx, () => bridge.run(ctx));
+}
+
+export async function composeLifecycleBridge(settings: AppSettings, overrides: AppOverrides = {}): Promise<LifecycleBridgeFunction> {
+  const composed = await composeBrokerFunction(settings, "lifecycleBridge", overrides);
+  return { bridgeLifecycle: bridgeLifecycleUseCase(composed, lifecycleEventSource(composed.parts, composed.broker)), close: composed.parts.close };
+}
+
+export function makeHandler(getFunction: () => Promise<LifecycleBridgeFunction>) {
+  return wrapHandler(getFunction, (fn, _event: unknown, context) => fn.bridgeLifecycle(context));
+}
+
+export const handler = makeHandler(lazyFunction(composeLifecycleBridge));

@@ -1,0 +1,35 @@
+/** `lifecycle` (SQS lifecycle queue, ReportBatchItemFailures): startup events of provisioning-mode nodes -> admitted host work. */
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { LifecycleEvents } from "../../app/lifecycle-events";
+import type { AppSettings } from "../../app/settings";
+import type { AppOverrides } from "../compose";
+import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import type { App } from "../create-app";
+import { wrapHandler } from "../middleware";
+import { lazyFunction } from "../runtime";
+import { batchResponse, queueMessagesOf } from "../sqs-batch";
+
+export type LifecycleFunction = Pick<App, "handleLifecycleBatch" | "close">;
+
+export function lifecycleBatchUseCase({ parts, admission, invocations }: BrokerFunctionParts): LifecycleFunction["handleLifecycleBatch"] {
+  const events = new LifecycleEvents({
+    component: parts.config.lifecycleComponent,
+    gate: parts.gate,
+    admission,
+    lifecycleDlq: parts.queues.lifecycleDlq,
+    logger: parts.logger,
+    metrics: parts.metrics,
+  });
+  return (event, ctx) => invocations.run(ctx, async () => batchResponse(await events.handle(queueMessagesOf(event))));
+}
+
+export async function composeLifecycle(settings: AppSettings, overrides: AppOverrides = {}): Promise<LifecycleFunction> {
+  const composed = await composeBrokerFunction(settings, "lifecycle", overrides);
+  return { handleLifecycleBatch: lifecycleBatchUseCase(composed), close: composed.parts.close };
+}
+
+export function makeHandler(getFunction: () => Promise<LifecycleFunction>) {
+  return wrapHandler(getFunction, (fn, event: SQSEvent, context): Promise<SQSBatchResponse> => fn.handleLifecycleBatch(event, context));
+}
+
+export const handler = makeHandler(lazyFunction(composeLifecycle));

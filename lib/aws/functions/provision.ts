@@ -1,0 +1,48 @@
+/** `provision` (SQS host-work queue, ReportBatchItemFailures): provisions each host whose work is current; only failed items are reported. */
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { HostWorkProcessor } from "../../app/host-work";
+import type { AppSettings } from "../../app/settings";
+import type { ProvisionEngine } from "../../engine";
+import type { AppOverrides } from "../compose";
+import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import { composeEngine } from "../compose-engine";
+import type { App } from "../create-app";
+import { wrapHandler } from "../middleware";
+import { lazyFunction } from "../runtime";
+import { batchResponse, queueMessagesOf } from "../sqs-batch";
+
+export type ProvisionFunction = Pick<App, "handleHostWorkBatch" | "close">;
+
+export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunctionParts, engine: ProvisionEngine): ProvisionFunction["handleHostWorkBatch"] {
+  const { settings } = parts;
+  const hostWork = new HostWorkProcessor({
+    settings: {
+      workers: parts.config.workers,
+      retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
+      failureLimit: settings.hostFailureLimit,
+      deadlineMarginMs: settings.deadlineMarginMs,
+    },
+    gate: parts.gate,
+    registry: parts.registry,
+    engine,
+    broker,
+    hostWork: parts.queues.hostWork,
+    hostWorkDlq: parts.queues.hostWorkDlq,
+    logger: parts.logger,
+    metrics: parts.metrics,
+  });
+  return (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx)));
+}
+
+/** The only function that loads the engine, the JWT keys, the token and the helper runner. */
+export async function composeProvision(settings: AppSettings, overrides: AppOverrides = {}): Promise<ProvisionFunction> {
+  const composed = await composeBrokerFunction(settings, "provision", overrides);
+  const engine = await composeEngine(composed.parts, composed.broker.rpc);
+  return { handleHostWorkBatch: hostWorkBatchUseCase(composed, engine), close: composed.parts.close };
+}
+
+export function makeHandler(getFunction: () => Promise<ProvisionFunction>) {
+  return wrapHandler(getFunction, (fn, event: SQSEvent, context): Promise<SQSBatchResponse> => fn.handleHostWorkBatch(event, context));
+}
+
+export const handler = makeHandler(lazyFunction(composeProvision));

@@ -1,0 +1,36 @@
+/** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors. */
+import { status } from "../../app/operator";
+import type { AppSettings } from "../../app/settings";
+import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
+import type { App } from "../create-app";
+import { wrapHandler } from "../middleware";
+import { lazyFunction } from "../runtime";
+
+export type StatusFunction = Pick<App, "status" | "close">;
+
+export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
+  const { config } = parts;
+  return () =>
+    status({
+      site: config.site,
+      deploymentId: config.deploymentId,
+      leaderElection: config.leaderElection,
+      ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
+      registry: parts.registry,
+      queues: parts.queues,
+      clock: parts.clock,
+      metrics: parts.metrics,
+    });
+}
+
+/** Reads the lease, the queues and the registry: no broker, no engine, no key or TLS file, no secret. */
+export async function composeStatus(settings: AppSettings, overrides: AppOverrides = {}): Promise<StatusFunction> {
+  const parts = await composeParts(functionSettings(settings, "status"), overrides);
+  return { status: statusUseCase(parts), close: parts.close };
+}
+
+export function makeHandler(getFunction: () => Promise<StatusFunction>) {
+  return wrapHandler(getFunction, (fn) => fn.status());
+}
+
+export const handler = makeHandler(lazyFunction(composeStatus));

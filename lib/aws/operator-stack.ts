@@ -1,0 +1,151 @@
+/**
+ * The operator CLI's AWS side: the DynamoDB and SQS clients for a deployment's stack, the check
+ * that the tables and queues a command needs exist (naming where they were looked for), and the
+ * Operator built on the stack's stores and queues. lib/operator/cli.ts parses and prints.
+ */
+import { DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
+import { AdmissionRegistry } from "../admission/registry";
+import { messageOf, ProvisionerError } from "../errors";
+import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
+import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
+import { Operator } from "../operator/operations";
+import type { Clock, Metrics } from "../ports";
+import { endpointConfig } from "./clients";
+import { SqsDeadLetterQueue } from "./sqs-dead-letters";
+import { SqsMessageQueue } from "./sqs-queue";
+
+/** A table or queue that is not there: names it and where it was looked for. */
+export class StackNotFoundError extends ProvisionerError {}
+
+export type QueueName = "hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq";
+
+/** What one operator command reads and writes. */
+export interface StackNeeds {
+  tables: Array<"lease" | "admission">;
+  queues: QueueName[];
+}
+
+/** Where a deployment's resources are, as the CLI resolved them from flags, environment and stage. */
+export interface OperatorStack {
+  stage: string;
+  site: string;
+  deploymentId: string;
+  region: string;
+  leaseTable: string;
+  admissionTable: string;
+  /** Queue URLs or names. */
+  queues: Record<QueueName, string>;
+  dynamoDbEndpoint: string | undefined;
+  sqsEndpoint: string | undefined;
+}
+
+const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
+
+/** The Operator on the deployment's stack, once what `needs` names is found; `close` releases the clients. */
+export async function openOperator(stack: OperatorStack, needs: StackNeeds, clock: Clock): Promise<{ operator: Operator; close(): void }> {
+  // One retry against a local emulator: a refused connection is reported at once.
+  const local = (endpoint: string | undefined) => ({ ...endpointConfig(stack.region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
+  const dynamo = new DynamoDBClient(local(stack.dynamoDbEndpoint));
+  const sqs = new SQSClient(local(stack.sqsEndpoint));
+  const close = () => {
+    dynamo.destroy();
+    sqs.destroy();
+  };
+  try {
+    await checkTables(dynamo, stack, needs.tables);
+    const urls = await resolveQueues(sqs, stack, needs.queues);
+    const registry = new AdmissionRegistry(
+      // The interval only shapes admissions the operator makes, which override it anyway.
+      { site: stack.site, intervalMs: 60_000 },
+      { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable }), metrics: noMetrics, clock },
+    );
+    const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
+    const operator = new Operator({
+      site: stack.site,
+      deploymentId: stack.deploymentId,
+      lease: new DynamoDbLeaseStore({ client: dynamo, tableName: stack.leaseTable }),
+      pause: new DynamoDbPauseStore({ client: dynamo, tableName: stack.leaseTable }),
+      registry,
+      queues: {
+        hostWork: queue(urls.hostWork),
+        hostWorkDlq: new SqsDeadLetterQueue({ client: sqs, url: urls.hostWorkDlq ?? "" }),
+        lifecycle: queue(urls.lifecycle),
+        lifecycleDlq: queue(urls.lifecycleDlq),
+      },
+      clock,
+    });
+    return { operator, close };
+  } catch (error) {
+    close();
+    throw error;
+  }
+}
+
+function where(stack: OperatorStack, endpoint: string | undefined): string {
+  return endpoint ? `at ${endpoint}` : `in region ${stack.region}`;
+}
+
+async function checkTables(dynamo: DynamoDBClient, stack: OperatorStack, tables: StackNeeds["tables"]): Promise<void> {
+  for (const table of tables) {
+    const name = table === "lease" ? stack.leaseTable : stack.admissionTable;
+    try {
+      await dynamo.send(new DescribeTableCommand({ TableName: name }));
+    } catch (error) {
+      if (errorName(error) !== "ResourceNotFoundException") throw error;
+      throw new StackNotFoundError(
+        `the ${table} table "${name}" does not exist ${where(stack, stack.dynamoDbEndpoint)} ` +
+          `(stage "${stack.stage}"): deploy the stack, or pass --stage, --${table}-table or ${table === "lease" ? "LEASE_TABLE" : "ADMISSION_TABLE"}`,
+        { cause: error },
+      );
+    }
+  }
+}
+
+const QUEUE_FLAGS = {
+  hostWork: ["host-work-queue", "HOST_WORK_QUEUE_URL"],
+  hostWorkDlq: ["host-work-dlq", "HOST_WORK_DLQ_URL"],
+  lifecycle: ["lifecycle-queue", "LIFECYCLE_QUEUE_URL"],
+  lifecycleDlq: ["lifecycle-dlq", "LIFECYCLE_DLQ_URL"],
+} as const;
+
+async function resolveQueues(sqs: SQSClient, stack: OperatorStack, queues: StackNeeds["queues"]): Promise<Partial<Record<QueueName, string>>> {
+  const urls: Partial<Record<QueueName, string>> = {};
+  for (const queue of queues) {
+    const given = stack.queues[queue];
+    try {
+      if (/^https?:\/\//.test(given)) {
+        await sqs.send(new GetQueueAttributesCommand({ QueueUrl: given, AttributeNames: ["QueueArn"] }));
+        urls[queue] = given;
+      } else {
+        urls[queue] = (await sqs.send(new GetQueueUrlCommand({ QueueName: given }))).QueueUrl;
+      }
+    } catch (error) {
+      if (!/QueueDoesNotExist|NonExistentQueue/.test(`${errorName(error)} ${messageOf(error)}`)) throw error;
+      const [flag, variable] = QUEUE_FLAGS[queue];
+      throw new StackNotFoundError(
+        `the queue "${given}" does not exist ${where(stack, stack.sqsEndpoint)} (stage "${stack.stage}"): deploy the stack, or pass --stage, --${flag} or ${variable}`,
+        { cause: error },
+      );
+    }
+  }
+  return urls;
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : "";
+}
+
+/** An AWS failure in the operator's words: credentials, access, an unreachable endpoint, else the SDK's message. */
+export function describeAwsError(error: unknown): string {
+  const name = errorName(error);
+  if (/CredentialsProviderError|ExpiredToken|UnrecognizedClient|InvalidSignature/.test(name)) {
+    return `AWS refused the credentials (${name}): set AWS_PROFILE or credentials for the deployment's account`;
+  }
+  if (/AccessDenied/.test(name)) return `AWS denied access: ${messageOf(error)}`;
+  if (/ECONNREFUSED|ENOTFOUND|fetch failed/.test(`${messageOf(error)} ${String((error as { cause?: unknown })?.cause ?? "")}`)) {
+    return `could not reach the endpoint: ${messageOf(error)}`;
+  }
+  return messageOf(error);
+}

@@ -1,0 +1,74 @@
+/**
+ * The broker adapter behind the use cases' `Broker` port: one shared connection per container, a
+ * discoverer and an RPC client bound to it, and the provisioner's startup event. The lifecycle
+ * bridge adapter (lifecycle-bridge.ts) reads events on the same connection.
+ */
+import type { NatsConnection } from "nats";
+import type { Broker } from "../app/ports";
+import type { ChoriaRpc, Clock } from "../ports";
+import { publishStartupEvent, type SharedBrokerConnection } from "./connection";
+import { BroadcastDiscoverer, type DiscoveryResult } from "./discovery";
+import { NatsChoriaRpc, type ChoriaClientSettings } from "./rpc-client";
+
+/** The version announced in the provisioner's startup event. */
+export const PROVISIONER_VERSION = "0.1.0";
+
+export interface ChoriaBrokerSettings {
+  /** The provisioner's identity, announced in its startup event. */
+  identity: string;
+  discoveryTimeoutMs: number;
+  /** Discovery stops collecting identities at this many (`discovery_max_nodes`). */
+  discoveryMaxNodes: number;
+}
+
+export class ChoriaBroker implements Broker {
+  private bound: { nc: NatsConnection; rpc: NatsChoriaRpc } | undefined;
+  /** Delegates to the client of the connection prepared last; the engine holds this one object. */
+  readonly rpc: ChoriaRpc = {
+    call: (call) => {
+      if (!this.bound) throw new Error("the broker connection was not prepared before provisioning");
+      return this.bound.rpc.call(call);
+    },
+  };
+
+  constructor(
+    private readonly shared: SharedBrokerConnection,
+    private readonly client: ChoriaClientSettings,
+    private readonly settings: ChoriaBrokerSettings,
+    private readonly clock: Clock,
+  ) {}
+
+  /** A connection that answered a PING just now (the lifecycle bridge reads on it). */
+  connection(): Promise<NatsConnection> {
+    return this.shared.get();
+  }
+
+  async discover(): Promise<DiscoveryResult> {
+    const nc = await this.shared.get();
+    return new BroadcastDiscoverer(nc, {
+      ...this.client,
+      discoveryTimeoutMs: this.settings.discoveryTimeoutMs,
+      maxIdentities: this.settings.discoveryMaxNodes,
+    }).discoverWithStats();
+  }
+
+  async closeIfPublishPending(): Promise<boolean> {
+    if (!this.bound?.rpc.hasUnconfirmedPublishes()) return false;
+    await this.close();
+    return true;
+  }
+
+  async prepareRpc(): Promise<void> {
+    const nc = await this.shared.get();
+    if (this.bound?.nc !== nc) this.bound = { nc, rpc: new NatsChoriaRpc(nc, this.client) };
+  }
+
+  async publishStartup(): Promise<void> {
+    await publishStartupEvent(await this.shared.get(), { identity: this.settings.identity, version: PROVISIONER_VERSION, clock: this.clock });
+  }
+
+  async close(): Promise<void> {
+    this.bound = undefined;
+    await this.shared.close();
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Where the lifecycle bridge reads startup events (docs/lifecycle.md): a JetStream stream that
+ * captures them, through the durable consumer all deployments of the site share, or else a core
+ * NATS queue subscription. The use case (lib/app/lifecycle-events.ts) decides whether this
+ * deployment leads and what becomes of each event; this adapter reads only while it leads, and
+ * acknowledges or hands back each event by the outcome it is given.
+ */
+import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection, type Subscription } from "nats";
+import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../app/ports";
+import { messageOf } from "../errors";
+import type { Clock, Logger } from "../ports";
+
+export interface NatsLifecycleEventSourceSettings {
+  /** The stream looked up first; any stream capturing `subject` will do otherwise. */
+  stream: string;
+  /** The durable consumer's name, and the core NATS queue group. */
+  consumer: string;
+  /** The startup events' subject (lib/choria/lifecycle.ts `lifecycleSubject`). */
+  subject: string;
+  /** A new durable consumer starts this far back: older events would be skipped anyway (2 x interval). */
+  replayWindowMs: number;
+}
+
+export interface NatsLifecycleEventSourceDeps {
+  connection(): Promise<NatsConnection>;
+  clock: Clock;
+  logger: Logger;
+}
+
+const JETSTREAM_FETCH_MAX = 100;
+const JETSTREAM_FETCH_EXPIRES_MS = 5_000;
+/** A fetch shorter than this is not worth starting before the run ends. */
+const JETSTREAM_FETCH_MIN_MS = 1_000;
+/** JetStream redelivers an event handed back with `retry` after this long. */
+const JETSTREAM_RETRY_DELAY_MS = 5_000;
+const JETSTREAM_ACK_WAIT_NS = 30_000_000_000;
+const CORE_FLUSH_EVERY_MS = 250;
+const CORE_FLUSH_AT_EVENTS = 10;
+/** How often leadership is re-read: while paused, and between subscription checks on core NATS. */
+const PAUSED_RECHECK_MS = 2_000;
+/** Deliveries of one event SQS keeps refusing (per-entry failures, each after the queue's own retries) before it is dead-lettered. */
+const MAX_DELIVERIES = 5;
+
+export class NatsLifecycleEventSource implements LifecycleEventSource {
+  constructor(
+    private readonly settings: NatsLifecycleEventSourceSettings,
+    private readonly deps: NatsLifecycleEventSourceDeps,
+  ) {}
+
+  async run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }> {
+    const nc = await this.deps.connection();
+    const stream = await this.findStream(nc);
+    if (stream) return { mode: "jetstream", led: await this.fromJetStream(nc, stream, run) };
+    this.deps.logger.info("no JetStream stream holds lifecycle events, listening on core NATS", { subject: this.settings.subject });
+    return { mode: "core", led: await this.fromCore(nc, run) };
+  }
+
+  private async findStream(nc: NatsConnection): Promise<string | undefined> {
+    let jsm;
+    try {
+      jsm = await nc.jetstreamManager({ timeout: 2_000 });
+    } catch (error) {
+      this.deps.logger.debug("JetStream is not available on the broker", { error: messageOf(error) });
+      return undefined;
+    }
+    try {
+      const info = await jsm.streams.info(this.settings.stream);
+      return info.config.name;
+    } catch {
+      // Not under the configured name; any stream capturing the subject will do.
+    }
+    try {
+      return await jsm.streams.find(this.settings.subject);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Sleeps until the next leadership check (or the end of the run). */
+  private async waitWhilePaused(until: number): Promise<void> {
+    const { clock } = this.deps;
+    await clock.sleep(Math.max(0, Math.min(PAUSED_RECHECK_MS, until - clock.monotonic())));
+  }
+
+  /** Pulls from the shared durable consumer while this deployment leads; returns whether it ever led. */
+  private async fromJetStream(nc: NatsConnection, stream: string, run: LifecycleEventRun): Promise<boolean> {
+    const { clock, logger } = this.deps;
+    let consumer: Consumer | undefined;
+    let led = false;
+    for (;;) {
+      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, run.until - clock.monotonic()));
+      if (expires < JETSTREAM_FETCH_MIN_MS) break;
+      // Checked before every fetch: a paused deployment takes nothing from the shared consumer.
+      if (!(await run.leadsNow())) {
+        await this.waitWhilePaused(run.until);
+        continue;
+      }
+      led = true;
+      consumer ??= await this.durableConsumer(nc, stream);
+      const batch: JsMsg[] = [];
+      const messages = await consumer.fetch({ max_messages: JETSTREAM_FETCH_MAX, expires });
+      for await (const message of messages) batch.push(message);
+      if (batch.length === 0) continue;
+      // Lost the lease while the fetch waited: hand the events straight back for the new leader.
+      if (!(await run.leadsNow())) {
+        for (const message of batch) message.nak();
+        continue;
+      }
+      const outcomes = await run.forward(
+        batch.map((message) => ({ data: message.data, subject: message.subject, lastChance: message.info.deliveryCount >= MAX_DELIVERIES })),
+      );
+      batch.forEach((message, index) => (outcomes[index] === "retry" ? message.nak(JETSTREAM_RETRY_DELAY_MS) : message.ack()));
+      const retried = outcomes.filter((outcome) => outcome === "retry").length;
+      if (retried > 0) logger.warn("SQS did not accept lifecycle events; JetStream redelivers them", { retried });
+    }
+    await nc.flush();
+    return led;
+  }
+
+  /** The durable consumer all deployments of the site share (created on first use by a leader). */
+  private async durableConsumer(nc: NatsConnection, stream: string): Promise<Consumer> {
+    const { consumer: durable, subject } = this.settings;
+    const jsm = await nc.jetstreamManager();
+    try {
+      await jsm.consumers.info(stream, durable);
+    } catch {
+      // Do not replay the stream's history: events older than the replay window would be skipped anyway.
+      const startTime = new Date(this.deps.clock.now() - this.settings.replayWindowMs).toISOString();
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        filter_subject: subject,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.StartTime,
+        opt_start_time: startTime,
+        ack_wait: JETSTREAM_ACK_WAIT_NS,
+      });
+      this.deps.logger.info("created the lifecycle consumer", { stream, durable, subject });
+    }
+    return nc.jetstream().consumers.get(stream, durable);
+  }
+
+  /**
+   * Core NATS has no replay: events published while no leader's bridge listens are lost
+   * (docs/lifecycle.md). The queue subscription exists only while this deployment leads, so a
+   * paused deployment never takes a share of the events. Returns whether it ever led.
+   */
+  private async fromCore(nc: NatsConnection, run: LifecycleEventRun): Promise<boolean> {
+    const { clock, logger } = this.deps;
+    const pending: BrokerEvent[] = [];
+    let lost = 0;
+    let led = false;
+    let chain: Promise<void> = Promise.resolve();
+    const flush = (): Promise<void> => {
+      const events = pending.splice(0);
+      if (events.length > 0) {
+        chain = chain.then(async () => {
+          lost += (await run.forward(events)).filter((outcome) => outcome === "retry").length;
+        });
+      }
+      return chain;
+    };
+    let subscription: Subscription | undefined;
+    const timer = setInterval(() => void flush(), CORE_FLUSH_EVERY_MS);
+    try {
+      while (run.until - clock.monotonic() > 0) {
+        const leads = await run.leadsNow();
+        if (leads && !subscription) {
+          led = true;
+          subscription = nc.subscribe(this.settings.subject, {
+            queue: this.settings.consumer,
+            callback: (error, message) => {
+              if (error) return;
+              // Core NATS never redelivers: an event SQS keeps refusing is dead-lettered, not dropped.
+              pending.push({ data: message.data, subject: message.subject, lastChance: true });
+              if (pending.length >= CORE_FLUSH_AT_EVENTS) void flush();
+            },
+          });
+        } else if (!leads && subscription) {
+          await subscription.drain();
+          subscription = undefined;
+        }
+        await this.waitWhilePaused(run.until);
+      }
+      await subscription?.drain();
+    } finally {
+      clearInterval(timer);
+      await flush();
+    }
+    if (lost > 0) logger.error("neither the lifecycle queue nor its DLQ accepted lifecycle events from core NATS; they are lost", { lost });
+    return led;
+  }
+}

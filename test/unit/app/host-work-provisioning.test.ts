@@ -1,0 +1,283 @@
+import { describe, expect, it } from "vitest";
+import { HostWorkProcessor } from "../../../lib/app/host-work";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
+import type { QueueMessage } from "../../../lib/app/ports";
+import type { ProvisionOutcome } from "../../../lib/engine";
+import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, type ProvisionerError } from "../../../lib/errors";
+import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
+import { FakeEngine, failedIds } from "../../support/fakes";
+import { context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
+
+const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
+
+function processor(w: World, engine: FakeEngine, workers = 4): HostWorkProcessor {
+  return new HostWorkProcessor({
+    settings: { workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+    gate: w.gate,
+    registry: w.registry,
+    engine,
+    broker: w.broker,
+    hostWork: w.queues.hostWork,
+    hostWorkDlq: w.queues.hostWorkDlq,
+    logger: w.logger,
+    metrics: w.metrics,
+  });
+}
+
+/** Admits the hosts under the deployment's current term and returns their queued work as deliveries. */
+async function admitted(w: World, ...identities: string[]): Promise<QueueMessage[]> {
+  const term = await w.gate.currentTerm();
+  const result = await w.admission.admitAndEnqueue(identities, "discovery", term!);
+  return result.queued.map((work) => w.queues.hostWork.delivery(encodeHostWork(work)));
+}
+
+/** A failure at the helper step that a retry would not cure. */
+function hardFailure(error: ProvisionerError): (work: HostWork) => ProvisionOutcome {
+  return (work) => ({ kind: "failed", identity: work.identity, step: "helper", error, retryable: false });
+}
+
+async function stateOf(w: World, identity: string) {
+  return w.admissionStore.read({ site: SITE, identity });
+}
+
+describe("host work: provisioning one queued host", () => {
+  it("claims current work, prepares the broker, provisions the host and records it as provisioned", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    const messages = await admitted(w, "a.example.net", "b.example.net");
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.provisioned.map((work) => work.identity).sort()).toEqual(["a.example.net", "b.example.net"]);
+    expect(w.broker.rpcPrepared).toBe(2);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+  });
+
+  it("provisions a duplicate delivery of provisioned work only once", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    const [message] = await admitted(w, "a.example.net");
+
+    // Act
+    await processor(w, engine).handle([message!], context());
+    const duplicate = await processor(w, engine).handle([{ ...message!, id: "again" }], context());
+
+    // Assert
+    expect(duplicate.failedMessageIds).toEqual([]);
+    expect(engine.provisioned).toHaveLength(1);
+  });
+
+  it("a standby drops the work (the leader rediscovers the host) without provisioning it", async () => {
+    // Arrange
+    const site = shared();
+    const leader = world({ deploymentId: "west", shared: site });
+    const messages = await admitted(leader, "a.example.net");
+    const standby = world({ deploymentId: "east", shared: site });
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor(standby, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.provisioned).toEqual([]);
+    expect(standby.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
+  });
+
+  it("drops work admitted under an older term", async () => {
+    // Arrange
+    const w = world();
+    await w.gate.acquireOrRenew();
+    const old: HostWork = { identity: "a.example.net", term: 0, admittedAt: w.clock.now(), source: "discovery" };
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor(w, engine).handle([w.queues.hostWork.delivery(encodeHostWork(old))], context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.provisioned).toEqual([]);
+  });
+
+  it("hands every message back, delayed, when the lease store cannot be read", async () => {
+    // Arrange
+    const w = world({ shared: shared({ leaseStore: unreachableLeaseStore() }) });
+    const work: HostWork = { identity: "a.example.net", term: 1, admittedAt: w.clock.now(), source: "discovery" };
+    const message = w.queues.hostWork.delivery(encodeHostWork(work), 3);
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor(w, engine).handle([message], context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([message.id]);
+    expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message.receiptHandle, seconds: 30 }]);
+    expect(engine.provisioned).toEqual([]);
+  });
+
+  it("sends poison to the host-work DLQ with its reason and acknowledges it", async () => {
+    // Arrange
+    const w = world();
+    const poison = w.queues.hostWork.delivery('{"v":1,"identity":"a b"}');
+
+    // Act
+    const result = await processor(w, new FakeEngine()).handle([poison], context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWorkDlq.sent).toEqual([
+      {
+        body: poison.body,
+        attributes: { reason: expect.stringContaining("invalid host-work message"), sourceMessageId: poison.id, sourceQueue: w.queues.hostWork.url },
+      },
+    ]);
+  });
+
+  it("gives a deferred host back with the reason and delays its next delivery", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    engine.outcome = (work) => ({ kind: "deferred", identity: work.identity, error: new DeferredError("helper asked to defer") });
+    const messages = await admitted(w, "a.example.net");
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(failedIds(result)).toEqual([messages[0]!.id]);
+    expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: messages[0]!.receiptHandle, seconds: 10 }]);
+    const { lastErrors } = await w.registry.summary();
+    expect(lastErrors).toEqual([expect.objectContaining({ identity: "a.example.net", lastError: "helper asked to defer" })]);
+  });
+
+  it("gives the host back when the broker cannot be reached, without provisioning", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    w.broker.prepareError = new Error("connection refused");
+    const messages = await admitted(w, "a.example.net");
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([messages[0]!.id]);
+    expect(engine.provisioned).toEqual([]);
+    expect(w.queues.hostWork.delays).toHaveLength(1);
+  });
+
+  it("gives the host back when the gate closed on a lease store blip, but drops it when the lease was lost", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    engine.outcome = (work) =>
+      work.identity === "blip.example.net"
+        ? { kind: "paused", identity: work.identity, step: "jwt", error: new PausedError("paused", { cause: new LeaseStoreError("timeout") }) }
+        : { kind: "paused", identity: work.identity, step: "jwt", error: new PausedError("paused: another deployment holds the lease") };
+    const messages = await admitted(w, "blip.example.net", "lost.example.net");
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([messages[0]!.id]);
+    expect(await stateOf(w, "lost.example.net")).toBeUndefined();
+  });
+
+  it("parks a host after 3 hard failures in a row at one step: its work goes to the DLQ with the last error", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    engine.outcome = hardFailure(new HelperError("cannot start helper"));
+    const useCase = processor(w, engine);
+
+    // Act: each failure lets the host be admitted again, until the third parks it.
+    const results = [];
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      results.push(await useCase.handle(await admitted(w, "a.example.net"), context()));
+      w.clock.advance(1_000);
+    }
+    const afterParking = await w.admission.admitAndEnqueue(["a.example.net"], "discovery", 1);
+
+    // Assert
+    expect(results.map((result) => result.failedMessageIds)).toEqual([[], [], []]);
+    expect(engine.provisioned).toHaveLength(3);
+    expect(w.queues.hostWorkDlq.sent).toHaveLength(1);
+    expect(w.queues.hostWorkDlq.sent[0]?.attributes).toMatchObject({
+      reason: "helper: cannot start helper",
+      identity: "a.example.net",
+      step: "helper",
+      failures: "3",
+      term: "1",
+    });
+    expect(decodeHostWork(w.queues.hostWorkDlq.sent[0]!.body).identity).toBe("a.example.net");
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("parked");
+    expect(w.metrics.total(EXTRA_METRIC.hostsParked)).toBe(1);
+    expect(afterParking.queued).toEqual([]);
+  });
+
+  it("parks at once a step no lease validity can cover", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    engine.outcome = hardFailure(new AttemptExceedsLeaseError("helper_timeout exceeds the lease"));
+
+    // Act
+    const result = await processor(w, engine).handle(await admitted(w, "a.example.net"), context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWorkDlq.sent[0]?.attributes).toMatchObject({ failures: "1", step: "helper" });
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("parked");
+  });
+
+  it("skips work that waited longer than 2 x interval", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(2 * INTERVAL_MS + 1);
+    await w.gate.acquireOrRenew();
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.provisioned).toEqual([]);
+  });
+
+  it("hands the engine the remaining time less the margin", async () => {
+    // Arrange
+    const w = world();
+    let remaining: number | undefined;
+    const engine = new FakeEngine();
+    const useCase = new HostWorkProcessor({
+      settings: { workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+      gate: w.gate,
+      registry: w.registry,
+      engine: {
+        provision: async (work, options) => {
+          remaining = options?.remainingMs?.();
+          return engine.provision(work);
+        },
+      },
+      broker: w.broker,
+      hostWork: w.queues.hostWork,
+      hostWorkDlq: w.queues.hostWorkDlq,
+      logger: w.logger,
+      metrics: w.metrics,
+    });
+
+    // Act
+    await useCase.handle(await admitted(w, "a.example.net"), context(20_000));
+
+    // Assert
+    expect(remaining).toBe(19_000);
+  });
+});

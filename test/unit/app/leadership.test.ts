@@ -1,0 +1,213 @@
+import { describe, expect, it } from "vitest";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
+import { Leadership } from "../../../lib/app/leadership";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
+import { context, shared, unreachableLeaseStore, world, type World } from "./support";
+
+function leadership(w: World, overrides: { deadlineMarginMs?: number } = {}): Leadership {
+  const useCase = new Leadership({
+    settings: {
+      leaderElection: w.leaderElection,
+      identity: `provisioner.${w.deploymentId}`,
+      discoveryMaxNodes: 1_000,
+      renewIntervalMs: 10_000,
+      deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
+    },
+    gate: w.gate,
+    broker: w.broker,
+    admission: w.admission,
+    hostWork: w.queues.hostWork,
+    clock: w.clock,
+    logger: w.logger,
+    metrics: w.metrics,
+  });
+  w.onWon.handler = (term) => useCase.onWonTerm(term);
+  return useCase;
+}
+
+describe("leadership: discover", () => {
+  it("takes the lease, announces the new term once and queues term-stamped work for every node it finds", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["a.example.net", "b.example.net", "c.example.net"];
+    const useCase = leadership(w);
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result).toEqual({ paused: false, term: 1, discovered: 3, admitted: 3 });
+    expect(w.broker.startupsPublished).toBe(1);
+    expect(w.broker.discoveries).toBe(1);
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).term)).toEqual([1, 1, 1]);
+    expect(w.metrics.total(METRIC.discovered)).toBe(3);
+    expect(w.metrics.total(METRIC.discoverCycles)).toBe(1);
+    expect(w.metrics.lastGauge(METRIC.workQueueEntries)).toBe(3);
+  });
+
+  it("admits and queues in chunks: 25 nodes are all queued", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = Array.from({ length: 25 }, (_, index) => `n${index}.example.net`);
+    const useCase = leadership(w);
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result.admitted).toBe(25);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(25);
+  });
+
+  it("is paused while another deployment holds the lease: nothing is discovered or queued", async () => {
+    // Arrange
+    const site = shared();
+    const leader = world({ deploymentId: "west", shared: site });
+    await leadership(leader).discover(context());
+    const standby = world({ deploymentId: "east", shared: site });
+    standby.broker.identities = ["a.example.net"];
+
+    // Act
+    const result = await leadership(standby).discover(context());
+
+    // Assert
+    expect(result).toEqual({ paused: true, discovered: 0, admitted: 0 });
+    expect(standby.broker.discoveries).toBe(0);
+    expect(standby.queues.hostWork.sent).toEqual([]);
+  });
+
+  it("is paused when the lease store cannot be reached", async () => {
+    // Arrange
+    const w = world({ shared: shared({ leaseStore: unreachableLeaseStore() }) });
+    w.broker.identities = ["a.example.net"];
+
+    // Act
+    const result = await leadership(w).discover(context());
+
+    // Assert
+    expect(result.paused).toBe(true);
+    expect(w.broker.discoveries).toBe(0);
+  });
+
+  it("near the deadline admits nothing and leaves the nodes to the next discovery", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["a.example.net", "b.example.net"];
+    const useCase = leadership(w, { deadlineMarginMs: 1_000 });
+
+    // Act: the first discovery wins the term; the second has 2.5 s left, 1 s of it kept back.
+    await useCase.discover(context());
+    w.clock.advance(10_000);
+    w.broker.identities = ["c.example.net"];
+    const result = await useCase.discover(context(2_500));
+
+    // Assert
+    expect(result).toEqual({ paused: false, term: 1, discovered: 1, admitted: 0 });
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).not.toContain("c.example.net");
+    expect(w.logger.at("warn").map((line) => line.message)).toContain(
+      "stopped admitting before the invocation deadline; the next discovery finds the rest",
+    );
+  });
+
+  it("counts a failed discovery and a capped one", async () => {
+    // Arrange
+    const w = world();
+    const useCase = leadership(w);
+    w.broker.discoverError = new Error("no responders");
+
+    // Act
+    const failed = await useCase.discover(context());
+    w.broker.discoverError = undefined;
+    w.broker.capped = true;
+    w.broker.identities = ["a.example.net"];
+    const capped = await useCase.discover(context());
+
+    // Assert
+    expect(failed).toEqual({ paused: false, term: 1, discovered: 0, admitted: 0 });
+    expect(w.metrics.total(METRIC.discoveryErrors)).toBe(1);
+    expect(capped.admitted).toBe(1);
+    expect(w.metrics.total(EXTRA_METRIC.discoveryCapped)).toBe(1);
+  });
+
+  it("without leader election announces once per container and discovers under term 0", async () => {
+    // Arrange
+    const w = world({ leaderElection: false });
+    w.broker.identities = ["a.example.net"];
+    const useCase = leadership(w);
+
+    // Act
+    const first = await useCase.discover(context());
+    const second = await useCase.discover(context());
+
+    // Assert
+    expect(first).toEqual({ paused: false, term: 0, discovered: 1, admitted: 1 });
+    expect(second.admitted).toBe(0);
+    expect(w.broker.startupsPublished).toBe(1);
+  });
+
+  it("a startup event that cannot be published does not stop the discovery", async () => {
+    // Arrange
+    const w = world();
+    w.broker.publishError = new Error("broker gone");
+    w.broker.identities = ["a.example.net"];
+
+    // Act
+    const result = await leadership(w).discover(context());
+
+    // Assert
+    expect(result.admitted).toBe(1);
+    expect(w.logger.at("error").map((line) => line.message)).toContain("could not publish the provisioner startup event");
+  });
+});
+
+describe("leadership: keepLease", () => {
+  it("renews every interval until just before the deadline; the won term is announced and discovered at once", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["a.example.net"];
+    const useCase = leadership(w);
+    const started = w.clock.monotonic();
+
+    // Act
+    const result = await useCase.keepLease(context(35_000));
+
+    // Assert
+    expect(result.wonTerms).toEqual([1]);
+    expect(result.heldRounds).toBe(result.rounds);
+    expect(result.rounds).toBeGreaterThanOrEqual(3);
+    expect(w.clock.monotonic() - started).toBeLessThanOrEqual(33_000);
+    expect(w.broker.startupsPublished).toBe(1);
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["a.example.net"]);
+  });
+
+  it("a standby keeps contesting without winning or announcing", async () => {
+    // Arrange
+    const site = shared();
+    const leader = world({ deploymentId: "west", shared: site });
+    await leadership(leader).discover(context());
+    const standby = world({ deploymentId: "east", shared: site });
+
+    // Act: the leader stops renewing; within one lease duration (30 s) the standby may not take over.
+    const result = await leadership(standby).keepLease(context(20_000));
+
+    // Assert
+    expect(result.wonTerms).toEqual([]);
+    expect(result.heldRounds).toBe(0);
+    expect(standby.broker.startupsPublished).toBe(0);
+  });
+
+  it("without leader election is one round that announces the container once", async () => {
+    // Arrange
+    const w = world({ leaderElection: false });
+    const useCase = leadership(w);
+
+    // Act
+    const first = await useCase.keepLease(context());
+    const second = await useCase.keepLease(context());
+
+    // Assert
+    expect(first).toEqual({ rounds: 1, heldRounds: 1, wonTerms: [] });
+    expect(second).toEqual(first);
+    expect(w.broker.startupsPublished).toBe(1);
+  });
+});

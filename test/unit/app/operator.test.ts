@@ -1,0 +1,195 @@
+import { describe, expect, it } from "vitest";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
+import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator";
+import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
+import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { Operator } from "../../../lib/operator/operations";
+import { METRIC } from "../../../lib/ports";
+import { InMemoryQueue } from "../../support/fakes";
+import { shared, SITE, world, type World } from "./support";
+
+function statusDeps(w: World): StatusDeps {
+  return {
+    site: SITE,
+    deploymentId: w.deploymentId,
+    leaderElection: w.leaderElection,
+    ...(w.leaderElection ? { leaseStore: w.leaseStore } : {}),
+    registry: w.registry,
+    queues: w.queues,
+    clock: w.clock,
+    metrics: w.metrics,
+  };
+}
+
+function reprovisionDeps(w: World): ReprovisionDeps {
+  return { currentTerm: () => w.gate.currentTerm(), admission: w.admission, logger: w.logger };
+}
+
+describe("operator: status", () => {
+  it("shows the leader's lease, the queue depths and the registry, and reports not paused", async () => {
+    // Arrange
+    const w = world();
+    const term = await w.gate.currentTerm();
+    await w.admission.admitAndEnqueue(["a.example.net", "b.example.net"], "discovery", term!);
+    w.queues.lifecycleDlq.countsError = new Error("AccessDenied");
+
+    // Act
+    const report = await status(statusDeps(w));
+
+    // Assert
+    const stored = await w.leaseStore.read(SITE);
+    expect(report).toEqual({
+      site: SITE,
+      deploymentId: "east",
+      leaderElection: true,
+      lease: { leader: "east", term: 1, expiresAt: stored!.expiresAt, heldByThisDeployment: true },
+      queues: {
+        hostWork: { visible: 2, inFlight: 0, delayed: 0 },
+        hostWorkDlq: { visible: 0, inFlight: 0, delayed: 0 },
+        lifecycle: { visible: 0, inFlight: 0, delayed: 0 },
+        lifecycleDlq: { error: "AccessDenied" },
+      },
+      registry: expect.objectContaining({ total: 2, byState: expect.objectContaining({ queued: 2 }) }),
+    });
+    expect(w.metrics.lastGauge(METRIC.paused)).toBe(0);
+  });
+
+  it("on a standby shows the other leader and reports paused", async () => {
+    // Arrange
+    const site = shared();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    const standby = world({ deploymentId: "east", shared: site });
+
+    // Act
+    const report = await status(statusDeps(standby));
+
+    // Assert
+    expect(report.lease).toMatchObject({ leader: "west", term: 1, heldByThisDeployment: false });
+    expect(standby.metrics.lastGauge(METRIC.paused)).toBe(1);
+  });
+
+  it("shows a released lease as without a leader", async () => {
+    // Arrange
+    const w = world();
+    await w.gate.acquireOrRenew();
+    await w.gate.release();
+
+    // Act
+    const report = await status(statusDeps(w));
+
+    // Assert
+    expect(report.lease).toEqual({ leader: null, term: 1, expiresAt: null, heldByThisDeployment: false });
+  });
+
+  it("without leader election has no lease and is never paused", async () => {
+    // Arrange
+    const w = world({ leaderElection: false });
+
+    // Act
+    const report = await status(statusDeps(w));
+
+    // Assert
+    expect(report.lease).toEqual({ leader: null, term: null, expiresAt: null, heldByThisDeployment: false });
+    expect(w.metrics.lastGauge(METRIC.paused)).toBe(0);
+  });
+});
+
+describe("operator: reprovision", () => {
+  it("admits the hosts again at once under the current term, and rejects invalid names", async () => {
+    // Arrange
+    const w = world();
+    await w.admission.admitAndEnqueue(["a.example.net"], "discovery", (await w.gate.currentTerm())!);
+
+    // Act
+    const result = await reprovision(reprovisionDeps(w), ["a.example.net", "not valid"]);
+
+    // Assert
+    expect(result).toEqual({ admitted: ["a.example.net"], rejected: [{ identity: "not valid", reason: expect.stringContaining("whitespace") }] });
+    expect(w.queues.hostWork.bodies().map(decodeHostWork).at(-1)).toMatchObject({ identity: "a.example.net", term: 1, source: "operator" });
+  });
+
+  it("rejects every host while this deployment does not lead", async () => {
+    // Arrange
+    const site = shared();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    const standby = world({ deploymentId: "east", shared: site });
+
+    // Act
+    const result = await reprovision(reprovisionDeps(standby), ["a.example.net"]);
+
+    // Assert
+    expect(result).toEqual({ admitted: [], rejected: [{ identity: "a.example.net", reason: "paused: this deployment does not hold the lease" }] });
+    expect(standby.queues.hostWork.sent).toEqual([]);
+  });
+
+  it("the operator CLI's reprovision goes through the same flow and gives the same reasons", async () => {
+    // Arrange
+    const w = world();
+    const term = (await w.gate.currentTerm())!;
+    const [work] = (await w.admission.admitAndEnqueue(["busy.example.net"], "discovery", term)).queued;
+    await w.registry.begin(work!, term);
+    const noDeadLetters = { receive: async () => [], unhide: async () => undefined, remove: async () => undefined };
+    const dlq = Object.assign(new InMemoryQueue("memory://dlq"), noDeadLetters);
+    const cli = new Operator({
+      site: SITE,
+      deploymentId: "east",
+      lease: w.leaseStore,
+      pause: new MemoryPauseStore(),
+      registry: w.registry,
+      queues: { ...w.queues, hostWorkDlq: dlq },
+      clock: w.clock,
+    });
+
+    // Act
+    const fromCli = await cli.reprovision(["busy.example.net", "a.example.net"]);
+    const fromFunction = await reprovision(reprovisionDeps(w), ["busy.example.net"]);
+
+    // Assert
+    const busy = { identity: "busy.example.net", reason: "the host is being provisioned right now" };
+    expect(fromCli).toEqual({ term, requeued: ["a.example.net"], skipped: [busy] });
+    expect(fromFunction.rejected).toEqual(fromCli.skipped);
+  });
+});
+
+describe("operator: release", () => {
+  it("gives up the lease: the stored term is released and no longer anyone's", async () => {
+    // Arrange
+    const w = world();
+    await w.gate.acquireOrRenew();
+
+    // Act
+    const result = await release({ leaderElection: true, release: () => w.gate.release(), logger: w.logger });
+
+    // Assert
+    expect(result).toEqual({ released: true });
+    expect(describeLease(await w.leaseStore.read(SITE), "east", w.clock.now()).leader).toBeNull();
+    expect(await w.gate.currentTerm()).toBeUndefined();
+  });
+
+  it("releases on behalf of the deployment from a container that never held it, and not another deployment's lease", async () => {
+    // Arrange
+    const site = shared();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+
+    // Act
+    const notOurs = await releaseOnBehalf(site.leaseStore, { site: SITE, holder: "east" });
+    const ours = await releaseOnBehalf(site.leaseStore, { site: SITE, holder: "west" });
+
+    // Assert
+    expect(notOurs).toEqual({ released: false, term: 1 });
+    expect(ours).toEqual({ released: true, term: 1 });
+    expect((await site.leaseStore.read(SITE))?.released).toBe(true);
+  });
+
+  it("without leader election there is nothing to release", async () => {
+    // Arrange
+    let asked = false;
+
+    // Act
+    const result = await release({ leaderElection: false, release: async () => (asked = true), logger: world().logger });
+
+    // Assert
+    expect(result).toEqual({ released: false });
+    expect(asked).toBe(false);
+  });
+});

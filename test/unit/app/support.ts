@@ -1,0 +1,100 @@
+/**
+ * One deployment's use-case world over in-memory ports: the real lease gate over a MemoryLeaseStore,
+ * the real admission registry over a MemoryAdmissionStore, in-memory queues, a fake broker and a
+ * virtual clock. Deployments built on the same stores and clock contest one lease.
+ */
+import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionFlow } from "../../../lib/app/admission-flow";
+import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
+import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import type { LeaseStore } from "../../../lib/lease/lease";
+import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { resolveLeaseSettings } from "../../../lib/lease/settings";
+import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
+
+export const SITE = "lab";
+export const INTERVAL_MS = 120_000;
+export const COMPONENT = "provision_mode_server";
+
+export interface Shared {
+  clock: VirtualClock;
+  leaseStore: LeaseStore;
+  admissionStore: MemoryAdmissionStore;
+}
+
+export function shared(overrides: Partial<Shared> = {}): Shared {
+  return { clock: new VirtualClock(), leaseStore: new MemoryLeaseStore(), admissionStore: new MemoryAdmissionStore(), ...overrides };
+}
+
+export interface World extends Shared {
+  deploymentId: string;
+  leaderElection: boolean;
+  logger: RecordingLogger;
+  metrics: RecordingMetrics;
+  gate: LeaseGate;
+  registry: AdmissionRegistry;
+  queues: { hostWork: InMemoryQueue; hostWorkDlq: InMemoryQueue; lifecycle: InMemoryQueue; lifecycleDlq: InMemoryQueue };
+  admission: AdmissionFlow;
+  broker: FakeBroker;
+  /** What the gate calls when a round wins a new term (set by the test, e.g. to Leadership.onWonTerm). */
+  onWon: { handler?: (term: number) => Promise<void> };
+}
+
+export function world(options: { deploymentId?: string; leaderElection?: boolean; shared?: Shared } = {}): World {
+  const base = options.shared ?? shared();
+  const deploymentId = options.deploymentId ?? "east";
+  const leaderElection = options.leaderElection ?? true;
+  const logger = new RecordingLogger();
+  const metrics = new RecordingMetrics();
+  const onWon: World["onWon"] = {};
+  const gate = createLeaseGate(resolveLeaseSettings({ leaderElection, site: SITE, deploymentId }), {
+    store: base.leaseStore,
+    metrics,
+    clock: base.clock,
+    logger,
+    onWon: (term) => onWon.handler?.(term),
+  });
+  const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: base.admissionStore, metrics, clock: base.clock, logger });
+  const queues = {
+    hostWork: new InMemoryQueue(`memory://${deploymentId}/host-work`),
+    hostWorkDlq: new InMemoryQueue(`memory://${deploymentId}/host-work-dlq`),
+    lifecycle: new InMemoryQueue(`memory://${deploymentId}/lifecycle`),
+    lifecycleDlq: new InMemoryQueue(`memory://${deploymentId}/lifecycle-dlq`),
+  };
+  const admission = new AdmissionFlow({ registry, hostWork: queues.hostWork, logger });
+  return { ...base, deploymentId, leaderElection, logger, metrics, gate, registry, queues, admission, broker: new FakeBroker(), onWon };
+}
+
+/** A lease store whose every call fails (an unreachable DynamoDB). */
+export function unreachableLeaseStore(): LeaseStore {
+  const fail = async (): Promise<never> => {
+    throw new Error("connect ETIMEDOUT");
+  };
+  return { claim: fail, extend: fail, release: fail, markAnnounced: fail, read: fail };
+}
+
+/** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */
+export function admissionStoreFailingFor(store: AdmissionStore, identity: string): AdmissionStore {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return (request: { identity?: string; entry?: { identity: string } }) =>
+        (request.identity ?? request.entry?.identity) === identity
+          ? Promise.reject(new Error("ProvisionedThroughputExceededException"))
+          : (value as (request: unknown) => unknown).call(target, request);
+    },
+  });
+}
+
+/** A startup event of `identity` as a node publishes it (Choria format). */
+export function startupEvent(identity: string, clock: VirtualClock, component = COMPONENT): string {
+  const event = buildLifecycleEvent({ type: "startup", identity, component, timestampMs: clock.now() });
+  return new TextDecoder().decode(encodeLifecycleEvent(event, "choria"));
+}
+
+/** A context with a fixed remaining budget. */
+export function context(remainingMs = 60_000, requestId?: string) {
+  return { remainingMs: () => remainingMs, ...(requestId ? { requestId } : {}) };
+}

@@ -1,0 +1,67 @@
+/**
+ * Each handler bundles only its own function's composition (issue 12): `status` and `release`
+ * read the lease, the registry and the queues, so their bundles carry no engine, crypto, helper or
+ * broker code. Read from esbuild's metafile, built as serverless.yml builds the functions.
+ */
+import { resolve } from "node:path";
+import { build } from "esbuild";
+import { describe, expect, it } from "vitest";
+
+const ROOT = resolve(import.meta.dirname, "../../..");
+/**
+ * Provisioning code (lib/engine, lib/crypto, lib/helper), the broker client (lib/choria's NATS
+ * adapters, nats) and the secret stores' and Lambda's clients.
+ */
+const NOT_IN_OPERATOR_FUNCTIONS =
+  /^(lib\/(engine|crypto|helper)\/|lib\/choria\/(broker|connection|discovery|lifecycle-bridge|protocol|rpc-client)\.ts$|node_modules\/(nats|@aws-sdk\/client-(ssm|secrets-manager|lambda))\/)/;
+/**
+ * Facts written once in the engine or crypto and read by the configuration or the registry, which
+ * every function loads: a few constants and one rule, no provisioning machinery.
+ */
+const SHARED_FACTS = new Set([
+  // The configuration checks lease.duration against the RPC plan's longest attempt.
+  "lib/engine/plan.ts",
+  // The registry skips work that waited more than 2 x interval, worded as the engine words it.
+  "lib/engine/waiting.ts",
+  "lib/engine/go-duration.ts",
+  // The default cert_deny_list is the CSR check's.
+  "lib/crypto/csr.ts",
+]);
+const SHARED_FACTS_MAX_BYTES = 2_048;
+
+async function bundledInputs(handler: string): Promise<Array<{ path: string; bytes: number }>> {
+  const result = await build({
+    absWorkingDir: ROOT,
+    entryPoints: [resolve(ROOT, handler)],
+    bundle: true,
+    write: false,
+    outfile: "out.cjs",
+    platform: "node",
+    target: "node22",
+    format: "cjs",
+    metafile: true,
+    logLevel: "silent",
+  });
+  const output = Object.values(result.metafile.outputs).find((o) => o.entryPoint);
+  return Object.entries(output?.inputs ?? {})
+    .filter(([, input]) => input.bytesInOutput > 0)
+    .map(([path, input]) => ({ path, bytes: input.bytesInOutput }));
+}
+
+describe("function bundles", () => {
+  it.each(["handlers/status.ts", "handlers/release.ts"])("%s carries no engine, crypto, helper, broker or secret store code", async (handler) => {
+    const inputs = await bundledInputs(handler);
+
+    const forbidden = inputs.filter(({ path }) => NOT_IN_OPERATOR_FUNCTIONS.test(path));
+    expect(forbidden.filter(({ path }) => !SHARED_FACTS.has(path)).map(({ path }) => path)).toEqual([]);
+    expect(forbidden.reduce((sum, { bytes }) => sum + bytes, 0)).toBeLessThanOrEqual(SHARED_FACTS_MAX_BYTES);
+  });
+
+  it("handlers/provision.ts carries the engine, the helper runners and the broker client", async () => {
+    const inputs = await bundledInputs("handlers/provision.ts");
+
+    for (const file of ["lib/engine/provision.ts", "lib/crypto/jwt.ts", "lib/helper/exec-runner.ts", "lib/choria/rpc-client.ts"]) {
+      expect(inputs.some(({ path }) => path === file), file).toBe(true);
+    }
+  });
+});
