@@ -17,28 +17,21 @@ set -euo pipefail
 
 readonly version="v0.30.2"
 readonly module="github.com/choria-io/go-choria"
-peers_dir="${CHORIA_PEERS_DIR:-$HOME/.cache/choria-peers}"
-mkdir -p "$peers_dir"
-peers_dir="$(cd "$peers_dir" && pwd -P)"
-readonly peers_dir
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 readonly bin="$peers_dir/bin/choria-$version"
 readonly env_file="$bin.env"
 readonly jwt_dir="$peers_dir/choria-jwt"
 readonly jwt_file="$jwt_dir/provisioning.jwt"
 
-exec 9>"$peers_dir/.build-choria.lock"
-flock 9
+peer_lock choria
 
 if [[ -x "$bin" && -f "$env_file" ]]; then
   echo "go-choria $version: $bin (cached)"
   exit 0
 fi
 
-command -v go >/dev/null || { echo "build-choria: Go is required (go not on PATH)" >&2; exit 1; }
-started=$(date +%s)
-
-work="$(mktemp -d "$peers_dir/.build-choria.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+peer_build_start choria
 
 echo "go-choria $version: downloading from the Go module proxy"
 info="$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "$module@$version")"

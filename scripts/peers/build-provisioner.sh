@@ -14,14 +14,11 @@ readonly module="github.com/choria-io/provisioner"
 # so Go names it v0.16.1-0.<commit time>-<12 hex>.
 readonly commit="aca2b6263842"
 readonly version="v0.16.1-0.20260516145817-$commit"
-peers_dir="${CHORIA_PEERS_DIR:-$HOME/.cache/choria-peers}"
-mkdir -p "$peers_dir/bin"
-peers_dir="$(cd "$peers_dir" && pwd -P)"
-readonly peers_dir
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 readonly bin="$peers_dir/bin/choria-provisioner-$version"
 
-exec 9>"$peers_dir/.build-provisioner.lock"
-flock 9
+peer_lock provisioner
 
 if [[ -x "$bin" ]]; then
   echo "choria-provisioner $version: cached"
@@ -29,10 +26,7 @@ if [[ -x "$bin" ]]; then
   exit 0
 fi
 
-command -v go >/dev/null || { echo "build-provisioner: Go is required (go not on PATH)" >&2; exit 1; }
-started=$(date +%s)
-work="$(mktemp -d "$peers_dir/.build-provisioner.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+peer_build_start provisioner
 
 echo "choria-provisioner $version: resolving through the Go module proxy ($(go env GOPROXY))"
 if ! info="$(cd "$work" && go list -m -json "$module@$version" 2>&1)"; then

@@ -80,6 +80,14 @@ const exited = (child: ChildProcess) =>
     else child.once("exit", settle);
   });
 
+/** Resolves once every process writing to the child's stdout or stderr (the run itself, whatever it passed them to) has exited. */
+const closed = (child: ChildProcess) =>
+  new Promise<void>((resolveClose) => {
+    if (child.stdout?.closed && child.stderr?.closed) resolveClose();
+    else child.once("close", () => resolveClose());
+  });
+
+/** Waits (bounded) for processes that should already be gone or going, e.g. servers a stopping parent has signalled. */
 async function gone(pids: Iterable<number>): Promise<number[]> {
   const list = [...pids];
   for (let round = 0; round < 200 && list.some(alive); round++) await new Promise((resolveWait) => setTimeout(resolveWait, 100));
@@ -129,12 +137,18 @@ describe("signals", () => {
     const child = startLocalRun();
     const io = output(child);
     const { workDir, started } = await whenUp(child, io);
+    const runs = [...started].filter(([, name]) => name === "node").map(([pid]) => pid);
 
     process.kill(child.pid as number, "SIGTERM");
     await exited(child);
+    // npm returns only once the run has stopped (npm forwards the SIGTERM to it and waits), not while
+    // it is still stopping on its own in the background.
+    const runningWhenNpmExited = runs.filter(alive);
+    await closed(child);
     const left = await gone(started.keys());
 
     expect([...started.values()]).toEqual(expect.arrayContaining(["node", "nats-server", "java"]));
+    expect(runningWhenNpmExited).toEqual([]);
     expect(left.map((pid) => started.get(pid))).toEqual([]);
     expect(existsSync(workDir)).toBe(false);
   }, 240_000);

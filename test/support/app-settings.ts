@@ -1,13 +1,5 @@
 import { APP_DEFAULTS, type AppSettings } from "../../lib/app";
-import type { Queues, Tables } from "./aws";
-
-/** Where a test deployment's App finds its queues and tables on the local emulators. */
-export interface LocalResources {
-  queues: Queues;
-  tables: Tables;
-  dynamoEndpoint: string;
-  sqsUrl: string;
-}
+import type { LocalResources } from "./aws";
 
 /** App settings for a deployment configured by `yaml` on `resources`; `overrides` holds what a suite sets its own way. */
 export function localAppSettings(yaml: string, resources: LocalResources, overrides: Partial<AppSettings> = {}): AppSettings {

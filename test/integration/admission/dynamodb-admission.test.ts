@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { ADMISSION_TTL_ATTRIBUTE, createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
-import { RecordingMetrics } from "../../unit/lease/support";
+import { RecordingMetrics } from "../../support/fakes";
 import { describeRegistryRules } from "../../unit/admission/registry-rules";
 
 const TABLE = `admission-it-${randomUUID()}`;

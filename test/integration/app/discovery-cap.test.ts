@@ -3,37 +3,26 @@
  * admit at most `discovery_max_nodes` hosts per discovery, and hitting the cap is logged and counted.
  */
 import { randomUUID } from "node:crypto";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { SQSClient } from "@aws-sdk/client-sqs";
 import { connect, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../lib/aws";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
-import { EXTRA_METRIC, type LogAttributes, type Logger } from "../../../lib/ports";
+import { EXTRA_METRIC } from "../../../lib/ports";
+import { RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
-import { createQueues, createTables, dynamoClient, receive, sqsClient } from "../../support/aws";
+import { receive, servicesForSuite } from "../../support/aws";
 import { HELPER } from "../handlers/support";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
+const services = servicesForSuite();
 let hostile: NatsConnection;
 
 beforeAll(async () => {
-  [nats, sqs] = await Promise.all([startNats(), startSqs()]);
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  hostile = await connect({ servers: nats.url });
+  hostile = await connect({ servers: services.nats.url });
 });
 
 afterAll(async () => {
   await hostile?.close();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await Promise.all([sqs?.stop(), nats?.stop()]);
 });
 
 describe("discovery_max_nodes", () => {
@@ -52,13 +41,11 @@ describe("discovery_max_nodes", () => {
     });
     await hostile.flush();
     const site = `cap-${randomUUID().slice(0, 8)}`;
-    const queues = createQueues(sqs, site);
-    const tables = await createTables(dynamo, site);
-    const yaml = [`site: ${site}`, "deployment_id: east", `helper: ${HELPER}`, "choria_insecure: true", "leader_election: true", "discovery_max_nodes: 50", `broker_urls: ["${nats.url}"]`].join("\n");
+    const resources = await services.resources(site);
+    const yaml = [`site: ${site}`, "deployment_id: east", `helper: ${HELPER}`, "choria_insecure: true", "leader_election: true", "discovery_max_nodes: 50", `broker_urls: ["${services.nats.url}"]`].join("\n");
     const metrics = new InMemoryMetrics(site);
-    const warnings: Array<{ message: string; attributes?: LogAttributes }> = [];
-    const logger: Logger = { debug() {}, info() {}, error() {}, warn: (message, attributes) => warnings.push({ message, attributes }) };
-    const app = await createApp(localAppSettings(yaml, { queues, tables, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url }), { metrics, logger });
+    const logger = new RecordingLogger();
+    const app = await createApp(localAppSettings(yaml, resources), { metrics, logger });
 
     try {
       // Act
@@ -66,9 +53,9 @@ describe("discovery_max_nodes", () => {
 
       // Assert
       expect(result).toMatchObject({ paused: false, discovered: 50, admitted: 50 });
-      expect((await receive(sqsApi, queues.hostWork, 3_000)).length).toBe(50);
+      expect((await receive(services.sqsApi, resources.queues.hostWork, 3_000)).length).toBe(50);
       expect(metrics.total(EXTRA_METRIC.discoveryCapped)).toBe(1);
-      expect(warnings.find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50 });
+      expect(logger.at("warn").find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50 });
     } finally {
       await app.close();
     }

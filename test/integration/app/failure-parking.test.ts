@@ -3,44 +3,31 @@
  * the host-work DLQ with the last error, and no discovery admits it again. Real NATS, DynamoDB
  * Local and fauxqs, with a helper that cannot run.
  */
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import type { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork, type StatusReport } from "../../../lib/app";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
-import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { lambdaContext, receive, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
 import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
 
 const LIMIT = 3;
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
+const services = servicesForSuite();
 let fleet: Fleet;
 let deployment: Deployment;
 let queues: Queues;
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  const tables = await createTables(dynamo, `parking-${Date.now()}`);
-  queues = createQueues(sqs, "parking");
-  fleet = await startFleet({ natsUrl: nats.url, identities: ["p1.example.net", "p2.example.net"], token: TOKEN, restartDelayMs: 50 });
+  const resources = await services.resources(`parking-${Date.now()}`);
+  queues = resources.queues;
+  fleet = await startFleet({ natsUrl: services.nats.url, identities: ["p1.example.net", "p2.example.net"], token: TOKEN, restartDelayMs: 50 });
   deployment = await startDeployment({
     site: "parking",
     deploymentId: "leader",
-    natsUrl: nats.url,
-    dynamoEndpoint: inject("dynamoEndpoint"),
-    sqsUrl: sqs.url,
-    queues,
-    tables,
+    natsUrl: services.nats.url,
+    resources,
     helper: "/nonexistent/provision-helper",
   });
 });
@@ -48,10 +35,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await deployment?.app.close();
   await fleet?.stop();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
 });
 
 describe("a host failing at the same step", () => {
@@ -64,13 +47,13 @@ describe("a host failing at the same step", () => {
     for (let round = 1; round <= LIMIT + 1; round++) {
       const { admitted } = await discover({}, lambdaContext());
       attempts.push(admitted);
-      const messages = await receive(sqsApi, queues.hostWork);
+      const messages = await receive(services.sqsApi, queues.hostWork);
       if (messages.length > 0) {
         const response = await provision(sqsEvent(messages, queues.hostWork), lambdaContext());
         expect(response.batchItemFailures).toEqual([]);
       }
     }
-    const dead = await receive(sqsApi, queues.hostWorkDlq);
+    const dead = await receive(services.sqsApi, queues.hostWorkDlq);
     const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusReport;
 
     // Two hosts admitted in each of the three failing rounds, none after they were parked.

@@ -5,36 +5,23 @@
  * inert, and events SQS refuses must go to the lifecycle DLQ without holding back the rest.
  */
 import { randomUUID } from "node:crypto";
-import { SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
+import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues, type Tables } from "../../support/aws";
+import { createTables, receive, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
 import { startDeployment, type Deployment } from "../handlers/support";
 
 const SUBJECT = lifecycleSubject("startup", "provision_mode_server");
 const EVENTS = 40;
 
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
+const aws = localAwsForSuite();
 const cleanups: Array<() => Promise<unknown>> = [];
-
-beforeAll(async () => {
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-});
 
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
 });
 
 const startup = (identity: string) =>
@@ -59,15 +46,15 @@ async function startSite(withStream: boolean): Promise<Site> {
     await jsm.streams.add({ name: "CHORIA_LIFECYCLE", subjects: ["choria.lifecycle.event.>"], retention: RetentionPolicy.Limits });
   }
   const site = `bridge-${randomUUID().slice(0, 8)}`;
-  const shared = await createTables(dynamo, site);
+  const shared = await createTables(aws.dynamo, site);
   const deployment = async (id: string) => {
-    const queues = createQueues(sqs, `${site}-${id}`);
     // Each deployment has its own registry; only the lease table is shared.
     const tables: Tables = { lease: shared.lease, admission: `${site}-${id}-admission` };
-    await createAdmissionTable(dynamo, tables.admission);
-    const started = await startDeployment({ deploymentId: id, site, natsUrl: nats.url, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url, queues, tables });
+    await createAdmissionTable(aws.dynamo, tables.admission);
+    const resources = await aws.resources(`${site}-${id}`, tables);
+    const started = await startDeployment({ deploymentId: id, site, natsUrl: nats.url, resources });
     cleanups.push(() => started.app.close());
-    return { ...started, queues };
+    return { ...started, queues: resources.queues };
   };
   const leader = await deployment("east");
   const standby = await deployment("west");
@@ -76,7 +63,7 @@ async function startSite(withStream: boolean): Promise<Site> {
   return { site, nats, nc, leader, standby };
 }
 
-const subjects = async (queueUrl: string) => (await receive(sqsApi, queueUrl, 1_000)).map((message) => JSON.parse(message.Body ?? "{}").subject as string);
+const subjects = async (queueUrl: string) => (await receive(aws.sqsApi, queueUrl, 1_000)).map((message) => JSON.parse(message.Body ?? "{}").subject as string);
 
 describe("an inert standby", () => {
   it("with JetStream: the paused deployment's bridge pulls nothing from the shared consumer; the leader forwards every event", async () => {
@@ -156,9 +143,9 @@ describe("lifecycle events SQS refuses", () => {
     // Assert
     expect(first).toMatchObject({ forwarded: 10, deadLettered: 1 });
     expect(second).toMatchObject({ forwarded: 0, deadLettered: 0 });
-    const forwarded = await receive(sqsApi, leader.queues.lifecycle, 100);
+    const forwarded = await receive(aws.sqsApi, leader.queues.lifecycle, 100);
     expect(forwarded.map((message) => JSON.parse(message.Body ?? "{}").subject).filter(Boolean).sort()).toEqual([...good].sort());
-    const letters = await receive(sqsApi, leader.queues.lifecycleDlq, 100);
+    const letters = await receive(aws.sqsApi, leader.queues.lifecycleDlq, 100);
     expect(letters).toHaveLength(1);
     expect(letters[0]!.MessageAttributes?.reason?.StringValue).toMatch(/InvalidMessageContents: U\+0001/);
     expect(letters[0]!.MessageAttributes?.encoding?.StringValue).toBe("base64");

@@ -1,16 +1,14 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { randomUUID } from "node:crypto";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
+import { startNats } from "../../../dev/local/services";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
-import { createQueues, createTables, dynamoClient, receive, sqsClient, type Queues } from "../../support/aws";
+import { receive, localAwsForSuite, type Queues } from "../../support/aws";
+import { cleanupsAfterEach } from "../../support/suite";
 import { startDeployment, type Deployment } from "../handlers/support";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
+const aws = localAwsForSuite();
+const cleanups = cleanupsAfterEach();
 let nc: NatsConnection;
 let deployment: Deployment;
 let queues: Queues;
@@ -18,37 +16,18 @@ let queues: Queues;
 const startup = (identity: string, component = "provision_mode_server") =>
   encodeLifecycleEvent(buildLifecycleEvent({ type: "startup", identity, component, timestampMs: Date.now() }), "cloudevents");
 
-beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  queues = createQueues(sqs, "bridge");
-  const tables = await createTables(dynamo, `bridge-${Date.now()}`);
-  nc = await connect({ servers: nats.url });
-  deployment = await startDeployment({
-    deploymentId: "bridge",
-    site: "bridge",
-    natsUrl: nats.url,
-    dynamoEndpoint: inject("dynamoEndpoint"),
-    sqsUrl: sqs.url,
-    queues,
-    tables,
-  });
-});
-
-afterAll(async () => {
-  await deployment?.app.close();
-  await nc?.close();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
-});
-
 describe("the lifecycle bridge", () => {
-  // The bridge forwards only while its deployment leads; a discovery wins (or renews) the lease.
+  // Each test has its own broker (whether it has a lifecycle stream is the test's to say) and
+  // deployment. The bridge forwards only while its deployment leads; a discovery wins the lease.
   beforeEach(async () => {
+    const nats = await startNats();
+    cleanups.push(() => nats.stop());
+    nc = await connect({ servers: nats.url });
+    cleanups.push(() => nc.close());
+    const resources = await aws.resources(`bridge-${randomUUID().slice(0, 8)}`);
+    queues = resources.queues;
+    deployment = await startDeployment({ deploymentId: "bridge", site: "bridge", natsUrl: nats.url, resources });
+    cleanups.push(() => deployment.app.close());
     expect((await deployment.app.discover({ remainingMs: () => 10_000 })).paused).toBe(false);
   });
 
@@ -61,7 +40,7 @@ describe("the lifecycle bridge", () => {
 
     const result = await run;
 
-    const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
+    const bodies = (await receive(aws.sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
     expect(result).toEqual({ mode: "core", forwarded: 1, deadLettered: 0, paused: false });
     expect(bodies).toEqual(["core1.example.net"]);
   });
@@ -77,7 +56,7 @@ describe("the lifecycle bridge", () => {
     const first = await deployment.app.bridgeLifecycle({ remainingMs: () => 3_500 });
     const second = await deployment.app.bridgeLifecycle({ remainingMs: () => 3_500 });
 
-    const bodies = (await receive(sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
+    const bodies = (await receive(aws.sqsApi, queues.lifecycle)).map((message) => JSON.parse(message.Body ?? "{}").subject);
     const consumer = await jsm.consumers.info("CHORIA_LIFECYCLE", "provisioner-bridge");
     expect(first).toEqual({ mode: "jetstream", forwarded: 2, deadLettered: 0, paused: false });
     expect(second).toEqual({ mode: "jetstream", forwarded: 0, deadLettered: 0, paused: false });

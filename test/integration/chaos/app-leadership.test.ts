@@ -7,45 +7,31 @@
  * per-attempt log line (identity, term) with the deployment that logged it.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/aws";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
-import type { HelperRequest, HelperResponse, LogAttributes, Logger } from "../../../lib/ports";
+import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { scaledClock } from "./deployments";
 import { recordScenario } from "./scenario";
-import { configuringResponse, TOKEN } from "./support";
+import { CountingHelper, TOKEN } from "./support";
 
 const NODES = 16;
 
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
+const services = servicesForSuite();
 let fleet: Fleet;
 const apps: App[] = [];
 
 beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
   // The nodes share the Apps' time: they judge each request's TTL by it.
-  fleet = await startFleet({ natsUrl: nats.url, count: NODES, identityPrefix: "app-lead", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, clock: scaledClock() });
+  fleet = await startFleet({ natsUrl: services.nats.url, count: NODES, identityPrefix: "app-lead", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, clock: scaledClock() });
 });
 
 afterAll(async () => {
   await Promise.all(apps.map((app) => app.close()));
   await fleet?.stop();
-  dynamo?.destroy();
-  sqsApi?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
 });
 
 interface Attempt {
@@ -74,7 +60,7 @@ class Journal {
 }
 
 async function deployment(name: string, site: string, tables: { lease: string; admission: string }, journal: Journal): Promise<{ app: App; queues: Queues }> {
-  const queues = createQueues(sqs, `${site}-${name}`);
+  const resources = await services.resources(`${site}-${name}`, tables);
   const yaml = [
     `site: ${site}`,
     `deployment_id: ${name}`,
@@ -85,24 +71,19 @@ async function deployment(name: string, site: string, tables: { lease: string; a
     `token: ${TOKEN}`,
     "features: { jwt: true }",
     `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
-    `broker_urls: ["${nats.url}"]`,
+    `broker_urls: ["${services.nats.url}"]`,
   ].join("\n");
-  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url }, { serviceName: name, metricsNamespace: "Chaos" });
+  const settings = localAppSettings(yaml, resources, { serviceName: name, metricsNamespace: "Chaos" });
 
-  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const helper = new CountingHelper();
   const app = await createApp(settings, { metrics: new InMemoryMetrics(site), logger: journal.logger(name), helper, clock: scaledClock() });
   apps.push(app);
-  return { app, queues };
+  return { app, queues: resources.queues };
 }
 
 async function deliver(app: App, queueUrl: string, max = 10): Promise<number> {
-  const messages = await receive(sqsApi, queueUrl, max);
-  if (messages.length === 0) return 0;
-  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(600_000) });
-  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
-  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
-  if (done.length > 0) await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-  return messages.length;
+  const { received } = await deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(600_000) }), max);
+  return received;
 }
 
 const configures = (identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
@@ -112,7 +93,7 @@ describe("leadership faults through the App", () => {
   it("started at once, leader killed mid-work, standby's keeper takes over: no attempt by the dead leader after the new term, stale work discarded, every node configured once", async ({ task }) => {
     // Arrange
     const site = `app-chaos-${randomUUID().slice(0, 8)}`;
-    const tables = await createTables(dynamo, site);
+    const tables = await createTables(services.dynamo, site);
     const journal = new Journal();
     const [east, west] = await Promise.all([deployment("east", site, tables, journal), deployment("west", site, tables, journal)]);
 

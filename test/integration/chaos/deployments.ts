@@ -28,7 +28,7 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
-import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
+import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
@@ -37,8 +37,9 @@ import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HostWork, Metrics, RpcCall, RpcReply } from "../../../lib/ports";
+import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
+import { noMetrics } from "../../support/fakes";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
@@ -47,8 +48,6 @@ export const SCALE = 10;
 export const RPC_TTL_SECONDS = 30;
 export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 export const INTERVAL_MS = 60_000;
-
-const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
 const EPOCH = { real: performance.now(), wall: Date.now() };
@@ -304,16 +303,12 @@ export class ChaosDeployment {
     });
     const tagged: ChoriaRpc = { call: (call) => this.send(rpc, call) };
     this.engine = new ProvisionEngine({
-      settings: {
-        features: { jwt: true, ed25519: false, pki: false, upgrades: false },
-        token: TOKEN,
-        certDenyList: DEFAULT_CERT_DENY_LIST,
-        serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+      settings: engineSettings(TOKEN, {
+        features: { jwt: true },
         upgradesRepository: "",
-        upgradesOptional: false,
         intervalMs: INTERVAL_MS,
         jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
-      },
+      }),
       rpc: tagged,
       gate: this.gate,
       helper: this.helper,

@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper";
 import { recordScenario } from "./scenario";
-import { CappedWaitRpc, chainHas, ChaosHarness, chaosEngine, describeOutcome, natsRpc, requestsTo, TOKEN } from "./support";
+import { chainHas, ChaosHarness, chaosEngine, describeOutcome, natsRpc, requestsTo, TOKEN } from "./support";
+import { CappedWaitRpc } from "../../support/fakes";
 
 let harness: ChaosHarness;
 

@@ -11,11 +11,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { UpgradeError } from "../../../lib/engine";
 import { CsrError, InvalidInputError, JwtError, NonceSignatureError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
-import type { ChoriaRpc, HostWork, LogAttributes, Logger } from "../../../lib/ports";
+import type { ChoriaRpc, HostWork } from "../../../lib/ports";
 import type { NodeFaults } from "../../../dev/simulator";
 import { ed25519SigningKey, generateEd25519Seed } from "../../../lib/crypto";
 import { recordScenario } from "./scenario";
-import { CALLER_ID, CappedWaitRpc, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "./support";
+import { CALLER_ID, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "./support";
+import { CappedWaitRpc, RecordingLogger } from "../../support/fakes";
 
 /**
  * Nodes whose replies never decide a call (forged, broken, slow) make each attempt wait this long;
@@ -146,8 +147,7 @@ describe("names that would widen a NATS subject", () => {
     const forged = { "*": "liar-1.example.net", ">": "liar-2.example.net", "a.*.b": "liar-3.example.net", "a..b": "liar-4.example.net", "a b": "liar-5.example.net", ".lead": "liar-6.example.net" };
     const faults = Object.fromEntries(Object.entries(forged).map(([claimed, identity]) => [identity, { wrongSender: { transport: claimed, on: ["discovery#ping"] } } satisfies NodeFaults]));
     await harness.fleet({ identities: [...Object.values(forged), "honest-1.example.net", "honest-2.example.net"], faults });
-    const warnings: Array<{ message: string; attributes?: LogAttributes }> = [];
-    const logger: Logger = { debug() {}, info() {}, error() {}, warn: (message, attributes) => warnings.push({ message, attributes }) };
+    const logger = new RecordingLogger();
     const discoverer = new BroadcastDiscoverer(harness.nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion: 1, signer: { version: 1, kind: "insecure" }, discoveryTimeoutMs: 1_500, logger });
 
     // Act
@@ -156,8 +156,8 @@ describe("names that would widen a NATS subject", () => {
     // Assert
     expect([...result.identities].sort()).toEqual(["honest-1.example.net", "honest-2.example.net"]);
     expect(result.skipped).toBe(Object.keys(forged).length);
-    expect(warnings.map((warning) => warning.attributes?.sender).sort()).toEqual(Object.keys(forged).sort());
-    for (const warning of warnings) expect(warning.attributes?.reason).toMatch(/wildcard|empty subject token/);
+    expect(logger.at("warn").map((warning) => warning.attributes?.sender).sort()).toEqual(Object.keys(forged).sort());
+    for (const warning of logger.at("warn")) expect(warning.attributes?.reason).toMatch(/wildcard|empty subject token/);
     recordScenario(task, { area: "hostile-node", load: 2, faults: Object.keys(forged).length, badInputs: Object.keys(forged).length });
   });
 

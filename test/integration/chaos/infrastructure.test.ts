@@ -8,60 +8,34 @@
  * configured twice by duplicate deliveries.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { APP_DEFAULTS, decodeHostWork, encodeHostWork } from "../../../lib/app";
 import { createApp, type App } from "../../../lib/aws";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats, type RunningSqs } from "../../../dev/local/services";
+import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type HelperRequest, type HelperResponse, type HelperRunner } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
+import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
-import { configuringResponse } from "./support";
+import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-infrastructure-token";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-const cleanups: Array<() => Promise<unknown>> = [];
-
-beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-});
-
-afterAll(async () => {
-  sqsApi?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
-});
-
-/** A helper that configures every host; `onRun` lets a test act at that point of a sequence. */
-class ScriptedHelper implements HelperRunner {
-  onRun: ((identity: string) => void) | undefined;
-  async run(request: HelperRequest): Promise<HelperResponse> {
-    this.onRun?.(request.identity);
-    return configuringResponse(request.identity);
-  }
-}
+const services = servicesForSuite();
+const cleanups = cleanupsAfterEach();
 
 interface Rig {
   app: App;
   fleet: Fleet;
   queues: Queues;
-  helper: ScriptedHelper;
+  helper: CountingHelper;
   metrics: InMemoryMetrics;
   dynamo: DynamoDBClient;
   tables: { lease: string; admission: string };
@@ -72,8 +46,8 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
   const endpoint = options.dynamoEndpoint ?? inject("dynamoEndpoint");
   const dynamo = dynamoClient(endpoint);
   const tables = await createTables(dynamo, prefix);
-  const queues = createQueues(sqs, prefix);
-  const fleet = await startFleet({ natsUrl: nats.url, count: options.nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
+  const queues = createQueues(services.sqs, prefix);
+  const fleet = await startFleet({ natsUrl: services.nats.url, count: options.nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
   const yaml = [
     `site: ${prefix}`,
     `deployment_id: ${prefix}-deployment`,
@@ -84,11 +58,11 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
     `token: ${TOKEN}`,
     "features: { jwt: true }",
     `jwt_verify_cert: "${fleet.signer.alg === "EdDSA" ? fleet.signer.publicKeyHex : ""}"`,
-    `broker_urls: ["${nats.url}"]`,
+    `broker_urls: ["${services.nats.url}"]`,
   ].join("\n");
-  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
+  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: endpoint, sqsUrl: services.sqs.url }, { serviceName: "chaos", metricsNamespace: "Chaos" });
 
-  const helper = new ScriptedHelper();
+  const helper = new CountingHelper();
   const metrics = new InMemoryMetrics(prefix);
   const app = await createApp(settings, { metrics, logger: silentLogger, helper });
   cleanups.push(() => fleet.stop(), () => app.close(), async () => dynamo.destroy());
@@ -97,15 +71,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
 
 /** One event-source-mapping poll: receive, invoke, delete every record not reported as failed. */
 async function deliver(app: App, queueUrl: string, budgetMs = 60_000, max = 10): Promise<{ received: number; failed: number; response?: SQSBatchResponse }> {
-  const messages = await receive(sqsApi, queueUrl, max);
-  if (messages.length === 0) return { received: 0, failed: 0 };
-  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(budgetMs) });
-  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
-  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
-  if (done.length > 0) {
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-  }
-  return { received: messages.length, failed: failed.size, response };
+  return deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(budgetMs) }), max);
 }
 
 const configures = (fleet: Fleet, identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
@@ -125,7 +91,7 @@ async function provisionEverything(run: Rig, deadlineMs = 30_000): Promise<void>
 }
 
 async function deadLetters(queueUrl: string): Promise<Array<{ body: string; reason: string | undefined }>> {
-  return (await receive(sqsApi, queueUrl, 100)).map((message) => ({ body: message.Body ?? "", reason: message.MessageAttributes?.reason?.StringValue }));
+  return (await receive(services.sqsApi, queueUrl, 100)).map((message) => ({ body: message.Body ?? "", reason: message.MessageAttributes?.reason?.StringValue }));
 }
 
 describe("infrastructure faults", () => {
@@ -136,7 +102,7 @@ describe("infrastructure faults", () => {
     await deliver(run.app, run.queues.hostWork, 60_000, 5);
 
     // Act
-    const restarting = nats.restart();
+    const restarting = services.nats.restart();
     const during = deliver(run.app, run.queues.hostWork, 60_000, 5);
     await restarting;
     await during;
@@ -153,12 +119,12 @@ describe("infrastructure faults", () => {
     // Arrange
     const run = await rig({ nodes: 6 });
     await run.app.discover(ctx());
-    const originals = await receive(sqsApi, run.queues.hostWork, 10);
+    const originals = await receive(services.sqsApi, run.queues.hostWork, 10);
     const bodies = originals.map((message) => message.Body ?? "");
     // Every message three times over, as an at-least-once queue may deliver it.
-    for (const body of [...bodies, ...bodies]) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: run.queues.hostWork, Entries: originals.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-    for (const body of bodies) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    for (const body of [...bodies, ...bodies]) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    await deleteMessages(services.sqsApi, run.queues.hostWork, originals);
+    for (const body of bodies) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
 
     // Act
     const deadline = performance.now() + 20_000;
@@ -166,10 +132,10 @@ describe("infrastructure faults", () => {
     while (performance.now() < deadline) {
       const { received } = await deliver(run.app, run.queues.hostWork, 60_000, 10);
       delivered += received;
-      if (received === 0 && unprovisioned(run.fleet).length === 0 && (await receive(sqsApi, run.queues.hostWork, 1)).length === 0) break;
+      if (received === 0 && unprovisioned(run.fleet).length === 0 && (await receive(services.sqsApi, run.queues.hostWork, 1)).length === 0) break;
     }
     // A redelivery long after the host was provisioned.
-    for (const body of bodies) await sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
+    for (const body of bodies) await services.sqsApi.send(new SendMessageCommand({ QueueUrl: run.queues.hostWork, MessageBody: body }));
     const late = await deliver(run.app, run.queues.hostWork, 60_000, 10);
 
     // Assert
@@ -189,7 +155,7 @@ describe("infrastructure faults", () => {
     run.helper.onRun = () => {
       budget = 5_000;
     };
-    const messages = await receive(sqsApi, run.queues.hostWork, 10);
+    const messages = await receive(services.sqsApi, run.queues.hostWork, 10);
 
     // Act
     const first = await run.app.handleHostWorkBatch(sqsEvent(messages, run.queues.hostWork), { remainingMs: () => budget });
@@ -239,7 +205,7 @@ describe("infrastructure faults", () => {
   it("JetStream consumer lag with poison events: the bridge catches up across runs, forwards each event once, parks the poison with a reason", async ({ task }) => {
     // Arrange
     const run = await rig({ nodes: 1 });
-    const nc = await connect({ servers: nats.url });
+    const nc = await connect({ servers: services.nats.url });
     cleanups.push(() => nc.close());
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: APP_DEFAULTS.lifecycleStream, subjects: ["choria.lifecycle.event.>"], retention: RetentionPolicy.Limits, storage: StorageType.Memory });
@@ -264,7 +230,7 @@ describe("infrastructure faults", () => {
       forwarded += (await run.app.bridgeLifecycle(ctx(3_100))).forwarded;
       runs += 1;
     }
-    const lifecycleMessages = await receive(sqsApi, run.queues.lifecycle, 1_000);
+    const lifecycleMessages = await receive(services.sqsApi, run.queues.lifecycle, 1_000);
     // Batches of 10, five invocations at a time, as the event source mapping hands them out.
     const batches = Array.from({ length: Math.ceil(lifecycleMessages.length / 10) }, (_, index) => lifecycleMessages.slice(index * 10, index * 10 + 10));
     const failures: string[] = [];
@@ -273,7 +239,7 @@ describe("infrastructure faults", () => {
       for (const response of responses) failures.push(...response.batchItemFailures.map((failure) => failure.itemIdentifier));
     }
     const parked = await deadLetters(run.queues.lifecycleDlq);
-    const queuedWork = (await receive(sqsApi, run.queues.hostWork, 1_000)).map((message) => encodeHostWork(decodeHostWork(message.Body ?? "")));
+    const queuedWork = (await receive(services.sqsApi, run.queues.hostWork, 1_000)).map((message) => encodeHostWork(decodeHostWork(message.Body ?? "")));
 
     // Assert
     expect(lifecycleMessages.length).toBe(valid.length + poison.length + 1);

@@ -7,42 +7,23 @@
  * with the reason instead of leaving it "paused" forever.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../lib/aws";
 import { loadConfig } from "../../../lib/config";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type HelperRequest, type HelperResponse } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, dynamoClient, receive, remainingTime, sqsClient, sqsEvent, type Queues } from "../../support/aws";
+import { deliverOnce, receive, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
+import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "./scenario";
-import { configuringResponse } from "./support";
+import { CountingHelper } from "./support";
 
 const TOKEN = "chaos-store-token";
 
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-const cleanups: Array<() => Promise<unknown>> = [];
-
-beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-});
-
-afterAll(async () => {
-  sqsApi?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
-});
+const services = servicesForSuite();
+const cleanups = cleanupsAfterEach();
 
 interface Rig {
   app: App;
@@ -55,12 +36,10 @@ interface Rig {
 
 async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } = {}): Promise<Rig> {
   const prefix = `store-${randomUUID().slice(0, 8)}`;
-  const endpoint = inject("dynamoEndpoint");
-  const dynamo = dynamoClient(endpoint);
-  const tables = await createTables(dynamo, prefix);
-  const proxy = await startStallProxy(hostAndPort(endpoint));
-  const queues = createQueues(sqs, prefix);
-  const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
+  const resources = await services.resources(prefix);
+  const proxy = await startStallProxy(hostAndPort(services.dynamoEndpoint));
+  const { queues } = resources;
+  const fleet = await startFleet({ natsUrl: services.nats.url, count: nodes, identityPrefix: `${prefix}-n`, token: TOKEN, restartDelayMs: 20, recordDiscovery: false });
   const yaml = [
     `site: ${prefix}`,
     `deployment_id: ${prefix}-deployment`,
@@ -69,13 +48,13 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
     "leader_election: true",
     "workers: 10",
     `token: ${TOKEN}`,
-    `broker_urls: ["${nats.url}"]`,
+    `broker_urls: ["${services.nats.url}"]`,
   ].join("\n");
-  const settings = localAppSettings(yaml, { queues, tables, dynamoEndpoint: `http://${proxy.address}`, sqsUrl: sqs.url }, { serviceName: "store", metricsNamespace: "Chaos" });
+  const settings = localAppSettings(yaml, { ...resources, dynamoEndpoint: `http://${proxy.address}` }, { serviceName: "store", metricsNamespace: "Chaos" });
   // A configuration the config module may refuse at load time is still possible at run time (an
   // older build, a hand-made config): the runtime must park, not spin.
   const config = { ...(await loadConfig({ env: settings.configEnv })), ...configOverride };
-  const helper = { run: async (request: HelperRequest): Promise<HelperResponse> => configuringResponse(request.identity) };
+  const helper = new CountingHelper();
   const container = async () => {
     const app = await createApp(settings, { config, metrics: new InMemoryMetrics(prefix), logger: silentLogger, helper });
     cleanups.push(() => app.close());
@@ -84,7 +63,6 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
   const app = await container();
   cleanups.push(
     () => fleet.stop(),
-    async () => dynamo.destroy(),
     async () => {
       proxy.thaw();
       await proxy.close();
@@ -94,15 +72,8 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
 }
 
 async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
-  const messages = await receive(sqsApi, queueUrl, 10);
-  if (messages.length === 0) return { received: 0, failed: 0 };
-  const response = await app.handleHostWorkBatch(sqsEvent(messages, queueUrl), { remainingMs: remainingTime(60_000) });
-  const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
-  const done = messages.filter((message) => !failed.has(message.MessageId ?? ""));
-  if (done.length > 0) {
-    await sqsApi.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle })) }));
-  }
-  return { received: messages.length, failed: failed.size };
+  const { received, failed } = await deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) }));
+  return { received, failed };
 }
 
 const ctx = () => ({ remainingMs: remainingTime(60_000) });
@@ -152,7 +123,7 @@ describe("lease store faults", () => {
     expect(blipped.received).toBeGreaterThan(0);
     expect(blipped.failed).toBe(blipped.received);
     expect(unprovisioned(run.fleet)).toEqual([]);
-    expect(await receive(sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
+    expect(await receive(services.sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
     recordScenario(task, { area: "infrastructure", load: 6, faults: 1, hostsLost: unprovisioned(run.fleet).length });
   });
 
@@ -166,7 +137,7 @@ describe("lease store faults", () => {
 
     // Assert
     expect(first).toEqual({ received: 1, failed: 0 });
-    const parked = await receive(sqsApi, run.queues.hostWorkDlq, 10);
+    const parked = await receive(services.sqsApi, run.queues.hostWorkDlq, 10);
     expect(parked.map((message) => message.MessageAttributes?.reason?.StringValue)).toEqual([expect.stringMatching(/^helper: .*cannot fit in one lease validity/)]);
     expect(configures(run.fleet, run.fleet.identities[0] as string)).toBe(0);
     recordScenario(task, { area: "config", load: 1, faults: 1, hostsLost: 0 });

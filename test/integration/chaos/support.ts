@@ -5,31 +5,31 @@
  * engine wired to a real nats-server and the fleet simulator. Two test adaptations, both through
  * the engine's ports: RPC waits are capped and the backoff between attempts is shortened.
  */
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { connect, type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rpc-client";
-import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto";
+import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
-import { startNats, type RunningNats } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate, RpcCall, RpcReply } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions } from "../../../dev/simulator";
+import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
+import type { Fleet } from "../../../dev/simulator";
+import { noMetrics, realClock } from "../../support/fakes";
+import { FleetHarness } from "../../support/fleet-harness";
 import { helperResponseWith } from "../../support/helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
   return helperResponseWith({ configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" }, ...extra });
 }
 
-/** A helper that configures every host, counting the requests it saw per identity. */
+/** A helper that configures every host, counting the requests it saw per identity; `onRun` lets a test act at that point of a sequence. */
 export class CountingHelper implements HelperRunner {
   readonly runs = new Map<string, number>();
+  onRun: ((identity: string) => void) | undefined;
 
   constructor(private readonly extra: Partial<HelperResponse> = {}) {}
 
   async run(request: HelperRequest): Promise<HelperResponse> {
     this.runs.set(request.identity, (this.runs.get(request.identity) ?? 0) + 1);
+    this.onRun?.(request.identity);
     return configuringResponse(request.identity, this.extra);
   }
 }
@@ -61,28 +61,12 @@ export const CALLER_ID = "choria=provisioner.chaos";
 const BACKOFF_SCALE = 20;
 
 /** Wall and monotonic time are real; only the backoff between RPC attempts is shortened. */
-export const shortBackoffClock: Clock = {
-  now: () => Date.now(),
-  monotonic: () => performance.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms / BACKOFF_SCALE)),
-};
+const shortBackoffClock = realClock({ sleepDivisor: BACKOFF_SCALE });
 
 /** The gate of a deployment that holds its lease throughout (the hostile-input tests are not about leadership). */
 export const openGate: PauseGate = {
   assertOpen: async (term, attemptTimeoutMs) => ({ term, stampedAt: Date.now(), endsBy: performance.now() + attemptTimeoutMs }),
 };
-
-/** A real Choria RPC whose per-attempt wait is capped, so a missing reply costs milliseconds. */
-export class CappedWaitRpc implements ChoriaRpc {
-  constructor(
-    private readonly inner: ChoriaRpc,
-    private readonly capMs: number,
-  ) {}
-
-  call(call: RpcCall): Promise<RpcReply> {
-    return this.inner.call({ ...call, timeoutMs: Math.min(call.timeoutMs, this.capMs) });
-  }
-}
 
 export function natsRpc(nc: NatsConnection, extra: Partial<ChoriaClientSettings> = {}): NatsChoriaRpc {
   return new NatsChoriaRpc(nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion: 1, signer: { version: 1, kind: "insecure" }, ...extra });
@@ -103,21 +87,16 @@ export interface ChaosEngineOptions {
 /** The engine as a deployment wires it, with the backoff between attempts shortened. */
 export function chaosEngine(options: ChaosEngineOptions): { engine: ProvisionEngine; work(identity: string): HostWork } {
   const engine = new ProvisionEngine({
-    settings: {
-      features: { jwt: false, ed25519: false, pki: false, upgrades: false, ...options.features },
-      token: TOKEN,
-      certDenyList: DEFAULT_CERT_DENY_LIST,
-      serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+    settings: engineSettings(TOKEN, {
+      features: options.features,
       upgradesRepository: "https://packages.example.net/choria",
-      upgradesOptional: false,
-      intervalMs: 60_000,
       jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
       ...options.settings,
-    },
+    }),
     rpc: options.rpc,
     gate: openGate,
     helper: options.helper,
-    metrics: { gauge() {}, count() {}, timing() {} },
+    metrics: noMetrics,
     clock: shortBackoffClock,
     random: () => 0.5,
   });
@@ -125,43 +104,9 @@ export function chaosEngine(options: ChaosEngineOptions): { engine: ProvisionEng
 }
 
 /** One nats-server and one client connection per test file, fleets per test, helper scripts in a scratch dir. */
-export class ChaosHarness {
-  private readonly fleets: Fleet[] = [];
-  private scratch: string | undefined;
-
-  private constructor(
-    readonly nats: RunningNats,
-    readonly nc: NatsConnection,
-  ) {}
-
+export class ChaosHarness extends FleetHarness {
   static async start(): Promise<ChaosHarness> {
-    const nats = await startNats();
-    return new ChaosHarness(nats, await connect({ servers: nats.url }));
-  }
-
-  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
-    const fleet = await startFleet({ natsUrl: this.nats.url, token: TOKEN, restartDelayMs: 50, shutdownDelayMs: 50, recordDiscovery: false, ...options });
-    this.fleets.push(fleet);
-    return fleet;
-  }
-
-  async stopFleets(): Promise<void> {
-    await Promise.all(this.fleets.splice(0).map((fleet) => fleet.stop()));
-  }
-
-  /** Writes an executable Node helper script; returns its path (the command line). */
-  async helperScript(name: string, body: string): Promise<string> {
-    this.scratch ??= await mkdtemp(join(tmpdir(), "chaos-helpers-"));
-    const path = join(this.scratch, name);
-    await writeFile(path, `#!/usr/bin/env node\n${body}\n`);
-    await chmod(path, 0o755);
-    return path;
-  }
-
-  async stop(): Promise<void> {
-    await this.stopFleets();
-    await this.nc.close();
-    await this.nats.stop();
-    if (this.scratch) await rm(this.scratch, { recursive: true, force: true });
+    const { nats, nc } = await FleetHarness.broker();
+    return new ChaosHarness(nats, nc, { token: TOKEN });
   }
 }

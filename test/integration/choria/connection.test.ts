@@ -3,6 +3,7 @@ import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BrokerConnectionError, type BrokerConnectionSettings, connectBroker, SharedBrokerConnection } from "../../../lib/choria/connection";
 import { type RunningNats, startNats } from "../../../dev/local/services";
+import { rejectionOf } from "../../support/suite";
 
 const password = randomBytes(12).toString("hex");
 let nats: RunningNats;
@@ -33,15 +34,6 @@ async function roundTrip(nc: NatsConnection): Promise<string> {
   return "";
 }
 
-async function failure(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error("expected a failure");
-}
-
 describe("connectBroker", () => {
   it("authenticates as user provisioner with the provisioning password", async () => {
     const nc = await connectBroker(settings());
@@ -53,7 +45,7 @@ describe("connectBroker", () => {
   it("fails with BrokerConnectionError on a wrong password without echoing it", async () => {
     const wrong = "not-the-password-" + randomBytes(4).toString("hex");
 
-    const error = await failure(connectBroker(settings({ provisioningPassword: wrong })));
+    const error = await rejectionOf(connectBroker(settings({ provisioningPassword: wrong })));
 
     expect(error).toBeInstanceOf(BrokerConnectionError);
     expect(error.message).not.toContain(wrong);
@@ -61,7 +53,7 @@ describe("connectBroker", () => {
   });
 
   it("demands TLS unless choria_insecure is set", async () => {
-    const error = await failure(connectBroker(settings({ insecure: false })));
+    const error = await rejectionOf(connectBroker(settings({ insecure: false })));
 
     expect(error).toBeInstanceOf(BrokerConnectionError);
     expect(error.message).not.toContain(password);

@@ -1,34 +1,23 @@
-import { connect, type NatsConnection } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { NatsConnection } from "nats";
+import { afterEach, describe, expect, it } from "vitest";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { matchesFilter } from "../../../lib/choria/filter";
 import type { IncomingRequest } from "../../../lib/choria/protocol";
-import { type RunningNats, startNats } from "../../../dev/local/services";
 import { clientSettings, encoder, replyTo, respond } from "./support";
+import { brokerForSuite } from "../../support/suite";
 
-let nats: RunningNats;
-let client: NatsConnection;
+const broker = brokerForSuite();
 const responders: NatsConnection[] = [];
-
-beforeAll(async () => {
-  nats = await startNats();
-  client = await connect({ servers: nats.url });
-});
 
 afterEach(async () => {
   await Promise.all(responders.splice(0).map((nc) => nc.close()));
-});
-
-afterAll(async () => {
-  await client.close();
-  await nats.stop();
 });
 
 const PROVISIONING_AGENTS = ["choria_provision", "choria_util", "discovery", "rpcutil"];
 
 /** Answers like a node's discovery agent: only when the filter matches and the payload says ping. */
 async function fakeNode(identity: string, agents = PROVISIONING_AGENTS, replies = 1) {
-  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", (request: IncomingRequest) => {
+  const responder = await respond(broker.nats.url, "provisioning.broadcast.agent.discovery", (request: IncomingRequest) => {
     const ping = new TextDecoder().decode(request.payload) === "ping";
     if (!ping || !matchesFilter(request.filter, { identity, agents })) return [];
     return Array.from({ length: replies }, () => replyTo(request, identity, encoder.encode("pong")));
@@ -38,7 +27,7 @@ async function fakeNode(identity: string, agents = PROVISIONING_AGENTS, replies 
 }
 
 async function rawReplier(answer: (request: IncomingRequest) => Uint8Array) {
-  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", (request) => [answer(request)]);
+  const responder = await respond(broker.nats.url, "provisioning.broadcast.agent.discovery", (request) => [answer(request)]);
   responders.push(responder.nc);
 }
 
@@ -52,7 +41,7 @@ describe.each([1, 2] as const)("BroadcastDiscoverer over protocol v%i", (version
     ]);
     await rawReplier(() => encoder.encode("garbage"));
     await rawReplier((request) => replyTo(request, "evil.*", encoder.encode("pong")));
-    const discoverer = new BroadcastDiscoverer(client, clientSettings(version));
+    const discoverer = new BroadcastDiscoverer(broker.nc, clientSettings(version));
 
     const result = await discoverer.discoverWithStats();
 
@@ -69,7 +58,7 @@ describe.each([1, 2] as const)("BroadcastDiscoverer over protocol v%i", (version
   });
 
   it("returns nothing when no node answers", async () => {
-    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(version), discoveryTimeoutMs: 300 });
+    const discoverer = new BroadcastDiscoverer(broker.nc, { ...clientSettings(version), discoveryTimeoutMs: 300 });
 
     expect(await discoverer.discover()).toEqual([]);
   });
@@ -80,7 +69,7 @@ describe("discovery admission is bounded (discovery_max_nodes)", () => {
     // Arrange: one client answers the broadcast with 2,005 replies, each claiming another identity.
     const forged = 2_005;
     await rawFlood((request) => Array.from({ length: forged }, (_, index) => replyTo(request, `forged-${index}.example.net`, encoder.encode("pong"))));
-    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(1), maxIdentities: 100 });
+    const discoverer = new BroadcastDiscoverer(broker.nc, { ...clientSettings(1), maxIdentities: 100 });
 
     // Act
     const result = await discoverer.discoverWithStats();
@@ -93,7 +82,7 @@ describe("discovery admission is bounded (discovery_max_nodes)", () => {
 
   it("is not capped when the fleet is below the cap", async () => {
     await rawFlood((request) => [replyTo(request, "n1.example.net", encoder.encode("pong")), replyTo(request, "n2.example.net", encoder.encode("pong"))]);
-    const discoverer = new BroadcastDiscoverer(client, { ...clientSettings(1), maxIdentities: 2 + 1 });
+    const discoverer = new BroadcastDiscoverer(broker.nc, { ...clientSettings(1), maxIdentities: 2 + 1 });
 
     const result = await discoverer.discoverWithStats();
 
@@ -103,6 +92,6 @@ describe("discovery admission is bounded (discovery_max_nodes)", () => {
 });
 
 async function rawFlood(answer: (request: IncomingRequest) => Uint8Array[]) {
-  const responder = await respond(nats.url, "provisioning.broadcast.agent.discovery", answer);
+  const responder = await respond(broker.nats.url, "provisioning.broadcast.agent.discovery", answer);
   responders.push(responder.nc);
 }

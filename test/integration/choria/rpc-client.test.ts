@@ -1,52 +1,32 @@
 import { createHash } from "node:crypto";
 import { connect, type NatsConnection } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { PROTOCOL } from "../../../lib/choria/protocol";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import { InvalidInputError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
-import { type RunningNats, startNats } from "../../../dev/local/services";
 import { clientSettings, encoder, mcorpcReply, replyTo, respond } from "./support";
+import { brokerForSuite, rejectionOf } from "../../support/suite";
 
 const NODE = "node1.example.net";
 const b64 = (value: string | Uint8Array) => Buffer.from(value).toString("base64");
 
-let nats: RunningNats;
-let client: NatsConnection;
+const broker = brokerForSuite();
 const responders: NatsConnection[] = [];
-
-beforeAll(async () => {
-  nats = await startNats();
-  client = await connect({ servers: nats.url });
-});
 
 afterEach(async () => {
   await Promise.all(responders.splice(0).map((nc) => nc.close()));
 });
 
-afterAll(async () => {
-  await client.close();
-  await nats.stop();
-});
-
 async function node(answer: Parameters<typeof respond>[2], identity = NODE) {
-  const responder = await respond(nats.url, `provisioning.node.${identity}`, answer);
+  const responder = await respond(broker.nats.url, `provisioning.node.${identity}`, answer);
   responders.push(responder.nc);
   return responder;
 }
 
 const inventoryCall = (timeoutMs = 2_000) => ({ identity: NODE, agent: "rpcutil", action: "inventory", data: {}, timeoutMs });
 
-async function failure(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error("expected the call to fail");
-}
-
 describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
-  const rpc = () => new NatsChoriaRpc(client, clientSettings(version));
+  const rpc = () => new NatsChoriaRpc(broker.nc, clientSettings(version));
 
   it("sends a schema-valid direct request and returns the target's OK reply", async () => {
     const responder = await node((request) => [replyTo(request, NODE, mcorpcReply("inventory", 0, "OK", { version: "0.30.0" }))]);
@@ -74,14 +54,14 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
   it("turns a non-zero status into RpcStatusError", async () => {
     await node((request) => [replyTo(request, NODE, mcorpcReply("jwt", 1, "Incorrect provision token", {}))]);
 
-    const error = await failure(rpc().call(inventoryCall()));
+    const error = await rejectionOf(rpc().call(inventoryCall()));
 
     expect(error).toBeInstanceOf(RpcStatusError);
     expect(error).toMatchObject({ identity: NODE, rpc: "rpcutil#inventory", sender: NODE, statuscode: 1, statusmsg: "Incorrect provision token" });
   });
 
   it("times out with RpcTimeoutError when nobody answers", async () => {
-    const error = await failure(rpc().call(inventoryCall(200)));
+    const error = await rejectionOf(rpc().call(inventoryCall(200)));
 
     expect(error).toBeInstanceOf(RpcTimeoutError);
     expect(error.message).toContain(NODE);
@@ -90,7 +70,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
   it("ignores a reply from another sender and reports it when the target stays silent", async () => {
     await node((request) => [replyTo(request, "intruder.example.net", mcorpcReply("inventory", 0, "OK", {}))]);
 
-    const error = await failure(rpc().call(inventoryCall(300)));
+    const error = await rejectionOf(rpc().call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toContain('"intruder.example.net"');
@@ -114,7 +94,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
       return [encoder.encode(JSON.stringify(forged))];
     });
 
-    const error = await failure(rpc().call(inventoryCall(300)));
+    const error = await rejectionOf(rpc().call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toMatch(/envelope names unexpected sender "intruder\.example\.net"/);
@@ -123,7 +103,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
   it("rejects a reply carrying another request id", async () => {
     await node((request) => [replyTo({ ...request, id: request.id.replace(/^./, (c) => (c === "a" ? "b" : "a")) }, NODE, mcorpcReply("inventory", 0, "OK", {}))]);
 
-    const error = await failure(rpc().call(inventoryCall(300)));
+    const error = await rejectionOf(rpc().call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toContain("for another request");
@@ -138,7 +118,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
       return [encoder.encode(JSON.stringify(transport))];
     });
 
-    const error = await failure(rpc().call(inventoryCall(300)));
+    const error = await rejectionOf(rpc().call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toContain("hash does not match");
@@ -146,9 +126,9 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
 
   it("rejects an oversized reply", async () => {
     await node((request) => [replyTo(request, NODE, mcorpcReply("inventory", 0, "OK", { blob: "x".repeat(4_096) }))]);
-    const small = new NatsChoriaRpc(client, { ...clientSettings(version), maxReplyBytes: 1_024 });
+    const small = new NatsChoriaRpc(broker.nc, { ...clientSettings(version), maxReplyBytes: 1_024 });
 
-    const error = await failure(small.call(inventoryCall(300)));
+    const error = await rejectionOf(small.call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toMatch(/exceeds the 1024 byte limit/);
@@ -178,7 +158,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
   ])("rejects a reply whose %s layer is malformed", async (_layer, build, message) => {
     await node((request) => [build(request)]);
 
-    const error = await failure(rpc().call(inventoryCall(300)));
+    const error = await rejectionOf(rpc().call(inventoryCall(300)));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toMatch(message);
@@ -192,7 +172,7 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
   ])("fails at once with RpcProtocolError on a target's reply body %s", async (_case, body, message) => {
     await node((request) => [replyTo(request, NODE, body)]);
 
-    const error = await failure(rpc().call(inventoryCall()));
+    const error = await rejectionOf(rpc().call(inventoryCall()));
 
     expect(error).toBeInstanceOf(RpcProtocolError);
     expect(error.message).toMatch(message);
@@ -212,15 +192,15 @@ describe.each([1, 2] as const)("NatsChoriaRpc over protocol v%i", (version) => {
 
 describe("identities that would become wildcard subjects", () => {
   it.each(["*", ">", "node.*", "node.>", "a b", ".node", "node.", "a..b", ""])("refuses %j before publishing anything", async (identity) => {
-    const spy = await connect({ servers: nats.url });
+    const spy = await connect({ servers: broker.nats.url });
     responders.push(spy);
     let published = 0;
     spy.subscribe("provisioning.>", { callback: () => (published += 1) });
     await spy.flush();
-    const rpc = new NatsChoriaRpc(client, clientSettings(1));
+    const rpc = new NatsChoriaRpc(broker.nc, clientSettings(1));
 
-    const error = await failure(rpc.call({ ...inventoryCall(200), identity }));
-    await client.flush();
+    const error = await rejectionOf(rpc.call({ ...inventoryCall(200), identity }));
+    await broker.nc.flush();
     await spy.flush();
 
     expect(error).toBeInstanceOf(InvalidInputError);
@@ -230,7 +210,7 @@ describe("identities that would become wildcard subjects", () => {
 
 describe("settings", () => {
   it("refuses a signer of the other protocol version and a v1 ttl below 30", () => {
-    expect(() => new NatsChoriaRpc(client, { ...clientSettings(1), protocolVersion: 2 })).toThrow(InvalidInputError);
-    expect(() => new NatsChoriaRpc(client, { ...clientSettings(1), ttl: 29 })).toThrow(/at least 30/);
+    expect(() => new NatsChoriaRpc(broker.nc, { ...clientSettings(1), protocolVersion: 2 })).toThrow(InvalidInputError);
+    expect(() => new NatsChoriaRpc(broker.nc, { ...clientSettings(1), ttl: 29 })).toThrow(/at least 30/);
   });
 });

@@ -6,17 +6,14 @@
  * down. The gate still sees the planned per-attempt timeouts.
  */
 import { generateKeyPairSync, randomUUID, sign } from "node:crypto";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { connect, type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import {
   decodeHex,
-  DEFAULT_CERT_DENY_LIST,
   ed25519PrivateKeyFromSeed,
   ed25519SigningKey,
   encodeHex,
@@ -26,14 +23,16 @@ import {
 } from "../../../lib/crypto";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
 import { type HelperInvoke } from "../../../lib/helper";
+import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
-import type { ChoriaRpc, Clock, HelperRunner, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
-import { startFleet, type Fleet, type FleetOptions, type RpcRecord, type SimulatedNode } from "../../../dev/simulator";
-import { RecordingMetrics } from "../../unit/lease/support";
+import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";
+import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/ports";
+import type { Fleet, RpcRecord, SimulatedNode } from "../../../dev/simulator";
+import { CappedWaitRpc, realClock, RecordingMetrics } from "../../support/fakes";
+import { FleetHarness } from "../../support/fleet-harness";
 
 const TOKEN = "s3cret-provisioning-token";
 const SENDER_ID = "provisioner.example.net";
@@ -55,23 +54,7 @@ export const MJS_HELPER = `node ${join(HELPERS_DIR, "provision-helper.mjs")}`;
 export const SH_HELPER = join(HELPERS_DIR, "provision-helper.sh");
 
 /** Wall and monotonic time are real; only the backoff between RPC attempts is shortened. */
-const shortBackoffClock: Clock = {
-  now: () => Date.now(),
-  monotonic: () => performance.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms / BACKOFF_SCALE)),
-};
-
-/** A real Choria RPC whose per-attempt wait is capped. */
-class CappedWaitRpc implements ChoriaRpc {
-  constructor(
-    private readonly inner: ChoriaRpc,
-    private readonly capMs: number,
-  ) {}
-
-  call(call: RpcCall): Promise<RpcReply> {
-    return this.inner.call({ ...call, timeoutMs: Math.min(call.timeoutMs, this.capMs) });
-  }
-}
+const shortBackoffClock = realClock({ sleepDivisor: BACKOFF_SCALE });
 
 /** Runs the example Lambda helper's handler in-process, as a synchronous Lambda invocation would. */
 export function inProcessInvoke<Event>(handler: (event: Event) => Promise<unknown>): HelperInvoke {
@@ -106,53 +89,31 @@ export interface EngineOptions {
 }
 
 /** One nats-server, one RPC connection and one lease table per test file. */
-export class EngineHarness {
-  private readonly fleets: Fleet[] = [];
-  private readonly scratch: string[] = [];
+export class EngineHarness extends FleetHarness {
   private siteCount = 0;
 
   private constructor(
-    readonly nats: RunningNats,
-    readonly nc: NatsConnection,
+    nats: RunningNats,
+    nc: NatsConnection,
     readonly dynamo: DynamoDBClient,
     readonly tableName: string,
     readonly store: DynamoDbLeaseStore,
-  ) {}
+  ) {
+    // One RSA key per fleet: each test has its own fleet, and generating keys ahead is wasted here.
+    super(nats, nc, { token: TOKEN, rsaKeys: { reuse: true, size: 1 } });
+  }
 
   static async start(dynamoEndpoint: string): Promise<EngineHarness> {
-    const nats = await startNats();
-    const nc = await connect({ servers: nats.url });
+    const { nats, nc } = await FleetHarness.broker();
     const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
     const tableName = `engine-it-${randomUUID()}`;
     await createLeaseTable(dynamo, tableName);
     return new EngineHarness(nats, nc, dynamo, tableName, new DynamoDbLeaseStore({ client: dynamo, tableName }));
   }
 
-  async stop(): Promise<void> {
-    await this.stopFleets();
-    await Promise.all(this.scratch.map((dir) => rm(dir, { recursive: true, force: true })));
-    await this.nc.close();
-    await this.nats.stop();
+  override async stop(): Promise<void> {
+    await super.stop();
     this.dynamo.destroy();
-  }
-
-  async fleet(options: Omit<FleetOptions, "natsUrl" | "token"> & { token?: string }): Promise<Fleet> {
-    const fleet = await startFleet({
-      natsUrl: this.nats.url,
-      token: TOKEN,
-      restartDelayMs: 50,
-      shutdownDelayMs: 50,
-      recordDiscovery: false,
-      // One RSA key per fleet: each test has its own fleet, and generating keys ahead is wasted here.
-      rsaKeys: { reuse: true, size: 1 },
-      ...options,
-    });
-    this.fleets.push(fleet);
-    return fleet;
-  }
-
-  async stopFleets(): Promise<void> {
-    await Promise.all(this.fleets.splice(0).map((fleet) => fleet.stop()));
   }
 
   /** A fresh site on the shared table, so every test starts from term 1. */
@@ -185,17 +146,12 @@ export class EngineHarness {
   async engine(options: EngineOptions): Promise<EngineUnderTest> {
     const deployment = options.deployment ?? (await this.elected());
     const metrics = new RecordingMetrics();
-    const settings: EngineSettings = {
-      features: { jwt: false, ed25519: false, pki: false, upgrades: false, ...options.features },
-      token: TOKEN,
-      certDenyList: DEFAULT_CERT_DENY_LIST,
-      serverJwtValidityMs: 365 * 24 * 3600 * 1000,
+    const settings = engineSettings(TOKEN, {
+      features: options.features,
       upgradesRepository: UPGRADES_REPOSITORY,
-      upgradesOptional: false,
-      intervalMs: 60_000,
       jwtVerifier: { kind: "ed25519", publicKey: options.fleet.signer.publicKey },
       ...options.settings,
-    };
+    });
     const engine = new ProvisionEngine({
       settings,
       rpc: options.rpc ?? this.rpc(this.nc, options.rpcWaitCapMs),
@@ -209,13 +165,6 @@ export class EngineHarness {
     return { engine, metrics, settings, work };
   }
 
-  /** Writes an executable Node helper script for this test file; returns its path (the command line). */
-  async helperScript(name: string, body: string): Promise<string> {
-    const path = await this.scratchFile(name, `#!/usr/bin/env node\n${body}\n`);
-    await chmod(path, 0o755);
-    return path;
-  }
-
   /** A helper that reads the host JSON and answers with `response`, as a site's own helper would. */
   async respondingHelper(name: string, response: object): Promise<string> {
     const responseFile = await this.scratchFile(`${name}.json`, JSON.stringify(response));
@@ -224,13 +173,6 @@ export class EngineHarness {
       'import { readFileSync } from "node:fs";\nfor await (const _ of process.stdin);\nprocess.stdout.write(readFileSync(process.argv[2]));',
     );
     return `${script} ${responseFile}`;
-  }
-
-  private async scratchFile(name: string, content: string): Promise<string> {
-    this.scratch[0] ??= await mkdtemp(join(tmpdir(), "engine-it-"));
-    const path = join(this.scratch[0], name);
-    await writeFile(path, content);
-    return path;
   }
 }
 

@@ -13,8 +13,8 @@ import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
-import type { Clock } from "../../../lib/ports";
 import { handler } from "../../../examples/helpers/lambda-helper";
+import { realClock } from "../../support/fakes";
 import { EngineHarness, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, requestsTo, restarted } from "./support";
 
 let harness: EngineHarness;
@@ -29,22 +29,6 @@ afterAll(async () => {
   await deploymentBConnection?.close();
   await harness?.stop();
 });
-
-/**
- * One true time for both deployments' lease logic that the test can move forward, standing in for
- * the lease duration passing while A's helper runs.
- */
-class SteppedTime {
-  private offsetMs = 0;
-  readonly clock: Clock = {
-    now: () => Date.now() + this.offsetMs,
-    monotonic: () => performance.now() + this.offsetMs,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-  };
-  step(ms: number): void {
-    this.offsetMs += ms;
-  }
-}
 
 /** The Lambda example helper behind an invocation that blocks until the test lets it finish. */
 function slowLambdaHelper() {
@@ -110,19 +94,19 @@ describe("a deployment deposed while it provisions a node", () => {
   ])("when %s, sends the node nothing more, and B then provisions the node", async (_case, severStore, pauseReason) => {
     const identity = severStore ? "severed.example.net" : "contested.example.net";
     const fleet = await harness.fleet({ identities: [identity] });
-    const time = new SteppedTime();
+    const time = realClock();
     const site = harness.newSite();
     const storeA = new SeverableStore(harness.store, new DynamoDbLeaseStore({ client: unreachableClient, tableName: harness.tableName }));
-    const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time.clock, store: storeA });
+    const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time, store: storeA });
     const slow = slowLambdaHelper();
     const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA });
 
     const provisioningByA = a.engine.provision(a.work(identity));
     await slow.entered;
     if (severStore) storeA.sever();
-    time.step(PAST_EXPIRY_AND_SKEW_MS);
+    time.jump(PAST_EXPIRY_AND_SKEW_MS);
     const bTermBeganAt = Date.now();
-    const deploymentB = await harness.elected({ site, deploymentId: "deployment-b", clock: time.clock });
+    const deploymentB = await harness.elected({ site, deploymentId: "deployment-b", clock: time });
     slow.release();
     const outcomeA = await provisioningByA;
 
@@ -156,17 +140,17 @@ describe("a deployment deposed while it provisions a node", () => {
   it("work A admitted under its old term stays fenced off even after A wins the lease back", async () => {
     const identity = "fenced.example.net";
     const fleet = await harness.fleet({ identities: [identity] });
-    const time = new SteppedTime();
+    const time = realClock();
     const site = harness.newSite();
-    const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time.clock });
+    const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time });
     const slow = slowLambdaHelper();
     const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA });
 
     const provisioningByA = a.engine.provision(a.work(identity));
     await slow.entered;
-    time.step(PAST_EXPIRY_AND_SKEW_MS);
-    await harness.elected({ site, deploymentId: "deployment-b", clock: time.clock });
-    time.step(PAST_EXPIRY_AND_SKEW_MS);
+    time.jump(PAST_EXPIRY_AND_SKEW_MS);
+    await harness.elected({ site, deploymentId: "deployment-b", clock: time });
+    time.jump(PAST_EXPIRY_AND_SKEW_MS);
     const regained = await deploymentA.gate.acquireOrRenew();
     slow.release();
     const outcomeA = await provisioningByA;

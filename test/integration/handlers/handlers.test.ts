@@ -1,10 +1,9 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { connect, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { randomUUID } from "node:crypto";
+import { connect } from "nats";
+import { beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork, type StatusReport } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
-import { startNats, startSqs, type RunningNats, type RunningSqs } from "../../../dev/local/services";
+import { startNats } from "../../../dev/local/services";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
@@ -14,23 +13,62 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as releaseHandler } from "../../../handlers/release";
 import { makeHandler as reprovisionHandler } from "../../../handlers/reprovision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
-import { createQueues, createTables, dynamoClient, lambdaContext, receive, sqsClient, sqsEvent, type Queues } from "../../support/aws";
-import { jumpingClock, send, startDeployment, TOKEN, type Deployment } from "./support";
+import { createTables, deleteMessages, lambdaContext, receive, sqsEvent, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
+import { realClock, type JumpingClock } from "../../support/fakes";
+import { cleanupsAfterEach } from "../../support/suite";
+import { send, startDeployment, TOKEN, type Deployment } from "./support";
 
-const SITE = "lab";
-/** Shared by the apps and the fleet, so a test can let the lease run out without waiting. */
-const time = jumpingClock();
-let nats: RunningNats;
-let sqs: RunningSqs;
-let sqsApi: SQSClient;
-let dynamo: DynamoDBClient;
-let fleet: Fleet;
-let watcher: NatsConnection;
-let leader: Deployment;
-let standby: Deployment;
-let leaderQueues: Queues;
-let standbyQueues: Queues;
-const provisionerStartups: string[] = [];
+/** The fleet most tests start with: three nodes the example helper configures and one it defers. */
+const FLEET = ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"];
+
+const aws = localAwsForSuite();
+let tables: Tables;
+const cleanups = cleanupsAfterEach();
+
+beforeAll(async () => {
+  tables = await createTables(aws.dynamo, `handlers-${Date.now()}`);
+});
+
+/**
+ * One test's site: its own broker and fleet, a leader and a standby deployment (their own queues,
+ * the suite's tables, a site of their own in them) and one clock for all of them, so a test can let
+ * the lease run out without waiting. Nobody holds the lease yet.
+ */
+interface Site {
+  fleet: Fleet;
+  time: JumpingClock;
+  leader: Deployment;
+  standby: Deployment;
+  leaderQueues: Queues;
+  standbyQueues: Queues;
+  /** The provisioner startup events heard on the broker, in order. */
+  provisionerStartups: string[];
+}
+
+async function startSite(identities: string[]): Promise<Site> {
+  const site = `lab-${randomUUID().slice(0, 8)}`;
+  const time = realClock();
+  const nats = await startNats();
+  cleanups.push(() => nats.stop());
+  const fleet = await startFleet({ natsUrl: nats.url, identities, token: TOKEN, restartDelayMs: 50, clock: time });
+  cleanups.push(() => fleet.stop());
+  const watcher = await connect({ servers: nats.url });
+  cleanups.push(() => watcher.close());
+  const provisionerStartups: string[] = [];
+  watcher.subscribe("choria.lifecycle.event.startup.provisioner", {
+    callback: (_error, message) => provisionerStartups.push(message.string()),
+  });
+  await watcher.flush();
+  const deployment = async (deploymentId: string) => {
+    const resources = await aws.resources(`${site}-${deploymentId}`, tables);
+    const started = await startDeployment({ site, deploymentId, natsUrl: nats.url, resources, clock: time });
+    cleanups.push(() => started.app.close());
+    return { deployment: started, queues: resources.queues };
+  };
+  const leader = await deployment("leader");
+  const standby = await deployment("standby");
+  return { fleet, time, leader: leader.deployment, standby: standby.deployment, leaderQueues: leader.queues, standbyQueues: standby.queues, provisionerStartups };
+}
 
 const handlers = (deployment: Deployment) => {
   const getApp = async () => deployment.app;
@@ -45,50 +83,24 @@ const handlers = (deployment: Deployment) => {
   };
 };
 
-const configureCount = (identity: string) =>
+const configureCount = (fleet: Fleet, identity: string) =>
   fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
 
-beforeAll(async () => {
-  nats = await startNats();
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
-  const tables = await createTables(dynamo, `handlers-${Date.now()}`);
-  leaderQueues = createQueues(sqs, "leader");
-  standbyQueues = createQueues(sqs, "standby");
-  fleet = await startFleet({
-    natsUrl: nats.url,
-    identities: ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"],
-    token: TOKEN,
-    restartDelayMs: 50,
-    clock: time,
-  });
-  watcher = await connect({ servers: nats.url });
-  watcher.subscribe("choria.lifecycle.event.startup.provisioner", {
-    callback: (_error, message) => provisionerStartups.push(message.string()),
-  });
-  await watcher.flush();
-  const common = { site: SITE, natsUrl: nats.url, dynamoEndpoint: inject("dynamoEndpoint"), sqsUrl: sqs.url, tables, clock: time };
-  leader = await startDeployment({ ...common, deploymentId: "leader", queues: leaderQueues });
-  standby = await startDeployment({ ...common, deploymentId: "standby", queues: standbyQueues });
-});
-
-afterAll(async () => {
-  await leader?.app.close();
-  await standby?.app.close();
-  await fleet?.stop();
-  await watcher?.close();
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
-  await nats?.stop();
-});
+/** The leader discovers the fleet and provisions the batch; the example helper defers `defer-*` hosts. */
+async function leaderProvisionsTheFleet(site: Site) {
+  const discovered = await handlers(site.leader).discover({}, lambdaContext());
+  const messages = await receive(aws.sqsApi, site.leaderQueues.hostWork);
+  const response = await handlers(site.leader).provision(sqsEvent(messages, site.leaderQueues.hostWork), lambdaContext());
+  return { discovered, messages, response };
+}
 
 describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   it("discover takes the lease, announces the provisioner and queues term-stamped work for every node", async () => {
+    const { fleet, leader, leaderQueues, provisionerStartups } = await startSite(FLEET);
+
     const result = await handlers(leader).discover({}, lambdaContext());
 
-    const messages = await receive(sqsApi, leaderQueues.hostWork);
+    const messages = await receive(aws.sqsApi, leaderQueues.hostWork);
     const work = messages.map((message) => decodeHostWork(message.Body ?? ""));
     expect(result).toMatchObject({ paused: false, discovered: 4, admitted: 4 });
     expect(work.map((entry) => entry.identity).sort()).toEqual([...fleet.identities].sort());
@@ -105,15 +117,19 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     const deferred = messages.find((message) => message.Body?.includes("defer-n4"));
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: deferred?.MessageId }]);
     for (const identity of ["n1.example.net", "n2.example.net", "n3.example.net"]) {
-      expect(configureCount(identity)).toBe(1);
+      expect(configureCount(fleet, identity)).toBe(1);
       await fleet.waitFor(() => fleet.node(identity).restarts === 1);
     }
     expect(leader.metrics.total(METRIC.provisioned)).toBe(3);
   });
 
   it("retried work comes back after its visibility delay and status shows why it failed", async () => {
+    const site = await startSite(FLEET);
+    const { leader, leaderQueues } = site;
+    await leaderProvisionsTheFleet(site);
+
     await new Promise((resolve) => setTimeout(resolve, 1_200));
-    const again = await receive(sqsApi, leaderQueues.hostWork);
+    const again = await receive(aws.sqsApi, leaderQueues.hostWork);
     const status = (await handlers(leader).status({}, lambdaContext())) as StatusReport;
 
     expect(again.map((message) => decodeHostWork(message.Body ?? "").identity)).toEqual(["defer-n4.example.net"]);
@@ -124,6 +140,11 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   });
 
   it("a duplicate in one batch and across concurrent batches never provisions a host twice", async () => {
+    // A deferred host: known to the registry, still answering discovery, its work out of the queue.
+    const site = await startSite(["defer-n4.example.net"]);
+    const { fleet, leader, leaderQueues } = site;
+    const { messages } = await leaderProvisionsTheFleet(site);
+    await deleteMessages(aws.sqsApi, leaderQueues.hostWork, messages);
     await fleet.addNodes(1);
     const identity = fleet.identities.at(-1) as string;
     const discoveredBefore = leader.metrics.total(METRIC.discovered);
@@ -133,11 +154,11 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     // still answers discovery but is already known.
     expect(rediscovery).toMatchObject({ discovered: 2, admitted: 1 });
     expect(leader.metrics.total(METRIC.discovered) - discoveredBefore).toBe(1);
-    const queued = (await receive(sqsApi, leaderQueues.hostWork)).filter((message) => message.Body?.includes(identity));
+    const queued = (await receive(aws.sqsApi, leaderQueues.hostWork)).filter((message) => message.Body?.includes(identity));
     const body = queued[0]?.Body ?? "";
-    await send(sqsApi, leaderQueues.hostWork, body);
-    await send(sqsApi, leaderQueues.hostWork, body);
-    const copies = (await receive(sqsApi, leaderQueues.hostWork)).filter((message) => message.Body === body);
+    await send(aws.sqsApi, leaderQueues.hostWork, body);
+    await send(aws.sqsApi, leaderQueues.hostWork, body);
+    const copies = (await receive(aws.sqsApi, leaderQueues.hostWork)).filter((message) => message.Body === body);
 
     const provision = handlers(leader).provision;
     const [first, second] = await Promise.all([
@@ -145,25 +166,26 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
       provision(sqsEvent([copies[1]!], leaderQueues.hostWork), lambdaContext()),
     ]);
     await new Promise((resolve) => setTimeout(resolve, 1_200));
-    const redelivered = await receive(sqsApi, leaderQueues.hostWork);
+    const redelivered = await receive(aws.sqsApi, leaderQueues.hostWork);
     const later = await provision(sqsEvent(redelivered, leaderQueues.hostWork), lambdaContext());
 
     expect(decodeHostWork(body)).toMatchObject({ identity, term });
-    expect(configureCount(identity)).toBe(1);
+    expect(configureCount(fleet, identity)).toBe(1);
     expect(first.batchItemFailures.length + second.batchItemFailures.length).toBe(2);
     expect(redelivered.map((message) => message.Body)).toEqual([body, body]);
     expect(later.batchItemFailures).toEqual([]);
-    expect(configureCount(identity)).toBe(1);
+    expect(configureCount(fleet, identity)).toBe(1);
   });
 
   it("poison messages go to the DLQ with their reason and are acknowledged", async () => {
-    await send(sqsApi, leaderQueues.hostWork, "not json");
-    await send(sqsApi, leaderQueues.hostWork, JSON.stringify({ v: 1, identity: "bad*name", term: 1, admittedAt: 1, source: "discovery" }));
-    const poison = await receive(sqsApi, leaderQueues.hostWork);
+    const { leader, leaderQueues } = await startSite([]);
+    await send(aws.sqsApi, leaderQueues.hostWork, "not json");
+    await send(aws.sqsApi, leaderQueues.hostWork, JSON.stringify({ v: 1, identity: "bad*name", term: 1, admittedAt: 1, source: "discovery" }));
+    const poison = await receive(aws.sqsApi, leaderQueues.hostWork);
 
     const response = await handlers(leader).provision(sqsEvent(poison, leaderQueues.hostWork), lambdaContext());
 
-    const dead = await receive(sqsApi, leaderQueues.hostWorkDlq);
+    const dead = await receive(aws.sqsApi, leaderQueues.hostWorkDlq);
     expect(response.batchItemFailures).toEqual([]);
     expect(dead.map((message) => message.Body).sort()).toEqual(poison.map((message) => message.Body).sort());
     expect(dead.map((message) => message.MessageAttributes?.reason?.StringValue).sort()).toEqual([
@@ -173,16 +195,18 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   });
 
   it("a deployment that does not hold the lease sends nothing to the fleet", async () => {
+    const { fleet, leader, standby, standbyQueues } = await startSite(FLEET);
+    expect((await handlers(leader).discover({}, lambdaContext())).paused).toBe(false);
     const before = fleet.record.length;
     const leaderTerm = (await leader.app.status()).lease.term as number;
-    await send(sqsApi, standbyQueues.hostWork, encodeHostWork({ identity: "n1.example.net", term: leaderTerm, admittedAt: Date.now(), source: "discovery" }));
-    const work = await receive(sqsApi, standbyQueues.hostWork);
+    await send(aws.sqsApi, standbyQueues.hostWork, encodeHostWork({ identity: "n1.example.net", term: leaderTerm, admittedAt: Date.now(), source: "discovery" }));
+    const work = await receive(aws.sqsApi, standbyQueues.hostWork);
     const startup = encodeLifecycleEvent(
       buildLifecycleEvent({ type: "startup", identity: "n9.example.net", component: "provision_mode_server", timestampMs: Date.now() }),
       "cloudevents",
     );
-    await send(sqsApi, standbyQueues.lifecycle, new TextDecoder().decode(startup));
-    const events = await receive(sqsApi, standbyQueues.lifecycle);
+    await send(aws.sqsApi, standbyQueues.lifecycle, new TextDecoder().decode(startup));
+    const events = await receive(aws.sqsApi, standbyQueues.lifecycle);
     const standbyHandlers = handlers(standby);
 
     const discovered = await standbyHandlers.discover({}, lambdaContext());
@@ -193,26 +217,29 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     expect(provisioned.batchItemFailures).toEqual([]);
     expect(lifecycle.batchItemFailures).toEqual([]);
     expect(fleet.record.length).toBe(before);
-    expect(await receive(sqsApi, standbyQueues.hostWork)).toEqual([]);
+    expect(await receive(aws.sqsApi, standbyQueues.hostWork)).toEqual([]);
     expect(standby.metrics.last(METRIC.paused)).toBe(1);
     expect(standby.metrics.total(EXTRA_METRIC.lifecycleEventsDropped)).toBe(1);
   });
 
   it("the lifecycle handler admits startup events of the configured component only", async () => {
+    // The leader holds the lease (won by a discovery of an empty fleet, so nothing is queued).
+    const { leader, leaderQueues } = await startSite([]);
+    expect((await handlers(leader).discover({}, lambdaContext())).paused).toBe(false);
     const event = (type: "startup" | "shutdown", identity: string, component = "provision_mode_server", format: "choria" | "cloudevents" = "cloudevents") =>
       new TextDecoder().decode(encodeLifecycleEvent(buildLifecycleEvent({ type, identity, component, timestampMs: Date.now() }), format));
-    await send(sqsApi, leaderQueues.lifecycle, event("startup", "e1.example.net", "provision_mode_server", "choria"));
-    await send(sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
-    await send(sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
-    await send(sqsApi, leaderQueues.lifecycle, event("shutdown", "e3.example.net"));
-    await send(sqsApi, leaderQueues.lifecycle, event("startup", "e4.example.net", "server"));
-    await send(sqsApi, leaderQueues.lifecycle, "{\"protocol\":\"nonsense\"}");
-    const messages = await receive(sqsApi, leaderQueues.lifecycle);
+    await send(aws.sqsApi, leaderQueues.lifecycle, event("startup", "e1.example.net", "provision_mode_server", "choria"));
+    await send(aws.sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
+    await send(aws.sqsApi, leaderQueues.lifecycle, event("startup", "e2.example.net"));
+    await send(aws.sqsApi, leaderQueues.lifecycle, event("shutdown", "e3.example.net"));
+    await send(aws.sqsApi, leaderQueues.lifecycle, event("startup", "e4.example.net", "server"));
+    await send(aws.sqsApi, leaderQueues.lifecycle, "{\"protocol\":\"nonsense\"}");
+    const messages = await receive(aws.sqsApi, leaderQueues.lifecycle);
 
     const response = await handlers(leader).lifecycle(sqsEvent(messages, leaderQueues.lifecycle), lambdaContext());
 
-    const work = (await receive(sqsApi, leaderQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
-    const dead = await receive(sqsApi, leaderQueues.lifecycleDlq);
+    const work = (await receive(aws.sqsApi, leaderQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
+    const dead = await receive(aws.sqsApi, leaderQueues.lifecycleDlq);
     expect(response.batchItemFailures).toEqual([]);
     expect(work.map((entry) => [entry.identity, entry.source]).sort()).toEqual([
       ["e1.example.net", "event"],
@@ -226,15 +253,25 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   });
 
   it("reprovision admits known hosts again at once and rejects invalid names", async () => {
+    // n1 provisioned by the leader; its work taken from the queue.
+    const site = await startSite(["n1.example.net"]);
+    const { fleet, leader, leaderQueues } = site;
+    const { response } = await leaderProvisionsTheFleet(site);
+    expect(response.batchItemFailures).toEqual([]);
+    await fleet.waitFor(() => fleet.node("n1.example.net").restarts === 1);
+
     const result = await handlers(leader).reprovision({ identities: ["n1.example.net", "not valid"] }, lambdaContext());
 
-    const work = (await receive(sqsApi, leaderQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
+    const work = (await receive(aws.sqsApi, leaderQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
     expect(result.admitted).toEqual(["n1.example.net"]);
     expect(result.rejected).toEqual([{ identity: "not valid", reason: expect.stringContaining("whitespace") }]);
     expect(work).toEqual([expect.objectContaining({ identity: "n1.example.net", source: "operator" })]);
   });
 
   it("release hands the lease over: the standby's keeper wins the next term, announces itself and discovers", async () => {
+    const { fleet, time, leader, standby, standbyQueues, provisionerStartups } = await startSite(FLEET);
+    expect((await handlers(leader).discover({}, lambdaContext())).paused).toBe(false);
+    await fleet.waitFor(() => provisionerStartups.length === 1);
     const leaderTerm = (await leader.app.status()).lease.term as number;
     await fleet.addNodes(1);
     const fresh = fleet.identities.at(-1) as string;
@@ -247,7 +284,7 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     const kept = await handlers(standby).keeper({}, lambdaContext(4_500));
 
     const status = (await handlers(standby).status({}, lambdaContext())) as StatusReport;
-    const work = (await receive(sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
+    const work = (await receive(aws.sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
     expect(released).toEqual({ released: true });
     expect(tooEarly.wonTerms).toEqual([]);
     expect(kept.wonTerms).toEqual([leaderTerm + 1]);
@@ -257,13 +294,16 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
   });
 
   it("discover near its deadline queues nothing and leaves the hosts to the next discovery", async () => {
+    // The standby holds the lease (won by a discovery of an empty fleet, so nothing is queued).
+    const { fleet, standby, standbyQueues } = await startSite([]);
+    expect((await handlers(standby).discover({}, lambdaContext())).paused).toBe(false);
     await fleet.addNodes(2);
     const fresh = fleet.identities.slice(-2);
 
     const tooLate = await handlers(standby).discover({}, lambdaContext(2_500));
-    const queuedTooLate = await receive(sqsApi, standbyQueues.hostWork);
+    const queuedTooLate = await receive(aws.sqsApi, standbyQueues.hostWork);
     const inTime = await handlers(standby).discover({}, lambdaContext());
-    const queuedInTime = (await receive(sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
+    const queuedInTime = (await receive(aws.sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
 
     expect(tooLate).toMatchObject({ paused: false, admitted: 0 });
     expect(tooLate.discovered).toBeGreaterThanOrEqual(2);

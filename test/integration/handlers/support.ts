@@ -4,7 +4,7 @@ import { createApp, type App } from "../../../lib/aws";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type Clock } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
-import type { Queues, Tables } from "../../support/aws";
+import type { LocalResources } from "../../support/aws";
 
 export const HELPER = "node examples/helpers/provision-helper.mjs";
 /** The provisioning token of the fleet and of every deployment. */
@@ -14,27 +14,12 @@ export interface DeploymentOptions {
   deploymentId: string;
   site: string;
   natsUrl: string;
-  dynamoEndpoint: string;
-  sqsUrl: string;
-  queues: Queues;
-  tables: Tables;
+  /** The deployment's queues and tables (tables may be shared with another deployment of the site). */
+  resources: LocalResources;
   extraYaml?: string;
   clock?: Clock;
   /** Default the example helper. */
   helper?: string;
-}
-
-/** Real time that a test can move forward at once (for every party sharing it: apps and fleet). */
-export function jumpingClock(): Clock & { jump(ms: number): void } {
-  let offsetMs = 0;
-  return {
-    now: () => Date.now() + offsetMs,
-    monotonic: () => performance.now() + offsetMs,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    jump: (ms) => {
-      offsetMs += ms;
-    },
-  };
 }
 
 export interface Deployment {
@@ -55,8 +40,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     `broker_urls: ["${options.natsUrl}"]`,
     options.extraYaml ?? "",
   ].join("\n");
-  const resources = { queues: options.queues, tables: options.tables, dynamoEndpoint: options.dynamoEndpoint, sqsUrl: options.sqsUrl };
-  const settings = localAppSettings(yaml, resources, { retryMaxDelaySeconds: 2 });
+  const settings = localAppSettings(yaml, options.resources, { retryMaxDelaySeconds: 2 });
 
   const metrics = new InMemoryMetrics(options.site);
   const app = await createApp(settings, { metrics, logger: silentLogger, ...(options.clock ? { clock: options.clock } : {}) });

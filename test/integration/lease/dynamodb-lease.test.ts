@@ -7,7 +7,7 @@ import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamod
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
-import { RecordingLogger, RecordingMetrics, SharedTime } from "../../unit/lease/support";
+import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const TABLE = `lease-it-${randomUUID()}`;
 
@@ -22,11 +22,11 @@ describe("lease on DynamoDB Local", () => {
   });
   afterAll(() => client?.destroy());
 
-  function deployment(site: string, deploymentId: string, time: SharedTime, offsetMs = 0, leaseStore = store) {
+  function deployment(site: string, deploymentId: string, time: VirtualClock, offsetMs = 0, leaseStore = store) {
     const metrics = new RecordingMetrics();
     const logger = new RecordingLogger();
     const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId });
-    const gate = createLeaseGate(settings, { store: leaseStore, metrics, logger, clock: time.clock(offsetMs) });
+    const gate = createLeaseGate(settings, { store: leaseStore, metrics, logger, clock: time.skewed(offsetMs) });
     return { gate, metrics, logger };
   }
 
@@ -37,7 +37,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("acquires an absent lease with term 1 and reports the new term", async () => {
     const site = `acquire-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = deployment(site, "prod-eu", time);
 
     const outcome = await leader.gate.acquireOrRenew();
@@ -50,7 +50,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("renews its own lease under the same term and pushes the expiry out", async () => {
     const site = `renew-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = deployment(site, "prod-eu", time);
     await leader.gate.acquireOrRenew();
     time.advance(10_000);
@@ -63,7 +63,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("keeps a standby paused while the leader's lease is live", async () => {
     const site = `standby-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     await deployment(site, "prod-eu", time).gate.acquireOrRenew();
     const standby = deployment(site, "prod-us", time);
 
@@ -77,7 +77,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("takes over an expired lease only after expiry plus the skew bound, bumping the term", async () => {
     const site = `takeover-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = deployment(site, "prod-eu", time);
     const challenger = deployment(site, "prod-us", time);
     await leader.gate.acquireOrRenew();
@@ -95,7 +95,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("releases on a graceful stop: the leader closes at once, nobody renews, the standby takes the next term once the old expiry has passed", async () => {
     const site = `release-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = deployment(site, "prod-eu", time);
     const standby = deployment(site, "prod-us", time);
     await leader.gate.acquireOrRenew();
@@ -113,7 +113,7 @@ describe("lease on DynamoDB Local", () => {
 
   it.each([2, 3, 5])("lets exactly one of %i contending deployments win", async (contenders) => {
     const site = `contention-${contenders}-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const deployments = Array.from({ length: contenders }, (_, index) => deployment(site, `deployment-${index}`, time, index * 700));
 
     const outcomes = await Promise.all(deployments.map(({ gate }) => gate.acquireOrRenew()));
@@ -127,7 +127,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("lets every concurrent invocation of the leading deployment renew", async () => {
     const site = `invocations-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     await deployment(site, "prod-eu", time).gate.acquireOrRenew();
     const invocations = Array.from({ length: 4 }, (_, index) => deployment(site, "prod-eu", time, index * 300));
     time.advance(10_000);
@@ -141,7 +141,7 @@ describe("lease on DynamoDB Local", () => {
 
   it("rejects work admitted under an older term once the deployment holds a newer one", async () => {
     const site = `stale-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = deployment(site, "prod-eu", time);
     const other = deployment(site, "prod-us", time);
     await leader.gate.acquireOrRenew();
@@ -187,16 +187,16 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
     lossyClient?.destroy();
   });
 
-  function gateOn(site: string, deploymentId: string, time: SharedTime, leaseClient: DynamoDBClient) {
+  function gateOn(site: string, deploymentId: string, time: VirtualClock, leaseClient: DynamoDBClient) {
     const metrics = new RecordingMetrics();
     const store = new DynamoDbLeaseStore({ client: leaseClient, tableName: `${TABLE}-ambiguous` });
     const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId });
-    return { gate: createLeaseGate(settings, { store, metrics, clock: time.clock() }), metrics };
+    return { gate: createLeaseGate(settings, { store, metrics, clock: time.skewed() }), metrics };
   }
 
   it("settles a claim whose response was lost as won, by a consistent read", async () => {
     const site = `lost-response-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = gateOn(site, "prod-eu", time, lossyClient);
     dropResponses = true;
 
@@ -209,7 +209,7 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
 
   it("settles a renewal whose response was lost as renewed", async () => {
     const site = `lost-renewal-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const leader = gateOn(site, "prod-eu", time, lossyClient);
     await leader.gate.acquireOrRenew();
     time.advance(20_000);
@@ -223,7 +223,7 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
 
   it("settles a write that never reached the table as not won, leaving the gate closed", async () => {
     const site = `never-sent-${randomUUID()}`;
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const standby = gateOn(site, "prod-us", time, lossyClient);
     await gateOn(site, "prod-eu", time, client).gate.acquireOrRenew();
     time.advance(40_000);
@@ -244,7 +244,7 @@ describe("lease store unreachable", () => {
     const logger = new RecordingLogger();
     const store = new DynamoDbLeaseStore({ client, tableName: TABLE });
     const settings = resolveLeaseSettings({ leaderElection: true, site: "down", deploymentId: "prod-eu" });
-    const gate = createLeaseGate(settings, { store, metrics, logger, clock: new SharedTime().clock() });
+    const gate = createLeaseGate(settings, { store, metrics, logger, clock: new VirtualClock().skewed() });
 
     const error = await gate.assertOpen(1, 1_000).catch((caught: unknown) => caught);
 
@@ -253,7 +253,7 @@ describe("lease store unreachable", () => {
     expect((error as PausedError).cause).toBeInstanceOf(LeaseStoreError);
     expect(metrics.total(EXTRA_METRIC.leaseStoreErrors)).toBe(1);
     expect(metrics.lastGauge(METRIC.paused)).toBe(1);
-    expect(logger.lines.some((line) => line.level === "error" && line.message.includes("lease store failed"))).toBe(true);
+    expect(logger.records.some((record) => record.level === "error" && record.message.includes("lease store failed"))).toBe(true);
     expect(await gate.currentTerm()).toBeUndefined();
   });
 });

@@ -18,15 +18,16 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
-import { startSqs, type RunningSqs } from "../../../dev/local/services";
+import type { RunningSqs } from "../../../dev/local/services";
 import { runCli } from "../../../lib/operator/cli";
 import type { DeadLetterView, ElectionView, OperatorStatus, ReadmitResult } from "../../../lib/operator/operations";
 import type { Clock } from "../../../lib/ports";
-import { RecordingMetrics, SharedTime } from "../../unit/lease/support";
-import { dynamoClient, receive, sqsClient } from "../../support/aws";
+import { RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { receive, startLocalAws, type LocalAws } from "../../support/aws";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const SITE = "ops";
+let aws: LocalAws;
 let sqs: RunningSqs;
 let sqsApi: SQSClient;
 let dynamo: DynamoDBClient;
@@ -34,7 +35,7 @@ let stage: string;
 let queues: { hostWork: string; hostWorkDlq: string; lifecycle: string; lifecycleDlq: string };
 let leaseStore: DynamoDbLeaseStore;
 let registry: AdmissionRegistry;
-let time: SharedTime;
+let time: VirtualClock;
 let clock: Clock;
 
 const prefix = () => `choria-provisioner-${stage}`;
@@ -80,9 +81,8 @@ async function deadLetter(body: string, attributes: Record<string, string> = {})
 const work = (identity: string, term: number) => encodeHostWork({ identity, term, admittedAt: time.trueTime - 5_000, source: "discovery" });
 
 beforeAll(async () => {
-  sqs = await startSqs();
-  sqsApi = sqsClient(sqs.url);
-  dynamo = dynamoClient(inject("dynamoEndpoint"));
+  aws = await startLocalAws();
+  ({ sqs, sqsApi, dynamo } = aws);
 });
 
 beforeEach(async () => {
@@ -91,8 +91,8 @@ beforeEach(async () => {
   const hostWork = createQueueWithDeadLetter(sqs, `${prefix()}-host-work`, { maxReceiveCount: 3 });
   const lifecycle = createQueueWithDeadLetter(sqs, `${prefix()}-lifecycle`, { maxReceiveCount: 3 });
   queues = { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl };
-  time = new SharedTime(Date.now());
-  clock = time.clock();
+  time = new VirtualClock(Date.now());
+  clock = time.skewed();
   leaseStore = new DynamoDbLeaseStore({ client: dynamo, tableName: `${prefix()}-lease` });
   registry = new AdmissionRegistry(
     { site: SITE, intervalMs: 60_000 },
@@ -101,9 +101,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  sqsApi?.destroy();
-  dynamo?.destroy();
-  await sqs?.stop();
+  await aws?.stop();
 });
 
 describe("choria-provisioner status", () => {

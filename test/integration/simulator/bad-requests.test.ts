@@ -1,9 +1,8 @@
-import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uuidHex } from "../../../lib/crypto";
-import { type RunningNats, startNats } from "../../../dev/local/services";
 import { type Fleet, startFleet } from "../../../dev/simulator";
 import { FLEET_TOKEN, rpcClient } from "./support";
+import { brokerForSuite } from "../../support/suite";
 
 const IDENTITY = "strict.example.net";
 const encoder = new TextEncoder();
@@ -40,19 +39,14 @@ function envelope(overrides: Record<string, unknown>): Record<string, unknown> {
 }
 
 describe("requests a real server would drop get no reply and are recorded as dropped", () => {
-  let nats: RunningNats;
-  let nc: NatsConnection;
+  const broker = brokerForSuite();
   let fleet: Fleet;
 
   beforeAll(async () => {
-    nats = await startNats();
-    nc = await connect({ servers: nats.url });
-    fleet = await startFleet({ natsUrl: nats.url, identities: [IDENTITY], token: FLEET_TOKEN });
+    fleet = await startFleet({ natsUrl: broker.nats.url, identities: [IDENTITY], token: FLEET_TOKEN });
   });
   afterAll(async () => {
     await fleet?.stop();
-    await nc?.close();
-    await nats?.stop();
   });
 
   it.each([
@@ -70,13 +64,13 @@ describe("requests a real server would drop get no reply and are recorded as dro
   ])("%s", async (_case, build, reason) => {
     const replyTo = `provisioning.reply.test.${uuidHex()}`;
     let replies = 0;
-    const subscription = nc.subscribe(replyTo, { callback: () => (replies += 1) });
-    await nc.flush();
+    const subscription = broker.nc.subscribe(replyTo, { callback: () => (replies += 1) });
+    await broker.nc.flush();
 
-    nc.publish(`provisioning.node.${IDENTITY}`, build(replyTo));
+    broker.nc.publish(`provisioning.node.${IDENTITY}`, build(replyTo));
     await fleet.waitFor(() => fleet.record.some((entry) => entry.reason === reason));
     // Any reply to the bad request would be published before the answer to this later one.
-    await rpcClient(nc, 1).call({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 2_000 });
+    await rpcClient(broker.nc, 1).call({ identity: IDENTITY, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 2_000 });
     subscription.unsubscribe();
 
     expect(replies).toBe(0);

@@ -1,22 +1,11 @@
-import { connect, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseLifecycleEvent, type LifecycleEvent } from "../../../lib/choria/lifecycle";
-import { type RunningNats, startNats } from "../../../dev/local/services";
 import { type Fleet, startFleet } from "../../../dev/simulator";
 import { discoverer, FLEET_TOKEN } from "./support";
+import { brokerForSuite } from "../../support/suite";
 
 describe("fleet discovery and announcements", () => {
-  let nats: RunningNats;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    nats = await startNats();
-    nc = await connect({ servers: nats.url });
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
+  const broker = brokerForSuite();
 
   it.each([
     [1, 1],
@@ -24,9 +13,9 @@ describe("fleet discovery and announcements", () => {
     [100, 2],
     [2000, 1],
   ] as const)("discovery finds exactly the %i simulated nodes (protocol v%i)", async (count, version) => {
-    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count, protocolVersion: version, identityPrefix: `d${count}v${version}-` });
+    const fleet = await startFleet({ natsUrl: broker.nats.url, token: FLEET_TOKEN, count, protocolVersion: version, identityPrefix: `d${count}v${version}-` });
     try {
-      const found = await discoverer(nc, version).discover();
+      const found = await discoverer(broker.nc, version).discover();
 
       expect([...found].sort()).toEqual([...fleet.identities].sort());
     } finally {
@@ -41,9 +30,9 @@ describe("fleet discovery and announcements", () => {
     [{ jwtClaims: { chu: undefined } }, "no srv domain or urls"],
     [{ jwtClaims: { sub: undefined, purpose: undefined } }, "token is not a provisioning token"],
   ] as const)("nodes whose provisioning.jwt does not configure provisioning are never found (%j)", async (options, reason) => {
-    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 3, identityPrefix: `refused-${reason.length}-`, ...options });
+    const fleet = await startFleet({ natsUrl: broker.nats.url, token: FLEET_TOKEN, count: 3, identityPrefix: `refused-${reason.length}-`, ...options });
     try {
-      const found = await discoverer(nc, 1).discover();
+      const found = await discoverer(broker.nc, 1).discover();
 
       expect(found).toEqual([]);
       expect(fleet.provisioningJwtRefused).toBe(reason);
@@ -55,9 +44,9 @@ describe("fleet discovery and announcements", () => {
   });
 
   it("a v1 fleet stays silent for v2 discovery", async () => {
-    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 5, protocolVersion: 1, identityPrefix: "mixed-" });
+    const fleet = await startFleet({ natsUrl: broker.nats.url, token: FLEET_TOKEN, count: 5, protocolVersion: 1, identityPrefix: "mixed-" });
     try {
-      const found = await discoverer(nc, 2).discover();
+      const found = await discoverer(broker.nc, 2).discover();
 
       expect(found).toEqual([]);
       expect(fleet.record.filter((entry) => entry.agent === "discovery").map((entry) => entry.reason)).toEqual(
@@ -70,15 +59,15 @@ describe("fleet discovery and announcements", () => {
 
   it.each(["cloudevents", "choria"] as const)("publishes a %s startup event per node on start", async (format) => {
     const events: Array<{ subject: string; event: LifecycleEvent; cloudEvent: boolean }> = [];
-    const subscription = nc.subscribe("choria.lifecycle.event.>", {
+    const subscription = broker.nc.subscribe("choria.lifecycle.event.>", {
       callback: (_error, message) => {
         const text = new TextDecoder().decode(message.data);
         events.push({ subject: message.subject, event: parseLifecycleEvent(message.data), cloudEvent: text.includes('"specversion"') });
       },
     });
-    await nc.flush();
+    await broker.nc.flush();
 
-    const fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 3, lifecycleFormat: format, identityPrefix: `life-${format}-`, version: "0.30.1" });
+    const fleet = await startFleet({ natsUrl: broker.nats.url, token: FLEET_TOKEN, count: 3, lifecycleFormat: format, identityPrefix: `life-${format}-`, version: "0.30.1" });
     try {
       await fleet.waitFor(() => events.length >= 3);
 
@@ -93,10 +82,10 @@ describe("fleet discovery and announcements", () => {
   });
 
   it("adds nodes at runtime that discovery then finds", async () => {
-    const fleet: Fleet = await startFleet({ natsUrl: nats.url, token: FLEET_TOKEN, count: 2, identityPrefix: "grow-", nodesPerConnection: 2 });
+    const fleet: Fleet = await startFleet({ natsUrl: broker.nats.url, token: FLEET_TOKEN, count: 2, identityPrefix: "grow-", nodesPerConnection: 2 });
     try {
       const added = await fleet.addNodes(3);
-      const found = await discoverer(nc, 1).discover();
+      const found = await discoverer(broker.nc, 1).discover();
 
       expect(added).toEqual(["grow-3.example.net", "grow-4.example.net", "grow-5.example.net"]);
       expect([...found].sort()).toEqual([...fleet.identities].sort());

@@ -1,5 +1,4 @@
 import { generateKeyPairSync } from "node:crypto";
-import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import {
@@ -13,25 +12,15 @@ import {
   verifyProvisioningJwt,
   x25519SharedSecret,
 } from "../../../lib/crypto";
-import { type RunningNats, startNats } from "../../../dev/local/services";
 import { type Fleet, type NodeFaults, startFleet } from "../../../dev/simulator";
 import { rpcClient } from "./support";
+import { brokerForSuite } from "../../support/suite";
 
 const TOKEN = "s3cret";
 const CALLER = "provisioner.example.net.choria=provisioner.mcollective";
 const RPC_TIMEOUT_MS = 4_000;
 
-let nats: RunningNats;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  nats = await startNats();
-  nc = await connect({ servers: nats.url });
-});
-afterAll(async () => {
-  await nc?.close();
-  await nats?.stop();
-});
+const broker = brokerForSuite();
 
 describe.each([1, 2] as const)("every action round-trips over protocol v%i", (version) => {
   let fleet: Fleet;
@@ -39,7 +28,7 @@ describe.each([1, 2] as const)("every action round-trips over protocol v%i", (ve
 
   beforeAll(async () => {
     fleet = await startFleet({
-      natsUrl: nats.url,
+      natsUrl: broker.nats.url,
       identities: [provisioned, upgraded, stopped],
       protocolVersion: version,
       token: TOKEN,
@@ -54,7 +43,7 @@ describe.each([1, 2] as const)("every action round-trips over protocol v%i", (ve
   });
 
   it("provisions a node: jwt, gen25519, inventory, gencsr, configure, restart", async () => {
-    const rpc = rpcClient(nc, version);
+    const rpc = rpcClient(broker.nc, version);
     const call = (agent: string, action: string, data: Record<string, unknown>) =>
       rpc.call({ identity: provisioned, agent, action, data, timeoutMs: RPC_TIMEOUT_MS });
     const nonce = uuidHex();
@@ -104,7 +93,7 @@ describe.each([1, 2] as const)("every action round-trips over protocol v%i", (ve
   });
 
   it("upgrades a node with release_update, which comes back as the new version", async () => {
-    const rpc = rpcClient(nc, version);
+    const rpc = rpcClient(broker.nc, version);
     const node = fleet.node(upgraded);
 
     const reply = await rpc.call({
@@ -128,7 +117,7 @@ describe.each([1, 2] as const)("every action round-trips over protocol v%i", (ve
   });
 
   it("stops a node with shutdown", async () => {
-    const rpc = rpcClient(nc, version);
+    const rpc = rpcClient(broker.nc, version);
 
     const reply = await rpc.call({ identity: stopped, agent: "choria_provision", action: "shutdown", data: { token: TOKEN }, timeoutMs: RPC_TIMEOUT_MS });
     await fleet.waitFor(() => !fleet.node(stopped).isRunning);
@@ -161,14 +150,14 @@ describe("injected faults give the named client errors", () => {
   let fleet: Fleet;
 
   beforeAll(async () => {
-    fleet = await startFleet({ natsUrl: nats.url, identities: Object.keys(faults), faults, token: TOKEN });
+    fleet = await startFleet({ natsUrl: broker.nats.url, identities: Object.keys(faults), faults, token: TOKEN });
   });
   afterAll(async () => {
     await fleet?.stop();
   });
 
   const inventory = (identity: string, timeoutMs = 500) =>
-    rpcClient(nc, 1, { maxReplyBytes: 64 * 1024 }).call({ identity, agent: "rpcutil", action: "inventory", data: {}, timeoutMs });
+    rpcClient(broker.nc, 1, { maxReplyBytes: 64 * 1024 }).call({ identity, agent: "rpcutil", action: "inventory", data: {}, timeoutMs });
 
   it.each([
     ["silent.example.net", RpcTimeoutError],
@@ -208,7 +197,7 @@ describe("injected faults give the named client errors", () => {
   });
 
   it("a node crashing after jwt goes silent, then comes back in provisioning mode", async () => {
-    const rpc = rpcClient(nc, 1);
+    const rpc = rpcClient(broker.nc, 1);
     const node = fleet.node("crash.example.net");
 
     const jwt = await rpc.call({ identity: "crash.example.net", agent: "choria_provision", action: "jwt", data: { token: TOKEN }, timeoutMs: 2_000 });
@@ -222,7 +211,7 @@ describe("injected faults give the named client errors", () => {
   });
 
   it.each(["expired.example.net", "foreign.example.net", "hs256.example.net"])("%s hands out a provisioning JWT that fails verification", async (identity) => {
-    const reply = await rpcClient(nc, 1).call({ identity, agent: "choria_provision", action: "jwt", data: { token: TOKEN }, timeoutMs: 2_000 });
+    const reply = await rpcClient(broker.nc, 1).call({ identity, agent: "choria_provision", action: "jwt", data: { token: TOKEN }, timeoutMs: 2_000 });
 
     await expect(verifyProvisioningJwt(reply.data.jwt as string, { kind: "ed25519", publicKey: fleet.signer.publicKey })).rejects.toThrow(
       /could not parse provisioner token/,

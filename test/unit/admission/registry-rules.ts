@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { AdmissionRegistry, failuresInARow, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { RecordingLogger, RecordingMetrics, SharedTime } from "../lease/support";
+import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const INTERVAL = 60_000;
 const CLAIM_TTL = 120_000;
@@ -42,7 +42,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
     function setup() {
       // Anchored at real time: entries carry a TTL, and DynamoDB Local's sweeper deletes items whose
       // TTL is already past, which a fixed 2023 clock would make every item.
-      const time = new SharedTime(Date.now());
+      const time = new VirtualClock(Date.now());
       const store = new CountingStore(makeStore());
       const metrics = new RecordingMetrics();
       const logger = new RecordingLogger();
@@ -51,7 +51,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       const registryOf = (siteName: string) =>
         new AdmissionRegistry(
           { site: siteName, intervalMs: INTERVAL, claimTtlMs: CLAIM_TTL },
-          { store, metrics, logger, clock: time.clock(), newClaimToken: () => `claim-${tokens++}` },
+          { store, metrics, logger, clock: time.skewed(), newClaimToken: () => `claim-${tokens++}` },
         );
       return { time, store, metrics, logger, registry: registryOf(site), site, otherSite: () => registryOf(`${site}-other`) };
     }
@@ -116,7 +116,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
       expect(outcome).toEqual({ status: "stale-term" });
       expect(metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
-      expect(logger.lines.some((line) => line.message.includes("discarding work for node-1"))).toBe(true);
+      expect(logger.records.some((record) => record.message.includes("discarding work for node-1"))).toBe(true);
     });
 
     it("discards work that a newer admission superseded", async () => {
@@ -139,7 +139,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       const outcome = await registry.begin(work, 1);
 
       expect(outcome).toEqual({ status: "waited-too-long" });
-      expect(logger.lines).toContainEqual(expect.objectContaining({ level: "error", message: "skipping node that's been waiting 2m0.001s" }));
+      expect(logger.records).toContainEqual(expect.objectContaining({ level: "error", message: "skipping node that's been waiting 2m0.001s" }));
     });
 
     it("lets only one of several duplicate deliveries claim the host", async () => {

@@ -2,7 +2,7 @@ import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CERT_DENY_LIST, parseConfig, secretValues } from "../../../lib/config";
 import { ConfigError } from "../../../lib/errors";
-import type { LogAttributes, Logger } from "../../../lib/ports";
+import { RecordingLogger } from "../../support/fakes";
 
 const MINUTE = 60_000;
 /** client_seed is a hex ed25519 seed (32 bytes). */
@@ -21,16 +21,6 @@ function configErrorOf(action: () => unknown): ConfigError {
     throw error;
   }
   throw new Error("expected a ConfigError");
-}
-
-class RecordingLogger implements Logger {
-  readonly warnings: Array<{ message: string; attributes?: LogAttributes }> = [];
-  debug() {}
-  info() {}
-  warn(message: string, attributes?: LogAttributes) {
-    this.warnings.push({ message, attributes });
-  }
-  error() {}
 }
 
 describe("parseConfig defaults", () => {
@@ -318,7 +308,7 @@ describe("unknown keys", () => {
 
     // Assert
     expect(config.helper).toBe(MINIMAL.helper);
-    expect(logger.warnings.map((w) => w.attributes?.key)).toEqual(["flavour", "features.turbo"]);
+    expect(logger.at("warn").map((w) => w.attributes?.key)).toEqual(["flavour", "features.turbo"]);
   });
 });
 

@@ -25,24 +25,17 @@ import {
 } from "../../../lib/engine";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError } from "../../../lib/errors";
 import { METRIC, type HelperResponse } from "../../../lib/ports";
+import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
 import {
-  FakeGate,
-  FakeHelper,
   FakeNode,
-  FakeRpc,
   helperResponse,
   IDENTITY,
   makeTestKeys,
-  RecordingLogger,
-  RecordingMetrics,
   settings,
   START_WALL_MS,
-  statusError,
   type TestKeys,
-  timeout,
   TOKEN,
-  VirtualClock,
   work,
 } from "./support";
 
@@ -79,7 +72,7 @@ interface Harness {
 }
 
 async function harness(options: { features?: EngineFeatures; settings?: Partial<EngineSettings>; helper?: HelperResponse | Error } = {}): Promise<Harness> {
-  const clock = new VirtualClock();
+  const clock = new VirtualClock(START_WALL_MS, 1_000);
   const node = await FakeNode.create(IDENTITY, keys, clock.now());
   const rpc = node.install(new FakeRpc());
   const gate = new FakeGate(clock);

@@ -4,13 +4,14 @@ import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, OutOfTimeError, RpcRetriesExhauste
 import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
 import { METRIC, silentLogger } from "../../../lib/ports";
 import { seededRandom } from "../../support/random";
-import { FakeGate, RecordingMetrics, timeout, VirtualClock } from "./support";
+import { FakeGate, RecordingMetrics, timeout, VirtualClock } from "../../support/fakes";
+import { START_WALL_MS } from "./support";
 
 const RPC = "choria_provision#configure";
 const NODE = "node1.example.net";
 
 function setup(overrides: Partial<RetriedCall<string>> = {}) {
-  const clock = new VirtualClock();
+  const clock = new VirtualClock(START_WALL_MS, 1_000);
   const gate = new FakeGate();
   const metrics = new RecordingMetrics();
   const attempts: number[] = [];

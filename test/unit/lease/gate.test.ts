@@ -6,7 +6,7 @@ import type { LeaseStore } from "../../../lib/lease/lease";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
-import { RecordingMetrics, SharedTime } from "./support";
+import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId });
 
@@ -63,27 +63,27 @@ describe("pause gate without leader election", () => {
     const term = await gate.currentTerm();
 
     expect(term).toBe(0);
-    expect(metrics.gauges.filter((gauge) => gauge.name === METRIC.paused).map((gauge) => gauge.value)).toEqual([0, 0]);
+    expect(metrics.values(METRIC.paused)).toEqual([0, 0]);
   });
 });
 
 describe("pause gate with leader election", () => {
   it("reports the paused gauge on its very first evaluation", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const metrics = new RecordingMetrics();
     const store = new MemoryLeaseStore();
-    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.clock() }).acquireOrRenew();
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.clock() });
+    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.skewed() });
 
     await expect(gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
 
-    expect(metrics.gauges).toContainEqual({ name: METRIC.paused, value: 1 });
+    expect(metrics.values(METRIC.paused)).toContain(1);
   });
 
   it("opens without any store traffic while the held validity covers the attempt", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
     await gate.acquireOrRenew();
     const callsAfterAcquire = calls.length;
     time.advance(15_000);
@@ -94,9 +94,9 @@ describe("pause gate with leader election", () => {
   });
 
   it("renews first when the remaining validity does not cover the next attempt", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
     await gate.acquireOrRenew();
     time.advance(15_001);
 
@@ -106,8 +106,8 @@ describe("pause gate with leader election", () => {
   });
 
   it("counts validity from before the write was sent, so a slow write shortens it", async () => {
-    const time = new SharedTime();
-    const clock = time.clock();
+    const time = new VirtualClock();
+    const clock = time.skewed();
     const { store } = instrumented(new MemoryLeaseStore(), clock, 4_000);
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock });
 
@@ -119,9 +119,9 @@ describe("pause gate with leader election", () => {
   });
 
   it("does not let a forward jump of the holder's wall clock stretch its validity", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     let wallJump = 0;
-    const base = time.clock();
+    const base = time.skewed();
     const clock: Clock = { now: () => base.now() + wallJump, monotonic: () => base.monotonic(), sleep: (ms) => base.sleep(ms) };
     const gate = createLeaseGate(settingsFor("prod"), { store: new MemoryLeaseStore(), metrics: new RecordingMetrics(), clock });
     await gate.acquireOrRenew();
@@ -134,21 +134,21 @@ describe("pause gate with leader election", () => {
   });
 
   it("refuses an attempt longer than one lease validity with a clear reason", async () => {
-    const gate = createLeaseGate(settingsFor("prod"), { store: new MemoryLeaseStore(), metrics: new RecordingMetrics(), clock: new SharedTime().clock() });
+    const gate = createLeaseGate(settingsFor("prod"), { store: new MemoryLeaseStore(), metrics: new RecordingMetrics(), clock: new VirtualClock().skewed() });
     await gate.acquireOrRenew();
 
     await expect(gate.assertOpen(1, 25_001)).rejects.toThrow(/cannot fit in one lease validity of 25000 ms/);
   });
 
   it("fails stale work with LeaseLostError while the deployment still leads under a newer term", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     const metrics = new RecordingMetrics();
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.clock() });
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.skewed() });
     await gate.acquireOrRenew();
     await gate.release();
     time.advance(40_000);
-    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.clock() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
     time.advance(40_000);
     await gate.acquireOrRenew();
 
@@ -158,10 +158,10 @@ describe("pause gate with leader election", () => {
   });
 
   it("calls onWon once per newly won term, and shares one round trip between concurrent callers", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const won: number[] = [];
     const { store, calls } = instrumented(new MemoryLeaseStore());
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock(), onWon: (term) => void won.push(term) });
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed(), onWon: (term) => void won.push(term) });
 
     await Promise.all([gate.assertOpen(1, 1_000), gate.assertOpen(1, 1_000), gate.currentTerm()]);
     time.advance(10_000);
@@ -175,16 +175,16 @@ describe("pause gate with leader election", () => {
 describe("pause gate across invocations, freezes and releases (issue 13)", () => {
   it("a thawed container does not open on a lease that moved while it was frozen, even if its monotonic clock did not advance", async () => {
     // Arrange: the leader's container is frozen; its monotonic clock stands still, wall time moves on.
-    const time = new SharedTime();
+    const time = new VirtualClock();
     let frozenFor = 0;
-    const base = time.clock();
+    const base = time.skewed();
     const thawing: Clock = { now: () => base.now(), monotonic: () => base.monotonic() - frozenFor, sleep: (ms) => base.sleep(ms) };
     const store = new MemoryLeaseStore();
     const leader = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: thawing });
     await leader.acquireOrRenew();
     time.advance(60_000);
     frozenFor = 60_000;
-    await createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock: time.clock() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
 
     // Act
     const opened = leader.assertOpen(1, 1_000);
@@ -196,9 +196,9 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
 
   it("the first gate read of each invocation is a round against the store, whatever validity is cached", async () => {
     // Arrange
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
-    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
     gate.beginInvocation();
     await gate.assertOpen(1, 1_000);
     const before = calls.length;
@@ -215,11 +215,11 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
 
   it("a cold container of the leading deployment does not win the term again: onWon runs once per term for the whole deployment", async () => {
     // Arrange: two containers of one deployment.
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     const won: string[] = [];
     const container = (name: string) =>
-      createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.clock(), onWon: (term) => void won.push(`${name}:${term}`) });
+      createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed(), onWon: (term) => void won.push(`${name}:${term}`) });
     const first = container("first");
     await first.acquireOrRenew();
 
@@ -233,9 +233,9 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
 
   it("release: no container of the releasing deployment renews the term, and the standby claims only after the expiry every sibling counted on", async () => {
     // Arrange: two containers of "prod" hold term 1; "standby" contests.
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const store = new MemoryLeaseStore();
-    const gate = (deploymentId: string) => createLeaseGate(settingsFor(deploymentId), { store, metrics: new RecordingMetrics(), clock: time.clock() });
+    const gate = (deploymentId: string) => createLeaseGate(settingsFor(deploymentId), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
     const releasing = gate("prod");
     const sibling = gate("prod");
     const standby = gate("standby");
@@ -262,13 +262,13 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
 
   it("a challenger also waits out the delivery horizon (the request TTL) past expiry", async () => {
     // Arrange
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     const withHorizon = (deploymentId: string) =>
       createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, deliveryHorizonMs: 30_000 }), {
         store,
         metrics: new RecordingMetrics(),
-        clock: time.clock(),
+        clock: time.skewed(),
       });
     await withHorizon("prod").acquireOrRenew();
     const challenger = withHorizon("standby");
@@ -292,7 +292,7 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
     const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 50 }), {
       store: stalled,
       metrics,
-      clock: new SharedTime().clock(),
+      clock: new VirtualClock().skewed(),
     });
 
     // Act
@@ -306,8 +306,8 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
 
 describe("lease keeper loop", () => {
   it("renews every interval and returns before its deadline", async () => {
-    const time = new SharedTime();
-    const clock = time.clock();
+    const time = new VirtualClock();
+    const clock = time.skewed();
     const { store, calls } = instrumented(new MemoryLeaseStore());
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock });
     const until = clock.monotonic() + 58_000;
@@ -320,10 +320,10 @@ describe("lease keeper loop", () => {
   });
 
   it("takes over as a standby once the leader stops renewing, and reports the won term", async () => {
-    const time = new SharedTime();
+    const time = new VirtualClock();
     const store = new MemoryLeaseStore();
-    await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.clock() }).acquireOrRenew();
-    const clock = time.clock();
+    await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    const clock = time.skewed();
     const standby = createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock });
     const won: number[] = [];
 
@@ -335,8 +335,8 @@ describe("lease keeper loop", () => {
   });
 
   it("keeps going through store failures, counting them", async () => {
-    const time = new SharedTime();
-    const clock = time.clock();
+    const time = new VirtualClock();
+    const clock = time.skewed();
     const metrics = new RecordingMetrics();
     const gate = createLeaseGate(settingsFor("prod"), { store: unusableStore, metrics, clock });
 

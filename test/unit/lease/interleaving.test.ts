@@ -16,11 +16,11 @@ import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/lease";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import type { Clock, Metrics } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports";
+import { noMetrics } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
 
 const SITE = "sim";
-const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
 
 /** Virtual true time: timers fire in order, and all code they wake runs before the next fires. */
 class Simulation {

@@ -5,18 +5,18 @@ import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { METRIC } from "../../../lib/ports";
-import { RecordingMetrics, SharedTime } from "./support";
+import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const SITE = "eu";
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId });
 
 function setup() {
-  const time = new SharedTime();
+  const time = new VirtualClock();
   const store = new MemoryLeaseStore();
   const pause = new MemoryPauseStore();
   const metrics = new RecordingMetrics();
   const gateOf = (deploymentId: string, pauseStore: PauseStore = pause) =>
-    createLeaseGate(settingsFor(deploymentId), { store, pause: pauseStore, metrics, clock: time.clock() });
+    createLeaseGate(settingsFor(deploymentId), { store, pause: pauseStore, metrics, clock: time.skewed() });
   const switchTo = (deploymentId: string, paused: boolean) => pause.write({ site: SITE, deploymentId, paused, changedAt: time.trueTime });
   return { time, store, metrics, gateOf, switchTo };
 }

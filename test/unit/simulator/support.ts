@@ -2,37 +2,9 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { agentFilter } from "../../../lib/choria/filter";
 import type { LifecycleEvent } from "../../../lib/choria/lifecycle";
 import type { IncomingRequest } from "../../../lib/choria/protocol";
-import type { Clock } from "../../../lib/ports";
 import { type NodeOptions, type RpcRecord, SimulatedNode } from "../../../dev/simulator";
 import type { NodeFaults } from "../../../dev/simulator/faults";
-
-/** A clock that only moves when the test advances it; sleeps resolve as time passes them. */
-export class ManualClock implements Clock {
-  private sleepers: Array<{ at: number; resolve: () => void }> = [];
-  constructor(private current = Date.UTC(2026, 0, 1)) {}
-  now(): number {
-    return this.current;
-  }
-  monotonic(): number {
-    return this.current;
-  }
-  sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.sleepers.push({ at: this.current + ms, resolve }));
-  }
-  async advance(ms: number): Promise<void> {
-    await settle();
-    this.current += ms;
-    const due = this.sleepers.filter((sleeper) => sleeper.at <= this.current);
-    this.sleepers = this.sleepers.filter((sleeper) => sleeper.at > this.current);
-    for (const sleeper of due) sleeper.resolve();
-    await settle();
-  }
-}
-
-/** Lets every pending promise continuation run, so sleeps are registered / resumed. */
-function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
+import { ManualClock } from "../../support/fakes";
 
 let rsaKey: KeyObject | undefined;
 export function testRsaKey(): KeyObject {
