@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { APP_DEFAULTS, type AppSettings } from "../../../lib/app";
+import type { AppSettings } from "../../../lib/app";
 import { createApp, type AppOverrides } from "../../../lib/aws";
 import { composeDiscover } from "../../../lib/aws/functions/discover";
 import { composeLeaseKeeper } from "../../../lib/aws/functions/lease-keeper";
@@ -24,6 +24,7 @@ import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger } from "../../../lib/ports";
+import { localAppSettings } from "../../support/app-settings";
 
 const TLS_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString();
 const CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
@@ -66,26 +67,22 @@ class RecordingResolver implements SecretResolver {
   }
 }
 
+/** Nothing listens there: composing a function connects to nothing, so no request is ever made. */
+const UNREACHABLE = "http://127.0.0.1:1";
+const NO_SERVICES = {
+  tables: { lease: "lease", admission: "admission" },
+  queues: {
+    hostWork: `${UNREACHABLE}/q/host-work`,
+    hostWorkDlq: `${UNREACHABLE}/q/host-work-dlq`,
+    lifecycle: `${UNREACHABLE}/q/lifecycle`,
+    lifecycleDlq: `${UNREACHABLE}/q/lifecycle-dlq`,
+  },
+  dynamoEndpoint: UNREACHABLE,
+  sqsUrl: UNREACHABLE,
+};
+
 function settings(fn: FunctionName | undefined): AppSettings {
-  return {
-    function: fn,
-    configEnv: { PROVISIONER_CONFIG_YAML: YAML },
-    admissionTable: "admission",
-    hostWorkQueueUrl: "http://127.0.0.1:1/q/host-work",
-    hostWorkDlqUrl: "http://127.0.0.1:1/q/host-work-dlq",
-    lifecycleQueueUrl: "http://127.0.0.1:1/q/lifecycle",
-    lifecycleDlqUrl: "http://127.0.0.1:1/q/lifecycle-dlq",
-    dynamoDbEndpoint: "http://127.0.0.1:1",
-    sqsEndpoint: "http://127.0.0.1:1",
-    region: "us-east-1",
-    lifecycleStream: APP_DEFAULTS.lifecycleStream,
-    serviceName: "test",
-    metricsNamespace: "Test",
-    retryBaseDelaySeconds: 1,
-    retryMaxDelaySeconds: 1,
-    deadlineMarginMs: 1_000,
-    hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
-  };
+  return localAppSettings(YAML, NO_SERVICES, { function: fn, leaseTable: undefined });
 }
 
 async function resolvedBy(fn: FunctionName | undefined): Promise<string[]> {
