@@ -23,22 +23,10 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { build, type Metafile } from "esbuild";
-import { functionBundleOptions } from "./function-bundle-options";
+import { functionBundleOptions, functionHandlers } from "./function-bundle-options";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "..");
-
-/** serverless.yml function name -> handler file. */
-const FUNCTIONS: Record<string, string> = {
-  discover: "handlers/discover.ts",
-  leaseKeeper: "handlers/lease-keeper.ts",
-  lifecycleBridge: "handlers/lifecycle-bridge.ts",
-  lifecycle: "handlers/lifecycle.ts",
-  provision: "handlers/provision.ts",
-  status: "handlers/status.ts",
-  reprovision: "handlers/reprovision.ts",
-  release: "handlers/release.ts",
-};
 
 /** Domain code only `provision` needs: `status` and `release` must carry none of it. */
 const PROVISIONING_CODE = ["lib/engine", "lib/crypto", "lib/helper"] as const;
@@ -306,17 +294,18 @@ async function main(): Promise<void> {
       await mkdir(treeOut, { recursive: true });
       // esbuild first: a tree that does not build (e.g. a dependency this checkout no longer has) fails here with esbuild's error.
       const bundles: Bundled[] = [];
-      for (const [name, handler] of Object.entries(FUNCTIONS)) bundles.push(await bundleOne(tree.root, name, handler, treeOut));
+      for (const [name, handler] of Object.entries(await functionHandlers(tree.root))) bundles.push(await bundleOne(tree.root, name, handler, treeOut));
       await slsPackage(tree.root, packageDir);
       built.set(tree.label, { bundles, packageDir });
     }
 
     // Interleaved: every round measures each function once per tree, before and after back to back.
     for (let round = 0; round < runs; round += 1) {
-      for (const name of Object.keys(FUNCTIONS)) {
+      for (const { name } of built.get("after")?.bundles ?? []) {
         for (const tree of trees) {
-          const bundled = built.get(tree.label)?.bundles.find((b) => b.name === name) as Bundled;
-          bundled.times.push(await coldImportMs(bundled.outfile));
+          // A function the before tree does not have is measured in the after tree only.
+          const bundled = built.get(tree.label)?.bundles.find((b) => b.name === name);
+          if (bundled) bundled.times.push(await coldImportMs(bundled.outfile));
         }
       }
     }
