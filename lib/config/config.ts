@@ -9,6 +9,7 @@ import { DurationError, parseDuration } from "./duration";
 import { configView } from "./keys";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
+import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -208,6 +209,9 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
   }
   raw.cert_deny_list.forEach((pattern, index) => checkPattern(pattern, index));
+  checkMaterialOrPath("jwt_signing_key", raw.jwt_signing_key);
+  checkMaterialOrPath("jwt_signing_token", raw.jwt_signing_token);
+  checkMaterialOrPath("tls.key", raw.tls.key);
 
   const config = {
     workers: raw.workers || availableParallelism(),
@@ -255,9 +259,22 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
  * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
  * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
  */
+/**
+ * A key setting is the material itself or, as in the Go daemon, the path of a file holding it. A
+ * value that is neither (a key in another encoding, a pasted JSON) would be read as a path and shown
+ * whole in the "could not be read" error: refuse it here, saying only what it looks like.
+ */
+function checkMaterialOrPath(key: keyof typeof MATERIAL_OR_PATH, value: string | undefined): void {
+  const shape = MATERIAL_OR_PATH[key];
+  if (value === undefined || !shape || parseSecretReference(value) || shape.accepts(value) || looksLikePath(value)) return;
+  throw new ConfigError(key, `is ${describeShape(value)}, which is neither a file path nor ${shape.expected}`);
+}
+
 function checkClientSeed(seed: string): void {
   if (parseSecretReference(seed)) return;
-  if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) throw new ConfigError("client_seed", "must be a hex encoded 32 byte ed25519 seed");
+  if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) {
+    throw new ConfigError("client_seed", `is ${describeShape(seed)}; expected a hex encoded 32 byte ed25519 seed (64 hexadecimal characters)`);
+  }
 }
 
 /**

@@ -11,6 +11,7 @@ import { ConfigError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
 import { parseConfig } from "./config";
+import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {
   FUNCTION_NAMES,
   FUNCTION_SETTINGS,
@@ -52,12 +53,6 @@ export interface DeployCheck {
   references: Record<FunctionName, SecretReference[]>;
 }
 
-/** Settings that are, as in the Go daemon, a file path unless the value is the material itself. */
-const MATERIAL: Record<string, RegExp> = {
-  jwt_signing_key: /^\s*(-----BEGIN |[0-9a-fA-F]{64}\s*$)/,
-  jwt_signing_token: /^\s*[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\s*$/,
-  "tls.key": /^\s*-----BEGIN /,
-};
 const CERTIFICATE = /^\s*-----BEGIN /;
 const HEX_PUBLIC_KEY = /^[0-9a-fA-F]{64}$/;
 
@@ -123,8 +118,8 @@ function checkLiteralSecrets(raw: Record<string, unknown>, options: DeployCheckO
   for (const key of SECRET_KEYS) {
     const value = settingValue(raw, key);
     if (typeof value !== "string" || value === "" || parseSecretReference(value)) continue;
-    const material = MATERIAL[key];
-    if (material && !material.test(value)) continue; // a file path: checkPaths looks at it
+    const material = MATERIAL_OR_PATH[key as keyof typeof MATERIAL_OR_PATH];
+    if (material && !material.accepts(value)) continue; // a file path: checkPaths looks at it
     const problem = {
       key,
       message:
@@ -149,9 +144,9 @@ function checkPaths(raw: Record<string, unknown>, options: DeployCheckOptions, w
     if (key === "jwt_verify_cert" && HEX_PUBLIC_KEY.test(value)) continue;
     paths.push({ key, path: value, secret: false });
   }
-  for (const [key, material] of Object.entries(MATERIAL)) {
+  for (const [key, material] of Object.entries(MATERIAL_OR_PATH)) {
     const value = settingValue(raw, key);
-    if (typeof value !== "string" || value === "" || parseSecretReference(value) || material.test(value)) continue;
+    if (typeof value !== "string" || value === "" || parseSecretReference(value) || material.accepts(value) || !looksLikePath(value)) continue;
     paths.push({ key, path: value, secret: true });
   }
 
