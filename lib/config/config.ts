@@ -3,7 +3,7 @@ import type { z } from "zod";
 import { RPC_PLAN } from "../engine/plan";
 import { ConfigError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
-import { REDACTED } from "../observability/redact";
+import { REDACTED, maskUserinfo } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
 import { configView } from "./keys";
@@ -159,8 +159,16 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
   const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
   if (brokerUrls.length === 0) throw new ConfigError("broker_urls", "at least one broker URL is required");
   brokerUrls.forEach((url, index) => {
+    // Credentials in the URL would be printed with it (connection errors, status); each has its own
+    // secret key, which is redacted everywhere and may be a reference.
+    if (url.includes("@")) {
+      throw new ConfigError(
+        `broker_urls.${index}`,
+        `"${REDACTED}@${url.slice(url.lastIndexOf("@") + 1)}" has credentials before the host; give host and port only: the password has its own key, broker_provisioning_password (a token: nats_token)`,
+      );
+    }
     if (!BROKER_URL.test(url)) {
-      throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
+      throw new ConfigError(`broker_urls.${index}`, `"${maskUserinfo(url)}" is not a nats:// or tls:// URL with host and port`);
     }
   });
 

@@ -23,6 +23,17 @@ const SECRET_WORDS = new Set([
   "cookie",
 ]);
 
+/**
+ * The userinfo of a URL (`nats://user:password@host`): everything up to the last `@` of the
+ * whitespace-free run, so a password holding `@` or `/` is masked whole (masking too much is safe).
+ */
+const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)\S*@/gi;
+
+/** A URL, or text holding URLs, with any `user:password@` replaced by `[redacted]@`. */
+export function maskUserinfo(text: string): string {
+  return text.replace(URL_USERINFO, `$1${REDACTED}@`);
+}
+
 /** Known secret values shorter than this are not masked inside strings: too likely to be ordinary text. */
 const MIN_MASKED_VALUE_LENGTH = 6;
 const MAX_DEPTH = 10;
@@ -50,7 +61,9 @@ export class Redactor {
   }
 
   text(value: string): string {
-    let masked = value;
+    // A URL's password is masked even when its value is not known (a second line of defence: the
+    // configuration refuses credentials in broker URLs).
+    let masked = value.includes("@") ? maskUserinfo(value) : value;
     for (const secret of this.secrets) {
       if (masked.includes(secret)) masked = masked.split(secret).join(REDACTED);
     }
