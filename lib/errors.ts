@@ -54,12 +54,30 @@ export class ProvisionerError extends Error {
 
 /** A configuration value is missing or invalid; `key` is the YAML key (dotted for nested keys). */
 export class ConfigError extends ProvisionerError {
+  /** What is wrong with the key, without the key: the message is `invalid configuration key "<key>": <reason>`. */
+  readonly reason: string;
+
   constructor(
     readonly key: string,
-    message: string,
+    reason: string,
     options?: { cause?: unknown },
   ) {
-    super(`invalid configuration key "${key}": ${message}`, options);
+    super(`invalid configuration key "${key}": ${reason}`, options);
+    this.reason = reason;
+  }
+}
+
+/**
+ * Every problem one configuration has, so one run names them all. `key` and `reason` are the
+ * first's; the message lists the others after it.
+ */
+export class ConfigProblemsError extends ConfigError {
+  constructor(readonly problems: readonly [ConfigError, ...ConfigError[]]) {
+    const [first, ...rest] = problems;
+    super(first.key, first.reason, { cause: first.cause });
+    if (rest.length > 0) {
+      this.message += ` (and ${rest.length} more: ${rest.map((problem) => `"${problem.key}": ${problem.reason}`).join("; ")})`;
+    }
   }
 }
 

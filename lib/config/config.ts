@@ -1,12 +1,12 @@
 import { availableParallelism } from "node:os";
-import type { z } from "zod";
 import { RPC_PLAN } from "../engine/plan";
-import { ConfigError } from "../errors";
+import { ConfigError, ConfigProblemsError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED, maskUserinfo } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
 import { configView } from "./keys";
+import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
 import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
@@ -115,10 +115,29 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
     throw new ConfigError("(root)", "the configuration must be a YAML mapping");
   }
   warnUnknownKeys(document, options.logger);
+  const env = options.env ?? process.env;
 
-  const result = rawConfigSchema.safeParse(document);
-  if (!result.success) throw configErrorFrom(result.error);
-  return buildConfig(result.data, options.env ?? process.env);
+  // Validate, and again with each offending key set aside, so one run reports every problem.
+  const collector = new ProblemCollector(NESTED_SECTIONS);
+  let candidate: Record<string, unknown> | undefined = document;
+  while (candidate !== undefined) {
+    const result = rawConfigSchema.safeParse(candidate);
+    let errors: ConfigError[];
+    if (result.success) {
+      try {
+        const config = buildConfig(result.data, env);
+        if (collector.problems.length === 0) return config;
+        break;
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        errors = [error];
+      }
+    } else {
+      errors = result.error.issues.map((issue) => schemaProblem(issue, candidate as Record<string, unknown>));
+    }
+    candidate = collector.next(candidate, errors);
+  }
+  throw new ConfigProblemsError(collector.problems as [ConfigError, ...ConfigError[]]);
 }
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {
@@ -344,12 +363,6 @@ function checkPattern(pattern: string, index: number): void {
   } catch (error) {
     throw new ConfigError(`cert_deny_list.${index}`, `"${pattern}" is not a valid regular expression`, { cause: error });
   }
-}
-
-function configErrorFrom(error: z.ZodError): ConfigError {
-  const issue = error.issues[0];
-  const key = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : "(root)";
-  return new ConfigError(key, issue?.message ?? "invalid value", { cause: error });
 }
 
 function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | undefined): void {

@@ -7,7 +7,7 @@
  * secret references its role may read.
  */
 import { parse as parseYaml } from "yaml";
-import { ConfigError } from "../errors";
+import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
 import { parseConfig } from "./config";
@@ -88,7 +88,8 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
     result.discoverSchedule = scheduleFor(config.intervalMs, errors);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    errors.push({ key: error.key, message: error.message.replace(/^invalid configuration key "[^"]+": /, "") });
+    const problems = error instanceof ConfigProblemsError ? error.problems : [error];
+    for (const problem of problems) errors.push({ key: problem.key, message: problem.reason });
   }
 
   for (const fn of FUNCTION_NAMES) {
