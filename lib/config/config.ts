@@ -5,7 +5,7 @@ import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../l
 import { REDACTED, maskUserinfo } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
-import { configView } from "./keys";
+import { SETTINGS, configView } from "./keys";
 import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
@@ -115,6 +115,7 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
     throw new ConfigError("(root)", "the configuration must be a YAML mapping");
   }
   warnUnknownKeys(document, options.logger);
+  warnIgnoredKeys(document, options.logger);
   const env = options.env ?? process.env;
 
   // Validate, and again with each offending key set aside, so one run reports every problem.
@@ -369,15 +370,27 @@ function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | und
   if (!logger) return;
   for (const key of Object.keys(document)) {
     if (!TOP_LEVEL_KEYS.includes(key)) {
-      logger.warn("ignoring unknown configuration key", { key });
+      // Not `key`: an attribute of that name is masked as a credential.
+      logger.warn("ignoring unknown configuration key", { setting: key });
       continue;
     }
     const nestedKeys = NESTED_SECTIONS[key];
     const section = document[key];
     if (nestedKeys && isPlainObject(section)) {
       for (const nested of Object.keys(section)) {
-        if (!nestedKeys.includes(nested)) logger.warn("ignoring unknown configuration key", { key: `${key}.${nested}` });
+        if (!nestedKeys.includes(nested)) logger.warn("ignoring unknown configuration key", { setting: `${key}.${nested}` });
       }
+    }
+  }
+}
+
+/** Keys a Go configuration sets that have no effect here: said, so no one thinks they do. */
+function warnIgnoredKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
+  if (!logger) return;
+  for (const [key, spec] of SETTINGS) {
+    const value = document[key];
+    if (spec.ignored && value !== undefined && value !== "" && value !== 0) {
+      logger.warn("configuration key has no effect in the serverless provisioner", { setting: key, instead: spec.ignored });
     }
   }
 }

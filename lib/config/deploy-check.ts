@@ -82,7 +82,7 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
   const raw = document as Record<string, unknown>;
 
   try {
-    const config = parseConfig(raw, { env: {}, logger: collectUnknownKeys(warnings) });
+    const config = parseConfig(raw, { env: {}, logger: collectKeyWarnings(warnings) });
     result.site = config.site;
     result.helperFunction = config.helperFunction;
     result.discoverSchedule = scheduleFor(config.intervalMs, errors);
@@ -187,13 +187,19 @@ function safeProgram(command: string): string | undefined {
   }
 }
 
-function collectUnknownKeys(warnings: DeployProblem[]): Logger {
+function collectKeyWarnings(warnings: DeployProblem[]): Logger {
   const ignore = () => undefined;
   return {
     debug: ignore,
     info: ignore,
     error: ignore,
-    warn: (message, attributes) => warnings.push({ key: String(attributes?.key ?? "(root)"), message: `${message}: the Go daemon ignores it too` }),
+    warn: (message, attributes) => {
+      const instead = attributes?.instead;
+      warnings.push({
+        key: String(attributes?.setting ?? "(root)"),
+        message: typeof instead === "string" ? `${message}: ${instead}` : `${message}: the Go daemon ignores it too`,
+      });
+    },
   };
 }
 
