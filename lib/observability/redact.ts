@@ -1,3 +1,4 @@
+import { messageOf } from "../errors";
 import type { LogAttributes } from "../ports";
 
 export const REDACTED = "[redacted]";
@@ -82,12 +83,12 @@ export class Redactor {
     seen.add(value);
 
     if (value instanceof Error) {
-      const cause = (value as { cause?: unknown }).cause;
+      // The message carries the cause chain (messages only): what an operator needs to tell a wrong
+      // ARN from a timeout, without every cause's stack.
       return {
         name: value.name,
-        message: this.text(value.message),
+        message: this.text(messageOf(value)),
         ...(value.stack ? { stack: this.text(value.stack) } : {}),
-        ...(cause !== undefined ? { cause: this.value(cause, depth + 1, seen) } : {}),
       };
     }
     const toJSON = (value as { toJSON?: unknown }).toJSON;

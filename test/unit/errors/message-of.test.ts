@@ -74,4 +74,20 @@ describe("messageOf", () => {
       "the lease store for site local could not be reached: UnrecognizedClientException: The security token [redacted] is invalid",
     );
   });
+
+  it("gives a logged Error its cause chain as its message, without the causes' stacks", () => {
+    // Arrange
+    const lines: string[] = [];
+    const logger = createConsoleLogger({ write: (line) => lines.push(line) });
+    const error = new LeaseStoreError("the lease store for site local could not be reached", { cause: refused() });
+
+    // Act
+    logger.error("lease round failed", { error });
+
+    // Assert
+    const record = JSON.parse(lines[0] ?? "{}") as { error?: { name: string; message: string; cause?: unknown } };
+    expect(record.error?.name).toBe("LeaseStoreError");
+    expect(record.error?.message).toBe("the lease store for site local could not be reached: connect ECONNREFUSED 127.0.0.1:8000");
+    expect(record.error?.cause).toBeUndefined();
+  });
 });
