@@ -116,6 +116,7 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
   }
   warnUnknownKeys(document, options.logger);
   warnIgnoredKeys(document, options.logger);
+  warnRiskySettings(document, options.logger);
   const env = options.env ?? process.env;
 
   // Validate, and again with each offending key set aside, so one run reports every problem.
@@ -390,8 +391,20 @@ function warnIgnoredKeys(document: Record<string, unknown>, logger: Logger | und
   for (const [key, spec] of SETTINGS) {
     const value = document[key];
     if (spec.ignored && value !== undefined && value !== "" && value !== 0) {
-      logger.warn("configuration key has no effect in the serverless provisioner", { setting: key, instead: spec.ignored });
+      logger.warn("configuration key has no effect in the serverless provisioner", { setting: key, detail: spec.ignored });
     }
+  }
+}
+
+/** Settings that are valid but weaken the deployment: accepted, and said. */
+function warnRiskySettings(document: Record<string, unknown>, logger: Logger | undefined): void {
+  if (!logger) return;
+  const tls = document.tls;
+  if (isPlainObject(tls) && tls.insecure_skip_verify === true && document.choria_insecure !== true) {
+    logger.warn("the broker's TLS certificate is not verified", {
+      setting: "tls.insecure_skip_verify",
+      detail: "anyone on the network path can pose as the broker and receive the provisioning requests, tokens and keys; give tls.ca instead",
+    });
   }
 }
 

@@ -194,10 +194,10 @@ function collectKeyWarnings(warnings: DeployProblem[]): Logger {
     info: ignore,
     error: ignore,
     warn: (message, attributes) => {
-      const instead = attributes?.instead;
+      const detail = attributes?.detail;
       warnings.push({
         key: String(attributes?.setting ?? "(root)"),
-        message: typeof instead === "string" ? `${message}: ${instead}` : `${message}: the Go daemon ignores it too`,
+        message: typeof detail === "string" ? `${message}: ${detail}` : `${message}: the Go daemon ignores it too`,
       });
     },
   };

@@ -1,7 +1,8 @@
 /**
  * Go keys this build accepts and does not act on are said to have no effect, with what happens
  * instead: at start-up as a warning, in check-config as a warning line. Before, nothing was said,
- * and a Go operator could think rego_policy was enforced.
+ * and a Go operator could think rego_policy was enforced. A setting that weakens the deployment
+ * (not verifying the broker's certificate) is warned about the same way.
  */
 import { describe, expect, it } from "vitest";
 import { parseConfig, SETTINGS } from "../../../lib/config";
@@ -11,10 +12,10 @@ import { createConsoleLogger } from "../../../lib/observability";
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://b.example.net:4222"] };
 const SET = { logfile: "/var/log/choria-provisioner.log", monitor_port: 8080, broker_port: 4222, rego_policy: "/etc/choria/provisioner.rego" };
 
-function warningsOf(document: Record<string, unknown>): Array<{ message: string; setting: string; instead: string }> {
+function warningsOf(document: Record<string, unknown>): Array<{ message: string; setting: string; detail: string }> {
   const lines: string[] = [];
   parseConfig(document, { env: {}, logger: createConsoleLogger({ level: "debug", write: (line) => lines.push(line) }) });
-  return lines.map((line) => JSON.parse(line) as { level: string; message: string; setting: string; instead: string }).filter((record) => record.level === "WARN");
+  return lines.map((line) => JSON.parse(line) as { level: string; message: string; setting: string; detail: string }).filter((record) => record.level === "WARN");
 }
 
 describe("keys accepted and ignored", () => {
@@ -30,7 +31,7 @@ describe("keys accepted and ignored", () => {
     // Assert
     expect(warnings.map((warning) => warning.setting).sort()).toEqual(Object.keys(SET).sort());
     for (const warning of warnings) expect(warning.message).toBe("configuration key has no effect in the serverless provisioner");
-    const byKey = Object.fromEntries(warnings.map((warning) => [warning.setting, warning.instead]));
+    const byKey = Object.fromEntries(warnings.map((warning) => [warning.setting, warning.detail]));
     expect(byKey.rego_policy).toMatch(/no policy is enforced.*broker's provisioning account.*AWS IAM/);
     expect(byKey.monitor_port).toMatch(/CloudWatch/);
     expect(byKey.logfile).toMatch(/CloudWatch Logs/);
@@ -64,5 +65,17 @@ describe("keys accepted and ignored", () => {
 
     // Assert
     expect(warnings.map((warning) => warning.setting)).toEqual(["flavour", "rego_policy"]);
+  });
+});
+
+describe("settings that weaken the deployment", () => {
+  it("tls.insecure_skip_verify: true is accepted with a warning at start and in check-config", () => {
+    // Act
+    const warnings = warningsOf({ ...MINIMAL, tls: { insecure_skip_verify: true } });
+    const result = checkDeploymentConfig(["helper_function: helper", "broker_urls: [tls://b.example.net:4222]", "tls:", "  insecure_skip_verify: true"].join("\n"));
+
+    // Assert
+    expect(warnings).toEqual([expect.objectContaining({ setting: "tls.insecure_skip_verify", detail: expect.stringMatching(/pose as the broker/) })]);
+    expect(result.warnings).toEqual([{ key: "tls.insecure_skip_verify", message: expect.stringMatching(/^the broker's TLS certificate is not verified: /) }]);
   });
 });
