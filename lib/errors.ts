@@ -18,6 +18,7 @@ export function messageOf(error: unknown): string {
   let cause = causeOf(error);
   for (let depth = 0; cause !== undefined && !seen.has(cause) && depth < MAX_CAUSES; depth += 1) {
     seen.add(cause);
+    if (quotesInput(cause)) break;
     const part = describe(cause);
     if (part !== "" && !text.includes(part)) text = text === "" ? part : `${text}: ${part}`;
     cause = causeOf(cause);
@@ -39,6 +40,15 @@ function describe(error: unknown): string {
     if (inner.length > 0) return [...new Set(inner)].join("; ");
   }
   return typeof code === "string" ? code : error.name;
+}
+
+/**
+ * A parse or schema failure under an error that already says what was invalid ("not JSON", the
+ * field and rule): its own message quotes the input (a queue message, helper output), which may
+ * hold anything, so it is not repeated.
+ */
+function quotesInput(error: unknown): boolean {
+  return error instanceof SyntaxError || (error instanceof Error && error.name === "ZodError");
 }
 
 function causeOf(error: unknown): unknown {

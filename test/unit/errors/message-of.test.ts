@@ -44,6 +44,23 @@ describe("messageOf", () => {
     expect(message).toBe("provisioning failed: could not invoke configure helper: TimeoutError: socket hang up");
   });
 
+  it("does not repeat a parse error's text, which quotes the input", () => {
+    // Arrange
+    let parseError: unknown;
+    try {
+      JSON.parse('{"token": "from-the-message-body"');
+    } catch (error) {
+      parseError = error;
+    }
+    const error = new Error("invalid host-work message: not JSON", { cause: parseError });
+
+    // Act
+    const message = messageOf(error);
+
+    // Assert
+    expect(message).toBe("invalid host-work message: not JSON");
+  });
+
   it("stops at a cause that points back into the chain", () => {
     // Arrange
     const first = new Error("first");
