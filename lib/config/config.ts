@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { RPC_PLAN } from "../engine/plan";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
-import { REDACTED, maskUserinfo } from "../observability/redact";
+import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
 import { SETTINGS, configView } from "./keys";
@@ -189,7 +189,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
       );
     }
     if (!BROKER_URL.test(url)) {
-      throw new ConfigError(`broker_urls.${index}`, `"${maskUserinfo(url)}" is not a nats:// or tls:// URL with host and port`);
+      throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
     }
   });
 

@@ -147,10 +147,10 @@ function givenAt(document: Record<string, unknown>, path: readonly PropertyKey[]
     value = (value as Record<PropertyKey, unknown>)[part];
   }
   if (value === undefined) return "";
-  return `; got ${describe(value)}`;
+  return `; got ${describeGiven(value)}`;
 }
 
-function describe(value: unknown): string {
+function describeGiven(value: unknown): string {
   if (Array.isArray(value)) return `a list of ${value.length}`;
   if (value !== null && typeof value === "object") return "a mapping";
   const text = typeof value === "string" ? JSON.stringify(value) : String(value);

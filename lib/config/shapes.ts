@@ -17,9 +17,9 @@ const HEX_32_BYTES = /^\s*[0-9a-fA-F]{64}\s*$/;
 /** A compact JWS: three base64url parts, the last one may be empty (an unsigned token). */
 const COMPACT_JWT = /^\s*[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\s*$/;
 
-export const isPem = (value: string): boolean => PEM.test(value);
-export const isHexKey = (value: string): boolean => HEX_32_BYTES.test(value);
-export const isCompactJwt = (value: string): boolean => COMPACT_JWT.test(value);
+const isPem = (value: string): boolean => PEM.test(value);
+const isHexKey = (value: string): boolean => HEX_32_BYTES.test(value);
+const isCompactJwt = (value: string): boolean => COMPACT_JWT.test(value);
 
 /** A plain credential: anything but nothing, and not a key/value JSON meant to hold it. */
 const plainValue: ValueShape = {

@@ -7,7 +7,7 @@ import { isSecretAttributeName, Redactor } from "../observability/redact";
 import type { HelperRequest } from "../ports";
 
 /** Characters of redacted stderr an error quotes at most. */
-export const STDERR_SHOWN_CHARS = 512;
+const STDERR_SHOWN_CHARS = 512;
 /** Claim and output values shorter than this are left alone: masking them would garble ordinary words. */
 const MIN_VALUE_LENGTH = 6;
 /** Lines of a multi-line secret (a PEM's base64 rows) this long are masked on their own too. */
