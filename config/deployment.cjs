@@ -424,6 +424,25 @@ module.exports = async ({ resolveVariable }) => {
   };
 };
 
+/**
+ * osls prints a failing variable source's error under three lines of its own wrapping and with the
+ * error's stack, eleven frames of osls internals: the user's problem was buried. Print it first, in
+ * our words, and give osls an error without a stack. osls's own errors (a variable this one waits
+ * on) pass through untouched: it acts on them.
+ */
+const resolveDeployment = module.exports;
+module.exports = async (context) => {
+  try {
+    return await resolveDeployment(context);
+  } catch (error) {
+    if (!(error instanceof Error) || error.code === "MISSING_VARIABLE_DEPENDENCY" || error.constructor.name === "ServerlessError") throw error;
+    console.error(`error: ${error.message}`);
+    const shown = new Error(`${error.message.split("\n", 1)[0]} (printed above)`);
+    shown.stack = shown.message;
+    throw shown;
+  }
+};
+
 module.exports.FUNCTIONS = FUNCTIONS;
 module.exports.leaseTopology = leaseTopology;
 module.exports.leaseResources = leaseResources;

@@ -3,9 +3,56 @@
  * underlying failure (a NATS timeout, a DynamoDB exception, a child process exit) is kept for
  * logs without being flattened into the message. Messages never contain secrets.
  */
-/** The message of a thrown value, for logs and reasons (an Error's message, or the value as text). */
+/** Causes followed at most: a chain longer than this is a loop or noise, not more information. */
+const MAX_CAUSES = 5;
+
+/**
+ * The message of a thrown value with its cause chain, for logs and reasons: "the lease store could
+ * not be reached: connect ECONNREFUSED 127.0.0.1:8000". Without the causes an operator cannot tell
+ * a wrong ARN from a timeout. Messages only (no stacks); a cause whose text the message already
+ * carries is not repeated. Secrets are masked by the loggers, which know their values.
+ */
 export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  let text = describe(error);
+  const seen = new Set<unknown>([error]);
+  let cause = causeOf(error);
+  for (let depth = 0; cause !== undefined && !seen.has(cause) && depth < MAX_CAUSES; depth += 1) {
+    seen.add(cause);
+    if (quotesInput(cause)) break;
+    const part = describe(cause);
+    if (part !== "" && !text.includes(part)) text = text === "" ? part : `${text}: ${part}`;
+    cause = causeOf(cause);
+  }
+  return text;
+}
+
+/** One link of the chain: the message, else the error code or name (Node's AggregateError for ECONNREFUSED has an empty message). */
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  const named = error.name !== "Error" && !error.message.includes(error.name) ? error.name : undefined;
+  if (error.message !== "") {
+    // An AWS SDK error's name is the exception (AccessDeniedException, ThrottlingException): keep it.
+    return named && !(error instanceof ProvisionerError) ? `${named}: ${error.message}` : error.message;
+  }
+  if (error instanceof AggregateError) {
+    const inner = error.errors.map(describe).filter((part) => part !== "");
+    if (inner.length > 0) return [...new Set(inner)].join("; ");
+  }
+  return typeof code === "string" ? code : error.name;
+}
+
+/**
+ * A parse or schema failure under an error that already says what was invalid ("not JSON", the
+ * field and rule): its own message quotes the input (a queue message, helper output), which may
+ * hold anything, so it is not repeated.
+ */
+function quotesInput(error: unknown): boolean {
+  return error instanceof SyntaxError || (error instanceof Error && error.name === "ZodError");
+}
+
+function causeOf(error: unknown): unknown {
+  return error instanceof Error ? (error as { cause?: unknown }).cause : undefined;
 }
 
 export class ProvisionerError extends Error {
@@ -17,12 +64,30 @@ export class ProvisionerError extends Error {
 
 /** A configuration value is missing or invalid; `key` is the YAML key (dotted for nested keys). */
 export class ConfigError extends ProvisionerError {
+  /** What is wrong with the key, without the key: the message is `invalid configuration key "<key>": <reason>`. */
+  readonly reason: string;
+
   constructor(
     readonly key: string,
-    message: string,
+    reason: string,
     options?: { cause?: unknown },
   ) {
-    super(`invalid configuration key "${key}": ${message}`, options);
+    super(`invalid configuration key "${key}": ${reason}`, options);
+    this.reason = reason;
+  }
+}
+
+/**
+ * Every problem one configuration has, so one run names them all. `key` and `reason` are the
+ * first's; the message lists the others after it.
+ */
+export class ConfigProblemsError extends ConfigError {
+  constructor(readonly problems: readonly [ConfigError, ...ConfigError[]]) {
+    const [first, ...rest] = problems;
+    super(first.key, first.reason, { cause: first.cause });
+    if (rest.length > 0) {
+      this.message += ` (and ${rest.length} more: ${rest.map((problem) => `"${problem.key}": ${problem.reason}`).join("; ")})`;
+    }
   }
 }
 

@@ -3,7 +3,7 @@
  *
  *   npm run check-config -- [--allow-literal-secrets] [--helper-layer] [--json] <file>
  *
- * Exits 1 naming each invalid key or literal secret; paths that will not exist on Lambda are
+ * Exits 1 naming each invalid key or literal secret (every one of them in one run); paths that will not exist on Lambda are
  * warnings. `--json` prints the whole result (errors, warnings, schedule, per-function secret
  * references) and exits 0: config/deployment.cjs reads it during `sls package` and fails there.
  */
@@ -13,8 +13,22 @@ import { join, resolve } from "node:path";
 import { checkDeploymentConfig, formatProblem } from "../lib/config/deploy-check";
 
 const USAGE = "usage: npm run check-config -- [--allow-literal-secrets] [--helper-layer] [--json] <file>";
+const HELP = `${USAGE}
+
+Checks a provisioner configuration as start-up and \`sls package\` will, and names every problem in one run.
+
+  --allow-literal-secrets  report literal secrets as warnings (a throw-away deployment)
+  --helper-layer           a helper layer is deployed (helperLayerDir), so /opt/... helper paths exist
+  --json                   print the whole result as JSON and exit 0 (what sls package reads)
+  --help                   this text
+
+Exits 1 when the configuration has errors, 64 on a usage mistake.`;
 
 async function main(argv: string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    console.log(HELP);
+    return 0;
+  }
   const flags = new Set(argv.filter((arg) => arg.startsWith("--")));
   const files = argv.filter((arg) => !arg.startsWith("--"));
   const unknown = [...flags].filter((flag) => !["--allow-literal-secrets", "--helper-layer", "--json"].includes(flag));

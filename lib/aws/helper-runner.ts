@@ -1,5 +1,5 @@
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
-import type { ProvisionerConfig } from "../config";
+import { secretValues, type ProvisionerConfig } from "../config";
 import { ExecHelperRunner } from "../helper/exec-runner";
 import { LambdaHelperRunner, type HelperInvoke } from "../helper/lambda-runner";
 import type { HelperRunner } from "../ports";
@@ -24,5 +24,5 @@ export function createHelperRunner(config: ProvisionerConfig, client?: LambdaCli
       timeoutMs: config.helperTimeoutMs,
     });
   }
-  return new ExecHelperRunner({ command: config.helper ?? "", timeoutMs: config.helperTimeoutMs });
+  return new ExecHelperRunner({ command: config.helper ?? "", timeoutMs: config.helperTimeoutMs, secretValues: secretValues(config) });
 }

@@ -1,14 +1,15 @@
 import { availableParallelism } from "node:os";
-import type { z } from "zod";
 import { RPC_PLAN } from "../engine/plan";
-import { ConfigError } from "../errors";
+import { ConfigError, ConfigProblemsError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
 import { DurationError, parseDuration } from "./duration";
-import { configView } from "./keys";
+import { SETTINGS, configView } from "./keys";
+import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
+import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -114,10 +115,31 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
     throw new ConfigError("(root)", "the configuration must be a YAML mapping");
   }
   warnUnknownKeys(document, options.logger);
+  warnIgnoredKeys(document, options.logger);
+  warnRiskySettings(document, options.logger);
+  const env = options.env ?? process.env;
 
-  const result = rawConfigSchema.safeParse(document);
-  if (!result.success) throw configErrorFrom(result.error);
-  return buildConfig(result.data, options.env ?? process.env);
+  // Validate, and again with each offending key set aside, so one run reports every problem.
+  const collector = new ProblemCollector(NESTED_SECTIONS);
+  let candidate: Record<string, unknown> | undefined = document;
+  while (candidate !== undefined) {
+    const result = rawConfigSchema.safeParse(candidate);
+    let errors: ConfigError[];
+    if (result.success) {
+      try {
+        const config = buildConfig(result.data, env);
+        if (collector.problems.length === 0) return config;
+        break;
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        errors = [error];
+      }
+    } else {
+      errors = result.error.issues.map((issue) => schemaProblem(issue, candidate as Record<string, unknown>));
+    }
+    candidate = collector.next(candidate, errors);
+  }
+  throw new ConfigProblemsError(collector.problems as [ConfigError, ...ConfigError[]]);
 }
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {
@@ -158,6 +180,14 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
   const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
   if (brokerUrls.length === 0) throw new ConfigError("broker_urls", "at least one broker URL is required");
   brokerUrls.forEach((url, index) => {
+    // Credentials in the URL would be printed with it (connection errors, status); each has its own
+    // secret key, which is redacted everywhere and may be a reference.
+    if (url.includes("@")) {
+      throw new ConfigError(
+        `broker_urls.${index}`,
+        `"${REDACTED}@${url.slice(url.lastIndexOf("@") + 1)}" has credentials before the host; give host and port only: the password has its own key, broker_provisioning_password (a token: nats_token)`,
+      );
+    }
     if (!BROKER_URL.test(url)) {
       throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
     }
@@ -208,6 +238,9 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
   }
   raw.cert_deny_list.forEach((pattern, index) => checkPattern(pattern, index));
+  checkMaterialOrPath("jwt_signing_key", raw.jwt_signing_key);
+  checkMaterialOrPath("jwt_signing_token", raw.jwt_signing_token);
+  checkMaterialOrPath("tls.key", raw.tls.key);
 
   const config = {
     workers: raw.workers || availableParallelism(),
@@ -255,9 +288,22 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
  * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
  * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
  */
+/**
+ * A key setting is the material itself or, as in the Go daemon, the path of a file holding it. A
+ * value that is neither (a key in another encoding, a pasted JSON) would be read as a path and shown
+ * whole in the "could not be read" error: refuse it here, saying only what it looks like.
+ */
+function checkMaterialOrPath(key: keyof typeof MATERIAL_OR_PATH, value: string | undefined): void {
+  const shape = MATERIAL_OR_PATH[key];
+  if (value === undefined || !shape || parseSecretReference(value) || shape.accepts(value) || looksLikePath(value)) return;
+  throw new ConfigError(key, `is ${describeShape(value)}, which is neither a file path nor ${shape.expected}`);
+}
+
 function checkClientSeed(seed: string): void {
   if (parseSecretReference(seed)) return;
-  if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) throw new ConfigError("client_seed", "must be a hex encoded 32 byte ed25519 seed");
+  if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) {
+    throw new ConfigError("client_seed", `is ${describeShape(seed)}; expected a hex encoded 32 byte ed25519 seed (64 hexadecimal characters)`);
+  }
 }
 
 /**
@@ -321,26 +367,44 @@ function checkPattern(pattern: string, index: number): void {
   }
 }
 
-function configErrorFrom(error: z.ZodError): ConfigError {
-  const issue = error.issues[0];
-  const key = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : "(root)";
-  return new ConfigError(key, issue?.message ?? "invalid value", { cause: error });
-}
-
 function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
   if (!logger) return;
   for (const key of Object.keys(document)) {
     if (!TOP_LEVEL_KEYS.includes(key)) {
-      logger.warn("ignoring unknown configuration key", { key });
+      // Not `key`: an attribute of that name is masked as a credential.
+      logger.warn("ignoring unknown configuration key", { setting: key });
       continue;
     }
     const nestedKeys = NESTED_SECTIONS[key];
     const section = document[key];
     if (nestedKeys && isPlainObject(section)) {
       for (const nested of Object.keys(section)) {
-        if (!nestedKeys.includes(nested)) logger.warn("ignoring unknown configuration key", { key: `${key}.${nested}` });
+        if (!nestedKeys.includes(nested)) logger.warn("ignoring unknown configuration key", { setting: `${key}.${nested}` });
       }
     }
+  }
+}
+
+/** Keys a Go configuration sets that have no effect here: said, so no one thinks they do. */
+function warnIgnoredKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
+  if (!logger) return;
+  for (const [key, spec] of SETTINGS) {
+    const value = document[key];
+    if (spec.ignored && value !== undefined && value !== "" && value !== 0) {
+      logger.warn("configuration key has no effect in the serverless provisioner", { setting: key, detail: spec.ignored });
+    }
+  }
+}
+
+/** Settings that are valid but weaken the deployment: accepted, and said. */
+function warnRiskySettings(document: Record<string, unknown>, logger: Logger | undefined): void {
+  if (!logger) return;
+  const tls = document.tls;
+  if (isPlainObject(tls) && tls.insecure_skip_verify === true && document.choria_insecure !== true) {
+    logger.warn("the broker's TLS certificate is not verified", {
+      setting: "tls.insecure_skip_verify",
+      detail: "anyone on the network path can pose as the broker and receive the provisioning requests, tokens and keys; give tls.ca instead",
+    });
   }
 }
 

@@ -7,10 +7,11 @@
  * secret references its role may read.
  */
 import { parse as parseYaml } from "yaml";
-import { ConfigError } from "../errors";
+import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
 import { parseConfig } from "./config";
+import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {
   FUNCTION_NAMES,
   FUNCTION_SETTINGS,
@@ -52,12 +53,6 @@ export interface DeployCheck {
   references: Record<FunctionName, SecretReference[]>;
 }
 
-/** Settings that are, as in the Go daemon, a file path unless the value is the material itself. */
-const MATERIAL: Record<string, RegExp> = {
-  jwt_signing_key: /^\s*(-----BEGIN |[0-9a-fA-F]{64}\s*$)/,
-  jwt_signing_token: /^\s*[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\s*$/,
-  "tls.key": /^\s*-----BEGIN /,
-};
 const CERTIFICATE = /^\s*-----BEGIN /;
 const HEX_PUBLIC_KEY = /^[0-9a-fA-F]{64}$/;
 
@@ -87,13 +82,14 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
   const raw = document as Record<string, unknown>;
 
   try {
-    const config = parseConfig(raw, { env: {}, logger: collectUnknownKeys(warnings) });
+    const config = parseConfig(raw, { env: {}, logger: collectKeyWarnings(warnings) });
     result.site = config.site;
     result.helperFunction = config.helperFunction;
     result.discoverSchedule = scheduleFor(config.intervalMs, errors);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    errors.push({ key: error.key, message: error.message.replace(/^invalid configuration key "[^"]+": /, "") });
+    const problems = error instanceof ConfigProblemsError ? error.problems : [error];
+    for (const problem of problems) errors.push({ key: problem.key, message: problem.reason });
   }
 
   for (const fn of FUNCTION_NAMES) {
@@ -123,8 +119,8 @@ function checkLiteralSecrets(raw: Record<string, unknown>, options: DeployCheckO
   for (const key of SECRET_KEYS) {
     const value = settingValue(raw, key);
     if (typeof value !== "string" || value === "" || parseSecretReference(value)) continue;
-    const material = MATERIAL[key];
-    if (material && !material.test(value)) continue; // a file path: checkPaths looks at it
+    const material = MATERIAL_OR_PATH[key as keyof typeof MATERIAL_OR_PATH];
+    if (material && !material.accepts(value)) continue; // a file path: checkPaths looks at it
     const problem = {
       key,
       message:
@@ -149,9 +145,9 @@ function checkPaths(raw: Record<string, unknown>, options: DeployCheckOptions, w
     if (key === "jwt_verify_cert" && HEX_PUBLIC_KEY.test(value)) continue;
     paths.push({ key, path: value, secret: false });
   }
-  for (const [key, material] of Object.entries(MATERIAL)) {
+  for (const [key, material] of Object.entries(MATERIAL_OR_PATH)) {
     const value = settingValue(raw, key);
-    if (typeof value !== "string" || value === "" || parseSecretReference(value) || material.test(value)) continue;
+    if (typeof value !== "string" || value === "" || parseSecretReference(value) || material.accepts(value) || !looksLikePath(value)) continue;
     paths.push({ key, path: value, secret: true });
   }
 
@@ -191,13 +187,19 @@ function safeProgram(command: string): string | undefined {
   }
 }
 
-function collectUnknownKeys(warnings: DeployProblem[]): Logger {
+function collectKeyWarnings(warnings: DeployProblem[]): Logger {
   const ignore = () => undefined;
   return {
     debug: ignore,
     info: ignore,
     error: ignore,
-    warn: (message, attributes) => warnings.push({ key: String(attributes?.key ?? "(root)"), message: `${message}: the Go daemon ignores it too` }),
+    warn: (message, attributes) => {
+      const detail = attributes?.detail;
+      warnings.push({
+        key: String(attributes?.setting ?? "(root)"),
+        message: typeof detail === "string" ? `${message}: ${detail}` : `${message}: the Go daemon ignores it too`,
+      });
+    },
   };
 }
 

@@ -38,6 +38,11 @@ export interface KeySpec<S extends z.ZodType = z.ZodType> {
   readonly usedBy?: "broker" | "provisioning";
   /** The configured value as the redacted view (logs) shows it, before secrets are masked. */
   readonly shown: (config: ConfigValues) => unknown;
+  /**
+   * A Go key accepted so a Go configuration loads, with no effect here: what this build does
+   * instead, which start-up warns and check-config notes when the key is set.
+   */
+  readonly ignored?: string;
 }
 
 type SectionShape<K extends Record<string, KeySpec>> = { -readonly [N in keyof K]: K[N]["schema"] };
@@ -82,7 +87,12 @@ const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
 export const CONFIG_KEYS = {
   workers: key({ schema: z.number().int().min(0).default(0), computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
   interval: key({ schema: duration("1m"), env: "string", shown: (c) => ms(c.intervalMs) }),
-  logfile: key({ schema: optionalText, env: "string", shown: (c) => c.logfile }),
+  logfile: key({
+    schema: optionalText,
+    env: "string",
+    shown: (c) => c.logfile,
+    ignored: "the functions log JSON to CloudWatch Logs, one log group per function; loglevel sets the level",
+  }),
   loglevel: key({ schema: emptyIsUnset(z.enum(["debug", "info", "warn", "error"]).default("info")), env: "string", shown: (c) => c.loglevel }),
   helper: key({ schema: optionalText, env: "string", shown: (c) => c.helper }),
   helper_function: key({ schema: optionalText, env: "string", shown: (c) => c.helperFunction }),
@@ -91,8 +101,18 @@ export const CONFIG_KEYS = {
   lifecycle_component: key({ schema: emptyIsUnset(text.default(DEFAULT_LIFECYCLE_COMPONENT)), env: "string", shown: (c) => c.lifecycleComponent }),
   choria_insecure: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.choriaInsecure }),
   site: key({ schema: text.default(""), env: "string", shown: (c) => c.site }),
-  monitor_port: key({ schema: port.default(0), env: "integer", shown: (c) => c.monitorPort }),
-  broker_port: key({ schema: port.default(0), env: "integer", shown: (c) => c.brokerPort }),
+  monitor_port: key({
+    schema: port.default(0),
+    env: "integer",
+    shown: (c) => c.monitorPort,
+    ignored: "no Prometheus listener is started; the same metrics go to CloudWatch (EMF) and the stack's dashboard",
+  }),
+  broker_port: key({
+    schema: port.default(0),
+    env: "integer",
+    shown: (c) => c.brokerPort,
+    ignored: "the Go daemon does not use it either; the provisioner connects to the brokers in broker_urls",
+  }),
   broker_provisioning_password: key({
     schema: optionalText,
     env: "string",
@@ -106,7 +126,13 @@ export const CONFIG_KEYS = {
   jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningKey }),
   jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningToken }),
   server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), env: "string", shown: (c) => ms(c.serverJwtValidityMs) }),
-  rego_policy: key({ schema: optionalText, env: "string", shown: (c) => c.regoPolicy }),
+  rego_policy: key({
+    schema: optionalText,
+    env: "string",
+    shown: (c) => c.regoPolicy,
+    ignored:
+      "no policy is enforced (the Go daemon does not read it either): which clients may provision is decided by the broker's provisioning account (broker_provisioning_password) and its permissions, and who may run the operator's commands by AWS IAM (docs/deploy.md)",
+  }),
   leader_election: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.leaderElection }),
   upgrades_repository: key({ schema: optionalText, env: "string", shown: (c) => c.upgradesRepository }),
   upgrades_optional: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.upgradesOptional }),

@@ -1,5 +1,6 @@
 import { ProvisionerError } from "../errors";
 import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
+import { REFERENCE_SHAPES, describeShape } from "./shapes";
 
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
 export type SecretStore = "ssm" | "secretsmanager";
@@ -128,6 +129,12 @@ export async function resolveReferences(
         resolved = await resolver.resolve(reference);
       } catch (error) {
         throw onError(setting, `could not resolve ${where}`, error);
+      }
+      // The value is the material itself; one of another shape would otherwise be read as a
+      // file path and printed in the error that reports it. Say what it looks like, never what it is.
+      const shape = REFERENCE_SHAPES[setting];
+      if (!shape.accepts(resolved)) {
+        throw onError(setting, `${where} resolved to ${describeShape(resolved)}; expected ${shape.expected}`);
       }
       setSettingValue(document, setting, resolved);
     }),

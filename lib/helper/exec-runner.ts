@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
-import { basename } from "node:path";
 import { HelperError } from "../errors";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../ports";
 import { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
+import { redactHelperText } from "./redact-output";
 import { splitCommandLine } from "./shellwords";
 
 export interface ExecHelperRunnerOptions {
@@ -13,10 +13,19 @@ export interface ExecHelperRunnerOptions {
   maxOutputBytes?: number;
   /** Extra environment for the helper; the provisioner's own environment is inherited. */
   env?: Record<string, string>;
+  /**
+   * Every known secret value (the configuration's `secretValues`): masked in the stderr an error
+   * quotes, with the host's JWT claims and whatever the helper's output marks secret.
+   */
+  secretValues?: Iterable<string>;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
-const STDERR_TAIL_BYTES = 1024;
+/**
+ * How much of stderr is kept to redact: far more than is shown (STDERR_SHOWN_CHARS), so a secret
+ * the shown tail would cut into is still whole, and found, in what is kept.
+ */
+const STDERR_KEPT_BYTES = 16 * 1024;
 
 interface Outcome {
   stdout: Buffer;
@@ -29,32 +38,40 @@ interface Outcome {
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON
  * on stdout. The child leads its own process group so a timeout kills everything it started.
- * Errors carry the program name and stderr tail, never stdin (it holds JWT claims).
+ * Errors name the program as configured (the whole path: `/opt/x` for `/opt/bin/x` is the usual
+ * layer mistake) and carry stderr's tail with every known secret masked, never stdin (it holds JWT
+ * claims). The caller prefixes the step ("helper: ..."), so messages do not say "helper" again.
  */
 export class ExecHelperRunner implements HelperRunner {
   private readonly argv: string[];
   private readonly program: string;
   private readonly timeoutMs: number;
   private readonly maxOutputBytes: number;
+  private readonly secretValues: readonly string[];
 
   constructor(private readonly options: ExecHelperRunnerOptions) {
     this.argv = splitCommandLine(options.command);
     const program = this.argv[0];
-    if (program === undefined) throw new HelperError("cannot parse helper command: empty");
-    this.program = basename(program);
+    if (program === undefined) throw new HelperError("cannot parse the helper command line: it is empty");
+    this.program = program;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    this.secretValues = [...(options.secretValues ?? [])];
   }
 
   async run(request: HelperRequest): Promise<HelperResponse> {
     const outcome = await this.execute(encodeHelperRequest(request));
-    const stderr = scrubClaims(outcome.stderrTail, request);
+    const stderr = redactHelperText(outcome.stderrTail, {
+      secrets: this.secretValues,
+      request,
+      output: outcome.stdout,
+    });
     const detail = stderr ? `; stderr: ${stderr}` : "";
     if (outcome.failure === "timeout") {
-      throw new HelperError(`helper ${this.program} timed out after ${this.timeoutMs} ms${detail}`);
+      throw new HelperError(`${this.program} timed out after ${this.timeoutMs} ms${detail}`);
     }
     if (outcome.failure === "too-large") {
-      throw new HelperError(`helper ${this.program} output too large (limit ${this.maxOutputBytes} bytes)`);
+      throw new HelperError(`${this.program} output too large (limit ${this.maxOutputBytes} bytes)`);
     }
     // The Go daemon reports empty output before it looks at the exit status.
     if (outcome.stdout.byteLength === 0) {
@@ -62,7 +79,7 @@ export class ExecHelperRunner implements HelperRunner {
     }
     if (outcome.exitCode !== 0) {
       const how = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
-      throw new HelperError(`could not run helper ${this.program}: ${how}${detail}`);
+      throw new HelperError(`${this.program} ${how}${detail}`);
     }
     return decodeHelperResponse(outcome.stdout, this.program);
   }
@@ -92,7 +109,7 @@ export class ExecHelperRunner implements HelperRunner {
 
       child.on("error", (error) => {
         clearTimeout(timer);
-        reject(new HelperError(`cannot start helper ${this.program}: ${(error as NodeJS.ErrnoException).code ?? error.message}`, { cause: error }));
+        reject(new HelperError(`cannot start ${this.program}: ${startProblem(this.program, error as NodeJS.ErrnoException)}`, { cause: error }));
       });
       child.stdout.on("data", (chunk: Buffer) => {
         size += chunk.byteLength;
@@ -103,7 +120,7 @@ export class ExecHelperRunner implements HelperRunner {
         chunks.push(chunk);
       });
       child.stderr.on("data", (chunk: Buffer) => {
-        stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-STDERR_TAIL_BYTES);
+        stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-STDERR_KEPT_BYTES);
       });
       child.on("close", (exitCode, signal) => {
         clearTimeout(timer);
@@ -123,22 +140,14 @@ export class ExecHelperRunner implements HelperRunner {
   }
 }
 
-/** Claim values shorter than this are left alone: masking them would garble ordinary words. */
-const MIN_SCRUBBED_LENGTH = 6;
-
-/**
- * A helper that echoes its input to stderr would put the JWT claims (the provisioning token among
- * them) into our error message; mask every claim string before the tail is reported.
- */
-function scrubClaims(text: string, request: HelperRequest): string {
-  if (!text || !request.jwt) return text;
-  const values: string[] = [];
-  const collect = (value: unknown): void => {
-    if (typeof value === "string" && value.length >= MIN_SCRUBBED_LENGTH) values.push(value);
-    else if (value && typeof value === "object") Object.values(value).forEach(collect);
-  };
-  collect(request.jwt);
-  return values
-    .sort((a, b) => b.length - a.length)
-    .reduce((masked, value) => masked.split(value).join("[redacted]"), text);
+/** Why a program could not start, in words, with the code for searching. */
+function startProblem(program: string, error: NodeJS.ErrnoException): string {
+  const code = error.code ?? error.message;
+  if (code === "ENOENT") {
+    // Layers are mounted at /opt; a layer built from a directory has its executables in /opt/bin.
+    const layerHint = program.startsWith("/opt/") && !program.startsWith("/opt/bin/") ? "; a helper layer's executables are in /opt/bin" : "";
+    return `no such file (ENOENT)${layerHint}`;
+  }
+  if (code === "EACCES") return "not executable (EACCES)";
+  return code;
 }

@@ -25,7 +25,8 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 
 /**
  * Runs the helper as a Lambda function: the same JSON in, the same response validation as the
- * process helper. Error messages carry the Lambda error type, never the payload.
+ * process helper. Error messages carry the Lambda error type, never the payload; the caller prefixes
+ * the step ("helper: function x failed"), so they do not say "helper" again.
  */
 export class LambdaHelperRunner implements HelperRunner {
   private readonly timeoutMs: number;
@@ -40,15 +41,15 @@ export class LambdaHelperRunner implements HelperRunner {
     const name = this.options.name;
     const result = await this.invokeWithTimeout(encodeHelperRequest(request));
     if (result.statusCode !== undefined && (result.statusCode < 200 || result.statusCode > 299)) {
-      throw new HelperError(`helper function ${name} invocation returned status ${result.statusCode}`);
+      throw new HelperError(`function ${name} invocation returned status ${result.statusCode}`);
     }
     if (result.functionError) {
       const type = errorType(result.payload);
-      throw new HelperError(`helper function ${name} failed: ${result.functionError}${type ? ` (${type})` : ""}`);
+      throw new HelperError(`function ${name} failed: ${result.functionError}${type ? ` (${type})` : ""}`);
     }
     const payload = result.payload ?? new Uint8Array();
     if (payload.byteLength > this.maxOutputBytes) {
-      throw new HelperError(`helper function ${name} output too large (limit ${this.maxOutputBytes} bytes)`);
+      throw new HelperError(`function ${name} output too large (limit ${this.maxOutputBytes} bytes)`);
     }
     return decodeHelperResponse(payload, name);
   }
@@ -59,7 +60,7 @@ export class LambdaHelperRunner implements HelperRunner {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         // Settle the race before aborting, so an invoke that resolves on abort cannot win it.
-        reject(new HelperError(`helper function ${this.options.name} timed out after ${this.timeoutMs} ms`));
+        reject(new HelperError(`function ${this.options.name} timed out after ${this.timeoutMs} ms`));
         controller.abort();
       }, this.timeoutMs);
     });
@@ -67,7 +68,7 @@ export class LambdaHelperRunner implements HelperRunner {
       return await Promise.race([this.options.invoke(payload, { signal: controller.signal }), timeout]);
     } catch (error) {
       if (error instanceof HelperError) throw error;
-      throw new HelperError(`helper function ${this.options.name} could not be invoked`, { cause: error });
+      throw new HelperError(`function ${this.options.name} could not be invoked`, { cause: error });
     } finally {
       clearTimeout(timer);
     }

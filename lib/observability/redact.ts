@@ -1,3 +1,4 @@
+import { messageOf } from "../errors";
 import type { LogAttributes } from "../ports";
 
 export const REDACTED = "[redacted]";
@@ -22,6 +23,17 @@ const SECRET_WORDS = new Set([
   "authorization",
   "cookie",
 ]);
+
+/**
+ * The userinfo of a URL (`nats://user:password@host`): everything up to the last `@` of the
+ * whitespace-free run, so a password holding `@` or `/` is masked whole (masking too much is safe).
+ */
+const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)\S*@/gi;
+
+/** A URL, or text holding URLs, with any `user:password@` replaced by `[redacted]@`. */
+export function maskUserinfo(text: string): string {
+  return text.replace(URL_USERINFO, `$1${REDACTED}@`);
+}
 
 /** Known secret values shorter than this are not masked inside strings: too likely to be ordinary text. */
 const MIN_MASKED_VALUE_LENGTH = 6;
@@ -50,7 +62,9 @@ export class Redactor {
   }
 
   text(value: string): string {
-    let masked = value;
+    // A URL's password is masked even when its value is not known (a second line of defence: the
+    // configuration refuses credentials in broker URLs).
+    let masked = value.includes("@") ? maskUserinfo(value) : value;
     for (const secret of this.secrets) {
       if (masked.includes(secret)) masked = masked.split(secret).join(REDACTED);
     }
@@ -69,12 +83,12 @@ export class Redactor {
     seen.add(value);
 
     if (value instanceof Error) {
-      const cause = (value as { cause?: unknown }).cause;
+      // The message carries the cause chain (messages only): what an operator needs to tell a wrong
+      // ARN from a timeout, without every cause's stack.
       return {
         name: value.name,
-        message: this.text(value.message),
+        message: this.text(messageOf(value)),
         ...(value.stack ? { stack: this.text(value.stack) } : {}),
-        ...(cause !== undefined ? { cause: this.value(cause, depth + 1, seen) } : {}),
       };
     }
     const toJSON = (value as { toJSON?: unknown }).toJSON;

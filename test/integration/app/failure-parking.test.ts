@@ -63,7 +63,7 @@ describe("a host failing at the same step", () => {
       const attributes = message.MessageAttributes ?? {};
       expect(attributes.step?.StringValue).toBe("helper");
       expect(attributes.failures?.StringValue).toBe(String(LIMIT));
-      expect(attributes.reason?.StringValue).toMatch(/^helper: cannot start helper/);
+      expect(attributes.reason?.StringValue).toMatch(/^helper: cannot start \/nonexistent\/provision-helper: no such file \(ENOENT\)/);
     }
     expect(deployment.metrics.total(EXTRA_METRIC.hostsParked)).toBe(2);
     expect(status.registry.byState.parked).toBe(2);

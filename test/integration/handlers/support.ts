@@ -2,7 +2,7 @@ import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { AppSettings } from "../../../lib/app";
 import { createApp, type App } from "../../../lib/aws";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type Clock } from "../../../lib/ports";
+import { silentLogger, type Clock, type Logger } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
 import type { LocalResources } from "../../support/aws";
 
@@ -20,6 +20,8 @@ export interface DeploymentOptions {
   clock?: Clock;
   /** Default the example helper. */
   helper?: string;
+  /** Default silent. */
+  logger?: Logger;
 }
 
 export interface Deployment {
@@ -43,7 +45,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const settings = localAppSettings(yaml, options.resources, { retryMaxDelaySeconds: 2 });
 
   const metrics = new InMemoryMetrics(options.site);
-  const app = await createApp(settings, { metrics, logger: silentLogger, ...(options.clock ? { clock: options.clock } : {}) });
+  const app = await createApp(settings, { metrics, logger: options.logger ?? silentLogger, ...(options.clock ? { clock: options.clock } : {}) });
   return { app, metrics, settings };
 }
 

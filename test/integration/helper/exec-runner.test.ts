@@ -264,7 +264,66 @@ describe("ExecHelperRunner failures", () => {
     const error = await helperErrorOf(runner.run(request("n1")));
 
     // Assert
-    expect(error.message).toContain("cannot start helper does-not-exist");
+    expect(error.message).toBe(`cannot start ${join(dir, "does-not-exist")}: no such file (ENOENT)`);
+  });
+
+  it("names the whole path, and a layer path outside /opt/bin says where layers put executables", async () => {
+    // Arrange
+    const runner = new ExecHelperRunner({ command: "/opt/provision-helper --site lon", timeoutMs: TIMEOUT_MS });
+
+    // Act
+    const error = await helperErrorOf(runner.run(request("n1")));
+
+    // Assert
+    expect(error.message).toBe("cannot start /opt/provision-helper: no such file (ENOENT); a helper layer's executables are in /opt/bin");
+    expect(error.message.match(/helper/g)).toEqual(["helper", "helper"]);
+  });
+
+  it("masks every known secret in the stderr it quotes: configured, given, returned, escaped or re-wrapped", async () => {
+    // Arrange
+    const configured = "configured-broker-password-0815";
+    const pemBody = ["MC4CAQAwBQYDK2VwBCIEIKzM0b1Hc4cGd2lqR0xxb3pnTjFrUEZzV2ZiYmNk", "QWxzb0FTZWNvbmRMaW5lT2ZUaGVQcml2YXRlS2V5MDEyMzQ1Njc4OWFiY2Rl"];
+    const pem = `-----BEGIN PRIVATE KEY-----\n${pemBody.join("\n")}\n-----END PRIVATE KEY-----`;
+    const command = await script(
+      "leaky.sh",
+      [
+        "cat > /dev/null",
+        // A partial response, as a helper that crashed half-way through writing it leaves.
+        `printf '%s' '{"certificate": "x", "key": ${JSON.stringify(pem)}, "configuration": {"plugin.choria.security.password": "returned-config-secret-42"'`,
+        `echo 'the key: ${JSON.stringify(pem)}' >&2`,
+        `printf '%s\n' '${pemBody[1]}' >&2`,
+        `echo 'wrote returned-config-secret-42 and ${configured} and ${CLAIM_TOKEN}' >&2`,
+        "exit 1",
+      ].join("\n"),
+    );
+    const runner = new ExecHelperRunner({ command, timeoutMs: TIMEOUT_MS, secretValues: [configured] });
+
+    // Act
+    const error = await helperErrorOf(runner.run(request("n1")));
+
+    // Assert
+    expect(error.message).toContain("exited with code 1; stderr: the key: ");
+    for (const secret of [configured, CLAIM_TOKEN, "returned-config-secret-42", ...pemBody]) expect(error.message).not.toContain(secret);
+    for (const part of pemBody) expect(error.message).not.toContain(part.slice(0, 16));
+  });
+
+  it("caps the quoted stderr after masking, so a secret the cap would cut into is not shown in part", async () => {
+    // Arrange
+    const secret = `${"s".repeat(40)}-secret-value-${"t".repeat(40)}`;
+    // Without masking first, the last 512 characters would start 32 characters before the secret's end.
+    const command = await script(
+      "long.sh",
+      `cat > /dev/null\necho '{}'\nhead -c 20000 /dev/zero | tr '\\0' x >&2\nprintf '%s%s' '${secret}' "$(head -c 480 /dev/zero | tr '\\0' n)" >&2\nexit 1`,
+    );
+    const runner = new ExecHelperRunner({ command, timeoutMs: TIMEOUT_MS, secretValues: [secret] });
+
+    // Act
+    const error = await helperErrorOf(runner.run(request("n1")));
+
+    // Assert
+    const quoted = error.message.slice(error.message.indexOf("; stderr: ") + "; stderr: ".length);
+    expect(quoted.length).toBeLessThanOrEqual(513);
+    expect(quoted).toMatch(/^…x*\[redacted\]n{480}$/);
   });
 
   it("an empty command line is rejected at construction", () => {

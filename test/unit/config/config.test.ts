@@ -308,7 +308,7 @@ describe("unknown keys", () => {
 
     // Assert
     expect(config.helper).toBe(MINIMAL.helper);
-    expect(logger.at("warn").map((w) => w.attributes?.key)).toEqual(["flavour", "features.turbo"]);
+    expect(logger.at("warn").map((w) => w.attributes?.setting)).toEqual(["flavour", "features.turbo"]);
   });
 });
 

@@ -55,7 +55,7 @@ describe("checkDeploymentConfig", () => {
     ["helper_function", { helper: "/opt/bin/helper" }],
     ["lease.duration", { lease: { duration: "10s", renew_interval: "2s", skew_bound: "1s" } }],
     ["tls.insecure_skip_verify", { tls: { insecure_skip_verify: "sometimes" } }],
-    ["client_jwt", { protocol_version: 2 }],
+    ["client_jwt", { protocol_version: 2, client_seed: "ssm:/provisioner/seed" }],
     ["upgrades_repository", { features: { upgrades: true } }],
     ["cert_deny_list.0", { cert_deny_list: ["(unclosed"] }],
     ["rpc_ttl", { rpc_ttl: 5 }],

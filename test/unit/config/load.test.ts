@@ -130,7 +130,7 @@ describe("loadConfig", () => {
     const resolver = new MapResolver({
       "ssm:/provisioner/token": "resolved-token-value",
       "secretsmanager:provisioner/broker": "resolved-password-value",
-      "ssm:/provisioner/signing-key": "resolved-signing-key",
+      "ssm:/provisioner/signing-key": "5e".repeat(32),
       "secretsmanager:nats": "resolved-nats-token",
     });
     const yaml = [
@@ -146,7 +146,7 @@ describe("loadConfig", () => {
     // Assert
     expect(config.token).toBe("resolved-token-value");
     expect(config.brokerProvisioningPassword).toBe("resolved-password-value");
-    expect(config.jwtSigningKey).toBe("resolved-signing-key");
+    expect(config.jwtSigningKey).toBe("5e".repeat(32));
     expect(config.natsToken).toBe("resolved-nats-token");
     expect(resolver.calls).toHaveLength(4);
     expect(JSON.stringify(config)).not.toContain("resolved-");
