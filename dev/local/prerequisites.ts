@@ -86,7 +86,7 @@ export async function findNatsServer(options: PrerequisiteOptions = {}): Promise
   if (executable(cached)) return cached;
   const go = onPath("go", env);
   if (!go) throw new MissingPrerequisiteError("nats-server", `nats-server is not installed and Go is not there to build it: ${INSTALL_NATS}`);
-  options.say?.(`nats-server not found: building ${NATS_SERVER_VERSION} with go install into ${dir} (once; a minute or two)`);
+  options.say?.(`nats-server not found: building ${NATS_SERVER_VERSION} with go install into ${dir} (once; a few minutes)`);
   try {
     mkdirSync(dir, { recursive: true });
     await run(go, ["install", `${NATS_SERVER_MODULE}@${NATS_SERVER_VERSION}`], {
