@@ -39,6 +39,8 @@ export interface OperatorStack {
   queues: Record<QueueName, string>;
   dynamoDbEndpoint: string | undefined;
   sqsEndpoint: string | undefined;
+  /** The deployment's lease.skew_bound and rpc_ttl, when its configuration was given. */
+  timing?: { skewBoundMs: number; deliveryHorizonMs: number };
 }
 
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
@@ -56,10 +58,11 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
   try {
     await checkTables(dynamo, stack, needs.tables);
     const urls = await resolveQueues(sqs, stack, needs.queues);
+    const store = new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable });
     const registry = new AdmissionRegistry(
       // The interval only shapes admissions the operator makes, which override it anyway.
       { site: stack.site, intervalMs: 60_000 },
-      { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable }), metrics: noMetrics, clock },
+      { store, metrics: noMetrics, clock },
     );
     const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
     const operator = new Operator({
@@ -75,6 +78,8 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
         lifecycleDlq: queue(urls.lifecycleDlq),
       },
       clock,
+      entry: (identity) => store.read({ site: stack.site, identity }),
+      ...(stack.timing ? { timing: stack.timing } : {}),
     });
     return { operator, close };
   } catch (error) {
