@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -150,17 +150,24 @@ describe("choria-provisioner status", () => {
     expect(result.stderr).toContain("--host-work-dlq or HOST_WORK_DLQ_URL");
   });
 
-  it("runs as the package's bin", async () => {
+  it("runs as the package's bin from a production install: the bundle alone, no tsx, no node_modules", async () => {
     await lead("primary");
+    await promisify(execFile)(process.execPath, [join(ROOT, "scripts/build-cli.mjs")], { cwd: ROOT });
+    const install = await mkdtemp(join(tmpdir(), "cli-install-"));
+    await mkdir(join(install, "bin"));
+    await mkdir(join(install, "dist"));
+    await copyFile(join(ROOT, "bin/choria-provisioner.mjs"), join(install, "bin/choria-provisioner.mjs"));
+    await copyFile(join(ROOT, "dist/choria-provisioner.mjs"), join(install, "dist/choria-provisioner.mjs"));
 
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [join(ROOT, "bin/choria-provisioner.mjs"), "status", "--json", "--stage", stage, "--site", SITE, "--deployment", "primary"],
-      { cwd: ROOT, env: { ...process.env, DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url } },
+      [join(install, "bin/choria-provisioner.mjs"), "status", "--json", "--stage", stage, "--site", SITE, "--deployment", "primary"],
+      { cwd: install, env: { PATH: process.env.PATH, DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url, AWS_REGION: "us-east-1" } },
     );
+    await rm(install, { recursive: true, force: true });
 
     expect(JSON.parse(stdout)).toMatchObject({ site: SITE, deploymentId: "primary", lease: { leader: "primary" } });
-  });
+  }, 60_000);
 });
 
 describe("choria-provisioner election view, pause and resume", () => {
