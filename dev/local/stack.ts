@@ -102,7 +102,8 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * here discovery runs every 15 s, keeper and bridge invocations last ~10 s and retries come back
  * after 2-10 s. The lease is 30 s / 2 s / 1 s: the pause gate only opens for an RPC attempt (up to
  * 2 s discovery + 20 s choria_provision timeout = 22 s) that fits in the validity left after a
- * renewal, so a much shorter lease cannot provision at all; a failover then takes ~31-33 s. Function
+ * renewal, so a much shorter lease cannot provision at all; a failover then takes ~61-63 s (lease,
+ * skew and the 30 s rpc_ttl delivery horizon after the last renewal). Function
  * timeouts are shorter (discover 60 s, provision 60 s), the queues' visibility follows them (host
  * work 70 s, lifecycle 60 s), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
  * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
