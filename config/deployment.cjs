@@ -373,6 +373,10 @@ module.exports = async ({ resolveVariable }) => {
   const text = await readFile(file, "utf8");
   const check = checkConfig(serviceDir, file, { allowLiteralSecrets, helperLayer: Boolean(helperLayerDir) });
   for (const warning of check.warnings) console.warn(`${configPath}: warning: ${warning.key}: ${warning.message}`);
+  // Said where the user packages: otherwise the alarms only ever show in the console, unnoticed.
+  if (!alarmTopicArn) {
+    console.warn("note: param alarmTopicArn is not set: the stack's alarms are created without actions and notify nobody; pass --param alarmTopicArn=<SNS topic ARN>");
+  }
   if (check.errors.length > 0) {
     const lines = check.errors.map((error) => `  ${error.key}: ${error.message}`);
     throw new Error(`${configPath} cannot be deployed (npm run check-config -- ${configPath}):\n${lines.join("\n")}`);
