@@ -3,7 +3,7 @@
  * that the tables and queues a command needs exist (naming where they were looked for), and the
  * Operator built on the stack's stores and queues. lib/operator/cli.ts parses and prints.
  */
-import { DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
@@ -79,6 +79,7 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
       },
       clock,
       entry: (identity) => store.read({ site: stack.site, identity }),
+      expiredEntries: (now) => expiredEntries(dynamo, stack, now),
       ...(stack.timing ? { timing: stack.timing } : {}),
     });
     return { operator, close };
@@ -86,6 +87,28 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
     close();
     throw error;
   }
+}
+
+/** The site's admission entries whose `expiresAt` is past (the TTL attribute may lag by days). */
+async function expiredEntries(dynamo: DynamoDBClient, stack: OperatorStack, now: number): Promise<Array<{ identity: string; state: string }>> {
+  const entries: Array<{ identity: string; state: string }> = [];
+  let startKey: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await dynamo.send(
+      new QueryCommand({
+        TableName: stack.admissionTable,
+        KeyConditionExpression: "#site = :site",
+        FilterExpression: "#expiresAt <= :now",
+        ProjectionExpression: "#identity, #state",
+        ExpressionAttributeNames: { "#site": "site", "#identity": "identity", "#state": "state", "#expiresAt": "expiresAt" },
+        ExpressionAttributeValues: { ":site": { S: stack.site }, ":now": { N: String(now) } },
+        ExclusiveStartKey: startKey,
+      }),
+    );
+    for (const item of page.Items ?? []) entries.push({ identity: item.identity?.S ?? "", state: item.state?.S ?? "queued" });
+    startKey = page.LastEvaluatedKey;
+  } while (startKey);
+  return entries;
 }
 
 function where(stack: OperatorStack, endpoint: string | undefined): string {

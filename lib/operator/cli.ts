@@ -330,9 +330,11 @@ export function formatStatus(status: OperatorStatus, now: number): string {
   const { byState } = status.registry;
   lines.push(
     "",
-    `registry: ${status.registry.total} hosts (${Object.entries(byState)
-      .map(([state, count]) => `${state} ${count}`)
-      .join(", ")})`,
+    `registry: ${status.registry.total} hosts (${[
+      ...Object.entries(byState).map(([state, count]) => `${state} ${count}`),
+      // Past their expiry: no work is waiting for them, the table's TTL has not deleted them yet.
+      ...(status.registry.expired > 0 ? [`expired ${status.registry.expired}`] : []),
+    ].join(", ")})`,
   );
   if (status.registry.lastErrors.length > 0) {
     lines.push(

@@ -62,6 +62,12 @@ export interface OperatorDeps {
    * at its expiry plus both.
    */
   timing?: { skewBoundMs: number; deliveryHorizonMs: number };
+  /**
+   * The site's registry entries past their `expiresAt` at `now`: no rule looks at them any more and
+   * the table's TTL deletes them in its own time (up to days), so status counts them as expired,
+   * not as queued or provisioning work.
+   */
+  expiredEntries?: (now: number) => Promise<Array<{ identity: string; state: string }>>;
   /** One host's registry entry (strongly consistent), for reprovision's checks. */
   entry?: (identity: string) => Promise<{ state: string; admittedAt: number } | undefined>;
 }
@@ -85,7 +91,8 @@ export interface OperatorStatus {
   pause: PauseState | undefined;
   lease: LeaseView;
   queues: Record<QueueName, QueueDepth>;
-  registry: RegistrySummary;
+  /** `byState` counts live entries only; `expired` the entries past their expiry the TTL has not deleted yet. */
+  registry: RegistrySummary & { expired: number };
 }
 
 export interface ElectionView {
@@ -137,12 +144,20 @@ export class Operator {
   }
 
   async status(): Promise<OperatorStatus> {
-    const [lease, pause, queues, registry] = await Promise.all([
+    const now = this.deps.clock.now();
+    const [lease, pause, queues, summary, expired] = await Promise.all([
       this.leaseView(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
       queueDepths(this.deps.queues),
       this.deps.registry.summary(),
+      this.deps.expiredEntries ? this.deps.expiredEntries(now) : Promise.resolve([]),
     ]);
+    const byState = { ...summary.byState };
+    for (const entry of expired) {
+      const state = entry.state as keyof typeof byState;
+      if (Object.hasOwn(byState, state)) byState[state] = Math.max(0, byState[state] - 1);
+    }
+    const registry = { ...summary, byState, expired: expired.length };
     return { site: this.deps.site, deploymentId: this.deps.deploymentId, paused: pause?.paused === true, pause, lease, queues, registry };
   }
 

@@ -134,6 +134,23 @@ describe("choria-provisioner status", () => {
     expect(people.stdout).toMatch(/web1\.example\.net\s+failed\s+helper\s+1\s+12s ago\s+helper: cannot start helper/);
   });
 
+  it("counts entries past their expiry as expired, not as queued work", async () => {
+    const term = await lead("primary");
+    await registry.admit("web1.example.net", "discovery", term);
+    await registry.admit("web2.example.net", "discovery", term);
+    // web1's admission is long past its expiry (its work was dropped; the TTL has not deleted it yet).
+    time.advance(2 * 3_600_000);
+    await lead("primary");
+    await registry.admit("web2.example.net", "discovery", term + 1);
+
+    const status = await cliJson<OperatorStatus>("status");
+    const people = await cli("status");
+
+    expect(status.registry.byState.queued).toBe(1);
+    expect(status.registry.expired).toBe(1);
+    expect(people.stdout).toMatch(/registry: 2 hosts \(queued 1, .*expired 1\)/);
+  });
+
   it("names the missing table and how to point at the right one", async () => {
     const result = await cli("status", "--lease-table", "nope-lease");
 
