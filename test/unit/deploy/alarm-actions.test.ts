@@ -1,6 +1,7 @@
 /**
  * Package time (config/deployment.cjs, the resolver serverless.yml calls): a stack packaged without
- * `alarmTopicArn` is told, in one line, that its alarms notify nobody; with one it hears nothing.
+ * `alarmTopicArn` is told, in one line, that its alarms notify nobody; with one it hears nothing. A
+ * raw `sls invoke local` without the queue params is pointed at scripts/sls-local.sh.
  */
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
@@ -46,5 +47,16 @@ describe("alarm actions at package time", () => {
 
     expect(resolved.alarmActions).toEqual([topic]);
     expect(warnings.filter((line) => line.includes("alarmTopicArn"))).toEqual([]);
+  }, 60_000);
+
+  it("points a raw sls invoke local without the queue params at scripts/sls-local.sh", async () => {
+    const argv = process.argv;
+    process.argv = [argv[0] ?? "node", "sls", "invoke", "local", "-f", "status"];
+    try {
+      await expect(packageWith({})).rejects.toThrow(/sls invoke local needs the queues as params .*run scripts\/sls-local.sh <function>/);
+      await expect(packageWith({ hostWorkQueueUrl: "http://127.0.0.1:4566/000000000000/q" })).resolves.toMatchObject({ warnings: [] });
+    } finally {
+      process.argv = argv;
+    }
   }, 60_000);
 });
