@@ -235,7 +235,8 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
                 : touched || row
                   ? "in progress"
                   : "never contacted";
-      const reason = letter?.reason ?? row?.lastError ?? progress.lastRefusal.get(identity) ?? state;
+      // No error anywhere: the state (and the registry column) say all there is; "-" rather than repeat it.
+      const reason = letter?.reason ?? row?.lastError ?? progress.lastRefusal.get(identity) ?? (state === "never contacted" ? state : "-");
       return {
         identity,
         reason,
