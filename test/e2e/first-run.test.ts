@@ -93,6 +93,20 @@ describe("the first command on a fresh machine", () => {
     expect(rtt).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
+  it("refuses --kill-leader-after without --standby in one line, before starting anything", async () => {
+    const result = await run("npm", ["run", "--silent", "local", "--", "--fast", "--kill-leader-after", "5"], {
+      cwd: ROOT,
+      env: { ...process.env, npm_config_update_notifier: "false" },
+    }).then(
+      () => ({ code: 0, stdout: "", stderr: "" }),
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split("\n")).toEqual(["npm run local: --kill-leader-after needs --standby: with one deployment nothing can take over (see npm run local -- --help)"]);
+    expect(result.stdout).toBe("");
+  }, 60_000);
+
   it("names NATS_SERVER_BIN when it points at nothing", async () => {
     const env = { PATH: pathWith("node"), NATS_SERVER_BIN: "/nonexistent/nats-server" };
 
