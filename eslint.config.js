@@ -26,7 +26,7 @@ const NATS = {
 const DYNAMODB_ADAPTERS = ["lib/lease/dynamodb-*.ts", "lib/admission/dynamodb-*.ts"];
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".serverless/", ".esbuild/", "reports/", "coverage/"] },
+  { ignores: ["node_modules/", ".serverless/", ".esbuild/", "reports/", "coverage/", "dist/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

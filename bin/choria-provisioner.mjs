@@ -1,14 +1,12 @@
 #!/usr/bin/env node
-// The operator CLI (`npx choria-provisioner <command>`, lib/operator/cli.ts), run from the TypeScript
-// sources through tsx's loader like the repository's other scripts.
+// The operator CLI (`npx choria-provisioner <command>`, lib/operator/cli.ts), run from its bundle
+// (npm run build:cli, which `npm install` runs as prepare): plain node, no TypeScript loader.
 import process from "node:process";
-import { register } from "tsx/esm/api";
 
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
-register();
-const { runCli } = await import("../lib/operator/cli.ts");
-process.exitCode = await runCli(process.argv.slice(2), {
-  stdout: (text) => process.stdout.write(text),
-  stderr: (text) => process.stderr.write(text),
-  env: process.env,
-});
+try {
+  await import("../dist/choria-provisioner.mjs");
+} catch (error) {
+  if (error?.code !== "ERR_MODULE_NOT_FOUND" || !String(error.message).includes("dist/choria-provisioner.mjs")) throw error;
+  process.stderr.write("choria-provisioner: the CLI is not built: run npm run build:cli in the package's directory\n");
+  process.exitCode = 1;
+}

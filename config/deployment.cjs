@@ -350,6 +350,15 @@ module.exports = async ({ resolveVariable }) => {
   const allowLiteralSecrets = String(await resolveVariable("param:allowLiteralSecrets, 'false'")) === "true";
   const helperLayerDir = await resolveVariable("param:helperLayerDir, ''");
   const pausedAlarm = String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
+  // `sls invoke local` without the queue URL params would try to read them from CloudFormation and
+  // fail on credentials; scripts/sls-local.sh passes them from the local services' export lines.
+  const invokeLocal = process.argv.includes("invoke") && process.argv.includes("local");
+  if (invokeLocal && !(await resolveVariable("param:hostWorkQueueUrl, ''"))) {
+    throw new Error(
+      "sls invoke local needs the queues as params (deployed, they come from CloudFormation): " +
+        "run scripts/sls-local.sh <function> in the shell with the export lines of npm run local:services or npm run local -- --keep-running",
+    );
+  }
   if ((subnetIds.length === 0) !== (securityGroupIds.length === 0)) {
     throw new Error("set both params subnetIds and securityGroupIds (comma lists), or neither");
   }
@@ -373,6 +382,10 @@ module.exports = async ({ resolveVariable }) => {
   const text = await readFile(file, "utf8");
   const check = checkConfig(serviceDir, file, { allowLiteralSecrets, helperLayer: Boolean(helperLayerDir) });
   for (const warning of check.warnings) console.warn(`${configPath}: warning: ${warning.key}: ${warning.message}`);
+  // Said where the user packages: otherwise the alarms only ever show in the console, unnoticed.
+  if (!alarmTopicArn && !invokeLocal) {
+    console.warn("note: param alarmTopicArn is not set: the stack's alarms are created without actions and notify nobody; pass --param alarmTopicArn=<SNS topic ARN>");
+  }
   if (check.errors.length > 0) {
     const lines = check.errors.map((error) => `  ${error.key}: ${error.message}`);
     throw new Error(`${configPath} cannot be deployed (npm run check-config -- ${configPath}):\n${lines.join("\n")}`);

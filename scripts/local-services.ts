@@ -12,7 +12,8 @@
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../dev/local/resources";
-import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../dev/local/services";
+import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
+import { LOCAL_AWS, ServiceStartError, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../dev/local/services";
 import { startFleet, type Fleet } from "../dev/simulator";
 
 /** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
@@ -37,6 +38,7 @@ async function main(): Promise<void> {
   const fleetSize = Number(option("fleet") ?? "0");
   if (!Number.isInteger(fleetSize) || fleetSize < 0) throw new Error("--fleet must be a whole number");
   const names = stageResourceNames(stage);
+  await ensurePrerequisites({ say: (message) => console.log(`# ${message}`) });
   const running: RunningService[] = [];
   let fleet: Fleet | undefined;
 
@@ -138,6 +140,11 @@ function untilStopped(): Promise<void> {
 await main().then(
   () => process.exit(0),
   (error: unknown) => {
+    // What the machine lacks, or a service that did not start, is the user's to fix: one line, no stack.
+    if (error instanceof MissingPrerequisiteError || error instanceof ServiceStartError) {
+      console.error(`local services: ${error.message}`);
+      process.exit(1);
+    }
     console.error(`local services failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exit(1);
   },

@@ -4,6 +4,8 @@
  * SQS event sources), showing live progress until every node is provisioned or the timeout passes.
  * Exits 0 only when every node was provisioned. See docs/local-run.md.
  */
+// First: EMF off before any function module builds its Powertools instances (see the module).
+import "../dev/local/quiet-powertools";
 import { createWriteStream, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +15,9 @@ import { formatSummary, createProgressWriter } from "../dev/local/progress";
 import { runLocal } from "../dev/local/run";
 import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../dev/local/stack";
 import { dynamoDbSplit } from "../dev/local/request-counter";
+import { exportLines } from "../dev/local/shell";
+import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
+import { ServiceStartError } from "../dev/local/services";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -37,7 +42,7 @@ const USAGE = `Usage: npm run local -- [options]
 `;
 
 function fail(message: string): never {
-  process.stderr.write(`${message}\n\n${USAGE}`);
+  process.stderr.write(`npm run local: ${message} (see npm run local -- --help)\n`);
   process.exit(2);
 }
 
@@ -60,10 +65,6 @@ function parseHelper(text: string | undefined): HelperChoice {
   if (text === undefined) return "node";
   if (text === "node" || text === "bash" || text === "inline") return text;
   return { command: text };
-}
-
-function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
 async function main(): Promise<number> {
@@ -104,11 +105,12 @@ async function main(): Promise<number> {
   const killLeaderAfterMs = killAfter === undefined ? undefined : positive("kill-leader-after", killAfter, 1) * 1000;
   const logLevel = (str("log-level") ?? "info") as "debug" | "info" | "warn" | "error";
   if (!["debug", "info", "warn", "error"].includes(logLevel)) fail(`--log-level must be debug, info, warn or error`);
-  if (killLeaderAfterMs !== undefined && !values.standby) {
-    process.stderr.write("note: --kill-leader-after without --standby leaves no deployment to take over\n");
-  }
+  // Without a standby nothing takes over: the run would only wait out its timeout and prove nothing.
+  if (killLeaderAfterMs !== undefined && !values.standby) fail("--kill-leader-after needs --standby: with one deployment nothing can take over");
+  const helper = parseHelper(str("helper"));
 
   const progress = createProgressWriter({ plain: values.plain === true });
+  await ensurePrerequisites({ jq: helper === "bash", say: (message) => progress.event(message) });
   const interrupt = new AbortController();
   stopOnSignals(interrupt, (message) => progress.event(message));
 
@@ -126,7 +128,7 @@ async function main(): Promise<number> {
   const stack = await startLocalStack({
     nodes,
     features: parseFeatures(str("features")),
-    helper: parseHelper(str("helper")),
+    helper,
     deployments: values.standby ? ["primary", "standby"] : ["primary"],
     fast,
     workers: Math.trunc(positive("workers", str("workers"), 10)),
@@ -179,7 +181,7 @@ async function main(): Promise<number> {
     if (values["keep-running"] && !interrupt.signal.aborted) {
       const primary = stack.deployments[0];
       process.stdout.write("\nThe stack stays up until Ctrl-C. For sls invoke local (scripts/sls-local.sh), run:\n");
-      for (const [name, value] of Object.entries(primary?.env ?? {})) process.stdout.write(`export ${name}=${shellQuote(value)}\n`);
+      process.stdout.write(exportLines(primary?.env ?? {}));
       await new Promise((resolve) => interrupt.signal.addEventListener("abort", resolve, { once: true }));
       return code;
     }
@@ -227,6 +229,11 @@ function stopOnSignals(interrupt: AbortController, say: (message: string) => voi
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
+    // What the machine lacks, or a service that did not start, is the user's to fix: one line, no stack.
+    if (error instanceof MissingPrerequisiteError || error instanceof ServiceStartError) {
+      process.stderr.write(`npm run local: ${error.message}\n`);
+      process.exit(1);
+    }
     process.stderr.write(`local run failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);
   },

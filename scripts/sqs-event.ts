@@ -20,8 +20,22 @@ import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, s
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
+const USAGE = `Usage: node --import tsx scripts/sqs-event.ts <source> > event.json
+
+  --from-queue URL [--max N] [--hide S]
+                       the messages waiting on a queue, hidden for S seconds (default 300), at most N (default 10)
+  --startup <identity>... [--component NAME]
+                       lifecycle startup events (component default provision_mode_server)
+  --host-work --term N <identity>...
+                       host-work messages made up here (provision works them only if admitted under that term)
+  --queue-url URL      the queue the event names as its source (default a local one)
+  --help
+
+SQS_ENDPOINT is where --from-queue receives from.
+`;
+
 function fail(message: string): never {
-  process.stderr.write(`sqs-event: ${message}\n`);
+  process.stderr.write(`sqs-event: ${message} (see --help)\n`);
   process.exit(2);
 }
 
@@ -50,20 +64,33 @@ async function receive(queueUrl: string, max: number, hideSeconds: number): Prom
   }
 }
 
+function parse() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        "from-queue": { type: "string" },
+        max: { type: "string" },
+        hide: { type: "string" },
+        startup: { type: "boolean" },
+        component: { type: "string" },
+        "host-work": { type: "boolean" },
+        term: { type: "string" },
+        "queue-url": { type: "string" },
+        help: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    fail((error as Error).message);
+  }
+}
+
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      "from-queue": { type: "string" },
-      max: { type: "string" },
-      hide: { type: "string" },
-      startup: { type: "boolean" },
-      component: { type: "string" },
-      "host-work": { type: "boolean" },
-      term: { type: "string" },
-      "queue-url": { type: "string" },
-    },
-  });
+  const { values, positionals } = parse();
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const whole = (name: string, text: string | undefined, fallback: number) => {
     if (text === undefined) return fallback;
     if (!/^\d+$/.test(text)) fail(`--${name} must be a whole number`);

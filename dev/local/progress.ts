@@ -1,6 +1,7 @@
 /**
- * Live progress for the local run: one rewritten status line on a terminal, plain lines (at most
- * one every few seconds, or when something changes) otherwise, and a summary table at the end.
+ * Live progress for the local run: one rewritten status line on a terminal, plain lines otherwise
+ * (when something changed, at most one every few seconds, and at least one every HEARTBEAT_MS so a
+ * run that waits is seen waiting, with what it waits for), and a summary table at the end.
  */
 import type { ProgressSnapshot, RunSummary } from "./run";
 
@@ -15,9 +16,13 @@ export interface ProgressWriterOptions {
   stream?: NodeJS.WriteStream;
   /** Force plain lines even on a terminal. */
   plain?: boolean;
-  /** Plain mode: least time between two unchanged lines. Default 5 s. */
+  /** Plain mode: least time between two lines. Default 5 s. */
   plainEveryMs?: number;
+  /** Plain mode: longest time without a line. Default HEARTBEAT_MS. */
+  heartbeatMs?: number;
 }
+
+export const HEARTBEAT_MS = 10_000;
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
@@ -26,9 +31,10 @@ export function formatSnapshot(s: ProgressSnapshot): string {
   const pad = (n: number) => String(n).padStart(width);
   const leader = s.leader === undefined ? "no leader" : `leader ${s.leader} term ${s.term}`;
   const crashed = s.crashed.length > 0 ? ` | crashed: ${s.crashed.join(",")}` : "";
+  const waitingFor = s.waitingFor ? ` | waiting for: ${s.waitingFor}` : "";
   return (
     `[${seconds(s.elapsedMs).padStart(7)}] waiting ${pad(s.waiting)} | in progress ${pad(s.inProgress)} | ` +
-    `provisioned ${pad(s.provisioned)}/${s.total} | failed ${s.failed} | retrying ${s.retrying} | ${leader} | invocations ${s.invocations}${crashed}`
+    `provisioned ${pad(s.provisioned)}/${s.total} | failed ${s.failed} | retrying ${s.retrying} | ${leader} | invocations ${s.invocations}${crashed}${waitingFor}`
   );
 }
 
@@ -57,9 +63,10 @@ export function createProgressWriter(options: ProgressWriterOptions = {}): Progr
         lastLine = line;
         return;
       }
-      const key = `${snapshot.waiting}/${snapshot.inProgress}/${snapshot.provisioned}/${snapshot.failed}/${snapshot.retrying}/${snapshot.leader}/${snapshot.term}`;
-      const due = snapshot.elapsedMs - lastPlainAt >= (options.plainEveryMs ?? 5_000);
-      if (key !== lastKey && (due || snapshot.provisioned === snapshot.total || lastKey === "")) {
+      const key = `${snapshot.waiting}/${snapshot.inProgress}/${snapshot.provisioned}/${snapshot.failed}/${snapshot.retrying}/${snapshot.leader}/${snapshot.term}/${snapshot.waitingFor}`;
+      const since = snapshot.elapsedMs - lastPlainAt;
+      const changed = key !== lastKey && (since >= (options.plainEveryMs ?? 5_000) || snapshot.provisioned === snapshot.total || lastKey === "");
+      if (changed || since >= (options.heartbeatMs ?? HEARTBEAT_MS)) {
         stream.write(`${line}\n`);
         lastKey = key;
         lastPlainAt = snapshot.elapsedMs;
@@ -93,7 +100,8 @@ export function formatSummary(summary: RunSummary, extra: Array<[string, string]
       ? `all ${summary.total} nodes provisioned`
       : `${summary.provisioned} of ${summary.total} nodes provisioned, ${summary.unprovisioned.length} not: ` +
         `${summary.unprovisioned.filter((node) => node.state === "parked").length} parked in the DLQ, ` +
-        `${summary.unprovisioned.filter((node) => node.state === "retrying").length} retrying, ${summary.lost.length} with no dead letter`;
+        `${summary.unprovisioned.filter((node) => node.state === "retrying").length} retrying, ` +
+        `${summary.unprovisioned.filter((node) => node.state === "claimed").length} claimed, ${summary.lost.length} with no dead letter`;
   lines.push("", "Summary", "-------");
   lines.push(
     table([
@@ -128,14 +136,15 @@ export function formatSummary(summary: RunSummary, extra: Array<[string, string]
     ]),
   );
   if (summary.unprovisioned.length > 0) {
-    lines.push("", "Not provisioned (last error of each)");
+    lines.push("", "Not provisioned (registry entry and last error of each)");
     const shown = summary.unprovisioned.slice(0, 50);
     lines.push(
       table([
-        ["node", "state", "step", "failures", "last error"],
+        ["node", "state", "registry", "step", "failures", "last error"],
         ...shown.map((node) => [
           node.identity,
           node.state,
+          node.registry,
           node.failedStep ?? "-",
           node.failures === undefined ? "-" : String(node.failures),
           node.reason,

@@ -6,9 +6,7 @@
  * known (its dead letter's reason, its last error in the admission registry, or the last request
  * it refused).
  */
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { DynamoDbAdmissionStore } from "../../lib/admission/dynamodb-admission-store";
-import type { AdmissionSummaryRow } from "../../lib/admission/registry";
+import { describeRow, describeWait, registryView, type RegistryRow } from "./registry-view";
 import { LOCAL_AWS } from "./services";
 import type { LocalStack, LeaseView, DeadLetter } from "./stack";
 
@@ -26,6 +24,8 @@ export interface ProgressSnapshot {
   term: number | undefined;
   invocations: number;
   crashed: string[];
+  /** Set once nothing moved for STALL_MS: what the unfinished hosts wait for, from the registry. */
+  waitingFor?: string;
 }
 
 export interface FailoverFigure {
@@ -41,8 +41,14 @@ export interface UnprovisionedNode {
   identity: string;
   reason: string;
   deadLettered: boolean;
-  /** parked (in the DLQ), retrying (failed, will be tried again), in progress, or never contacted. */
-  state: "parked" | "retrying" | "in progress" | "never contacted";
+  /**
+   * parked (in the DLQ), retrying (failed, will be tried again), claimed (an invocation holds it),
+   * queued (admitted, its work not yet taken), in progress (requests seen, no registry entry), or
+   * never contacted (neither).
+   */
+  state: "parked" | "retrying" | "claimed" | "queued" | "in progress" | "never contacted";
+  /** Its registry entry in words: state, term, claim, admission age; or "not in the registry". */
+  registry: string;
   /** The step of its last hard failure and how many in a row, when the registry knows. */
   failedStep?: string;
   failures?: number;
@@ -106,12 +112,8 @@ class FleetProgress {
 /** The admission registry is read every few seconds for the retrying count: it is a Query of the whole site. */
 const REGISTRY_EVERY_MS = 2_000;
 
-/** Reads the registry rows of the run's site straight from DynamoDB, as the status function would. */
-function registryReader(stack: LocalStack): { rows(): Promise<AdmissionSummaryRow[]>; close(): void } {
-  const client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: stack.dynamoDb.url });
-  const store = new DynamoDbAdmissionStore({ client, tableName: stack.tables.admission });
-  return { rows: () => store.listSite(stack.site), close: () => client.destroy() };
-}
+/** After this long without a host moving, the progress says what the run waits for. */
+export const STALL_MS = 10_000;
 
 export async function runLocal(stack: LocalStack, options: RunOptions): Promise<RunSummary> {
   const startedAt = Date.now();
@@ -125,8 +127,10 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
   let allDoneAt: number | undefined;
   const say = (message: string) => options.onEvent?.(message);
 
-  const registry = registryReader(stack);
-  let rows: AdmissionSummaryRow[] = [];
+  const registry = registryView({ ...LOCAL_AWS, endpoint: stack.dynamoDb.url, table: stack.tables.admission, site: stack.site });
+  let rows: RegistryRow[] = [];
+  let movedKey = "";
+  let movedAt = startedAt;
   let rowsReadAt = 0;
   stack.start();
   for (;;) {
@@ -160,6 +164,12 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
     }
 
     const provisioned = progress.restartedAt.size;
+    const moved = `${provisioned}/${progress.touched.size}/${failed}`;
+    if (moved !== movedKey) {
+      movedKey = moved;
+      movedAt = now;
+    }
+    const unfinished = () => stack.fleet.identities.filter((identity) => !progress.restartedAt.has(identity));
     options.onSnapshot?.({
       elapsedMs: now - startedAt,
       total,
@@ -172,6 +182,9 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
       term: lease?.term,
       invocations: stack.ledger.count(),
       crashed: stack.deployments.filter((deployment) => deployment.crashed).map((deployment) => deployment.id),
+      ...(now - movedAt >= STALL_MS && provisioned < total
+        ? { waitingFor: describeWait(unfinished(), new Map(rows.map((row) => [row.identity, row])), now) }
+        : {}),
     });
 
     if (options.signal?.aborted) {
@@ -202,20 +215,34 @@ export async function runLocal(stack: LocalStack, options: RunOptions): Promise<
   registry.close();
   const lettered = new Map(deadLetters.filter((letter) => letter.identity).map((letter) => [letter.identity as string, letter]));
   const known = new Map(rows.map((row) => [row.identity, row]));
+  const endedAt = Date.now();
   const unprovisioned: UnprovisionedNode[] = stack.fleet.identities
     .filter((identity) => !progress.restartedAt.has(identity))
     .map((identity) => {
       const letter = lettered.get(identity);
       const row = known.get(identity);
       const touched = progress.touched.has(identity) || row?.lastError !== undefined;
+      const claimed = row?.claimedUntil !== undefined && row.claimedUntil > endedAt;
       const state: UnprovisionedNode["state"] =
-        letter || row?.state === "parked" ? "parked" : row?.lastError !== undefined ? "retrying" : touched ? "in progress" : "never contacted";
-      const reason = letter?.reason ?? row?.lastError ?? progress.lastRefusal.get(identity) ?? state;
+        letter || row?.state === "parked"
+          ? "parked"
+          : claimed
+            ? "claimed"
+            : row?.lastError !== undefined
+              ? "retrying"
+              : row?.state === "queued"
+                ? "queued"
+                : touched || row
+                  ? "in progress"
+                  : "never contacted";
+      // No error anywhere: the state (and the registry column) say all there is; "-" rather than repeat it.
+      const reason = letter?.reason ?? row?.lastError ?? progress.lastRefusal.get(identity) ?? (state === "never contacted" ? state : "-");
       return {
         identity,
         reason,
         deadLettered: letter !== undefined,
         state,
+        registry: describeRow(row, endedAt),
         ...(row?.failedStep === undefined ? {} : { failedStep: row.failedStep, failures: row.failures ?? 0 }),
       };
     });

@@ -22,7 +22,8 @@ export interface RunningNats extends RunningService {
   readonly pid: number | undefined;
 }
 
-const NATS_BINARY = process.env.NATS_SERVER_BIN ?? "nats-server";
+/** Read at each start: the local runs' prerequisite check sets it after this module loaded. */
+const natsBinary = () => process.env.NATS_SERVER_BIN ?? "nats-server";
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -40,29 +41,46 @@ export async function freePort(): Promise<number> {
 function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeoutMs: number): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     let seen = "";
-    const timer = setTimeout(() => finish(new Error(`${what} did not start within ${timeoutMs} ms: ${seen.slice(-500)}`)), timeoutMs);
+    const timer = setTimeout(() => finish(new ServiceStartError(what, `${what} did not start within ${timeoutMs} ms: ${seen.slice(-500)}`)), timeoutMs);
     const onData = (chunk: Buffer) => {
       seen += chunk.toString();
       const match = seen.match(pattern);
       if (match) finish(undefined, match);
     };
-    const onExit = (code: number | null) => finish(new Error(`${what} exited with code ${code}: ${seen.slice(-500)}`));
+    const onExit = (code: number | null) => finish(new ServiceStartError(what, `${what} exited with code ${code}: ${seen.slice(-500)}`));
+    // A binary that is not there fails the spawn with an 'error' event, which unheard crashes the process.
+    const onError = (error: Error) => finish(new ServiceStartError(what, `${what} could not be started: ${error.message}`, { cause: error }));
     function finish(error?: Error, match?: RegExpMatchArray) {
       clearTimeout(timer);
       child.stdout?.off("data", onData);
       child.stderr?.off("data", onData);
       child.off("exit", onExit);
+      child.off("error", onError);
       if (error) reject(error);
       else resolve(match as RegExpMatchArray);
     }
     child.stdout?.on("data", onData);
     child.stderr?.on("data", onData);
     child.once("exit", onExit);
+    child.once("error", onError);
   });
 }
 
+/** A service process that did not come up; `service` names which. */
+export class ServiceStartError extends Error {
+  override readonly name = "ServiceStartError";
+  constructor(
+    readonly service: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  // No pid: the spawn itself failed, there is no process to wait for.
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const kill = setTimeout(() => child.kill("SIGKILL"), 5_000);
     child.once("exit", () => {
@@ -96,7 +114,7 @@ export async function startNats(options: NatsOptions = {}): Promise<RunningNats>
   let child: ChildProcess;
 
   async function launch(): Promise<void> {
-    child = spawn(NATS_BINARY, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...(options.args ?? [])], {
+    child = spawn(natsBinary(), ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...(options.args ?? [])], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     await stopIfFails(child, async () => {

@@ -12,6 +12,8 @@
  * deployed into a site whose lease is already held. The Apps reach DynamoDB and SQS through counting
  * proxies so the requests they make can be reported without touching the App.
  */
+// First: before any function module builds its Powertools instances (see quiet-powertools.ts).
+import "./quiet-powertools";
 import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -43,6 +45,7 @@ import {
 } from "./lambda-runtime";
 import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
 import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM, LOCAL_STAGE, stageResourceNames } from "./resources";
+import { exportLines } from "./shell";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -99,7 +102,8 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * here discovery runs every 15 s, keeper and bridge invocations last ~10 s and retries come back
  * after 2-10 s. The lease is 30 s / 2 s / 1 s: the pause gate only opens for an RPC attempt (up to
  * 2 s discovery + 20 s choria_provision timeout = 22 s) that fits in the validity left after a
- * renewal, so a much shorter lease cannot provision at all; a failover then takes ~31-33 s. Function
+ * renewal, so a much shorter lease cannot provision at all; a failover then takes ~61-63 s (lease,
+ * skew and the 30 s rpc_ttl delivery horizon after the last renewal). Function
  * timeouts are shorter (discover 60 s, provision 60 s), the queues' visibility follows them (host
  * work 70 s, lifecycle 60 s), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
  * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
@@ -604,7 +608,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     RETRY_BASE_DELAY_SECONDS: String(timings.retryBaseDelaySeconds),
     RETRY_MAX_DELAY_SECONDS: String(timings.retryMaxDelaySeconds),
   };
-  await writeFile(join(input.workDir, `${safeName(id)}.env`), Object.entries(env).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n"));
+  await writeFile(join(input.workDir, `${safeName(id)}.env`), exportLines(env));
 
   const handlers = await loadHandlers();
   const metrics = new InMemoryMetrics(input.site);
@@ -712,12 +716,11 @@ function teeMetrics(...targets: Metrics[]): Metrics {
 }
 
 /**
- * The real handler modules. Imported on first use, after the Powertools switches for a local run
- * are set: the handlers build their Powertools instances when their module loads. EMF output is
- * off (POWERTOOLS_METRICS_DISABLED) unless the caller set it; the Apps' metrics are kept in memory.
+ * The real handler modules. EMF output is off (POWERTOOLS_METRICS_DISABLED, set by
+ * quiet-powertools.ts before any of them loaded) unless the caller set it; the Apps' metrics are
+ * kept in memory.
  */
 async function loadHandlers() {
-  process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
   const [discover, leaseKeeper, lifecycleBridge, lifecycle, provision, runtime] = await Promise.all([
     import("../../handlers/discover"),
     import("../../handlers/lease-keeper"),

@@ -3,7 +3,7 @@
  * that the tables and queues a command needs exist (naming where they were looked for), and the
  * Operator built on the stack's stores and queues. lib/operator/cli.ts parses and prints.
  */
-import { DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
@@ -39,6 +39,8 @@ export interface OperatorStack {
   queues: Record<QueueName, string>;
   dynamoDbEndpoint: string | undefined;
   sqsEndpoint: string | undefined;
+  /** The deployment's lease.skew_bound and rpc_ttl, when its configuration was given. */
+  timing?: { skewBoundMs: number; deliveryHorizonMs: number };
 }
 
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
@@ -56,10 +58,11 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
   try {
     await checkTables(dynamo, stack, needs.tables);
     const urls = await resolveQueues(sqs, stack, needs.queues);
+    const store = new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable });
     const registry = new AdmissionRegistry(
       // The interval only shapes admissions the operator makes, which override it anyway.
       { site: stack.site, intervalMs: 60_000 },
-      { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable }), metrics: noMetrics, clock },
+      { store, metrics: noMetrics, clock },
     );
     const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
     const operator = new Operator({
@@ -75,12 +78,37 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
         lifecycleDlq: queue(urls.lifecycleDlq),
       },
       clock,
+      entry: (identity) => store.read({ site: stack.site, identity }),
+      expiredEntries: (now) => expiredEntries(dynamo, stack, now),
+      ...(stack.timing ? { timing: stack.timing } : {}),
     });
     return { operator, close };
   } catch (error) {
     close();
     throw error;
   }
+}
+
+/** The site's admission entries whose `expiresAt` is past (the TTL attribute may lag by days). */
+async function expiredEntries(dynamo: DynamoDBClient, stack: OperatorStack, now: number): Promise<Array<{ identity: string; state: string }>> {
+  const entries: Array<{ identity: string; state: string }> = [];
+  let startKey: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await dynamo.send(
+      new QueryCommand({
+        TableName: stack.admissionTable,
+        KeyConditionExpression: "#site = :site",
+        FilterExpression: "#expiresAt <= :now",
+        ProjectionExpression: "#identity, #state",
+        ExpressionAttributeNames: { "#site": "site", "#identity": "identity", "#state": "state", "#expiresAt": "expiresAt" },
+        ExpressionAttributeValues: { ":site": { S: stack.site }, ":now": { N: String(now) } },
+        ExclusiveStartKey: startKey,
+      }),
+    );
+    for (const item of page.Items ?? []) entries.push({ identity: item.identity?.S ?? "", state: item.state?.S ?? "queued" });
+    startKey = page.LastEvaluatedKey;
+  } while (startKey);
+  return entries;
 }
 
 function where(stack: OperatorStack, endpoint: string | undefined): string {

@@ -121,12 +121,14 @@ function checkLiteralSecrets(raw: Record<string, unknown>, options: DeployCheckO
     if (typeof value !== "string" || value === "" || parseSecretReference(value)) continue;
     const material = MATERIAL_OR_PATH[key as keyof typeof MATERIAL_OR_PATH];
     if (material && !material.accepts(value)) continue; // a file path: checkPaths looks at it
-    const problem = {
-      key,
-      message:
-        "is a literal secret: it would be stored in the Lambda environment and the CloudFormation template. " +
-        "Use ssm:/<parameter> or secretsmanager:<secret>, or pass allowLiteralSecrets=true (--allow-literal-secrets) for a throw-away deployment",
-    };
+    const stored = "is a literal secret: it would be stored in the Lambda environment and the CloudFormation template";
+    // Allowed, the warning must not tell the user to pass the switch they already passed.
+    const problem = options.allowLiteralSecrets
+      ? { key, message: `${stored}; accepted because allowLiteralSecrets=true, fine for a throw-away or local deployment only` }
+      : {
+          key,
+          message: `${stored}. Use ssm:/<parameter> or secretsmanager:<secret>, or pass allowLiteralSecrets=true (--allow-literal-secrets) for a throw-away deployment`,
+        };
     (options.allowLiteralSecrets ? warnings : errors).push(problem);
   }
 }

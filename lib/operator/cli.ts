@@ -12,19 +12,38 @@ import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack,
 import { messageOf, ProvisionerError } from "../errors";
 import { stageResourceNames } from "./stage-resources";
 import { systemClock, type Clock } from "../ports";
-import { OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
+import { parseDuration } from "../config/duration";
+import {
+  OPERATOR_TIMING_DEFAULTS,
+  OperatorRefusal,
+  type DeadLetterView,
+  type ElectionView,
+  type OperatorStatus,
+  type PauseResult,
+  type ReadmitResult,
+} from "./operations";
+
+const ELECTION_HELP = `  election view | info        the site's lease and every deployment known to it (leader, standby, paused)
+`;
+const DLQ_HELP = `  dlq list                    host-work dead letters: host, term, step, failures, reason
+  dlq requeue (--all | <identity>...)
+                              admit dead-lettered hosts again under the current term, removing each one's
+                              dead letters as soon as its work is queued
+`;
 
 export const USAGE = `Usage: choria-provisioner <command> [options]
 
 Commands:
   status                      leader, term, lease expiry, pause switch, queue depths, registry counts, last errors
-  election view               the site's lease and every deployment known to it (leader, standby, paused)
-  dlq list                    host-work dead letters: host, term, step, failures, reason
-  dlq requeue (--all | <identity>...)
-                              admit dead-lettered hosts again under the current term and remove their dead letters
-  pause [--reason TEXT]       this deployment stops working and stops contesting the lease
+${ELECTION_HELP}${DLQ_HELP}  pause [--reason TEXT] [--force]
+                              this deployment stops working and stops contesting the lease (--force: also a
+                              deployment the site does not know yet)
   resume                      undo pause
-  reprovision <identity>...   admit hosts again now under the current term (overrides the once-per-interval rule)
+  reprovision <identity>... [--force]
+                              admit hosts for provisioning now under the current term (overrides the
+                              once-per-interval rule). It does not send a configured node back to
+                              provisioning mode; hosts the registry does not know or has just provisioned
+                              are refused unless --force
 
 Where the deployment is (flags win over the environment):
   --stage NAME                names as serverless.yml makes them: choria-provisioner-<stage>-lease, ...-host-work, ...
@@ -47,6 +66,15 @@ Output:
   --by NAME                   who pauses or resumes (default $USER)
   --help
 `;
+
+/** What `choria-provisioner <group>` alone prints: the group's subcommands. */
+const GROUP_HELP: Record<string, string> = {
+  election: `Usage: choria-provisioner election <view|info> [options]\n\n${ELECTION_HELP}\nchoria-provisioner --help lists the options.\n`,
+  dlq: `Usage: choria-provisioner dlq <list|requeue> [options]\n\n${DLQ_HELP}\nchoria-provisioner --help lists the options.\n`,
+};
+/** Other names of a command, as the Choria CLI has them. */
+const ALIASES: Record<string, string> = { "election info": "election view" };
+const USAGE_HINT = `run "choria-provisioner --help" for the commands and options`;
 
 export interface CliIo {
   stdout(text: string): void;
@@ -92,25 +120,36 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         all: { type: "boolean" },
         reason: { type: "string" },
         by: { type: "string" },
+        force: { type: "boolean" },
         help: { type: "boolean" },
       },
     });
   } catch (error) {
-    io.stderr(`choria-provisioner: ${messageOf(error)}\n\n${USAGE}`);
+    io.stderr(`choria-provisioner: ${messageOf(error)}; ${USAGE_HINT}\n`);
     return 2;
   }
   const { values, positionals } = parsed;
+  const group = positionals[0] === undefined ? undefined : GROUP_HELP[positionals[0]];
+  if (group && (positionals.length === 1 || values.help)) {
+    io.stdout(group);
+    return 0;
+  }
   if (values.help || positionals.length === 0) {
     (values.help ? io.stdout : io.stderr)(USAGE);
     return values.help ? 0 : 2;
   }
   const twoWords = `${positionals[0]} ${positionals[1] ?? ""}`.trim();
-  const command = COMMANDS[twoWords] && positionals.length >= 2 ? twoWords : (positionals[0] as string);
+  const named = ALIASES[twoWords] ?? twoWords;
+  const command = COMMANDS[named] && positionals.length >= 2 ? named : (positionals[0] as string);
   const args = positionals.slice(command.split(" ").length);
   const needs = COMMANDS[command];
   let opened: Awaited<ReturnType<typeof openOperator>> | undefined;
   try {
-    if (!needs) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+    if (!needs) {
+      throw new UsageError(
+        group ? `unknown ${positionals[0]} command "${positionals[1]}"` : `unknown command "${positionals.join(" ")}"`,
+      );
+    }
     const env = io.env;
     const stack = resolveStack(values, env);
     const clock = io.clock ?? systemClock;
@@ -132,40 +171,40 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         return 0;
       }
       case "dlq list": {
-        const letters = await operator.listDeadLetters();
-        print(letters, () => formatDeadLetters(letters, now));
+        const listing = await operator.listDeadLetters();
+        // JSON stays the list of letters scripts read; people also hear of letters in flight.
+        print(listing.letters, () => formatDeadLetters(listing.letters, now, listing.inFlight));
         return 0;
       }
       case "dlq requeue": {
-        if (values.all === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
+        if ((values.all === true) === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
         const result = await operator.requeueDeadLetters(values.all ? {} : { identities: args });
-        print(result, () => formatReadmit("requeued", result));
+        print(result, () => formatReadmit("requeue", result));
         return result.requeued.length > 0 || result.skipped.length === 0 ? 0 : 1;
       }
       case "reprovision": {
         if (args.length === 0) throw new UsageError("reprovision needs one or more identities");
-        const result = await operator.reprovision(args);
-        print(result, () => formatReadmit("admitted", result));
+        const result = await operator.reprovision(args, { force: values.force === true });
+        print(result, () => formatReadmit("reprovision", result));
         return result.skipped.length === 0 ? 0 : 1;
       }
       case "pause":
       case "resume": {
         const paused = command === "pause";
         const by = values.by ?? env.USER ?? env.LOGNAME;
-        const state = await operator.setPaused(paused, { ...(by ? { by } : {}), ...(values.reason ? { reason: values.reason } : {}) });
-        print(state, () =>
-          paused
-            ? `paused deployment ${state.deploymentId} of site "${state.site}": it stops working at its next lease round and no longer\n` +
-              "contests the lease; if it led, a standby takes over once the lease runs out (lease.duration + skew_bound)."
-            : `resumed deployment ${state.deploymentId} of site "${state.site}": it contests the lease again at its next round.`,
-        );
+        const state = await operator.setPaused(paused, {
+          ...(by ? { by } : {}),
+          ...(values.reason ? { reason: values.reason } : {}),
+          force: values.force === true,
+        });
+        print(state, () => (paused ? formatPause(state, now) : `resumed deployment ${state.deploymentId} of site "${state.site}": it contests the lease again at its next round.`));
         return 0;
       }
     }
     throw new UsageError(`unknown command "${command}"`);
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(`choria-provisioner: ${error.message}\n\n${USAGE}`);
+      io.stderr(`choria-provisioner: ${error.message}; ${USAGE_HINT}\n`);
       return 2;
     }
     const refusal = error instanceof OperatorRefusal || error instanceof StackNotFoundError;
@@ -191,6 +230,7 @@ function resolveStack(values: Record<string, string | boolean | undefined>, env:
   if (site === undefined) throw new UsageError("the site is unknown: pass --site, or --config with the provisioner YAML");
   const region = flag("region") ?? fromEnv("AWS_REGION") ?? fromEnv("AWS_DEFAULT_REGION") ?? "us-east-1";
   return {
+    ...(config.timing ? { timing: config.timing } : {}),
     stage,
     site,
     deploymentId: flag("deployment") ?? fromEnv("PROVISIONER_DEPLOYMENT_ID") ?? config.deploymentId ?? fromEnv("AWS_REGION") ?? "local",
@@ -208,7 +248,10 @@ function resolveStack(values: Record<string, string | boolean | undefined>, env:
   };
 }
 
-function readConfig(file: string | undefined, env: CliIo["env"]): { site?: string; deploymentId?: string } {
+function readConfig(
+  file: string | undefined,
+  env: CliIo["env"],
+): { site?: string; deploymentId?: string; timing?: { skewBoundMs: number; deliveryHorizonMs: number } } {
   const path = file ?? env.PROVISIONER_CONFIG?.trim();
   let text = env.PROVISIONER_CONFIG_YAML;
   if (path) {
@@ -227,9 +270,20 @@ function readConfig(file: string | undefined, env: CliIo["env"]): { site?: strin
   }
   const record = (raw ?? {}) as Record<string, unknown>;
   const text_ = (value: unknown) => (typeof value === "string" && value.trim() !== "" ? value.trim() : undefined);
+  const lease = (record.lease ?? {}) as Record<string, unknown>;
+  let timing: { skewBoundMs: number; deliveryHorizonMs: number };
+  try {
+    timing = {
+      skewBoundMs: text_(lease.skew_bound) ? parseDuration(text_(lease.skew_bound) as string) : OPERATOR_TIMING_DEFAULTS.skewBoundMs,
+      deliveryHorizonMs: typeof record.rpc_ttl === "number" ? record.rpc_ttl * 1_000 : OPERATOR_TIMING_DEFAULTS.deliveryHorizonMs,
+    };
+  } catch (error) {
+    throw new UsageError(`the provisioner config's lease.skew_bound is not a duration: ${messageOf(error)}`);
+  }
   return {
     ...(typeof record.site === "string" ? { site: record.site } : {}),
     ...(text_(record.deployment_id) ? { deploymentId: text_(record.deployment_id) } : {}),
+    timing,
   };
 }
 
@@ -276,9 +330,11 @@ export function formatStatus(status: OperatorStatus, now: number): string {
   const { byState } = status.registry;
   lines.push(
     "",
-    `registry: ${status.registry.total} hosts (${Object.entries(byState)
-      .map(([state, count]) => `${state} ${count}`)
-      .join(", ")})`,
+    `registry: ${status.registry.total} hosts (${[
+      ...Object.entries(byState).map(([state, count]) => `${state} ${count}`),
+      // Past their expiry: no work is waiting for them, the table's TTL has not deleted them yet.
+      ...(status.registry.expired > 0 ? [`expired ${status.registry.expired}`] : []),
+    ].join(", ")})`,
   );
   if (status.registry.lastErrors.length > 0) {
     lines.push(
@@ -315,11 +371,13 @@ export function formatElection(view: ElectionView): string {
   ].join("\n");
 }
 
-export function formatDeadLetters(letters: readonly DeadLetterView[], now: number): string {
-  if (letters.length === 0) return "the host-work DLQ is empty";
+export function formatDeadLetters(letters: readonly DeadLetterView[], now: number, inFlight = 0): string {
+  const busy = inFlight > 0 ? `${inFlight} more in flight (another listing or requeue holds them, for up to a minute): list again to see them` : "";
+  if (letters.length === 0) return busy ? `no dead letter could be read; ${busy}` : "the host-work DLQ is empty";
   return [
-    `${letters.length} dead letters`,
+    `${letters.length} dead letters${busy ? `; ${busy}` : ""}`,
     table([
+      // "receives" counts every receive, a listing's own included (SQS has no peek): not the host's failures.
       ["host", "term", "step", "failures", "receives", "sent", "reason"],
       ...letters.map((letter) => [
         letter.identity ?? (letter.poison ? "(poison)" : "-"),
@@ -334,10 +392,34 @@ export function formatDeadLetters(letters: readonly DeadLetterView[], now: numbe
   ].join("\n");
 }
 
-export function formatReadmit(verb: string, result: ReadmitResult): string {
-  const lines = [`${verb} ${result.requeued.length} hosts under term ${result.term}${result.requeued.length > 0 ? `: ${result.requeued.join(", ")}` : ""}`];
-  if (result.skipped.length > 0) {
-    lines.push("", table([["host", "not done because"], ...result.skipped.map((skip) => [skip.identity ?? `(message ${skip.messageId})`, skip.reason])]));
+const plural = (count: number, one: string) => `${count} ${one}${count === 1 ? "" : "s"}`;
+
+/** The Choria CLI's way: what was done per host, then "Finished processing N ...". */
+export function formatReadmit(command: "requeue" | "reprovision", result: ReadmitResult): string {
+  const done = command === "requeue" ? "requeued" : "admitted for provisioning";
+  const lines = [
+    ...result.requeued.map((identity) => `${identity}: ${done} under term ${result.term}`),
+    ...result.skipped.map((skip) => `${skip.identity ?? `(message ${skip.messageId})`}: not ${command === "requeue" ? "requeued" : "admitted"}: ${skip.reason}`),
+  ];
+  const total = result.requeued.length + result.skipped.length;
+  lines.push(
+    "",
+    `Finished processing ${plural(total, command === "requeue" ? "dead-lettered host" : "host")}: ` +
+      `${result.requeued.length} ${done}, ${result.skipped.length} not`,
+  );
+  if (command === "reprovision" && result.requeued.length > 0) {
+    lines.push("Admitted hosts are provisioned once they answer in provisioning mode; this does not put a configured node back into it.");
   }
   return lines.join("\n");
+}
+
+const utc = (epochMs: number) => `${new Date(epochMs).toISOString().slice(11, 19)} UTC`;
+
+export function formatPause(state: PauseResult, now: number): string {
+  const head = `paused deployment ${state.deploymentId} of site "${state.site}": it stops working at its next lease round and no longer contests the lease`;
+  if (state.takeoverAt === null) return `${head}; it does not hold the lease, so nothing fails over.`;
+  return (
+    `${head}.\nIt holds the lease: a standby can take over from ${utc(state.takeoverAt)} (in ${Math.max(0, Math.round((state.takeoverAt - now) / 1000))} s): ` +
+    "the lease's expiry plus skew_bound plus rpc_ttl, the longest an old request may still reach a node."
+  );
 }

@@ -56,7 +56,23 @@ export interface OperatorDeps {
   clock: Clock;
   /** Where the admission flow reports what it could not do; default silent (the CLI prints results). */
   logger?: Logger;
+  /**
+   * The deployment's `lease.skew_bound` and `rpc_ttl` (default 5 s and 30 s): leadership is judged
+   * as the gate judges it (the expiry less the skew bound), and a standby takes over a lease only
+   * at its expiry plus both.
+   */
+  timing?: { skewBoundMs: number; deliveryHorizonMs: number };
+  /**
+   * The site's registry entries past their `expiresAt` at `now`: no rule looks at them any more and
+   * the table's TTL deletes them in its own time (up to days), so status counts them as expired,
+   * not as queued or provisioning work.
+   */
+  expiredEntries?: (now: number) => Promise<Array<{ identity: string; state: string }>>;
+  /** One host's registry entry (strongly consistent), for reprovision's checks. */
+  entry?: (identity: string) => Promise<{ state: string; admittedAt: number } | undefined>;
 }
+
+export const OPERATOR_TIMING_DEFAULTS = { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 } as const;
 
 /** The command cannot run on this deployment now (not the leader, paused); says why. */
 export class OperatorRefusal extends ProvisionerError {}
@@ -75,7 +91,8 @@ export interface OperatorStatus {
   pause: PauseState | undefined;
   lease: LeaseView;
   queues: Record<QueueName, QueueDepth>;
-  registry: RegistrySummary;
+  /** `byState` counts live entries only; `expired` the entries past their expiry the TTL has not deleted yet. */
+  registry: RegistrySummary & { expired: number };
 }
 
 export interface ElectionView {
@@ -104,6 +121,17 @@ export interface ReadmitResult {
   skipped: Array<{ identity: string | undefined; messageId?: string; reason: string }>;
 }
 
+export interface DeadLetterListing {
+  letters: DeadLetterView[];
+  /** Letters received by someone else right now (another listing or a requeue): not shown, not gone. */
+  inFlight: number;
+}
+
+export interface PauseResult extends PauseState {
+  /** When a standby may take the lease over if this deployment led: expiry + skew_bound + rpc_ttl; null if it does not hold it. */
+  takeoverAt: number | null;
+}
+
 /** How long a listing or requeue keeps dead letters hidden from another operator while it works. */
 const HIDE_SECONDS = 60;
 const DLQ_PAGE_LIMIT = 10_000;
@@ -116,12 +144,20 @@ export class Operator {
   }
 
   async status(): Promise<OperatorStatus> {
-    const [lease, pause, queues, registry] = await Promise.all([
+    const now = this.deps.clock.now();
+    const [lease, pause, queues, summary, expired] = await Promise.all([
       this.leaseView(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
       queueDepths(this.deps.queues),
       this.deps.registry.summary(),
+      this.deps.expiredEntries ? this.deps.expiredEntries(now) : Promise.resolve([]),
     ]);
+    const byState = { ...summary.byState };
+    for (const entry of expired) {
+      const state = entry.state as keyof typeof byState;
+      if (Object.hasOwn(byState, state)) byState[state] = Math.max(0, byState[state] - 1);
+    }
+    const registry = { ...summary, byState, expired: expired.length };
     return { site: this.deps.site, deploymentId: this.deps.deploymentId, paused: pause?.paused === true, pause, lease, queues, registry };
   }
 
@@ -145,11 +181,16 @@ export class Operator {
     };
   }
 
-  async listDeadLetters(): Promise<DeadLetterView[]> {
+  /**
+   * Every dead letter this listing could receive (SQS has no peek: each receive raises the letter's
+   * receive count by one, so the count is not shown as a figure of the host's failures), and how
+   * many others are in flight, hidden by another listing or requeue at this moment.
+   */
+  async listDeadLetters(): Promise<DeadLetterListing> {
     const messages = await this.receiveAll();
     try {
-      const errors = await this.lastErrors();
-      return messages.map((message) => this.view(message, errors));
+      const [errors, depth] = await Promise.all([this.lastErrors(), this.deps.queues.hostWorkDlq.counts()]);
+      return { letters: messages.map((message) => this.view(message, errors)), inFlight: Math.max(0, depth.inFlight - messages.length) };
     } finally {
       await this.deps.queues.hostWorkDlq.unhide(messages);
     }
@@ -183,15 +224,17 @@ export class Operator {
       byIdentity.set(work.identity, [...(byIdentity.get(work.identity) ?? []), message]);
     }
     try {
-      for (const outcome of await this.admission.readmit([...byIdentity.keys()], term)) {
-        const letters = byIdentity.get(outcome.identity) ?? [];
-        if (!outcome.queued) {
+      // One host at a time, its letters removed as soon as its work is queued: a requeue stopped
+      // midway leaves at most one host both queued and still dead-lettered, never the whole batch.
+      for (const [identity, letters] of byIdentity) {
+        const [outcome] = await this.admission.readmit([identity], term);
+        if (!outcome?.queued) {
           untouched.push(...letters);
-          result.skipped.push({ identity: outcome.identity, reason: outcome.reason });
+          result.skipped.push({ identity, reason: outcome?.reason ?? "not admitted" });
           continue;
         }
         for (const letter of letters) await this.deps.queues.hostWorkDlq.remove(letter);
-        result.requeued.push(outcome.identity);
+        result.requeued.push(identity);
       }
       for (const identity of wanted ?? []) {
         if (!byIdentity.has(identity)) result.skipped.push({ identity, reason: "no dead letter for this host" });
@@ -202,18 +245,58 @@ export class Operator {
     return result;
   }
 
-  /** Admits the hosts again under the current term at once, whatever they did before, unless one is being provisioned. */
-  async reprovision(identities: readonly string[]): Promise<ReadmitResult> {
+  /**
+   * Admits the hosts for provisioning now under the current term (overriding the once-per-interval
+   * rule), unless one is being provisioned. It does not send a configured node back to provisioning
+   * mode (the Choria agent's `reprovision` action does that): the work only succeeds on a node that
+   * is in provisioning mode. So, unless `force`, a host the registry does not know (never seen, or
+   * seen so long ago that its entry expired) or has just provisioned is refused, with why.
+   */
+  async reprovision(identities: readonly string[], options: { force?: boolean } = {}): Promise<ReadmitResult> {
     const term = await this.currentTerm();
     const result: ReadmitResult = { term, requeued: [], skipped: [] };
-    for (const outcome of await this.admission.readmit(identities, term)) {
+    const wanted: string[] = [];
+    for (const identity of new Set(identities)) {
+      const refusal = options.force ? undefined : await this.reprovisionRefusal(identity);
+      if (refusal) result.skipped.push({ identity, reason: refusal });
+      else wanted.push(identity);
+    }
+    for (const outcome of await this.admission.readmit(wanted, term)) {
       if (outcome.queued) result.requeued.push(outcome.identity);
       else result.skipped.push({ identity: outcome.identity, reason: outcome.reason });
     }
     return result;
   }
 
-  async setPaused(paused: boolean, note: { by?: string; reason?: string } = {}): Promise<PauseState> {
+  private async reprovisionRefusal(identity: string): Promise<string | undefined> {
+    if (!this.deps.entry) return undefined;
+    const entry = await this.deps.entry(identity);
+    if (!entry) {
+      return "not known to the registry (never discovered, or its entry expired): admit it only if it is in provisioning mode now (--force)";
+    }
+    if (entry.state === "provisioned") {
+      return "already provisioned: it left provisioning mode and would not answer; put it back in provisioning mode first, then --force";
+    }
+    return undefined;
+  }
+
+  /**
+   * Writes the pause switch. Unless `force`, only for a deployment the site knows (the lease holder
+   * or one with a switch already): a mistyped id would pause nothing while the real leader goes on.
+   */
+  async setPaused(paused: boolean, note: { by?: string; reason?: string; force?: boolean } = {}): Promise<PauseResult> {
+    const [item, switches] = await Promise.all([this.deps.lease.read(this.deps.site), this.deps.pause.list(this.deps.site)]);
+    const known = new Set(switches.map((state) => state.deploymentId));
+    if (item?.holder) known.add(item.holder);
+    if (!note.force && !known.has(this.deps.deploymentId)) {
+      const list = known.size > 0 ? `known: ${[...known].sort().join(", ")}` : "it knows none yet";
+      throw new OperatorRefusal(
+        `site "${this.deps.site}" knows no deployment ${this.deps.deploymentId} (${list}): check --deployment, or pass --force to write its switch anyway`,
+      );
+    }
+    const now = this.deps.clock.now();
+    const timing = this.deps.timing ?? OPERATOR_TIMING_DEFAULTS;
+    const holds = item?.holder === this.deps.deploymentId && item.released !== true && item.expiresAt > now;
     const state: PauseState = {
       site: this.deps.site,
       deploymentId: this.deps.deploymentId,
@@ -223,7 +306,7 @@ export class Operator {
       ...(note.reason ? { reason: note.reason } : {}),
     };
     await this.deps.pause.write(state);
-    return state;
+    return { ...state, takeoverAt: holds && item ? item.expiresAt + timing.skewBoundMs + timing.deliveryHorizonMs : null };
   }
 
   private async leaseView(): Promise<LeaseView> {
@@ -231,20 +314,33 @@ export class Operator {
   }
 
   /** The stored lease as lib/lease describes it, and who leads by it now. */
-  private async readLease(): Promise<{ lease: LeaseView; leads: (deploymentId: string) => boolean }> {
+  private async readLease(): Promise<{ lease: LeaseView; leads: (deploymentId: string) => boolean; leadsWithSkew: (deploymentId: string) => boolean }> {
     const now = this.deps.clock.now();
     const item = await this.deps.lease.read(this.deps.site);
     const lease = describeLease(item, this.deps.deploymentId, now);
     return {
       lease: { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now },
       leads: (deploymentId) => leadsAt(item, deploymentId, now),
+      // What the pause gate counts as valid: work admitted under a term this close to its expiry
+      // may reach a queue that a new leader's term already makes stale.
+      leadsWithSkew: (deploymentId) => leadsAt(item, deploymentId, now, this.skewBoundMs()),
     };
+  }
+
+  private skewBoundMs(): number {
+    return (this.deps.timing ?? OPERATOR_TIMING_DEFAULTS).skewBoundMs;
   }
 
   /** The term this deployment holds now; refuses when it is not the leader or is paused. */
   private async currentTerm(): Promise<number> {
-    const [{ lease, leads }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
+    const [{ lease, leads, leadsWithSkew }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
     if (pause?.paused) throw new OperatorRefusal(`deployment ${this.deps.deploymentId} is paused: resume it first, or run this on the leader's stack`);
+    if (lease.heldByThisDeployment && !leadsWithSkew(this.deps.deploymentId)) {
+      throw new OperatorRefusal(
+        `deployment ${this.deps.deploymentId} holds term ${lease.term} of site "${this.deps.site}" for less than the skew bound ` +
+          `(${(this.skewBoundMs() / 1000).toFixed(0)} s): another machine may already count it expired; run this again after its next renewal`,
+      );
+    }
     if (!lease.heldByThisDeployment || lease.term === null) {
       const holder = lease.leader && leads(lease.leader) ? `${lease.leader} holds term ${lease.term}` : "no deployment holds the lease";
       throw new OperatorRefusal(

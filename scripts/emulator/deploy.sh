@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 PINS=("cfn-lint==1.58.0" "moto[server]==5.2.5")
 venv="${CHORIA_PYTHON_DIR:-$HOME/.cache/choria-provisioner-python}"
 if [[ ! -x "$venv/bin/python" ]] || [[ "$(cat "$venv/.pins" 2>/dev/null)" != "${PINS[*]}" ]]; then
-  echo "installing ${PINS[*]} into $venv"
+  echo "first run: installing ${PINS[*]} into $venv with pip (about a minute, once; reused while these pins stay)"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "${PINS[@]}"

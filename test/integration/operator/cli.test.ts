@@ -5,10 +5,12 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
@@ -19,8 +21,10 @@ import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
 import type { RunningSqs } from "../../../dev/local/services";
+import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
+import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
 import { runCli } from "../../../lib/operator/cli";
-import type { DeadLetterView, ElectionView, OperatorStatus, ReadmitResult } from "../../../lib/operator/operations";
+import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/operator/operations";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";
@@ -130,6 +134,23 @@ describe("choria-provisioner status", () => {
     expect(people.stdout).toMatch(/web1\.example\.net\s+failed\s+helper\s+1\s+12s ago\s+helper: cannot start helper/);
   });
 
+  it("counts entries past their expiry as expired, not as queued work", async () => {
+    const term = await lead("primary");
+    await registry.admit("web1.example.net", "discovery", term);
+    await registry.admit("web2.example.net", "discovery", term);
+    // web1's admission is long past its expiry (its work was dropped; the TTL has not deleted it yet).
+    time.advance(2 * 3_600_000);
+    await lead("primary");
+    await registry.admit("web2.example.net", "discovery", term + 1);
+
+    const status = await cliJson<OperatorStatus>("status");
+    const people = await cli("status");
+
+    expect(status.registry.byState.queued).toBe(1);
+    expect(status.registry.expired).toBe(1);
+    expect(people.stdout).toMatch(/registry: 2 hosts \(queued 1, .*expired 1\)/);
+  });
+
   it("names the missing table and how to point at the right one", async () => {
     const result = await cli("status", "--lease-table", "nope-lease");
 
@@ -146,24 +167,32 @@ describe("choria-provisioner status", () => {
     expect(result.stderr).toContain("--host-work-dlq or HOST_WORK_DLQ_URL");
   });
 
-  it("runs as the package's bin", async () => {
+  it("runs as the package's bin from a production install: the bundle alone, no tsx, no node_modules", async () => {
     await lead("primary");
+    await promisify(execFile)(process.execPath, [join(ROOT, "scripts/build-cli.mjs")], { cwd: ROOT });
+    const install = await mkdtemp(join(tmpdir(), "cli-install-"));
+    await mkdir(join(install, "bin"));
+    await mkdir(join(install, "dist"));
+    await copyFile(join(ROOT, "bin/choria-provisioner.mjs"), join(install, "bin/choria-provisioner.mjs"));
+    await copyFile(join(ROOT, "dist/choria-provisioner.mjs"), join(install, "dist/choria-provisioner.mjs"));
 
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [join(ROOT, "bin/choria-provisioner.mjs"), "status", "--json", "--stage", stage, "--site", SITE, "--deployment", "primary"],
-      { cwd: ROOT, env: { ...process.env, DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url } },
+      [join(install, "bin/choria-provisioner.mjs"), "status", "--json", "--stage", stage, "--site", SITE, "--deployment", "primary"],
+      { cwd: install, env: { PATH: process.env.PATH, DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url, AWS_REGION: "us-east-1" } },
     );
+    await rm(install, { recursive: true, force: true });
 
     expect(JSON.parse(stdout)).toMatchObject({ site: SITE, deploymentId: "primary", lease: { leader: "primary" } });
-  });
+  }, 60_000);
 });
 
 describe("choria-provisioner election view, pause and resume", () => {
   it("lists the leader and standbys; a paused deployment's gate reads closed and it does not contest", async () => {
     const term = await lead("standby");
 
-    const paused = await cli("pause", "--reason", "helper upgrade", "--by", "alice");
+    // primary neither holds the lease nor was ever paused: the site does not know it yet.
+    const paused = await cli("pause", "--reason", "helper upgrade", "--by", "alice", "--force");
     const view = await cliJson<ElectionView>("election", "view");
     const people = await cli("election", "view");
     const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId: "primary" }), {
@@ -179,6 +208,7 @@ describe("choria-provisioner election view, pause and resume", () => {
 
     expect(paused.code).toBe(0);
     expect(paused.stdout).toContain("paused deployment primary");
+    expect(paused.stdout).toContain("it does not hold the lease, so nothing fails over");
     expect(view.lease).toMatchObject({ leader: "standby", term });
     expect(view.deployments).toEqual([
       { deploymentId: "primary", role: "standby", paused: true, pause: expect.objectContaining({ by: "alice", reason: "helper upgrade" }) },
@@ -211,6 +241,69 @@ describe("choria-provisioner dlq", () => {
     expect(byHost("web3.example.net")?.reason).toBe("retried until the receive limit; last error the broker could not be reached");
     expect(byHost(undefined)).toMatchObject({ poison: true, reason: "invalid host-work message: not JSON" });
   });
+
+  it("list says how many letters are in flight instead of calling the DLQ empty", async () => {
+    const term = await lead("primary");
+    await deadLetter(work("web1.example.net", term));
+    // Another operator's listing holds the letter right now.
+    await sqsApi.send(new ReceiveMessageCommand({ QueueUrl: queues.hostWorkDlq, VisibilityTimeout: 60, MaxNumberOfMessages: 10 }));
+
+    const result = await cli("dlq", "list");
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toContain("empty");
+    expect(result.stdout).toContain("no dead letter could be read; 1 more in flight");
+  });
+
+  it("requeue stopped midway leaves at most one host both queued and dead-lettered", async () => {
+    const term = await lead("primary");
+    const hosts = ["web1", "web2", "web3", "web4", "web5"].map((name) => `${name}.example.net`);
+    for (const host of hosts) await deadLetter(work(host, term));
+    const dlq = new SqsDeadLetterQueue({ client: sqsApi, url: queues.hostWorkDlq });
+    type Letter = Parameters<SqsDeadLetterQueue["remove"]>[0];
+    const received: Letter[] = [];
+    const removed = new Set<string>();
+    let removals = 0;
+    // The process dies at its third removal (a kill between queueing a host's work and removing its
+    // letter): it unhides nothing, its receives stay hidden until their visibility timeout.
+    const dying = Object.assign(Object.create(dlq) as SqsDeadLetterQueue, {
+      receive: async (max: number, hideSeconds: number) => {
+        const page = await dlq.receive(max, hideSeconds);
+        received.push(...page);
+        return page;
+      },
+      remove: async (message: Letter) => {
+        if (++removals === 3) throw new Error("killed");
+        await dlq.remove(message);
+        removed.add(message.messageId);
+      },
+      unhide: async () => undefined,
+    });
+    const operator = new Operator({
+      site: SITE,
+      deploymentId: "primary",
+      lease: leaseStore,
+      pause: new DynamoDbPauseStore({ client: dynamo, tableName: `${prefix()}-lease` }),
+      registry,
+      queues: {
+        hostWork: new SqsMessageQueue({ client: sqsApi, url: queues.hostWork }),
+        hostWorkDlq: dying,
+        lifecycle: new SqsMessageQueue({ client: sqsApi, url: queues.lifecycle }),
+        lifecycleDlq: new SqsMessageQueue({ client: sqsApi, url: queues.lifecycleDlq }),
+      },
+      clock,
+    });
+
+    await expect(operator.requeueDeadLetters({})).rejects.toThrow("killed");
+    // What the visibility timeout would do a minute later, at once: the dead process's letters come back.
+    await dlq.unhide(received.filter((letter) => !removed.has(letter.messageId)));
+    const queued = new Set((await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? "").identity));
+    const stillLettered = (await receive(sqsApi, queues.hostWorkDlq)).map((message) => decodeHostWork(message.Body ?? "").identity);
+
+    expect(stillLettered).toHaveLength(3);
+    expect(queued.size).toBe(3);
+    expect(stillLettered.filter((identity) => queued.has(identity))).toHaveLength(1);
+  }, 120_000);
 
   it("requeue re-admits old-term dead letters under the current, newer term, so the provisioner works them", async () => {
     const oldTerm = await lead("primary");
@@ -277,13 +370,13 @@ describe("choria-provisioner dlq", () => {
 });
 
 describe("choria-provisioner reprovision", () => {
-  it("admits the hosts again under the current term, even ones provisioned a moment ago", async () => {
+  it("with --force admits the hosts again under the current term, even ones provisioned a moment ago", async () => {
     const term = await lead("primary");
     const done = await registry.begin((await registry.admit("web1.example.net", "discovery", term))!, term);
     if (done.status !== "claimed") throw new Error("expected a claim");
     await registry.complete(done.claim, "provisioned");
 
-    const result = await cliJson<ReadmitResult>("reprovision", "web1.example.net", "web2.example.net");
+    const result = await cliJson<ReadmitResult>("reprovision", "web1.example.net", "web2.example.net", "--force");
     const queued = (await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
 
     expect(result).toEqual({ term, requeued: ["web1.example.net", "web2.example.net"], skipped: [] });
@@ -291,11 +384,96 @@ describe("choria-provisioner reprovision", () => {
     expect(queued.every((entry) => entry.term === term && entry.source === "operator")).toBe(true);
   });
 
-  it("rejects a usage mistake with the usage text", async () => {
+  it("refuses provisioned and unknown hosts, admits the known one, and says what it did", async () => {
+    const term = await lead("primary");
+    const done = await registry.begin((await registry.admit("web1.example.net", "discovery", term))!, term);
+    if (done.status !== "claimed") throw new Error("expected a claim");
+    await registry.complete(done.claim, "provisioned");
+    // Known and waiting: discovery admitted it, its work is not taken yet.
+    await registry.admit("web3.example.net", "discovery", term);
+
+    const result = await cli("reprovision", "web1.example.net", "web2.example.net", "web3.example.net");
+    const queued = (await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? "").identity);
+
+    expect(result.code).toBe(1);
+    expect(queued).toEqual(["web3.example.net"]);
+    expect(result.stdout).toContain("web1.example.net: not admitted: already provisioned");
+    expect(result.stdout).toContain("web2.example.net: not admitted: not known to the registry");
+    expect(result.stdout).toContain(`web3.example.net: admitted for provisioning under term ${term}`);
+    expect(result.stdout).toContain("Finished processing 3 hosts: 1 admitted for provisioning, 2 not");
+    expect(result.stdout).toContain("this does not put a configured node back into it");
+  });
+
+  it("refuses while this deployment's lease is within the skew bound of its expiry", async () => {
+    await lead("primary");
+    await registry.admit("web3.example.net", "discovery", 1);
+    // The lease was taken 30 s long; 27 s later 3 s are left, less than the 5 s skew bound.
+    time.advance(27_000);
+
+    const result = await cli("reprovision", "web3.example.net", "--force");
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("for less than the skew bound (5 s)");
+    expect(await receive(sqsApi, queues.hostWork)).toEqual([]);
+  });
+
+  it("rejects a usage mistake in one line, without the whole usage", async () => {
     const result = await cli("reprovision");
 
     expect(result.code).toBe(2);
-    expect(result.stderr).toContain("reprovision needs one or more identities");
-    expect(result.stderr).toContain("Usage: choria-provisioner");
+    expect(result.stderr).toBe('choria-provisioner: reprovision needs one or more identities; run "choria-provisioner --help" for the commands and options\n');
+  });
+});
+
+describe("choria-provisioner reads like the Choria CLI", () => {
+  it("has election info beside election view", async () => {
+    await lead("primary");
+
+    const info = await cliJson<ElectionView>("election", "info");
+
+    expect(info.lease).toMatchObject({ leader: "primary" });
+  });
+
+  it("prints a group's subcommands for election or dlq alone", async () => {
+    const election = await cli("election");
+    const dlq = await cli("dlq");
+
+    expect(election).toMatchObject({ code: 0, stderr: "" });
+    expect(election.stdout).toContain("election view | info");
+    expect(dlq).toMatchObject({ code: 0, stderr: "" });
+    expect(dlq.stdout).toContain("dlq list");
+    expect(dlq.stdout).toContain("dlq requeue (--all | <identity>...)");
+  });
+
+  it("refuses dlq requeue with neither --all nor identities", async () => {
+    const result = await cli("dlq", "requeue");
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("dlq requeue takes either --all or one or more identities");
+  });
+});
+
+describe("choria-provisioner pause", () => {
+  it("refuses a deployment the site does not know, naming the ones it knows", async () => {
+    await lead("primary");
+
+    const result = await cli("pause", "--deployment", "primray");
+    const view = await cliJson<ElectionView>("election", "view");
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('site "ops" knows no deployment primray (known: primary)');
+    expect(view.deployments.map((deployment) => [deployment.deploymentId, deployment.paused])).toEqual([["primary", false]]);
+  });
+
+  it("gives the takeover time as the lease's expiry plus skew_bound plus rpc_ttl", async () => {
+    await lead("primary");
+    const expiresAt = (await leaseStore.read(SITE))?.expiresAt as number;
+    const config = join(await mkdtemp(join(tmpdir(), "cli-config-")), "provisioner.yaml");
+    await writeFile(config, "site: ops\nrpc_ttl: 60\nlease:\n  skew_bound: 7s\n");
+
+    const result = await cli("pause", "--config", config);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`a standby can take over from ${new Date(expiresAt + 7_000 + 60_000).toISOString().slice(11, 19)} UTC`);
   });
 });

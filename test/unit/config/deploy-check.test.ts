@@ -88,6 +88,9 @@ describe("checkDeploymentConfig", () => {
 
     expect(result.errors).toEqual([]);
     expect(result.warnings.map((w) => w.key)).toEqual(["token"]);
+    // scripts/sls-local.sh passes the switch: its warning must not ask for it again.
+    expect(result.warnings[0]?.message).toContain("accepted because allowLiteralSecrets=true");
+    expect(result.warnings[0]?.message).not.toContain("pass allowLiteralSecrets");
   });
 
   it("does not take an empty secret for a literal one", () => {

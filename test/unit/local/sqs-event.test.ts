@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import { resolve } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app";
 import { parseLifecycleEvent } from "../../../lib/choria/lifecycle";
@@ -28,4 +31,20 @@ describe("SQS event files for sls invoke local", () => {
       { identity: "n2.example.net", term: 4, admittedAt: 1_700_000_000_000, source: "operator" },
     ]);
   });
+
+  it("answers --help with its usage, and an unknown option with one line", async () => {
+    const script = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ["--import", "tsx", "scripts/sqs-event.ts", ...args], { cwd: resolve(import.meta.dirname, "../../..") }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code: number; stdout: string; stderr: string }) => error,
+      );
+
+    const help = await script("--help");
+    const unknown = await script("--bogus");
+
+    expect(help).toMatchObject({ code: 0, stderr: "" });
+    expect(help.stdout).toContain("--from-queue URL");
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^sqs-event: Unknown option '--bogus'.*\(see --help\)$/)]);
+  }, 30_000);
 });

@@ -1,0 +1,22 @@
+// `npm run build:cli`: bundles the operator CLI (lib/operator/main.ts and what it imports) into one
+// ES module, dist/choria-provisioner.mjs, so an install runs it with plain node: no tsx, no
+// TypeScript, one file to load (it starts in a fraction of a second).
+import { build } from "esbuild";
+import { fileURLToPath, URL } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+await build({
+  absWorkingDir: root,
+  entryPoints: ["lib/operator/main.ts"],
+  outfile: "dist/choria-provisioner.mjs",
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  mainFields: ["module", "main"],
+  minify: true,
+  legalComments: "external",
+  // Bundled CommonJS dependencies call require() for Node's built-ins; an ES module has none of its own.
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  logLevel: "warning",
+});

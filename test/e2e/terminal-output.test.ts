@@ -1,0 +1,73 @@
+/**
+ * What a person sees in a terminal: `npm run local` driven in a pseudo-terminal (util-linux
+ * `script`), so the progress line is the live, rewritten one. Every invocation's Powertools EMF
+ * flush would print a JSON document on stdout, through that line; nothing but our own text may
+ * appear, during the run, after it with --keep-running (the export block), and after Ctrl-C.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+
+function collect(child: ChildProcess) {
+  let text = "";
+  const waiters: Array<() => void> = [];
+  child.stdout?.on("data", (chunk: Buffer) => {
+    text += chunk.toString();
+    for (const waiter of waiters.splice(0)) waiter();
+  });
+  const waitFor = (pattern: RegExp) =>
+    new Promise<RegExpMatchArray>((resolveMatch, reject) => {
+      const check = () => {
+        const match = text.match(pattern);
+        if (match) return resolveMatch(match);
+        if (child.exitCode !== null) return reject(new Error(`exited ${child.exitCode} before ${pattern}: ${text.slice(-2_000)}`));
+        waiters.push(check);
+      };
+      child.once("exit", check);
+      check();
+    });
+  return { text: () => text, waitFor };
+}
+
+/** Resolves once `file` holds more than `count` lines containing `needle`. */
+async function logGrows(file: string, needle: string, count: number): Promise<void> {
+  const seen = () => readFileSync(file, "utf8").split("\n").filter((line) => line.includes(needle)).length;
+  while (seen() <= count) await new Promise((resolveWait) => setTimeout(resolveWait, 200));
+}
+
+describe("npm run local in a terminal", () => {
+  it("keeps the live line free of EMF JSON during the run, with --keep-running and after Ctrl-C", async () => {
+    // script -e: its exit code is the command's; stdin is ours, so "\x03" is a real Ctrl-C on the pty.
+    const child = spawn(
+      "script",
+      ["-qfec", "npm run local -- --fast --nodes 10 --helper inline --keep-running --timeout 300", "/dev/null"],
+      { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, npm_config_update_notifier: "false", COLUMNS: "200" } },
+    );
+    const io = collect(child);
+    const [, workDir, logPath] = await io.waitFor(/work dir (\S+); logs in (\S+)/);
+    await io.waitFor(/stays up until Ctrl-C/);
+    // The deployment's .env file is for `source`: the multi-line YAML comes back as written.
+    const sourced = execFileSync("bash", ["-c", `set -e; source "$1"; printf %s "$PROVISIONER_CONFIG_YAML"`, "-", join(workDir as string, "primary.env")], {
+      encoding: "utf8",
+    });
+    // A lease-keeper invocation that ends after the export block: its flush is one the old code printed.
+    const finished = "lease keeper run finished";
+    await logGrows(logPath as string, finished, readFileSync(logPath as string, "utf8").split(finished).length - 1);
+    child.stdin?.write("\x03");
+    const code = await new Promise<number | null>((resolveExit) => child.once("exit", resolveExit));
+    const text = io.text();
+    // Each rewrite of the live line starts with "\r"; every segment between them is one thing the user saw.
+    const segments = text.split(/[\r\n]/).filter((segment) => segment.trim() !== "");
+
+    expect(parseYaml(sourced)).toMatchObject({ site: "local", leader_election: true, deployment_id: "primary" });
+    expect(text).toMatch(/all 10 nodes provisioned/);
+    expect(text).toContain("interrupted: stopping everything");
+    expect(segments.filter((segment) => segment.includes("[") && segment.includes("provisioned")).length).toBeGreaterThan(0);
+    expect(segments.filter((segment) => /\{"|"_aws"/.test(segment))).toEqual([]);
+    expect(code).toBe(0);
+  }, 240_000);
+});
