@@ -19,6 +19,8 @@ export interface PeerOptions {
   timeoutS: number | undefined;
   /** How long to wait before each run for the 1-minute load to fall to the core count. */
   loadWaitS: number;
+  /** Heading of this run's section in reports/pipeline-stages.md. */
+  label: string | undefined;
 }
 
 export const PEER_USAGE = `Usage: npm run bench:peer -- [options]
@@ -37,6 +39,7 @@ Options (environment variable in brackets):
   --warm-up <nodes>         unmeasured first run of ours, 0 for none [PEER_WARM_UP_NODES, default 200]
   --timeout <s>             per-run bound [PEER_TIMEOUT_S, default max(180, 120 + 0.1 s per node)]
   --load-wait <s>           wait up to this long before each run for the load to fall to the core count [PEER_LOAD_WAIT_S, default 60]
+  --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
   --markdown-only           rewrite reports/peer.md from reports/peer.json and exit
   --help                    print this and exit
 `;
@@ -87,6 +90,7 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
         "warm-up": { type: "string" },
         timeout: { type: "string" },
         "load-wait": { type: "string" },
+        label: { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -106,5 +110,6 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     warmUpNodes: seconds(parsed["warm-up"] ?? env.PEER_WARM_UP_NODES ?? "200", "--warm-up"),
     timeoutS: timeout === undefined ? undefined : seconds(timeout, "--timeout"),
     loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "60", "--load-wait"),
+    label: parsed.label,
   };
 }

@@ -37,6 +37,7 @@ import type { FleetReport } from "./peer-fleet";
 import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
 import { best, summarise, type FleetSummary, type HelperKind, type Side } from "./peer-summary";
+import { breakdown, stagesTable, type StageBreakdown } from "./stages";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -120,6 +121,8 @@ interface RunResult {
   /** 1-minute load average: at the run's start, the highest sample through it (every 5 s) and at its end. */
   load_average_1m: { start: number; max: number; after: number; samples: number[] };
   profile_top?: ProfileEntry[];
+  /** Ours: where each host's time went (bench/stages.ts). */
+  stages?: StageBreakdown;
 }
 
 interface Child {
@@ -237,8 +240,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const restartedAt = new Map<string, number>();
     let refused = 0;
     let lastRefusal: string | undefined;
+    const inventoryAt = new Map<string, number>();
     fleet.process.on("message", (report: FleetReport) => {
       if (report.type !== "restarted") return;
+      for (const [identity, at] of report.inventory) inventoryAt.set(identity, at);
       for (const [identity, at] of report.nodes) restartedAt.set(identity, at);
       refused += report.refused;
       lastRefusal = report.lastRefusal ?? lastRefusal;
@@ -312,6 +317,19 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
     const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
     const loadAfter = loadavg()[0] ?? 0;
+    let stages: StageBreakdown | undefined;
+    if (spec.side === "ours") {
+      const asked = waitForMessage<Extract<OursReport, { type: "stages" }>>(provisioner, "stages", 30_000);
+      provisioner.process.send({ type: "stages" });
+      const reply = await asked;
+      const hosts = new Map(reply.hosts);
+      for (const [identity, stamps] of hosts) {
+        stamps.inventoryAt = inventoryAt.get(identity);
+        stamps.restartAt = restartedAt.get(identity);
+      }
+      stages = breakdown(hosts, restartedAt.size, new Map(reply.dynamoDb));
+      process.stdout.write(`${stagesTable(stages).map((line) => `  ${line}`).join("\n")}\n`);
+    }
     clearInterval(sampler);
     loadSamples.push(loadAfter);
 
@@ -357,6 +375,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       peak_memory_mb: round2(peakMemory / (1024 * 1024)),
       load_average_1m: { start: round2(loadStart), max: round2(Math.max(...loadSamples)), after: round2(loadAfter), samples: loadSamples.map(round2) },
       ...(profileTop ? { profile_top: profileTop } : {}),
+      ...(stages ? { stages } : {}),
     };
     process.stdout.write(
       `  -> ${provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p50/p99 ${result.admission_to_restart_ms.p50}/${result.admission_to_restart_ms.p99} ms, ` +
@@ -617,6 +636,38 @@ async function realFleetAvailable(): Promise<{ run: boolean; reason?: string }> 
   return { run: false, reason: "the real-fleet harness is present but bench/peer.ts does not drive it yet" };
 }
 
+const STAGES_HEADER = `# Where one host's time goes (ours, emulated pipeline)
+
+Each section is one \`npm run bench:peer\` run, appended by it (newest last), so a change to the
+pipeline shows which stage it moved. Per host, from timestamps taken where each step lands (see
+bench/stages.ts): the host-work message's admission time, SQS's SentTimestamp, the emulated event
+source handing the batch to an invocation and the invocation returning, the engine starting the host
+(lease round and claim done) and sending \`configure\` (helper done), and the simulated node's own
+record of answering \`inventory\` and acknowledging \`restart\`. DynamoDB round trips are timed at the
+local stack's counting proxy in front of DynamoDB Local. The machine is shared: the 1-minute load
+average at each run's start is given, and figures from a run that started above the core count
+describe a busy machine.
+`;
+
+/** Appends this benchmark's per-stage figures (every run of ours) to reports/pipeline-stages.md. */
+async function appendStages(report: Report): Promise<void> {
+  const path = join(REPO_ROOT, "reports/pipeline-stages.md");
+  const existing = existsSync(path) ? await readFile(path, "utf8") : STAGES_HEADER;
+  const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim();
+  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim() !== "";
+  const lines = ["", `## ${options.label ?? `commit ${commit}`}`, "", `${report.generated}, commit ${commit}${dirty ? " with uncommitted changes" : ""}, Node ${report.node}, ${report.cpus} cores.`];
+  for (const r of report.runs) {
+    if (!r.stages) continue;
+    lines.push(
+      "",
+      `### ${r.fleet}, ${r.setting}, ${r.helper} helper${r.profile_top ? " (profiled)" : ""}: ${r.restarted}/${r.nodes} restarted, ${r.hosts_per_min} hosts/min, load ${r.load_average_1m.start} at start (max ${r.load_average_1m.max})`,
+      "",
+      ...stagesTable(r.stages),
+    );
+  }
+  await writeFile(path, `${existing.trimEnd()}\n${lines.join("\n")}\n`);
+}
+
 /**
  * A report written before runs carried their helper, start load and restarted count: all its runs
  * used the bash + jq helper, and the load it read before each run is that run's start load.
@@ -717,7 +768,8 @@ async function main(): Promise<void> {
   await mkdir(join(REPO_ROOT, "reports"), { recursive: true });
   await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
-  process.stdout.write(`\nwrote reports/peer.json and reports/peer.md (${report.wall_seconds.toFixed(0)} s)\n`);
+  await appendStages(report);
+  process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
   for (const f of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
 }
 
