@@ -620,7 +620,7 @@ function findings(report: Report): string[] {
       ? ` The same setting measured twice (the plain run and the profiled one) gave ${profiledTwin.hosts_per_min} and ${profiled.hosts_per_min} hosts/min; runs are minutes apart on a machine other jobs share, so one setting's single run is not a trend.`
       : "";
   out.push(
-    `**Ours.** Discovery admits in chunks of ten (two chunks in flight, each ten conditional writes and one SendMessageBatch), so provisioning starts within seconds of discovery and admission-to-restart stays short; the admission rate is bounded by DynamoDB Local's write latency on this machine: its JVM used ${dynamo} ms CPU per host in ours' runs, and its first use in a fresh JVM is several times slower, hence the unmeasured warm-up run. Hosts/min by provision concurrency x workers: ${oursRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}.${noise}`,
+    `**Ours.** Discovery admits in chunks of ten (five chunks in flight, each ten conditional writes and one SendMessageBatch), so provisioning starts within seconds of discovery and admission-to-restart stays short; the admission rate is bounded by DynamoDB Local's write latency on this machine: its JVM used ${dynamo} ms CPU per host in ours' runs, and its first use in a fresh JVM is several times slower, hence the unmeasured warm-up run. Hosts/min by provision concurrency x workers: ${oursRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}.${noise}`,
     "",
   );
   const refused = report.runs.reduce((sum, r) => sum + r.refused_requests, 0);
