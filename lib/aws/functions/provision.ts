@@ -10,8 +10,16 @@ import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
+import { SqsBatchRefill } from "../sqs-batch-refill";
 
 export type ProvisionFunction = Pick<App, "handleHostWorkBatch" | "close">;
+
+/**
+ * A worker takes more host work only while this much of the invocation is left: enough for one host
+ * whose every RPC runs through its retries plus the helper's 10 s, so taken work is not cut off by
+ * the deadline (it would wait out the queue's visibility timeout).
+ */
+const REFILL_STOP_BEFORE_DEADLINE_MS = 120_000;
 
 export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunctionParts, engine: ProvisionEngine): ProvisionFunction["handleHostWorkBatch"] {
   const { settings } = parts;
@@ -30,6 +38,7 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
     hostWorkDlq: parts.queues.hostWorkDlq,
     logger: parts.logger,
     metrics: parts.metrics,
+    refill: (remainingMs) => new SqsBatchRefill({ client: parts.sqsClient, queueUrl: settings.hostWorkQueueUrl, remainingMs, stopBeforeDeadlineMs: REFILL_STOP_BEFORE_DEADLINE_MS }),
   });
   return (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx)));
 }
