@@ -655,7 +655,9 @@ async function appendStages(report: Report): Promise<void> {
   const existing = existsSync(path) ? await readFile(path, "utf8") : STAGES_HEADER;
   const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim();
   const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim() !== "";
-  const lines = ["", `## ${options.label ?? `commit ${commit}`}`, "", `${report.generated}, commit ${commit}${dirty ? " with uncommitted changes" : ""}, Node ${report.node}, ${report.cpus} cores.`];
+  // An exported copy of a commit (no .git) has no commit to name: the label says which.
+  const where = commit ? `, commit ${commit}${dirty ? " with uncommitted changes" : ""}` : "";
+  const lines = ["", `## ${options.label ?? (commit ? `commit ${commit}` : "unlabelled run")}`, "", `${report.generated}${where}, Node ${report.node}, ${report.cpus} cores.`];
   for (const r of report.runs) {
     if (!r.stages) continue;
     lines.push(
