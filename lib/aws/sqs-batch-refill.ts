@@ -17,16 +17,27 @@ export interface SqsBatchRefillOptions {
    * invocation (every RPC with its retries and the helper), or it waits out the visibility timeout.
    */
   stopBeforeDeadlineMs: number;
+  /**
+   * Nothing is taken later than this after the refill was made (with the invocation's lease
+   * standing): taken work is handled under that standing, so it must stay shorter than a lease.
+   */
+  windowMs: number;
+  /** Monotonic milliseconds. */
+  monotonic: () => number;
 }
 
 /** SQS answers at most ten messages per receive. */
 const RECEIVE_MAX = 10;
 
 export class SqsBatchRefill implements BatchRefill {
-  constructor(private readonly options: SqsBatchRefillOptions) {}
+  private readonly closesAt: number;
+
+  constructor(private readonly options: SqsBatchRefillOptions) {
+    this.closesAt = options.monotonic() + options.windowMs;
+  }
 
   open(): boolean {
-    return this.options.remainingMs() > this.options.stopBeforeDeadlineMs;
+    return this.options.remainingMs() > this.options.stopBeforeDeadlineMs && this.options.monotonic() < this.closesAt;
   }
 
   async take(max: number): Promise<QueueMessage[]> {

@@ -20,6 +20,12 @@ export type ProvisionFunction = Pick<App, "handleHostWorkBatch" | "close">;
  * the deadline (it would wait out the queue's visibility timeout).
  */
 const REFILL_STOP_BEFORE_DEADLINE_MS = 120_000;
+/**
+ * Workers take more only in the first 20 s of an invocation: taken work runs under the lease
+ * standing read at its start, and 20 s stays inside one lease (30 s by default). It covers a
+ * batch's tail, the seconds its slowest hosts take after the others.
+ */
+const REFILL_WINDOW_MS = 20_000;
 
 export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunctionParts, engine: ProvisionEngine): ProvisionFunction["handleHostWorkBatch"] {
   const { settings } = parts;
@@ -38,7 +44,15 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
     hostWorkDlq: parts.queues.hostWorkDlq,
     logger: parts.logger,
     metrics: parts.metrics,
-    refill: (remainingMs) => new SqsBatchRefill({ client: parts.sqsClient, queueUrl: settings.hostWorkQueueUrl, remainingMs, stopBeforeDeadlineMs: REFILL_STOP_BEFORE_DEADLINE_MS }),
+    refill: (remainingMs) =>
+      new SqsBatchRefill({
+        client: parts.sqsClient,
+        queueUrl: settings.hostWorkQueueUrl,
+        remainingMs,
+        stopBeforeDeadlineMs: REFILL_STOP_BEFORE_DEADLINE_MS,
+        windowMs: REFILL_WINDOW_MS,
+        monotonic: () => parts.clock.monotonic(),
+      }),
   });
   return (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx)));
 }

@@ -14,13 +14,14 @@ describe("SqsBatchRefill", () => {
     await sqs.stop();
   });
 
-  it("takes ready work without waiting, and a completed message is gone from the queue while an uncompleted one stays in flight", async () => {
+  it("takes ready work without waiting; a completed message is gone while an uncompleted one stays in flight; it closes near the deadline or after its window", async () => {
     // Arrange
     const client = sqsClient(sqs.url);
     const queueUrl = sqs.createQueue("refill-host-work", { VisibilityTimeout: "60" });
     await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: ["a", "b", "c"].map((body) => ({ Id: body, MessageBody: body })) }));
     let remaining = 200_000;
-    const refill = new SqsBatchRefill({ client, queueUrl, remainingMs: () => remaining, stopBeforeDeadlineMs: 120_000 });
+    let now = 5_000;
+    const refill = new SqsBatchRefill({ client, queueUrl, remainingMs: () => remaining, stopBeforeDeadlineMs: 120_000, windowMs: 20_000, monotonic: () => now });
 
     // Act
     const taken = await refill.take(10);
@@ -31,6 +32,9 @@ describe("SqsBatchRefill", () => {
       new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"] }),
     );
     const openWithTime = refill.open();
+    now = 25_000;
+    const openAfterWindow = refill.open();
+    now = 10_000;
     remaining = 119_000;
 
     // Assert
@@ -39,6 +43,7 @@ describe("SqsBatchRefill", () => {
     expect(again).toEqual([]);
     expect(counts.Attributes).toMatchObject({ ApproximateNumberOfMessages: "0", ApproximateNumberOfMessagesNotVisible: "2" });
     expect(openWithTime).toBe(true);
+    expect(openAfterWindow).toBe(false);
     expect(refill.open()).toBe(false);
     client.destroy();
   });
