@@ -4,7 +4,7 @@
  * PEER_FLEET (JSON: natsUrl, count, signerSeedHex, token, restartDelayMs). It reports
  * `{ type: "ready" }` once every node is subscribed, then every 200 ms the nodes that acknowledged
  * their restart since the last report (`{ type: "restarted", nodes: [[identity, epochMs], ...] }`,
- * read from the nodes' own request record) and a count of refused requests. `{ type: "stop" }`
+ * read from the nodes' own request record), the times they answered `inventory`, and a count of refused requests. `{ type: "stop" }`
  * stops the fleet and exits.
  */
 import { decodeHex, ed25519SigningKey } from "../lib/crypto";
@@ -20,7 +20,7 @@ interface FleetSettings {
 
 export type FleetReport =
   | { type: "ready"; identities: number }
-  | { type: "restarted"; nodes: Array<[string, number]>; refused: number; lastRefusal?: string };
+  | { type: "restarted"; nodes: Array<[string, number]>; inventory: Array<[string, number]>; refused: number; lastRefusal?: string };
 
 const send = (report: FleetReport) => process.send?.(report);
 
@@ -42,12 +42,16 @@ async function main(): Promise<void> {
   const restarted = new Set<string>();
   const report = () => {
     const nodes: Array<[string, number]> = [];
+    // When each node answered rpcutil#inventory, the provisioner's last RPC before its helper (bench/stages.ts).
+    const inventory: Array<[string, number]> = [];
     for (; scanned < fleet.record.length; scanned++) {
       const entry = fleet.record[scanned];
       if (!entry) continue;
       if (entry.outcome !== 0) {
         refused++;
         lastRefusal = `${entry.identity} ${entry.agent}#${entry.action}: ${entry.statusmsg ?? entry.reason ?? String(entry.outcome)}`;
+      } else if (entry.action === "inventory" && !restarted.has(entry.identity)) {
+        inventory.push([entry.identity, entry.timeMs]);
       } else if (entry.action === "restart" && !restarted.has(entry.identity)) {
         restarted.add(entry.identity);
         nodes.push([entry.identity, entry.timeMs]);
@@ -56,7 +60,7 @@ async function main(): Promise<void> {
     // The record is only read forward; drop what was read so a long run does not hold it all.
     fleet.record.splice(0, scanned);
     scanned = 0;
-    send({ type: "restarted", nodes, refused, ...(lastRefusal === undefined ? {} : { lastRefusal }) });
+    send({ type: "restarted", nodes, inventory, refused, ...(lastRefusal === undefined ? {} : { lastRefusal }) });
   };
   const timer = setInterval(report, 200);
 

@@ -7,12 +7,16 @@
  * Started with an IPC channel; settings in PEER_OURS (JSON, see OursSettings). Reports
  * `{ type: "ready" }` once its queues exist, `{ type: "admitted", hosts: [[identity, admittedAt]] }`
  * for host work as it is queued (taken from the SQS requests, as bench/pipeline.ts does), starts its
- * schedules and pollers on `{ type: "start" }` and stops on `{ type: "stop" }`.
+ * schedules and pollers on `{ type: "start" }` and stops on `{ type: "stop" }`. On `{ type: "stages" }`
+ * it answers with each host's timestamps of its own steps (bench/stages.ts) and the DynamoDB round
+ * trips it made, by operation.
  */
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { decodeHex, ed25519SigningKey } from "../lib/crypto";
 import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
 import { startLocalStack } from "../dev/local/stack";
+import type { Logger } from "../lib/ports";
+import type { HostStamps } from "./stages";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -27,7 +31,11 @@ export interface OursSettings {
   helper: string;
 }
 
-export type OursReport = { type: "ready" } | { type: "admitted"; hosts: Array<[string, number]> } | { type: "stopped" };
+export type OursReport =
+  | { type: "ready" }
+  | { type: "admitted"; hosts: Array<[string, number]> }
+  | { type: "stages"; hosts: Array<[string, HostStamps]>; dynamoDb: Array<[string, number[]]> }
+  | { type: "stopped" };
 
 const send = (report: OursReport) => process.send?.(report);
 
@@ -70,10 +78,33 @@ function sharedNats(url: string, port: number): RunningNats {
   };
 }
 
+/** Stamps per host from the engine's log lines: the only ones read, so logging costs next to nothing. */
+function stampingLogger(stamps: (identity: string) => HostStamps): Logger {
+  const ignore = () => undefined;
+  return {
+    debug: ignore,
+    warn: ignore,
+    error: ignore,
+    info: (message, attributes) => {
+      const identity = attributes?.identity;
+      if (typeof identity !== "string") return;
+      if (message === `Provisioning ${identity}`) stamps(identity).provisioningAt = Date.now();
+      else if (message === "Configuring node") stamps(identity).configuringAt = Date.now();
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const settings = JSON.parse(process.env.PEER_OURS ?? "{}") as OursSettings;
   const sqs = await remoteSqs(settings.sqsUrl);
   const pending: Array<[string, number]> = [];
+  const hosts = new Map<string, HostStamps>();
+  const stamps = (identity: string) => {
+    let entry = hosts.get(identity);
+    if (!entry) hosts.set(identity, (entry = {}));
+    return entry;
+  };
+  const dynamoDb = new Map<string, number[]>();
   const stack = await startLocalStack({
     nodes: 0,
     nats: sharedNats(settings.natsUrl, settings.natsPort),
@@ -84,6 +115,25 @@ async function main(): Promise<void> {
     maxConcurrency: settings.maxConcurrency,
     workers: settings.workers,
     waitTimeSeconds: 1,
+    logger: stampingLogger(stamps),
+    onDelivery: ({ functionName, records, invokedAt, returnedAt }) => {
+      if (!functionName.endsWith("-provision")) return;
+      for (const record of records) {
+        const work = JSON.parse(record.body) as { identity?: string; admittedAt?: number };
+        if (!work.identity) continue;
+        const entry = stamps(work.identity);
+        // The delivery that provisioned the host is the last one to begin before its provisioning did.
+        if (entry.provisioningAt !== undefined && invokedAt > entry.provisioningAt) continue;
+        Object.assign(entry, { admittedAt: work.admittedAt, sentAt: Number(record.attributes.SentTimestamp), invokedAt, returnedAt });
+      }
+    },
+    observeReply: ({ operation, ms }) => {
+      // DynamoDB's operations; SQS's are counted by the event sources' pollers too and told apart by name.
+      if (!/Item|Query|Scan|Transact/.test(operation)) return;
+      const list = dynamoDb.get(operation) ?? [];
+      list.push(ms);
+      dynamoDb.set(operation, list);
+    },
     observe: ({ operation, body }) => {
       if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
       if (!body.includes("-host-work")) return;
@@ -102,6 +152,7 @@ async function main(): Promise<void> {
 
   process.on("message", (message: { type?: string }) => {
     if (message.type === "start") stack.start();
+    if (message.type === "stages") send({ type: "stages", hosts: [...hosts], dynamoDb: [...dynamoDb] });
     if (message.type === "stop") {
       clearInterval(flush);
       void stack.stop().finally(() => {

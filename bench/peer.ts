@@ -4,8 +4,9 @@
  * the same bash helper (examples/helpers/provision-helper.sh) and the same features (jwt + ed25519).
  *
  *   npm run bench:peer                 writes reports/peer.json and reports/peer.md
- *   PEER_SIZES=1000 PEER_GO_WORKERS=8,32 PEER_OURS_SETTINGS=5x10 npm run bench:peer   (smaller sweep)
- *   CHORIA_PROVISIONER_BIN=/path/to/provisioner npm run bench:peer                    (a Go binary built elsewhere)
+ *   npm run bench:peer -- --help       its options (bench/peer-options.ts); starts nothing
+ *   npm run bench:peer -- --sizes 1000 --go-workers 8,32 --ours 5x10   (smaller sweep)
+ *   CHORIA_PROVISIONER_BIN=/path/to/provisioner npm run bench:peer      (a Go binary built elsewhere)
  *
  * Every run gets its own nats-server and a fresh simulated fleet in a process of its own
  * (bench/peer-fleet.ts): a node holds its provisioning lock for 2 minutes per caller, so the two
@@ -16,7 +17,8 @@
  * nats-server, DynamoDB Local and fauxqs run in other processes and are not counted.
  *
  * The sweep (Go `workers`; ours provision concurrency x workers) runs at the first size; the larger
- * sizes run each side's best setting from it. A real go-choria fleet is used when the real-fleet
+ * sizes run each side's best setting from it. Every fleet is run with the bash + jq helper and,
+ * with each side's best setting, the compiled helper (bench/helpers/compiled). A real go-choria fleet is used when the real-fleet
  * harness (dev/local/real-fleet.ts) is present; otherwise the report says it was not run.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -29,22 +31,36 @@ import { createInterface } from "node:readline";
 import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../lib/crypto";
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
+import { buildCompiledHelper } from "./compiled-helper";
 import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
+import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
+import { best, summarise, type FleetSummary, type HelperKind, type Side } from "./peer-summary";
+import { breakdown, stagesTable, type StageBreakdown } from "./stages";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
-const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
-const SIZES = list(process.env.PEER_SIZES, [1_000, 5_000]);
-const GO_WORKERS = list(process.env.PEER_GO_WORKERS, [64, 256, 512]);
-/** `<provision concurrency>x<workers>` pairs. */
-const OURS_SETTINGS = (process.env.PEER_OURS_SETTINGS ?? "10x10,20x10,20x20").split(",").map((pair) => {
-  const [concurrency, workers] = pair.split("x").map(Number);
-  return { maxConcurrency: concurrency ?? 5, workers: workers ?? 10 };
-});
-const PROFILE = process.env.PEER_PROFILE !== "false";
+let options: PeerOptions;
+try {
+  options = parsePeerOptions(process.argv.slice(2));
+} catch (error) {
+  if (!(error instanceof PeerOptionsError)) throw error;
+  process.stderr.write(`${error.message}\n\n${PEER_USAGE}`);
+  process.exit(2);
+}
+if (options.help) {
+  process.stdout.write(PEER_USAGE);
+  process.exit(0);
+}
+const SIZES = options.sizes;
+const GO_WORKERS = options.goWorkers;
+const OURS_SETTINGS = options.oursSettings;
+const PROFILE = options.profile;
+const CORES = cpus().length;
+/** How often the load average is sampled through a run. */
+const LOAD_SAMPLE_MS = 5_000;
 /**
  * How the committed report's Go binary was obtained (a fact about that run, not a figure: re-check
  * when re-measuring). Shown when the binary did not come from scripts/peers/build-provisioner.sh.
@@ -62,11 +78,9 @@ const SIMULATOR_NOTE =
 /** What scripts/peers/build-provisioner.sh pins. */
 const PROVISIONER_PIN = "v0.16.1-0.20260516145817-aca2b6263842 (commit aca2b62)";
 const RESTART_DELAY_MS = 2_000;
-const timeoutFor = (nodes: number) => Number(process.env.PEER_TIMEOUT_S ?? Math.max(180, 120 + nodes * 0.1)) * 1000;
+const timeoutFor = (nodes: number) => (options.timeoutS ?? Math.max(180, 120 + nodes * 0.1)) * 1000;
 /** Nodes of the unmeasured first run that warms DynamoDB Local's JIT (the first run through a fresh JVM is several times slower). */
-const WARM_UP_NODES = Number(process.env.PEER_WARM_UP_NODES ?? 200);
-
-type Side = "go" | "ours";
+const WARM_UP_NODES = options.warmUpNodes;
 
 /** AWS SDK requests of ours that outlived their client timeout (retried by the SDK), this run. */
 let sdkSlowRequests = 0;
@@ -77,6 +91,7 @@ interface RunSpec {
   nodes: number;
   /** Go: workers. Ours: provision concurrency x workers. */
   setting: { workers: number; maxConcurrency?: number };
+  helper: HelperKind;
   profile?: boolean;
 }
 
@@ -85,8 +100,11 @@ interface RunResult {
   fleet: string;
   nodes: number;
   setting: string;
+  helper: HelperKind;
   complete: boolean;
   timeout_s: number;
+  /** Nodes that acknowledged their restart (the same as `provisioned`, named as the acceptance reads it). */
+  restarted: number;
   provisioned: number;
   refused_requests: number;
   /** Ours: AWS SDK requests that exceeded their timeout and were retried (DynamoDB Local or fauxqs slow to answer). */
@@ -100,8 +118,11 @@ interface RunResult {
   cpu_ms_per_host: number;
   helper_cpu_ms_per_host: number;
   peak_memory_mb: number;
-  load_average_1m: { before: number; after: number };
+  /** 1-minute load average: at the run's start, the highest sample through it (every 5 s) and at its end. */
+  load_average_1m: { start: number; max: number; after: number; samples: number[] };
   profile_top?: ProfileEntry[];
+  /** Ours: where each host's time went (bench/stages.ts). */
+  stages?: StageBreakdown;
 }
 
 interface Child {
@@ -174,11 +195,29 @@ function goProvisioner(): { bin?: string; reason?: string } {
 interface Shared {
   dynamoDb: RunningDynamoDb;
   goBin: string | undefined;
+  helpers: Record<HelperKind, string | undefined>;
+}
+
+/**
+ * Waits (bounded by --load-wait) for the 1-minute load average to fall to the core count, so a run
+ * does not start on a machine busy with other work; the start load is recorded either way and
+ * decides whether the run's ratio is reported.
+ */
+async function waitForQuietMachine(): Promise<void> {
+  const until = Date.now() + options.loadWaitS * 1000;
+  let said = false;
+  while ((loadavg()[0] ?? 0) > CORES && Date.now() < until) {
+    if (!said) process.stdout.write(`  waiting up to ${options.loadWaitS} s for the 1-minute load (${(loadavg()[0] ?? 0).toFixed(2)}) to fall to ${CORES}\n`);
+    said = true;
+    await new Promise((done) => setTimeout(done, 2_000));
+  }
 }
 
 async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   const setting = spec.side === "go" ? `workers ${spec.setting.workers}` : `${spec.setting.maxConcurrency} x ${spec.setting.workers}`;
-  process.stdout.write(`\n== ${spec.side}${spec.profile ? " (profiled)" : ""}: ${spec.nodes} nodes (${spec.fleet}), ${setting}\n`);
+  const helperCommand = shared.helpers[spec.helper];
+  if (!helperCommand) throw new Error(`the ${spec.helper} helper is not available`);
+  process.stdout.write(`\n== ${spec.side}${spec.profile ? " (profiled)" : ""}: ${spec.nodes} nodes (${spec.fleet}), ${setting}, ${spec.helper} helper\n`);
   const timeoutMs = timeoutFor(spec.nodes);
   sdkSlowRequests = 0;
   const workDir = await mkdtemp(join(tmpdir(), `peer-${spec.side}-`));
@@ -201,8 +240,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const restartedAt = new Map<string, number>();
     let refused = 0;
     let lastRefusal: string | undefined;
+    const inventoryAt = new Map<string, number>();
     fleet.process.on("message", (report: FleetReport) => {
       if (report.type !== "restarted") return;
+      for (const [identity, at] of report.inventory) inventoryAt.set(identity, at);
       for (const [identity, at] of report.nodes) restartedAt.set(identity, at);
       refused += report.refused;
       lastRefusal = report.lastRefusal ?? lastRefusal;
@@ -222,7 +263,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     let provisioner: Child;
     let profileDir: string | undefined;
     if (spec.side === "go") {
-      provisioner = await startGo(spec, shared.goBin as string, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
+      provisioner = await startGo(spec, shared.goBin as string, helperCommand, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
       cleanup.push(() => stopChild(provisioner, () => provisioner.process.kill("SIGTERM")));
     } else {
       const sqs = await startSqs();
@@ -236,7 +277,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
         signerSeedHex: encodeHex(seed),
         maxConcurrency: spec.setting.maxConcurrency ?? 5,
         workers: spec.setting.workers,
-        helper: HELPERS.bash,
+        helper: helperCommand,
       };
       const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
       provisioner = ours;
@@ -246,7 +287,11 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       });
       await waitForMessage(ours, "ready", 120_000);
     }
-    const loadBefore = loadavg()[0] ?? 0;
+    await waitForQuietMachine();
+    const loadStart = loadavg()[0] ?? 0;
+    const loadSamples = [loadStart];
+    const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
+    cleanup.push(async () => clearInterval(sampler));
     const cpuBefore = procStat(provisioner.pid);
     const benchmarkCpuBefore = process.cpuUsage();
     if (spec.side === "ours") provisioner.process.send({ type: "start" });
@@ -259,7 +304,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       await new Promise((done) => setTimeout(done, 250));
       if (Date.now() - lastLine >= 10_000) {
         lastLine = Date.now();
-        process.stdout.write(`  ${((lastLine - startedAt) / 1000).toFixed(0)}s admitted ${admittedAt.size} restarted ${restartedAt.size}/${spec.nodes} refused ${refused}\n`);
+        process.stdout.write(`  ${((lastLine - startedAt) / 1000).toFixed(0)}s admitted ${admittedAt.size} restarted ${restartedAt.size}/${spec.nodes} refused ${refused} load ${(loadavg()[0] ?? 0).toFixed(2)}\n`);
       }
     }
     // The last fleet report may still be in flight.
@@ -272,6 +317,21 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
     const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
     const loadAfter = loadavg()[0] ?? 0;
+    let stages: StageBreakdown | undefined;
+    if (spec.side === "ours") {
+      const asked = waitForMessage<Extract<OursReport, { type: "stages" }>>(provisioner, "stages", 30_000);
+      provisioner.process.send({ type: "stages" });
+      const reply = await asked;
+      const hosts = new Map(reply.hosts);
+      for (const [identity, stamps] of hosts) {
+        stamps.inventoryAt = inventoryAt.get(identity);
+        stamps.restartAt = restartedAt.get(identity);
+      }
+      stages = breakdown(hosts, restartedAt.size, new Map(reply.dynamoDb));
+      process.stdout.write(`${stagesTable(stages).map((line) => `  ${line}`).join("\n")}\n`);
+    }
+    clearInterval(sampler);
+    loadSamples.push(loadAfter);
 
     let profileTop: ProfileEntry[] | undefined;
     if (profileDir) {
@@ -298,8 +358,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       fleet: spec.fleet,
       nodes: spec.nodes,
       setting,
+      helper: spec.helper,
       complete: provisioned >= spec.nodes,
       timeout_s: timeoutMs / 1000,
+      restarted: provisioned,
       provisioned,
       refused_requests: refused,
       ...(spec.side === "ours" ? { sdk_slow_requests: sdkSlowRequests } : {}),
@@ -311,12 +373,14 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       cpu_ms_per_host: perHost(provisionerCpu),
       helper_cpu_ms_per_host: perHost(helperCpu),
       peak_memory_mb: round2(peakMemory / (1024 * 1024)),
-      load_average_1m: { before: round2(loadBefore), after: round2(loadAfter) },
+      load_average_1m: { start: round2(loadStart), max: round2(Math.max(...loadSamples)), after: round2(loadAfter), samples: loadSamples.map(round2) },
       ...(profileTop ? { profile_top: profileTop } : {}),
+      ...(stages ? { stages } : {}),
     };
     process.stdout.write(
       `  -> ${provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p50/p99 ${result.admission_to_restart_ms.p50}/${result.admission_to_restart_ms.p99} ms, ` +
-        `${result.cpu_ms_per_host} CPU ms/host (+${result.helper_cpu_ms_per_host} helpers), VmHWM ${result.peak_memory_mb} MB, refused ${refused}${lastRefusal ? ` (last: ${lastRefusal})` : ""}\n`,
+        `${result.cpu_ms_per_host} CPU ms/host (+${result.helper_cpu_ms_per_host} helpers), VmHWM ${result.peak_memory_mb} MB, refused ${refused}${lastRefusal ? ` (last: ${lastRefusal})` : ""}, ` +
+        `load ${result.load_average_1m.start} at start (max ${result.load_average_1m.max})${result.load_average_1m.start > CORES ? ` ABOVE ${CORES} cores: no ratio from this run` : ""}\n`,
     );
     return result;
   } finally {
@@ -331,7 +395,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
  * request signing, as this project's local stack does; `leader_election: false` so it works at once.
  * loglevel info: its "Adding <identity> to the work queue" lines are the admission times.
  */
-async function startGo(spec: RunSpec, bin: string, workDir: string, natsUrl: string, signerPublicHex: string, admit: (identity: string, at: number) => void): Promise<Child> {
+async function startGo(spec: RunSpec, bin: string, helper: string, workDir: string, natsUrl: string, signerPublicHex: string, admit: (identity: string, at: number) => void): Promise<Child> {
   const signingKey = join(workDir, "server-jwt-signing.seed");
   await writeFile(signingKey, encodeHex(generateEd25519Seed()), { mode: 0o600 });
   const config = [
@@ -339,7 +403,7 @@ async function startGo(spec: RunSpec, bin: string, workDir: string, natsUrl: str
     "interval: 1m",
     "logfile: stdout",
     "loglevel: info",
-    `helper: ${HELPERS.bash}`,
+    `helper: ${helper}`,
     `token: ${LOCAL_PROVISIONING_TOKEN}`,
     "choria_insecure: true",
     "site: peerbench",
@@ -381,36 +445,6 @@ async function startGo(spec: RunSpec, bin: string, workDir: string, natsUrl: str
 
 const round2 = (value: number) => Math.round(value * 100) / 100;
 
-function best(results: RunResult[], side: Side, fleet: string): RunResult | undefined {
-  return results
-    .filter((r) => r.side === side && r.fleet === fleet && !r.profile_top)
-    .sort((a, b) => Number(b.complete) - Number(a.complete) || b.hosts_per_min - a.hosts_per_min)[0];
-}
-
-interface FleetSummary {
-  fleet: string;
-  go_hosts_per_min: number | null;
-  ours_hosts_per_min: number | null;
-  ratio_hosts_per_min: number | null;
-  go_cpu_ms_per_host: number | null;
-  ours_cpu_ms_per_host: number | null;
-}
-
-function summaries(results: RunResult[], fleets: string[]): FleetSummary[] {
-  return fleets.map((fleet) => {
-    const go = best(results, "go", fleet);
-    const ours = best(results, "ours", fleet);
-    return {
-      fleet,
-      go_hosts_per_min: go?.hosts_per_min ?? null,
-      ours_hosts_per_min: ours?.hosts_per_min ?? null,
-      ratio_hosts_per_min: go && ours && go.hosts_per_min > 0 ? round2(ours.hosts_per_min / go.hosts_per_min) : null,
-      go_cpu_ms_per_host: go?.cpu_ms_per_host ?? null,
-      ours_cpu_ms_per_host: ours?.cpu_ms_per_host ?? null,
-    };
-  });
-}
-
 interface Report {
   generated: string;
   wall_seconds: number;
@@ -433,13 +467,17 @@ function markdown(report: Report): string {
     "",
     "## Result",
     "",
-    "| fleet | Go hosts/min | ours hosts/min | ratio (goal >= 2) | Go CPU ms/host | ours CPU ms/host (goal <= Go) |",
-    "|---|---|---|---|---|---|",
+    "| fleet | Go hosts/min (bash + jq) | ours | ratio (goal >= 1) | Go hosts/min (compiled) | ours | ratio (goal >= 2) | Go CPU ms/host | ours CPU ms/host (goal <= Go) | highest start load |",
+    "|---|---|---|---|---|---|---|---|---|---|",
   );
   for (const f of report.fleets) {
-    lines.push(`| ${f.fleet} | ${f.go_hosts_per_min ?? "-"} | ${f.ours_hosts_per_min ?? "-"} | ${f.ratio_hosts_per_min ?? "-"} | ${f.go_cpu_ms_per_host ?? "-"} | ${f.ours_cpu_ms_per_host ?? "-"} |`);
+    lines.push(
+      `| ${f.fleet} | ${f.go_hosts_per_min ?? "-"} | ${f.ours_hosts_per_min ?? "-"} | ${f.ratio_hosts_per_min ?? "-"} | ${f.go_hosts_per_min_compiled ?? "-"} | ${f.ours_hosts_per_min_compiled ?? "-"} | ${f.ratio_hosts_per_min_compiled ?? "-"} | ${f.go_cpu_ms_per_host ?? "-"} | ${f.ours_cpu_ms_per_host ?? "-"} | ${f.max_start_load ?? "-"} |`,
+    );
   }
-  lines.push("", "Each side's best run per fleet (most hosts/min among complete runs). `reports/peer.json` has every run.", "");
+  lines.push("", `Each side's best run per fleet and helper (most hosts/min among complete runs). A ratio is given only between two runs that both restarted every node and both started with the 1-minute load at or below the ${report.cpus} cores; \`reports/peer.json\` has every run.`, "");
+  for (const f of report.fleets) for (const reason of f.not_comparable ?? []) lines.push(`- **${f.fleet}, no ratio:** ${reason}`);
+  if (report.fleets.some((f) => f.not_comparable)) lines.push("");
   if (report.go_provisioner.unavailable_reason) lines.push(`**The Go provisioner was not run:** ${report.go_provisioner.unavailable_reason}`, "");
   const goBinary = report.go_provisioner.binary;
   if (goBinary) {
@@ -478,12 +516,12 @@ function markdown(report: Report): string {
     "",
     "## Every run",
     "",
-    "| side | fleet | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | DynamoDB Local CPU s | refused | load before/after |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| side | fleet | helper | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | DynamoDB Local CPU s | refused | load start / max / after |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   );
   for (const r of report.runs) {
     lines.push(
-      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.side === "ours" ? r.cpu_s.dynamodb_local : "-"} | ${r.refused_requests} | ${r.load_average_1m.before} / ${r.load_average_1m.after} |`,
+      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.side === "ours" ? r.cpu_s.dynamodb_local : "-"} | ${r.refused_requests} | ${r.load_average_1m.start} / ${r.load_average_1m.max} / ${r.load_average_1m.after} |`,
     );
   }
   lines.push(
@@ -493,8 +531,8 @@ function markdown(report: Report): string {
     "What the whole run cost on this machine, for the shortfall analysis: only the provisioner column is the provisioner's figure.",
     "`benchmark` is the benchmark's own process, which hosts fauxqs during ours' runs and reads Go's log lines during Go's.",
     "",
-    "| side | fleet | setting | provisioner | helpers | fleet | nats-server | DynamoDB Local | benchmark (fauxqs) | total |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| side | fleet | helper | setting | provisioner | helpers | fleet | nats-server | DynamoDB Local | benchmark (fauxqs) | total |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
   );
   for (const r of report.runs) {
     const per = (seconds: number | undefined) => (seconds === undefined || r.provisioned === 0 ? undefined : Math.round((seconds / r.provisioned) * 10_000) / 10);
@@ -502,7 +540,7 @@ function markdown(report: Report): string {
     const parts = [c.provisioner, c.helpers_reaped, c.fleet, c.nats_server, r.side === "ours" ? c.dynamodb_local : 0, c.benchmark_process];
     const total = per(parts.reduce<number>((sum, value) => sum + (value ?? 0), 0));
     lines.push(
-      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.setting} | ${parts.map((value, i) => (i === 4 && r.side === "go" ? "-" : (per(value) ?? "-"))).join(" | ")} | ${total ?? "-"} |`,
+      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.setting} | ${parts.map((value, i) => (i === 4 && r.side === "go" ? "-" : (per(value) ?? "-"))).join(" | ")} | ${total ?? "-"} |`,
     );
   }
   lines.push("", "## Findings", "", ...findings(report));
@@ -525,17 +563,16 @@ const perHost = (r: RunResult, seconds: number) => (r.provisioned > 0 ? Math.rou
 function findings(report: Report): string[] {
   const out: string[] = [];
   const mean = (values: number[]) => (values.length ? Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 10) / 10 : 0);
-  const measured = report.runs.filter((r) => !r.profile_top);
+  const measured = report.runs.filter((r) => !r.profile_top && r.helper === "bash");
   const goRuns = measured.filter((r) => r.side === "go");
   const oursRuns = measured.filter((r) => r.side === "ours");
   if (goRuns.length === 0 || oursRuns.length === 0) return ["Only one side ran; nothing to compare."];
-  const loads = report.runs.flatMap((r) => [r.load_average_1m.before, r.load_average_1m.after]);
+  const loads = report.runs.flatMap((r) => [r.load_average_1m.start, r.load_average_1m.max]);
   const goals = report.fleets.map((f) => {
-    const ratio = f.ratio_hosts_per_min ?? 0;
     const cpuOk = (f.ours_cpu_ms_per_host ?? Infinity) <= (f.go_cpu_ms_per_host ?? -Infinity);
-    const goBest = best(report.runs, "go", f.fleet);
-    const partial = goBest && !goBest.complete ? `, Go's run stopped at its bound with ${goBest.provisioned}/${goBest.nodes} restarted` : "";
-    return `${f.fleet}: ${ratio}x the hosts/min (${ratio >= 2 ? "goal met" : "goal of 2x not met"}${partial}), CPU/host ${f.ours_cpu_ms_per_host} vs ${f.go_cpu_ms_per_host} ms (${cpuOk ? "at or under Go's: met" : "above Go's: not met"})`;
+    const ratioText = (ratio: number | null, goal: number, helper: string) =>
+      ratio === null ? `no ${helper} ratio (see above)` : `${ratio}x the hosts/min with the ${helper} helper (${ratio >= goal ? "goal met" : `goal of ${goal}x not met`})`;
+    return `${f.fleet}: ${ratioText(f.ratio_hosts_per_min, 1, "bash + jq")}, ${ratioText(f.ratio_hosts_per_min_compiled, 2, "compiled")}, CPU/host ${f.ours_cpu_ms_per_host} vs ${f.go_cpu_ms_per_host} ms (${cpuOk ? "at or under Go's: met" : "above Go's: not met"})`;
   });
   out.push(`**Goals.** ${goals.join("; ")}.`, "");
 
@@ -556,8 +593,10 @@ function findings(report: Report): string[] {
   const totalGo = Math.round((ownGo + helperGo + fleetGo + natsGo) * 10) / 10;
   const totalOurs = Math.round((ownOurs + helperOurs + fleetOurs + natsOurs + dynamo + bench) * 10) / 10;
   const ceiling = Math.round((totalGo / (helperOurs + fleetOurs + natsOurs + dynamo + bench)) * 100) / 100;
-  out.push(
-    `**What limits hosts/min here: the machine's CPU, most of it not the provisioners'.** The 1-minute load average stayed between ${Math.min(...loads)} and ${Math.max(...loads)} on ${report.cpus} cores through the benchmark, so every process ran CPU-starved and throughput follows the CPU a whole run needs per host (table above). Averaged over the ${sweepFleet} runs, where both sides finished, Go's run costs ${totalGo} ms per host (provisioner ${ownGo}, helper ${helperGo}, fleet ${fleetGo}, nats-server ${natsGo}); ours costs ${totalOurs} (provisioner ${ownOurs}, helper ${helperOurs}, fleet ${fleetOurs}, nats-server ${natsOurs}, DynamoDB Local ${dynamo}, fauxqs and the benchmark ${bench}). The helper is the same bash + jq script on both sides and is the largest share: even a provisioner that cost nothing, with the emulators ours needs, could not beat Go by more than about ${ceiling}x on a saturated machine while Go is CPU-bound too. Where Go is not (the larger fleet, below), the ratio can be higher. The 2x goal needs either CPU to spare (on AWS each Lambda container brings its own, and DynamoDB / SQS are not on this box) or a cheaper helper.`,
+  if (goSweep.length === 0 || oursSweep.length === 0) {
+    out.push(`**CPU per host of a whole run, every process.** Not compared: on ${sweepFleet} ${goSweep.length === 0 ? "Go" : "ours"} had no run that restarted every node within its bound.`, "");
+  } else out.push(
+    `**CPU per host of a whole run, every process.** The 1-minute load average stayed between ${Math.min(...loads)} and ${Math.max(...loads)} on ${report.cpus} cores through the benchmark, so every process competed with other jobs for CPU (table above). Averaged over the ${sweepFleet} runs, where both sides finished, Go's run costs ${totalGo} ms per host (provisioner ${ownGo}, helper ${helperGo}, fleet ${fleetGo}, nats-server ${natsGo}); ours costs ${totalOurs} (provisioner ${ownOurs}, helper ${helperOurs}, fleet ${fleetOurs}, nats-server ${natsOurs}, DynamoDB Local ${dynamo}, fauxqs and the benchmark ${bench}). The helper is the same bash + jq script on both sides and is the largest share: even a provisioner that cost nothing, with the emulators ours needs, could not beat Go by more than about ${ceiling}x on a saturated machine while Go is CPU-bound too. Where Go is not (the larger fleet, below), the ratio can be higher. The 2x goal needs either CPU to spare (on AWS each Lambda container brings its own, and DynamoDB / SQS are not on this box) or a cheaper helper.`,
     "",
   );
 
@@ -574,7 +613,7 @@ function findings(report: Report): string[] {
   const bestGo = best(report.runs, "go", report.fleets[0]?.fleet ?? "");
   const incompleteGo = goRuns.filter((r) => !r.complete);
   out.push(
-    `**Go.** Every RPC opens its own NATS connection (go-choria's client connects per request unless given one), so nats-server works ${natsGo} ms per host for Go against ${natsOurs} for ours, which keeps one connection per invocation container. Hosts/min by \`workers\`: ${goRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}; memory grows with them: VmHWM ${goRuns.map((r) => `${r.peak_memory_mb} MB (${r.setting}, ${r.nodes})`).join(", ")}, against ${Math.max(...oursRuns.map((r) => r.peak_memory_mb))} MB at most for ours. It admits every discovered host at once, so admission-to-restart is the queue wait (p50 ${bestGo?.admission_to_restart_ms.p50 ?? "-"} ms at its best ${report.fleets[0]?.fleet ?? ""} setting); a host that waited more than 2 x \`interval\` (2 min) is dropped and only found again by the next discovery a minute later.${incompleteGo.length ? ` That stall is why ${incompleteGo.map((r) => `${r.fleet} (${r.setting})`).join(", ")} had not finished when the run's bound stopped it; its hosts/min is over the hosts it did restart.` : ""} A longer \`interval\` would avoid it and was not swept.`,
+    `**Go.** Every RPC opens its own NATS connection (go-choria's client connects per request unless given one), so nats-server works ${mean(goRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.nats_server)))} ms per host for Go against ${mean(oursRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.nats_server)))} for ours, which keeps one connection per invocation container. Hosts/min by \`workers\`: ${goRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}; memory grows with them: VmHWM ${goRuns.map((r) => `${r.peak_memory_mb} MB (${r.setting}, ${r.nodes})`).join(", ")}, against ${Math.max(...oursRuns.map((r) => r.peak_memory_mb))} MB at most for ours. It admits every discovered host at once, so admission-to-restart is the queue wait (p50 ${bestGo?.admission_to_restart_ms.p50 ?? "-"} ms at its best ${report.fleets[0]?.fleet ?? ""} setting); a host that waited more than 2 x \`interval\` (2 min) is dropped and only found again by the next discovery a minute later.${incompleteGo.length ? ` That stall is why ${incompleteGo.map((r) => `${r.fleet} (${r.setting})`).join(", ")} had not finished when the run's bound stopped it; its hosts/min is over the hosts it did restart.` : ""} A longer \`interval\` would avoid it and was not swept.`,
     "",
   );
   const profiledTwin = profiled && oursRuns.find((r) => r.fleet === profiled.fleet && r.setting === profiled.setting);
@@ -583,7 +622,7 @@ function findings(report: Report): string[] {
       ? ` The same setting measured twice (the plain run and the profiled one) gave ${profiledTwin.hosts_per_min} and ${profiled.hosts_per_min} hosts/min; runs are minutes apart on a machine other jobs share, so one setting's single run is not a trend.`
       : "";
   out.push(
-    `**Ours.** Discovery admits in chunks of ten (two chunks in flight, each ten conditional writes and one SendMessageBatch), so provisioning starts within seconds of discovery and admission-to-restart stays short; the admission rate is bounded by DynamoDB Local's write latency on this machine: its JVM used ${dynamo} ms CPU per host in ours' runs, and its first use in a fresh JVM is several times slower, hence the unmeasured warm-up run. Hosts/min by provision concurrency x workers: ${oursRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}.${noise}`,
+    `**Ours.** Discovery admits in chunks of ten (five chunks in flight, each ten conditional writes and one SendMessageBatch), so provisioning starts within seconds of discovery and admission-to-restart stays short; the admission rate is bounded by DynamoDB Local's write latency on this machine: its JVM used ${mean(oursRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.dynamodb_local)))} ms CPU per host in ours' runs, and its first use in a fresh JVM is several times slower, hence the unmeasured warm-up run. Hosts/min by provision concurrency x workers: ${oursRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}.${noise}`,
     "",
   );
   const refused = report.runs.reduce((sum, r) => sum + r.refused_requests, 0);
@@ -599,9 +638,61 @@ async function realFleetAvailable(): Promise<{ run: boolean; reason?: string }> 
   return { run: false, reason: "the real-fleet harness is present but bench/peer.ts does not drive it yet" };
 }
 
+const STAGES_HEADER = `# Where one host's time goes (ours, emulated pipeline)
+
+Each section is one \`npm run bench:peer\` run, appended by it (newest last), so a change to the
+pipeline shows which stage it moved. Per host, from timestamps taken where each step lands (see
+bench/stages.ts): the host-work message's admission time, SQS's SentTimestamp, the emulated event
+source handing the batch to an invocation and the invocation returning, the engine starting the host
+(lease round and claim done) and sending \`configure\` (helper done), and the simulated node's own
+record of answering \`inventory\` and acknowledging \`restart\`. DynamoDB round trips are timed at the
+local stack's counting proxy in front of DynamoDB Local. The machine is shared: the 1-minute load
+average at each run's start is given, and figures from a run that started above the core count
+describe a busy machine.
+`;
+
+/** Appends this benchmark's per-stage figures (every run of ours) to reports/pipeline-stages.md. */
+async function appendStages(report: Report): Promise<void> {
+  const path = join(REPO_ROOT, "reports/pipeline-stages.md");
+  const existing = existsSync(path) ? await readFile(path, "utf8") : STAGES_HEADER;
+  const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim();
+  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim() !== "";
+  // An exported copy of a commit (no .git) has no commit to name: the label says which.
+  const where = commit ? `, commit ${commit}${dirty ? " with uncommitted changes" : ""}` : "";
+  const lines = ["", `## ${options.label ?? (commit ? `commit ${commit}` : "unlabelled run")}`, "", `${report.generated}${where}, Node ${report.node}, ${report.cpus} cores.`];
+  for (const r of report.runs) {
+    if (!r.stages) continue;
+    lines.push(
+      "",
+      `### ${r.fleet}, ${r.setting}, ${r.helper} helper${r.profile_top ? " (profiled)" : ""}: ${r.restarted}/${r.nodes} restarted, ${r.hosts_per_min} hosts/min, load ${r.load_average_1m.start} at start (max ${r.load_average_1m.max})`,
+      "",
+      ...stagesTable(r.stages),
+    );
+  }
+  await writeFile(path, `${existing.trimEnd()}\n${lines.join("\n")}\n`);
+}
+
+/**
+ * A report written before runs carried their helper, start load and restarted count: all its runs
+ * used the bash + jq helper, and the load it read before each run is that run's start load.
+ */
+function upgradeReport(report: Report): Report {
+  const runs = report.runs.map((run) => {
+    const old = run as RunResult & { load_average_1m: { before?: number; after: number } };
+    const start = old.load_average_1m.start ?? old.load_average_1m.before ?? 0;
+    return {
+      ...run,
+      helper: run.helper ?? "bash",
+      restarted: run.restarted ?? run.provisioned,
+      load_average_1m: { start, max: old.load_average_1m.max ?? Math.max(start, old.load_average_1m.after), after: old.load_average_1m.after, samples: old.load_average_1m.samples ?? [] },
+    };
+  });
+  return { ...report, runs, fleets: summarise(runs, report.cpus) };
+}
+
 async function main(): Promise<void> {
   if (process.argv.includes("--markdown-only")) {
-    const recorded = JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report;
+    const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
     await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(recorded));
     process.stdout.write("rewrote reports/peer.md from reports/peer.json\n");
     return;
@@ -610,40 +701,56 @@ async function main(): Promise<void> {
   const go = goProvisioner();
   if (go.reason) process.stdout.write(`Go provisioner unavailable: ${go.reason}\n`);
   const dynamoDb = await startDynamoDbLocal();
-  const shared: Shared = { dynamoDb, goBin: go.bin };
+  const helpers: Shared["helpers"] = { bash: options.helpers.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
+  if (options.helpers.includes("compiled")) {
+    try {
+      helpers.compiled = buildCompiledHelper();
+    } catch (error) {
+      process.stdout.write(`compiled helper unavailable: ${error instanceof Error ? error.message : String(error)}\n`);
+    }
+  }
+  const shared: Shared = { dynamoDb, goBin: go.bin, helpers };
   const results: RunResult[] = [];
   const cut: string[] = [];
+  const settingOf = (r: RunResult) => {
+    const [maxConcurrency, workers] = r.setting.split(" x ").map(Number);
+    return r.side === "go" ? { workers: Number(r.setting.replace("workers ", "")) } : { maxConcurrency, workers: workers ?? 10 };
+  };
+  // The sweep runs with the first helper asked for; the other helper runs each side's best setting.
+  const [sweepHelper, ...otherHelpers] = options.helpers.filter((kind) => helpers[kind] !== undefined);
   try {
     const [sweepSize, ...larger] = SIZES;
+    if (sweepHelper === undefined) throw new Error(`none of the helpers asked for (${options.helpers.join(", ")}) is available`);
     if (WARM_UP_NODES > 0) {
       process.stdout.write(`\nwarm-up (not reported): ours on ${WARM_UP_NODES} nodes, so DynamoDB Local's JVM is not cold for the first measured run`);
-      await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 } }, shared);
+      await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }, helper: sweepHelper }, shared);
     }
+    const sweepFleet = `simulator-${sweepSize}`;
     if (sweepSize !== undefined) {
-      const fleet = `simulator-${sweepSize}`;
       // Alternate the sides so load from other jobs on the machine falls on both.
       const rounds = Math.max(go.bin ? GO_WORKERS.length : 0, OURS_SETTINGS.length);
       for (let i = 0; i < rounds; i++) {
         const workers = GO_WORKERS[i];
-        if (go.bin && workers !== undefined) results.push(await runOnce({ side: "go", fleet, nodes: sweepSize, setting: { workers } }, shared));
+        if (go.bin && workers !== undefined) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: { workers }, helper: sweepHelper }, shared));
         const ours = OURS_SETTINGS[i];
-        if (ours) results.push(await runOnce({ side: "ours", fleet, nodes: sweepSize, setting: ours }, shared));
+        if (ours) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: ours, helper: sweepHelper }, shared));
       }
-      const bestOurs = best(results, "ours", fleet);
-      if (PROFILE && bestOurs) {
-        const [maxConcurrency, workers] = bestOurs.setting.split(" x ").map(Number);
-        results.push(await runOnce({ side: "ours", fleet, nodes: sweepSize, setting: { maxConcurrency, workers: workers ?? 10 }, profile: true }, shared));
-      }
+      const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
+      if (PROFILE && bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper: sweepHelper, profile: true }, shared));
+    }
+    const bestGo = best(results, "go", sweepFleet, sweepHelper);
+    const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
+    for (const helper of otherHelpers) {
+      if (sweepSize === undefined) break;
+      if (bestGo) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestGo), helper }, shared));
+      if (bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper }, shared));
+      cut.push(`the ${helper} helper ran only each side's best setting from the ${sweepHelper} sweep`);
     }
     for (const nodes of larger) {
       const fleet = `simulator-${nodes}`;
-      const sweepFleet = `simulator-${sweepSize}`;
-      const bestGo = best(results, "go", sweepFleet);
-      const bestOurs = best(results, "ours", sweepFleet);
-      if (bestGo) results.push(await runOnce({ side: "go", fleet, nodes, setting: { workers: Number(bestGo.setting.replace("workers ", "")) } }, shared));
-      if (bestOurs) {
-        const [maxConcurrency, workers] = bestOurs.setting.split(" x ").map(Number);
-        results.push(await runOnce({ side: "ours", fleet, nodes, setting: { maxConcurrency, workers: workers ?? 10 } }, shared));
+      for (const helper of [sweepHelper, ...otherHelpers]) {
+        if (bestGo) results.push(await runOnce({ side: "go", fleet, nodes, setting: settingOf(bestGo), helper }, shared));
+        if (bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper }, shared));
       }
       cut.push(`at ${nodes} nodes only each side's best setting from the ${sweepSize}-node sweep was run`);
     }
@@ -651,22 +758,22 @@ async function main(): Promise<void> {
     await dynamoDb.stop();
   }
   const realFleet = await realFleetAvailable();
-  const fleets = [...new Set(results.map((r) => r.fleet))];
   const report: Report = {
     generated: new Date().toISOString(),
     wall_seconds: (Date.now() - started) / 1000,
-    cpus: cpus().length,
+    cpus: CORES,
     node: process.version,
     go_provisioner: { binary: go.bin ?? null, ...(go.reason ? { unavailable_reason: go.reason } : {}) },
     real_fleet: realFleet,
     cut,
-    fleets: summaries(results, fleets),
+    fleets: summarise(results, CORES),
     runs: results,
   };
   await mkdir(join(REPO_ROOT, "reports"), { recursive: true });
   await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
-  process.stdout.write(`\nwrote reports/peer.json and reports/peer.md (${report.wall_seconds.toFixed(0)} s)\n`);
+  await appendStages(report);
+  process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
   for (const f of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
 }
 

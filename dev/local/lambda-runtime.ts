@@ -189,6 +189,17 @@ export interface SqsEventSourceOptions {
   /** `FunctionResponseTypes: [ReportBatchItemFailures]`. Default true. */
   reportBatchItemFailures?: boolean;
   logger?: Logger;
+  /** Told of every batch delivered: when its poller had it and when the invocation returned (bench: time in the queue, a batch's tail). */
+  onDelivery?: (delivery: Delivery) => void;
+}
+
+export interface Delivery {
+  functionName: string;
+  records: readonly SQSRecord[];
+  /** Epoch ms: the batch was complete and its invocation started. */
+  invokedAt: number;
+  /** Epoch ms: the invocation returned (or failed). */
+  returnedAt: number;
 }
 
 /** An SQS event source mapping for one queue and one function. */
@@ -271,12 +282,16 @@ export class SqsEventSource implements EventSource {
   private async deliver(messages: Message[]): Promise<void> {
     const event: SQSEvent = { Records: messages.map((message) => sqsRecordFromMessage(message, this.options.queueArn)) };
     let response: SQSBatchResponse | void;
+    const invokedAt = Date.now();
+    const delivered = () => this.options.onDelivery?.({ functionName: this.name, records: event.Records, invokedAt, returnedAt: Date.now() });
     try {
       response = await this.runner.invoke((context) => this.options.handler(event, context));
     } catch {
+      delivered();
       // The whole batch becomes visible again after its visibility timeout, as on AWS.
       return;
     }
+    delivered();
     const succeeded = this.successes(event, response);
     if (succeeded.length > 0) await this.delete(succeeded);
   }

@@ -13,6 +13,13 @@ export interface ObservedRequest {
   body: string;
 }
 
+export interface ObservedReply {
+  operation: string;
+  status: number;
+  /** From the request reaching the proxy to the end of the emulator's reply. */
+  ms: number;
+}
+
 export interface TrafficCounts {
   /** Requests per operation. */
   readonly operations: Map<string, number>;
@@ -53,6 +60,8 @@ export interface CountingProxyOptions {
   target: string;
   /** Called for every request after it was forwarded (for observing message bodies). */
   observe?: (request: ObservedRequest) => void;
+  /** Called when the emulator's reply to a request has been passed on (bench: round-trip times per operation). */
+  observeReply?: (reply: ObservedReply) => void;
 }
 
 export async function startCountingProxy(options: CountingProxyOptions): Promise<CountingProxy> {
@@ -63,6 +72,7 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
   let blocked = false;
   const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
     if (blocked) return;
+    const arrived = performance.now();
     const chunks: Buffer[] = [];
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.on("end", () => {
@@ -83,6 +93,10 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
         (reply) => {
           outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
           reply.pipe(outgoing);
+          if (options.observeReply) {
+            const observeReply = options.observeReply;
+            reply.once("end", () => observeReply({ operation, status: reply.statusCode ?? 502, ms: performance.now() - arrived }));
+          }
         },
       );
       forward.on("error", (error) => {

@@ -38,12 +38,13 @@ import {
   InvocationLedger,
   ScheduleSource,
   SqsEventSource,
+  type Delivery,
   type EventSource,
   type FunctionSpec,
   type ScheduleHandler,
   type SqsHandler,
 } from "./lambda-runtime";
-import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedRequest, type TrafficCounts } from "./request-counter";
+import { mergedTraffic, startCountingProxy, type CountingProxy, type ObservedReply, type ObservedRequest, type TrafficCounts } from "./request-counter";
 import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LIFECYCLE_STREAM, LOCAL_STAGE, stageResourceNames } from "./resources";
 import { exportLines } from "./shell";
 import { LOCAL_AWS, startDynamoDbLocal, startNats, startSqs, type RunningNats, type RunningSqs } from "./services";
@@ -156,6 +157,10 @@ export interface LocalStackOptions {
   logger?: Logger;
   /** Called with every DynamoDB / SQS request the Apps make (bench: admission times). */
   observe?: (request: ObservedRequest) => void;
+  /** Called with every reply to those requests, with its round-trip time (bench: DynamoDB round trips). */
+  observeReply?: (reply: ObservedReply) => void;
+  /** Called with every batch an emulated SQS event source delivered (bench: time in the queue). */
+  onDelivery?: (delivery: Delivery) => void;
   /** Poll wait of the emulated event sources (Lambda uses 20 s; shorter stops faster). Default 2 s. */
   waitTimeSeconds?: number;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
@@ -310,7 +315,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       sqsEventSources: await startCountingProxy({ target: sqs.url }),
     };
     cleanup.push(() => traffic.sqsEventSources.stop());
-    const observe = options.observe ? { observe: options.observe } : {};
+    const observe = { ...(options.observe ? { observe: options.observe } : {}), ...(options.observeReply ? { observeReply: options.observeReply } : {}) };
 
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDbUrl });
     const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: traffic.sqsEventSources.url });
@@ -636,7 +641,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     lifecycle: fn("lifecycle", timings.lifecycleTimeoutMs, "lifecycle"),
     provision: fn("provision", timings.provisionTimeoutMs, "provision"),
   };
-  const common = { ledger: input.ledger, logger: input.logger };
+  const onDelivery = input.options.onDelivery;
+  const common = { ledger: input.ledger, logger: input.logger, ...(onDelivery ? { onDelivery } : {}) };
   const asSchedule = (handler: unknown) => handler as ScheduleHandler;
   const asSqs = (handler: unknown) => handler as SqsHandler;
   const sources: EventSource[] = [

@@ -9,7 +9,7 @@ import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type Provisi
 import { AttemptExceedsLeaseError, LeaseStoreError, messageOf } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
 import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
-import { deadLetter, RetryLaterError, runBatch } from "./batch";
+import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
 
@@ -34,6 +34,8 @@ export interface HostWorkDeps {
   hostWorkDlq: MessageQueue;
   logger: Logger;
   metrics: Metrics;
+  /** Per invocation: more host work from the queue while its batch runs (lib/app/batch.ts BatchRefill). */
+  refill?: (remainingMs: () => number) => BatchRefill;
 }
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
@@ -49,7 +51,9 @@ export class HostWorkProcessor {
   async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
     const standing = await this.deps.gate.standing();
     const remainingMs = () => ctx.remainingMs() - this.deps.settings.deadlineMarginMs;
-    return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger);
+    // Taken work is handled under the standing read here, like the batch: the engine's gate still checks the lease before every RPC.
+    const refill = standing.kind === "leading" ? this.deps.refill?.(remainingMs) : undefined;
+    return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger, refill);
   }
 
   private async handleOne(message: QueueMessage, standing: Standing, remainingMs: () => number): Promise<void> {

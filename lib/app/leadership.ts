@@ -54,7 +54,13 @@ export const KEEPER_MAX_RUN_MS = 58_000;
 const KEEPER_STOP_BEFORE_DEADLINE_MS = 2_000;
 /** Discovered hosts are admitted and queued in chunks of one SendMessageBatch. */
 const DISCOVERY_CHUNK = 10;
-const DISCOVERY_CHUNKS_IN_FLIGHT = 2;
+/**
+ * Five chunks are fifty conditional writes at once: the SDK's default pool of 50 sockets per client,
+ * so the whole pool works. With two, a 1,000-node fleet on a store answering a chunk in a second
+ * (DynamoDB Local under load) got only about half admitted before the 30 s invocation's deadline and
+ * the rest waited a whole interval for the next discovery.
+ */
+const DISCOVERY_CHUNKS_IN_FLIGHT = 5;
 /** Time one chunk (ten conditional writes and one SendMessageBatch) may need before the deadline. */
 const DISCOVERY_CHUNK_BUDGET_MS = 2_000;
 

@@ -7,6 +7,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
@@ -59,6 +60,8 @@ export interface FunctionParts {
   /** Request correlation carried into every log line of an invocation. */
   readonly attributes: AsyncLocalStorage<LogAttributes>;
   readonly queues: StatusQueues;
+  /** The queues' SQS client (provision takes more host work with it while a batch runs). */
+  readonly sqsClient: SQSClient;
   readonly registry: AdmissionRegistry;
   readonly gate: LeaseGate;
   /** Absent when leader election is off. */
@@ -138,6 +141,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     metrics,
     attributes,
     queues,
+    sqsClient,
     registry,
     gate,
     leaseStore,

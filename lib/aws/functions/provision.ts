@@ -10,8 +10,22 @@ import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
+import { SqsBatchRefill } from "../sqs-batch-refill";
 
 export type ProvisionFunction = Pick<App, "handleHostWorkBatch" | "close">;
+
+/**
+ * A worker takes more host work only while this much of the invocation is left: enough for one host
+ * whose every RPC runs through its retries plus the helper's 10 s, so taken work is not cut off by
+ * the deadline (it would wait out the queue's visibility timeout).
+ */
+const REFILL_STOP_BEFORE_DEADLINE_MS = 120_000;
+/**
+ * Workers take more only in the first 20 s of an invocation: taken work runs under the lease
+ * standing read at its start, and 20 s stays inside one lease (30 s by default). It covers a
+ * batch's tail, the seconds its slowest hosts take after the others.
+ */
+const REFILL_WINDOW_MS = 20_000;
 
 export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunctionParts, engine: ProvisionEngine): ProvisionFunction["handleHostWorkBatch"] {
   const { settings } = parts;
@@ -30,6 +44,15 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
     hostWorkDlq: parts.queues.hostWorkDlq,
     logger: parts.logger,
     metrics: parts.metrics,
+    refill: (remainingMs) =>
+      new SqsBatchRefill({
+        client: parts.sqsClient,
+        queueUrl: settings.hostWorkQueueUrl,
+        remainingMs,
+        stopBeforeDeadlineMs: REFILL_STOP_BEFORE_DEADLINE_MS,
+        windowMs: REFILL_WINDOW_MS,
+        monotonic: () => parts.clock.monotonic(),
+      }),
   });
   return (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx)));
 }

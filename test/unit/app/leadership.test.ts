@@ -59,6 +59,41 @@ describe("leadership: discover", () => {
     expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(25);
   });
 
+  it("admits a waiting fleet of 1,000 in its first cycle when each chunk takes a second of a 30 s invocation", async () => {
+    // Arrange: every admitAndEnqueue call (ten conditional writes and one SendMessageBatch) takes 1 s
+    // of the invocation's time, calls in flight together overlapping, as DynamoDB Local answered
+    // under load (280 hosts admitted at 10 s). Time is virtual: a call ends at its start + 1 s.
+    const w = world();
+    w.broker.identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
+    const deadline = w.clock.now() + 30_000;
+    const slow = {
+      admitAndEnqueue: async (...args: Parameters<typeof w.admission.admitAndEnqueue>) => {
+        const endsAt = w.clock.now() + 1_000;
+        await new Promise((done) => setImmediate(done));
+        w.clock.trueTime = Math.max(w.clock.trueTime, endsAt);
+        return w.admission.admitAndEnqueue(...args);
+      },
+    };
+    const useCase = new Leadership({
+      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 1_000, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
+      gate: w.gate,
+      broker: w.broker,
+      admission: slow,
+      hostWork: w.queues.hostWork,
+      clock: w.clock,
+      logger: w.logger,
+      metrics: w.metrics,
+    });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert: every host is on the host-work queue, none left for the next cycle a minute later.
+    expect(result.admitted).toBe(1_000);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(1_000);
+    expect(w.logger.at("warn").map((line) => line.message)).not.toContain("stopped admitting before the invocation deadline; the next discovery finds the rest");
+  });
+
   it("is paused while another deployment holds the lease: nothing is discovered or queued", async () => {
     // Arrange
     const site = shared();

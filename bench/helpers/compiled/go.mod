@@ -1,0 +1,3 @@
+module choria-serverless-provisioner/bench/helpers/compiled
+
+go 1.21
