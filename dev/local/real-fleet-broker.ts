@@ -48,21 +48,25 @@ export interface IssuedCertificate {
 }
 
 /**
- * A P-256 key and a certificate signed by `ca`, for both TLS roles. `commonName` is what go-choria
- * reads as the holder's name (a v1 client's caller id, a v1 node's identity); the brokers' certificates
- * name 127.0.0.1 and localhost, where they listen.
+ * A key and a certificate signed by `ca`, for both TLS roles. `commonName` is what go-choria reads
+ * as the holder's name (a v1 client's caller id, a v1 node's identity); the brokers' certificates
+ * name 127.0.0.1 and localhost, where they listen. The key is P-256, or RSA 2048 for a protocol v1
+ * client: go-choria's file security provider signs v1 requests with RSA keys only.
  */
-export async function issueCertificate(ca: CertificateAuthority, dir: string, commonName = "localhost"): Promise<IssuedCertificate> {
+export async function issueCertificate(
+  ca: CertificateAuthority,
+  dir: string,
+  commonName = "localhost",
+  options: { rsa?: boolean } = {},
+): Promise<IssuedCertificate> {
   await mkdir(dir, { recursive: true });
   const keyFile = join(dir, "key.pem");
   const csrFile = join(dir, "request.csr");
   const certFile = join(dir, "certificate.pem");
   const extFile = join(dir, "extensions.ext");
   await writeFile(extFile, `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:${commonName}\nextendedKeyUsage=serverAuth,clientAuth\n`);
-  await run("openssl", [
-    "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-    "-keyout", keyFile, "-out", csrFile, "-subj", `/CN=${commonName}`,
-  ]);
+  const keyArgs = options.rsa ? ["-newkey", "rsa:2048"] : ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+  await run("openssl", ["req", ...keyArgs, "-nodes", "-keyout", keyFile, "-out", csrFile, "-subj", `/CN=${commonName}`]);
   await run("openssl", [
     "x509", "-req", "-in", csrFile, "-CA", ca.certFile, "-CAkey", ca.keyFile, "-CAcreateserial",
     "-CAserial", join(dir, "ca.srl"), "-out", certFile, "-days", "2", "-extfile", extFile,

@@ -41,6 +41,9 @@ const run = promisify(execFile);
 
 export const CHORIA_VERSION = "v0.30.2";
 
+/** The site administrator's name: the v1 certificate `admin.mcollective`, the v2 caller id `admin`. */
+export const ADMIN_NAME = "admin";
+
 /** Where scripts/peers/build-choria.sh keeps its output. */
 export function peersDir(): string {
   return process.env.CHORIA_PEERS_DIR ?? join(homedir(), ".cache", "choria-peers");
@@ -228,7 +231,9 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
       }),
     ]);
     cleanup.push(() => provisioningBroker.nats.stop(), () => targetBroker.nats.stop());
-    const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net");
+    const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net", {
+      rsa: !options.protocolV2,
+    });
 
     const makeProvisioningJwt = async (file: string, seedFile: string) => {
       await run(build.binary, [
@@ -248,11 +253,15 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     const provisioningJwtFile = join(dir, "provisioning.jwt");
     const provisioningJwt = await makeProvisioningJwt(provisioningJwtFile, signerFiles.seedFile);
 
+    // A v1 node authorizes requests by action policy files, which a site ships with the package or
+    // config management (provisioning cannot write them): here the admin may use rpcutil. A v2 node
+    // authorizes by the agent list in the caller's JWT (rpcauthprovider aaasvc) and needs none.
+    const policies: Record<string, string> = options.protocolV2 ? {} : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n` };
     const nodesDir = join(dir, "nodes");
     const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
       if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
       const jwtFile = (nodeOptions.provisioningJwt ?? provisioningJwt) + (nodeOptions.jwtFileSuffix ?? "");
-      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile });
+      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile, policies });
       nodes.set(identity, node);
       if (nodeOptions.start ?? true) await node.start();
       return node;
@@ -342,18 +351,20 @@ interface AdminClientInput {
 }
 
 async function makeAdminClient(input: AdminClientInput): Promise<AdminClient> {
-  const name = input.name ?? "admin";
+  const name = input.name ?? ADMIN_NAME;
   const clientDir = await mkdtemp(join(input.dir, `admin-${name}-`));
   const configFile = join(clientDir, "client.conf");
   const lines = [
     "loglevel = warn",
-    `logfile = ${join(clientDir, "client.log")}`,
     "collectives = mcollective",
     "main_collective = mcollective",
     "plugin.choria.use_srv = false",
     `plugin.choria.middleware_hosts = ${input.broker.hostPort}`,
   ];
   let callerId: string;
+  // A client's identity is its user name (USER), as on an administrator's workstation; a v1
+  // client's certificate name is given as MCOLLECTIVE_CERTNAME (as root it would be the host name).
+  const env: Record<string, string> = { USER: name };
   if (input.protocolV2) {
     callerId = name;
     const seed = generateEd25519Seed();
@@ -377,10 +388,10 @@ async function makeAdminClient(input: AdminClientInput): Promise<AdminClient> {
   } else {
     const certname = `${name}.mcollective`;
     callerId = `choria=${certname}`;
-    const certificate = await issueCertificate(input.ca, join(clientDir, "tls"), certname);
+    env.MCOLLECTIVE_CERTNAME = certname;
+    const certificate = await issueCertificate(input.ca, join(clientDir, "tls"), certname, { rsa: true });
     lines.push(
       "plugin.security.provider = file",
-      `plugin.security.certname = ${certname}`,
       `plugin.security.file.certificate = ${certificate.certFile}`,
       `plugin.security.file.key = ${certificate.keyFile}`,
       `plugin.security.file.ca = ${input.ca.certFile}`,
@@ -392,10 +403,18 @@ async function makeAdminClient(input: AdminClientInput): Promise<AdminClient> {
     configFile,
     choria: (args, timeoutMs = 60_000) =>
       new Promise((resolve) => {
-        execFile(input.build.binary, [...args, "--config", configFile], { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-          const code = error ? (typeof (error as { code?: unknown }).code === "number" ? ((error as { code: number }).code) : 1) : 0;
-          resolve({ code, stdout, stderr });
+        // stdin is closed: `choria req` reads node names from a piped stdin instead of discovering.
+        const child = spawn(input.build.binary, [...args, "--config", configFile], {
+          env: { ...process.env, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+          timeout: timeoutMs,
         });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        child.once("error", (error) => resolve({ code: -1, stdout, stderr: `${stderr}${String(error)}` }));
+        child.once("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
       }),
   };
 }
@@ -412,6 +431,8 @@ interface NodeInput {
   root: string;
   build: ChoriaBuild;
   provisioningJwt: string;
+  /** Action policy files (agent name -> text) the node finds in `<configDir>/policies` at start. */
+  policies: Record<string, string>;
 }
 
 async function createNode(input: NodeInput): Promise<RealNode> {
@@ -448,7 +469,8 @@ async function createNode(input: NodeInput): Promise<RealNode> {
     },
     async start() {
       if (running()) return;
-      await mkdir(configDir, { recursive: true });
+      await mkdir(join(configDir, "policies"), { recursive: true });
+      for (const [agent, policy] of Object.entries(input.policies)) await writeFile(join(configDir, "policies", `${agent}.policy`), policy);
       const log = await open(logFile, "a");
       try {
         // The server runs under a small sh that has its own hostname and its own view of the baked

@@ -4,8 +4,9 @@
 # client can use:
 #   - a CSR (feature pki) is signed by the test CA; the node gets the file security provider
 #     with its certificate, key and the CA in the ssldir it reported (it verifies the broker and
-#     joins it with mTLS). Provisioning writes no policy files, so agents without one are open to
-#     callers whose certificate the CA signed (plugin.actionpolicy.allow_unconfigured);
+#     joins it with mTLS). Its action policies are files next to its configuration
+#     (policies/<agent>.policy), which provisioning cannot write: the site ships them with the
+#     package or config management (the real-fleet harness puts them there before a node starts);
 #   - an ed25519 public key (feature ed25519) gets the choria security provider with the
 #     server.jwt / server.seed the provisioner writes, trusting the site signer (which signs
 #     server and client JWTs), verifying the broker against the CA, and authorizing each request
@@ -54,8 +55,7 @@ exec jq -c \
          {"plugin.security.provider": "file",
           "plugin.security.file.certificate": "\($ssldir)/certificate.pem",
           "plugin.security.file.key": "\($ssldir)/private.pem",
-          "plugin.security.file.ca": "\($ssldir)/ca.pem",
-          "plugin.actionpolicy.allow_unconfigured": "1"}
+          "plugin.security.file.ca": "\($ssldir)/ca.pem"}
        else {} end)) as $configuration
   | {defer: false, shutdown: false, msg: "configured \($id)", configuration: $configuration,
      certificate: $certificate, ca: (if $certificate != "" then $ca else "" end), key: "", ssldir: $ssldir}
