@@ -198,7 +198,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
 
     const [provisioningEvents, targetEvents] = await Promise.all([
       LifecycleWatch.on(fleet.provisioningBroker, fleet.ca.certPem, provisionerCredentials(fleet)),
-      LifecycleWatch.on(fleet.targetBroker, fleet.ca.certPem, { certificate: fleet.provisionerCertificate }),
+      LifecycleWatch.on(fleet.targetBroker, fleet.targetCa.certPem, { certificate: fleet.targetObserverCertificate }),
     ]);
     stops.push(() => provisioningEvents.close(), () => targetEvents.close());
 

@@ -159,6 +159,10 @@ export interface RealFleet {
   readonly provisioningPassword: string;
   /** The provisioner's client certificate (CA-signed): the provisioning user must be a verified TLS client. */
   readonly provisionerCertificate: IssuedCertificate;
+  /** The CA of the target broker's certificate: `ca`, or the other CA of `targetCertificateFromOtherCa`. */
+  readonly targetCa: CertificateAuthority;
+  /** A client certificate `targetCa` signed, for observers on the target broker (mTLS). */
+  readonly targetObserverCertificate: IssuedCertificate;
   /** The provisioning JWT as `choria jwt prov` wrote it, and the key pair that signed it. */
   readonly provisioningJwtFile: string;
   readonly provisioningJwt: string;
@@ -234,6 +238,7 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net", {
       rsa: !options.protocolV2,
     });
+    const targetObserverCertificate = await issueCertificate(targetCa, join(dir, "target-observer-tls"), "observer.realfleet.example.net");
 
     const makeProvisioningJwt = async (file: string, seedFile: string) => {
       await run(build.binary, [
@@ -279,6 +284,8 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
       targetBroker,
       provisioningPassword,
       provisionerCertificate,
+      targetCa,
+      targetObserverCertificate,
       provisioningJwtFile,
       provisioningJwt,
       signer: signerFiles,
