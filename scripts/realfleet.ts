@@ -1,12 +1,15 @@
 /**
  * `npm run realfleet`: the provisioner against real go-choria servers on this machine. Builds (or
  * reuses) the pinned server via scripts/peers/build-choria.sh (the npm script runs it first), starts
- * N servers in provisioning mode, each in its own UTS and mount namespace (needs root), a TLS
- * provisioning broker and a TLS target broker, and the local stack (real handlers, lease, queues,
- * bridge). Prints each node's outcome; exits 0 only when every node left provisioning mode and
- * arrived on the target broker.
+ * N servers in provisioning mode, each in its own UTS and mount namespace (needs root), go-choria's
+ * own broker for the provisioning network (provisioning account, broker password) and for the
+ * target network, and the local stack (real handlers, lease, queues, bridge). Prints each node's
+ * outcome, the time to all provisioned and the memory the nodes and brokers hold, then pings the
+ * fleet and runs `rpcutil inventory` on it as the site's admin client; exits 0 only when every node
+ * left provisioning mode, arrived on the target broker and answered the admin.
  */
 import { parseArgs } from "node:util";
+import { fleetMemory } from "../dev/local/real-fleet";
 import { provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
 import type { FeatureName } from "../dev/local/stack";
 
@@ -73,9 +76,10 @@ process.once("SIGTERM", () => void stop(143));
 
 process.stdout.write(
   `${nodes} go-choria ${provisioned.fleet.build.version} servers (protocol v${protocol}, ${features.join("+")}) ` +
-    `provisioning broker ${provisioned.fleet.provisioningBroker.url} (TLS), target ${provisioned.fleet.targetBroker.url} (TLS)\n`,
+    `provisioning broker ${provisioned.fleet.provisioningBroker.url}, target ${provisioned.fleet.targetBroker.url} (choria broker, TLS)\n`,
 );
 await provisioned.fleet.startAll();
+const provisioningStarted = Date.now();
 provisioned.stack.start();
 let ok = true;
 try {
@@ -91,5 +95,27 @@ for (const node of provisioned.fleet.nodes.values()) {
   process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${onTarget ? "on" : "NOT on"} the target broker\n`);
   if (!onTarget) process.stdout.write(`    last lines of its log:\n${(await node.log()).split("\n").slice(-15).map((line) => `    ${line}`).join("\n")}\n`);
 }
-process.stdout.write(`${arrived.size}/${nodes} provisioned in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+const provisioningSeconds = (Date.now() - provisioningStarted) / 1000;
+const memory = await fleetMemory(provisioned.fleet);
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+process.stdout.write(
+  `${arrived.size}/${nodes} provisioned in ${provisioningSeconds.toFixed(1)} s from the stack's start ` +
+    `(${((Date.now() - started) / 1000).toFixed(1)} s with fleet setup); memory: nodes ${mib(memory.nodesBytes)} MiB ` +
+    `(${mib(memory.perNodeBytes)} MiB each), brokers ${mib(memory.brokersBytes)} MiB\n`,
+);
+
+// What the site's administrator gets: a ping reply and an authorized inventory from every node.
+const admin = await provisioned.fleet.adminClient();
+const ping = await admin.choria(["ping"]);
+const pongs = ping.stdout.split("\n").filter((line) => /^\S+\s+time=\d+/.test(line.trim())).length;
+const inventory = await admin.choria(["req", "rpcutil", "inventory", "--json"]);
+let authorized = 0;
+try {
+  const replies = (JSON.parse(inventory.stdout) as { replies: Array<{ statuscode: number }> }).replies;
+  authorized = replies.filter((reply) => reply.statuscode === 0).length;
+} catch {
+  process.stdout.write(`rpcutil inventory gave no JSON: ${inventory.stdout.slice(0, 500)}${inventory.stderr.slice(0, 500)}\n`);
+}
+process.stdout.write(`admin ${admin.callerId}: ${pongs}/${nodes} ping replies, ${authorized}/${nodes} authorized rpcutil inventory replies\n`);
+if (pongs !== nodes || authorized !== nodes) ok = false;
 await stop(ok ? 0 : 1);

@@ -536,6 +536,26 @@ function dirnameOf(path: string): string {
   return path.slice(0, path.lastIndexOf("/")) || "/";
 }
 
+/** Resident memory (bytes) of process `pid` and all its descendants, from /proc. */
+export async function treeRssBytes(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  let total = 0;
+  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
+  const rss = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+  if (rss) total += Number(rss[1]) * 1024;
+  const children = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
+  for (const child of children.split(" ").filter(Boolean)) total += await treeRssBytes(Number(child));
+  return total;
+}
+
+/** What the fleet's processes hold in memory now: every node (its server and wrapper) and both brokers. */
+export async function fleetMemory(fleet: RealFleet): Promise<{ nodesBytes: number; perNodeBytes: number; brokersBytes: number }> {
+  const nodes = [...fleet.nodes.values()];
+  const nodesBytes = (await Promise.all(nodes.map((node) => treeRssBytes(node.pid)))).reduce((sum, bytes) => sum + bytes, 0);
+  const brokersBytes = (await treeRssBytes(fleet.provisioningBroker.nats.pid)) + (await treeRssBytes(fleet.targetBroker.nats.pid));
+  return { nodesBytes, perNodeBytes: nodes.length === 0 ? 0 : Math.round(nodesBytes / nodes.length), brokersBytes };
+}
+
 /** go-choria's `key = value` configuration format (comments with # or ;). */
 export function parseChoriaConfig(text: string): Record<string, string> {
   const config: Record<string, string> = {};
