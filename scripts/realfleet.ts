@@ -100,8 +100,9 @@ const memory = await fleetMemory(provisioned.fleet);
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 process.stdout.write(
   `${arrived.size}/${nodes} provisioned in ${provisioningSeconds.toFixed(1)} s from the stack's start ` +
-    `(${((Date.now() - started) / 1000).toFixed(1)} s with fleet setup); memory: nodes ${mib(memory.nodesBytes)} MiB ` +
-    `(${mib(memory.perNodeBytes)} MiB each), brokers ${mib(memory.brokersBytes)} MiB\n`,
+    `(${((Date.now() - started) / 1000).toFixed(1)} s with fleet setup); memory (PSS / RSS): nodes ` +
+    `${mib(memory.nodes.pssBytes)} / ${mib(memory.nodes.rssBytes)} MiB (${mib(memory.perNode.pssBytes)} / ${mib(memory.perNode.rssBytes)} MiB each), ` +
+    `brokers ${mib(memory.brokers.pssBytes)} / ${mib(memory.brokers.rssBytes)} MiB\n`,
 );
 
 // What the site's administrator gets: a ping reply and an authorized inventory from every node.

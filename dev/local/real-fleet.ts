@@ -536,24 +536,46 @@ function dirnameOf(path: string): string {
   return path.slice(0, path.lastIndexOf("/")) || "/";
 }
 
-/** Resident memory (bytes) of process `pid` and all its descendants, from /proc. */
-export async function treeRssBytes(pid: number | undefined): Promise<number> {
-  if (pid === undefined) return 0;
-  let total = 0;
-  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
-  const rss = /^VmRSS:\s+(\d+) kB$/m.exec(status);
-  if (rss) total += Number(rss[1]) * 1024;
+export interface TreeMemory {
+  /** Resident set sizes summed: the binary's shared pages are counted once per process. */
+  rssBytes: number;
+  /** Proportional set sizes summed: shared pages split between the processes sharing them. */
+  pssBytes: number;
+}
+
+/** Memory of process `pid` and all its descendants, from /proc. */
+export async function treeMemory(pid: number | undefined): Promise<TreeMemory> {
+  if (pid === undefined) return { rssBytes: 0, pssBytes: 0 };
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, "utf8").catch(() => "");
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(rollup)?.[1] ?? 0) * 1024;
+  const total = { rssBytes: kib("Rss"), pssBytes: kib("Pss") };
   const children = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
-  for (const child of children.split(" ").filter(Boolean)) total += await treeRssBytes(Number(child));
+  for (const child of children.split(" ").filter(Boolean)) {
+    const memory = await treeMemory(Number(child));
+    total.rssBytes += memory.rssBytes;
+    total.pssBytes += memory.pssBytes;
+  }
   return total;
 }
 
-/** What the fleet's processes hold in memory now: every node (its server and wrapper) and both brokers. */
-export async function fleetMemory(fleet: RealFleet): Promise<{ nodesBytes: number; perNodeBytes: number; brokersBytes: number }> {
+export interface FleetMemory {
+  /** Every node: its server and its wrapper shell. */
+  nodes: TreeMemory;
+  perNode: TreeMemory;
+  brokers: TreeMemory;
+}
+
+/** What the fleet's processes hold in memory now. */
+export async function fleetMemory(fleet: RealFleet): Promise<FleetMemory> {
+  const sum = (parts: TreeMemory[]) => parts.reduce((total, part) => ({ rssBytes: total.rssBytes + part.rssBytes, pssBytes: total.pssBytes + part.pssBytes }), { rssBytes: 0, pssBytes: 0 });
   const nodes = [...fleet.nodes.values()];
-  const nodesBytes = (await Promise.all(nodes.map((node) => treeRssBytes(node.pid)))).reduce((sum, bytes) => sum + bytes, 0);
-  const brokersBytes = (await treeRssBytes(fleet.provisioningBroker.nats.pid)) + (await treeRssBytes(fleet.targetBroker.nats.pid));
-  return { nodesBytes, perNodeBytes: nodes.length === 0 ? 0 : Math.round(nodesBytes / nodes.length), brokersBytes };
+  const nodesMemory = sum(await Promise.all(nodes.map((node) => treeMemory(node.pid))));
+  const count = Math.max(nodes.length, 1);
+  return {
+    nodes: nodesMemory,
+    perNode: { rssBytes: Math.round(nodesMemory.rssBytes / count), pssBytes: Math.round(nodesMemory.pssBytes / count) },
+    brokers: sum([await treeMemory(fleet.provisioningBroker.nats.pid), await treeMemory(fleet.targetBroker.nats.pid)]),
+  };
 }
 
 /** go-choria's `key = value` configuration format (comments with # or ;). */

@@ -149,9 +149,17 @@ describe("real Choria broker refusals", () => {
       for (const subject of ["provisioning.reply.>", "provisioning.broadcast.agent.>", "provisioning.node.>", "choria.lifecycle.>", "choria.federation.>"]) listen(subject);
       await provisioner.flush();
 
-      // Reading other nodes' replies and the provisioner's traffic is refused.
+      // Reading other nodes' replies and lifecycle events is refused; every node's direct subject is not.
       node.subscribe("provisioning.reply.>");
       node.subscribe("choria.lifecycle.>");
+      const overheard: string[] = [];
+      const direct = node.subscribe("provisioning.node.>");
+      void (async () => {
+        for await (const message of direct) overheard.push(message.subject);
+      })();
+      await node.flush();
+      provisioner.publish("provisioning.node.other.refusals.real.example.net", "{}");
+      await provisioner.flush();
       // Forging requests to other nodes is refused; replies, registration and lifecycle events are allowed.
       const published = [
         "provisioning.broadcast.agent.discovery",
@@ -165,7 +173,17 @@ describe("real Choria broker refusals", () => {
       await provisioner.flush();
       await waitUntil(() => (violations.length >= 5 ? undefined : `only ${violations.length} permission violations: ${violations.join("; ")}`), 10_000);
 
-      expect([...heard.keys()].sort()).toEqual(["choria.lifecycle.event.startup.provision_mode_server", "provisioning.reply.forged"]);
+      await waitUntil(() => (overheard.length > 0 ? undefined : "the node heard no request to another node"), 10_000);
+      // The provisioner's own request to another node reached the hostile node.
+      expect(overheard).toEqual(["provisioning.node.other.refusals.real.example.net"]);
+      // Of what the node published, only its reply and its lifecycle event reached the provisioner.
+      expect(heard).toEqual(
+        new Map([
+          ["choria.lifecycle.event.startup.provision_mode_server", 1],
+          ["provisioning.reply.forged", 1],
+          ["provisioning.node.other.refusals.real.example.net", 1],
+        ]),
+      );
       expect(violations.sort()).toEqual([
         "publish choria.federation.x.federation",
         "publish provisioning.broadcast.agent.discovery",

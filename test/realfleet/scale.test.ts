@@ -53,9 +53,10 @@ describe("real fleet at scale: 50 servers, both protocol versions", () => {
         protocol: version,
         nodes: PER_VERSION,
         secondsToAllProvisioned: Math.round(seconds * 10) / 10,
-        nodesRssMiB: Math.round(memory.nodesBytes / MIB),
-        perNodeRssMiB: Math.round((memory.perNodeBytes / MIB) * 10) / 10,
-        brokersRssMiB: Math.round(memory.brokersBytes / MIB),
+        nodesPssMiB: Math.round(memory.nodes.pssBytes / MIB),
+        nodesRssMiB: Math.round(memory.nodes.rssBytes / MIB),
+        perNodePssMiB: Math.round((memory.perNode.pssBytes / MIB) * 10) / 10,
+        brokersPssMiB: Math.round(memory.brokers.pssBytes / MIB),
       })}\n`,
     );
   });
