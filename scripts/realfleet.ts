@@ -8,9 +8,13 @@
  * fleet and runs `rpcutil inventory` on it as the site's admin client; exits 0 only when every node
  * left provisioning mode, arrived on the target broker and answered the admin.
  */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { fleetMemory } from "../dev/local/real-fleet";
-import { provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
+import { goProvisionerFiles, provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
 import type { FeatureName } from "../dev/local/stack";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -21,6 +25,8 @@ const USAGE = `Usage: npm run realfleet -- [options]
   --protocol 1|2     provisioning JWT without or with --protocol-v2 (default 2)
   --features LIST    comma list of jwt, ed25519, pki (default jwt,ed25519 for v2, jwt,pki for v1)
   --standby          run a second (standby) deployment
+  --go-provisioner PATH  provision with the Go Choria Provisioner binary at PATH
+                     (scripts/peers/build-provisioner.sh) instead of the stack; protocol 1 only
   --timeout S        give up after S seconds (default 300)
   --help
 
@@ -38,6 +44,7 @@ const { values } = parseArgs({
     protocol: { type: "string" },
     features: { type: "string" },
     standby: { type: "boolean" },
+    "go-provisioner": { type: "string" },
     timeout: { type: "string" },
     help: { type: "boolean" },
   },
@@ -53,6 +60,9 @@ const protocol = values.protocol ?? "2";
 if (protocol !== "1" && protocol !== "2") fail(`--protocol must be 1 or 2, got "${protocol}"`);
 const features = (values.features ?? (protocol === "2" ? "jwt,ed25519" : "jwt,pki")).split(",").map((item) => item.trim());
 for (const feature of features) if (!["jwt", "ed25519", "pki"].includes(feature)) fail(`unknown feature "${feature}"`);
+const goProvisioner = values["go-provisioner"];
+if (goProvisioner !== undefined && protocol !== "1") fail("--go-provisioner runs protocol 1 fleets only (--protocol 1)");
+if (goProvisioner !== undefined && !existsSync(goProvisioner)) fail(`--go-provisioner: no binary at ${goProvisioner}`);
 const timeoutSeconds = Number(values.timeout ?? 300);
 if (!(timeoutSeconds > 0)) fail(`--timeout must be a positive number, got "${values.timeout}"`);
 
@@ -65,9 +75,11 @@ const provisioned = await provisionedFleet({
   deployments: values.standby ? ["primary", "standby"] : ["primary"],
 });
 let stopping = false;
+let goDaemon: ChildProcess | undefined;
 const stop = async (code: number) => {
   if (stopping) return;
   stopping = true;
+  goDaemon?.kill("SIGTERM");
   await provisioned.stop();
   process.exit(code);
 };
@@ -80,7 +92,17 @@ process.stdout.write(
 );
 await provisioned.fleet.startAll();
 const provisioningStarted = Date.now();
-provisioned.stack.start();
+if (goProvisioner === undefined) {
+  provisioned.stack.start();
+} else {
+  // The stack stays idle; the Go daemon joins the same broker as user provisioner with the password.
+  const files = await goProvisionerFiles(provisioned.fleet, { features: features as FeatureName[], dir: await mkdtemp(join(provisioned.fleet.dir, "go-provisioner-")) });
+  goDaemon = spawn("setpriv", ["--pdeathsig", "TERM", "--", goProvisioner, "run", "--config", files.configFile, "--choria-config", files.choriaConfigFile], {
+    env: { ...process.env, ...files.env },
+    stdio: "ignore",
+  });
+  process.stdout.write(`the Go provisioner runs with ${files.configFile} (log ${join(dirname(files.configFile), "provisioner.log")})\n`);
+}
 let ok = true;
 try {
   await waitForArrivals(provisioned, identities, timeoutSeconds * 1000);
@@ -99,7 +121,7 @@ const provisioningSeconds = (Date.now() - provisioningStarted) / 1000;
 const memory = await fleetMemory(provisioned.fleet);
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 process.stdout.write(
-  `${arrived.size}/${nodes} provisioned in ${provisioningSeconds.toFixed(1)} s from the stack's start ` +
+  `${arrived.size}/${nodes} provisioned in ${provisioningSeconds.toFixed(1)} s from the ${goProvisioner === undefined ? "stack's" : "Go provisioner's"} start ` +
     `(${((Date.now() - started) / 1000).toFixed(1)} s with fleet setup); memory (PSS / RSS): nodes ` +
     `${mib(memory.nodes.pssBytes)} / ${mib(memory.nodes.rssBytes)} MiB (${mib(memory.perNode.pssBytes)} / ${mib(memory.perNode.rssBytes)} MiB each), ` +
     `brokers ${mib(memory.brokers.pssBytes)} / ${mib(memory.brokers.rssBytes)} MiB\n`,

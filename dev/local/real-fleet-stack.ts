@@ -12,9 +12,9 @@
  * That broker's provisioning account has no JetStream, so no lifecycle stream is made: the bridge
  * reads startup events from core NATS there.
  */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import type { SecretResolver } from "../../lib/config";
 import type { LogAttributes, Logger } from "../../lib/ports";
@@ -179,22 +179,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
     const serverJwtSigner = fleet.siteSigner.publicKeyHex;
     const client = options.protocolV2 ? await fleet.clientCredentials("provisioner") : undefined;
 
-    const helperEnv: Record<string, string> =
-      options.helper === "example"
-        ? {
-            PROVISION_HELPER_BROKERS: fleet.targetBroker.hostPort,
-            PROVISION_HELPER_TRUSTED_SIGNERS: serverJwtSigner,
-            PROVISION_HELPER_CA: fleet.ca.certFile,
-          }
-        : {
-            REALFLEET_TARGET_BROKER: fleet.targetBroker.hostPort,
-            REALFLEET_TRUSTED_SIGNERS: serverJwtSigner,
-            REALFLEET_CA_CERT: fleet.ca.certFile,
-            REALFLEET_CA_KEY: fleet.ca.keyFile,
-            ...(options.serverClaims ? { REALFLEET_SERVER_CLAIMS: JSON.stringify(options.serverClaims) } : {}),
-          };
-    const helperPath = options.helper === "example" ? `node ${EXAMPLE_HELPER}` : REAL_FLEET_HELPER;
-    const helperCommand = ["env", ...Object.entries(helperEnv).map(([key, value]) => shellQuote(`${key}=${value}`)), helperPath].join(" ");
+    const helperCommand = realFleetHelperCommand(fleet, options.helper ?? "realfleet", options.serverClaims);
 
     const [provisioningEvents, targetEvents] = await Promise.all([
       LifecycleWatch.on(fleet.provisioningBroker, fleet.ca.certPem, provisionerCredentials(fleet)),
@@ -239,6 +224,79 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
     await stop();
     throw error;
   }
+}
+
+/** The shell command that runs the chosen helper with the fleet's settings in its environment. */
+export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object): string {
+  const helperEnv: Record<string, string> =
+    helper === "example"
+      ? {
+          PROVISION_HELPER_BROKERS: fleet.targetBroker.hostPort,
+          PROVISION_HELPER_TRUSTED_SIGNERS: fleet.siteSigner.publicKeyHex,
+          PROVISION_HELPER_CA: fleet.ca.certFile,
+        }
+      : {
+          REALFLEET_TARGET_BROKER: fleet.targetBroker.hostPort,
+          REALFLEET_TRUSTED_SIGNERS: fleet.siteSigner.publicKeyHex,
+          REALFLEET_CA_CERT: fleet.ca.certFile,
+          REALFLEET_CA_KEY: fleet.ca.keyFile,
+          ...(serverClaims ? { REALFLEET_SERVER_CLAIMS: JSON.stringify(serverClaims) } : {}),
+        };
+  const helperPath = helper === "example" ? `node ${EXAMPLE_HELPER}` : REAL_FLEET_HELPER;
+  return ["env", ...Object.entries(helperEnv).map(([key, value]) => shellQuote(`${key}=${value}`)), helperPath].join(" ");
+}
+
+export interface GoProvisionerFiles {
+  /** provisioner.yaml (`--config`). */
+  configFile: string;
+  /** The Choria client configuration (`--choria-config`). */
+  choriaConfigFile: string;
+  /** Environment for the process: its certificate name. */
+  env: Record<string, string>;
+}
+
+/**
+ * Configuration for the Go Choria Provisioner (scripts/peers/build-provisioner.sh) against this real
+ * fleet, the same way the stack connects: user `provisioner` with the broker password (the Go
+ * daemon reads it from its file, mode 600) and the CA-signed certificate, on the provisioning
+ * broker; the same helper, token, JWT keys and features. Protocol v1 fleets only: the Go daemon's
+ * v2 client needs a `choria` security provider configuration this does not write.
+ */
+export async function goProvisionerFiles(fleet: RealFleet, options: { features: FeatureName[]; workers?: number; dir: string }): Promise<GoProvisionerFiles> {
+  if (fleet.protocolV2) throw new Error("goProvisionerFiles: only protocol v1 fleets are wired for the Go provisioner");
+  const certname = "provisioner.realfleet.example.net";
+  const choriaConfigFile = join(options.dir, "choria-client.conf");
+  const configFile = join(options.dir, "provisioner.yaml");
+  await writeFile(
+    choriaConfigFile,
+    [
+      "loglevel = info",
+      "plugin.choria.use_srv = false",
+      `plugin.choria.middleware_hosts = ${fleet.provisioningBroker.hostPort}`,
+      "plugin.security.provider = file",
+      `plugin.security.file.certificate = ${fleet.provisionerCertificate.certFile}`,
+      `plugin.security.file.key = ${fleet.provisionerCertificate.keyFile}`,
+      `plugin.security.file.ca = ${fleet.ca.certFile}`,
+      "",
+    ].join("\n"),
+  );
+  const features = new Set(options.features);
+  const config = {
+    workers: options.workers ?? 4,
+    interval: "1m",
+    logfile: join(options.dir, "provisioner.log"),
+    loglevel: "info",
+    helper: realFleetHelperCommand(fleet, "realfleet"),
+    token: fleet.token,
+    site: "realfleet",
+    broker_provisioning_password: fleet.provisioningPassword,
+    jwt_verify_cert: fleet.signer.publicKeyFile,
+    jwt_signing_key: fleet.siteSigner.seedFile,
+    leader_election: false,
+    features: { jwt: features.has("jwt") || features.has("ed25519"), pki: features.has("pki"), ed25519: features.has("ed25519") },
+  };
+  await writeFile(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
+  return { configFile, choriaConfigFile, env: { MCOLLECTIVE_CERTNAME: certname } };
 }
 
 /** Polls until `predicate` holds; the failure names what was still missing. */
