@@ -117,6 +117,11 @@ for (const node of provisioned.fleet.nodes.values()) {
   process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${onTarget ? "on" : "NOT on"} the target broker\n`);
   if (!onTarget) process.stdout.write(`    last lines of its log:\n${(await node.log()).split("\n").slice(-15).map((line) => `    ${line}`).join("\n")}\n`);
 }
+if (arrived.size < nodes) {
+  const problems = provisioned.logs.records.filter((record) => record.level !== "info").slice(-20);
+  process.stdout.write(`the stack's last ${problems.length} warnings and errors:\n`);
+  for (const record of problems) process.stdout.write(`  ${record.level} ${record.message} ${JSON.stringify(record.attributes ?? {})}\n`);
+}
 const provisioningSeconds = (Date.now() - provisioningStarted) / 1000;
 const memory = await fleetMemory(provisioned.fleet);
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
