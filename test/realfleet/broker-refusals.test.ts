@@ -120,8 +120,8 @@ describe("real Choria broker refusals", () => {
   it("refuses a node whose provisioning JWT another key signed; the node with the fleet's JWT gets in", async () => {
     await waitUntil(() => (events.identities("startup", "provision_mode_server").has(GOOD) ? undefined : `${GOOD} sent no startup event`), 60_000);
     const foreign = fleet.nodes.get(FOREIGN)!;
-    const log = await fleet.provisioningBroker.log();
     await waitUntilAsync(async () => ((await foreign.log()).includes("Authorization Violation") ? undefined : `${FOREIGN} logged no refusal`), 60_000);
+    const log = await fleet.provisioningBroker.log();
 
     expect(log).toMatch(/Denying connection: verified error: .*unverified error: .*signature is invalid/);
     expect(events.identities("startup", "provision_mode_server").has(FOREIGN)).toBe(false);
