@@ -1,13 +1,20 @@
 /**
  * `npm run realfleet`: the provisioner against real go-choria servers on this machine. Builds (or
  * reuses) the pinned server via scripts/peers/build-choria.sh (the npm script runs it first), starts
- * N servers in provisioning mode, each in its own UTS and mount namespace (needs root), a TLS
- * provisioning broker and a TLS target broker, and the local stack (real handlers, lease, queues,
- * bridge). Prints each node's outcome; exits 0 only when every node left provisioning mode and
- * arrived on the target broker.
+ * N servers in provisioning mode, each in its own UTS and mount namespace (needs root), go-choria's
+ * own broker for the provisioning network (provisioning account, broker password) and for the
+ * target network, and the local stack (real handlers, lease, queues, bridge). Prints each node's
+ * outcome, the time to all provisioned and the memory the nodes and brokers hold, then pings the
+ * fleet and runs `rpcutil inventory` on it as the site's admin client; exits 0 only when every node
+ * left provisioning mode, arrived on the target broker and answered the admin.
  */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
-import { provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
+import { fleetMemory } from "../dev/local/real-fleet";
+import { goProvisionerFiles, provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
 import type { FeatureName } from "../dev/local/stack";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -18,6 +25,8 @@ const USAGE = `Usage: npm run realfleet -- [options]
   --protocol 1|2     provisioning JWT without or with --protocol-v2 (default 2)
   --features LIST    comma list of jwt, ed25519, pki (default jwt,ed25519 for v2, jwt,pki for v1)
   --standby          run a second (standby) deployment
+  --go-provisioner PATH  provision with the Go Choria Provisioner binary at PATH
+                     (scripts/peers/build-provisioner.sh) instead of the stack; protocol 1 only
   --timeout S        give up after S seconds (default 300)
   --help
 
@@ -35,6 +44,7 @@ const { values } = parseArgs({
     protocol: { type: "string" },
     features: { type: "string" },
     standby: { type: "boolean" },
+    "go-provisioner": { type: "string" },
     timeout: { type: "string" },
     help: { type: "boolean" },
   },
@@ -50,6 +60,9 @@ const protocol = values.protocol ?? "2";
 if (protocol !== "1" && protocol !== "2") fail(`--protocol must be 1 or 2, got "${protocol}"`);
 const features = (values.features ?? (protocol === "2" ? "jwt,ed25519" : "jwt,pki")).split(",").map((item) => item.trim());
 for (const feature of features) if (!["jwt", "ed25519", "pki"].includes(feature)) fail(`unknown feature "${feature}"`);
+const goProvisioner = values["go-provisioner"];
+if (goProvisioner !== undefined && protocol !== "1") fail("--go-provisioner runs protocol 1 fleets only (--protocol 1)");
+if (goProvisioner !== undefined && !existsSync(goProvisioner)) fail(`--go-provisioner: no binary at ${goProvisioner}`);
 const timeoutSeconds = Number(values.timeout ?? 300);
 if (!(timeoutSeconds > 0)) fail(`--timeout must be a positive number, got "${values.timeout}"`);
 
@@ -62,9 +75,11 @@ const provisioned = await provisionedFleet({
   deployments: values.standby ? ["primary", "standby"] : ["primary"],
 });
 let stopping = false;
+let goDaemon: ChildProcess | undefined;
 const stop = async (code: number) => {
   if (stopping) return;
   stopping = true;
+  goDaemon?.kill("SIGTERM");
   await provisioned.stop();
   process.exit(code);
 };
@@ -73,10 +88,21 @@ process.once("SIGTERM", () => void stop(143));
 
 process.stdout.write(
   `${nodes} go-choria ${provisioned.fleet.build.version} servers (protocol v${protocol}, ${features.join("+")}) ` +
-    `provisioning broker ${provisioned.fleet.provisioningBroker.url} (TLS), target ${provisioned.fleet.targetBroker.url} (TLS)\n`,
+    `provisioning broker ${provisioned.fleet.provisioningBroker.url}, target ${provisioned.fleet.targetBroker.url} (choria broker, TLS)\n`,
 );
 await provisioned.fleet.startAll();
-provisioned.stack.start();
+const provisioningStarted = Date.now();
+if (goProvisioner === undefined) {
+  provisioned.stack.start();
+} else {
+  // The stack stays idle; the Go daemon joins the same broker as user provisioner with the password.
+  const files = await goProvisionerFiles(provisioned.fleet, { features: features as FeatureName[], dir: await mkdtemp(join(provisioned.fleet.dir, "go-provisioner-")) });
+  goDaemon = spawn("setpriv", ["--pdeathsig", "TERM", "--", goProvisioner, "run", "--config", files.configFile, "--choria-config", files.choriaConfigFile], {
+    env: { ...process.env, ...files.env },
+    stdio: "ignore",
+  });
+  process.stdout.write(`the Go provisioner runs with ${files.configFile} (log ${join(dirname(files.configFile), "provisioner.log")})\n`);
+}
 let ok = true;
 try {
   await waitForArrivals(provisioned, identities, timeoutSeconds * 1000);
@@ -91,5 +117,33 @@ for (const node of provisioned.fleet.nodes.values()) {
   process.stdout.write(`  ${node.identity}: configured ${actions.configured}x, restarted ${actions.restarted}x, ${onTarget ? "on" : "NOT on"} the target broker\n`);
   if (!onTarget) process.stdout.write(`    last lines of its log:\n${(await node.log()).split("\n").slice(-15).map((line) => `    ${line}`).join("\n")}\n`);
 }
-process.stdout.write(`${arrived.size}/${nodes} provisioned in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+if (arrived.size < nodes) {
+  const problems = provisioned.logs.records.filter((record) => record.level !== "info").slice(-20);
+  process.stdout.write(`the stack's last ${problems.length} warnings and errors:\n`);
+  for (const record of problems) process.stdout.write(`  ${record.level} ${record.message} ${JSON.stringify(record.attributes ?? {})}\n`);
+}
+const provisioningSeconds = (Date.now() - provisioningStarted) / 1000;
+const memory = await fleetMemory(provisioned.fleet);
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+process.stdout.write(
+  `${arrived.size}/${nodes} provisioned in ${provisioningSeconds.toFixed(1)} s from the ${goProvisioner === undefined ? "stack's" : "Go provisioner's"} start ` +
+    `(${((Date.now() - started) / 1000).toFixed(1)} s with fleet setup); memory (PSS / RSS): nodes ` +
+    `${mib(memory.nodes.pssBytes)} / ${mib(memory.nodes.rssBytes)} MiB (${mib(memory.perNode.pssBytes)} / ${mib(memory.perNode.rssBytes)} MiB each), ` +
+    `brokers ${mib(memory.brokers.pssBytes)} / ${mib(memory.brokers.rssBytes)} MiB\n`,
+);
+
+// What the site's administrator gets: a ping reply and an authorized inventory from every node.
+const admin = await provisioned.fleet.adminClient();
+const ping = await admin.choria(["ping"]);
+const pongs = ping.stdout.split("\n").filter((line) => /^\S+\s+time=\d+/.test(line.trim())).length;
+const inventory = await admin.choria(["req", "rpcutil", "inventory", "--json"]);
+let authorized = 0;
+try {
+  const replies = (JSON.parse(inventory.stdout) as { replies: Array<{ statuscode: number }> }).replies;
+  authorized = replies.filter((reply) => reply.statuscode === 0).length;
+} catch {
+  process.stdout.write(`rpcutil inventory gave no JSON: ${inventory.stdout.slice(0, 500)}${inventory.stderr.slice(0, 500)}\n`);
+}
+process.stdout.write(`admin ${admin.callerId}: ${pongs}/${nodes} ping replies, ${authorized}/${nodes} authorized rpcutil inventory replies\n`);
+if (pongs !== nodes || authorized !== nodes) ok = false;
 await stop(ok ? 0 : 1);

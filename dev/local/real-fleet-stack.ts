@@ -2,19 +2,88 @@
  * A real go-choria fleet (real-fleet.ts) wired to the local stack (real handlers, lease, queues,
  * bridge) over TLS, for the real-fleet suite and `npm run realfleet`, and what they observe at the
  * nodes: their files and logs, and their lifecycle events on both brokers. The helper is
- * examples/helpers/real-fleet-helper.sh: it sends nodes to the target broker with a configuration a
+ * examples/helpers/real-fleet-helper.sh (or, with `helper: "example"`, the example helper
+ * examples/helpers/provision-helper.mjs): it sends nodes to the target broker with a configuration a
  * real server can run with.
+ *
+ * The stack connects to the provisioning broker as a production site's provisioner does: user
+ * `provisioner` with `broker_provisioning_password` given as a Secrets Manager reference (resolved
+ * by the stack's secret resolver), over TLS with the CA and a client certificate the CA signed.
+ * That broker's provisioning account has no JetStream, so no lifecycle stream is made: the bridge
+ * reads startup events from core NATS there.
  */
-import { writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { connect, type NatsConnection } from "nats";
+import { readFile, writeFile } from "node:fs/promises";
+import { connect, type ConnectionOptions, type NatsConnection } from "nats";
+import type { SecretResolver } from "../../lib/config";
+import type { LogAttributes, Logger } from "../../lib/ports";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
-import { decodeHex, ed25519PublicKeyFromRaw, encodeHex, generateEd25519Seed, ed25519SigningKey, verifyJwtSignature } from "../../lib/crypto";
+import { decodeHex, ed25519PublicKeyFromRaw, verifyJwtSignature } from "../../lib/crypto";
 import { startRealFleet, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 
-export const REAL_FLEET_HELPER = resolve(fileURLToPath(new URL("../..", import.meta.url)), "examples/helpers/real-fleet-helper.sh");
+const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+export const REAL_FLEET_HELPER = resolve(REPO_ROOT, "examples/helpers/real-fleet-helper.sh");
+export const EXAMPLE_HELPER = resolve(REPO_ROOT, "examples/helpers/provision-helper.mjs");
+
+/** Where the stack's configuration says the broker password is; the stack's resolver answers it. */
+export const BROKER_PASSWORD_REFERENCE = "secretsmanager:realfleet/provisioning-broker-password";
+
+/** How a client authenticates to one of the fleet's brokers (the watches, the negative tests). */
+export interface BrokerCredentials {
+  /** A certificate the CA signed (mTLS); without it the connection is unverified TLS. */
+  certificate?: { certFile: string; keyFile: string };
+  user?: string;
+  pass?: string;
+  token?: string;
+}
+
+/** nats.js options for `broker` with `credentials`, verifying the broker against `caPem`. */
+export async function brokerConnectOptions(broker: TlsBroker, caPem: string, credentials: BrokerCredentials, name: string): Promise<ConnectionOptions> {
+  const certificate = credentials.certificate;
+  const tls = certificate
+    ? { ca: caPem, cert: await readFile(certificate.certFile, "utf8"), key: await readFile(certificate.keyFile, "utf8") }
+    : { ca: caPem };
+  return {
+    servers: broker.url,
+    tls,
+    name,
+    ...(credentials.user !== undefined ? { user: credentials.user, pass: credentials.pass ?? "" } : {}),
+    ...(credentials.token !== undefined ? { token: credentials.token } : {}),
+    // A refused connection is the answer, not something to retry.
+    reconnect: false,
+  };
+}
+
+/** The provisioner's view of the provisioning broker: user `provisioner`, the password, the CA-signed certificate. */
+export function provisionerCredentials(fleet: RealFleet): BrokerCredentials {
+  return { certificate: fleet.provisionerCertificate, user: "provisioner", pass: fleet.provisioningPassword };
+}
+
+export interface LogRecord {
+  level: "debug" | "info" | "warn" | "error";
+  message: string;
+  attributes: LogAttributes | undefined;
+}
+
+/** Keeps what the stack's functions log (info and above), so tests read their log lines. */
+export class RecordingLogger implements Logger {
+  readonly records: LogRecord[] = [];
+  debug(): void {}
+  info(message: string, attributes?: LogAttributes): void {
+    this.records.push({ level: "info", message, attributes });
+  }
+  warn(message: string, attributes?: LogAttributes): void {
+    this.records.push({ level: "warn", message, attributes });
+  }
+  error(message: string, attributes?: LogAttributes): void {
+    this.records.push({ level: "error", message, attributes });
+  }
+  of(message: string): LogRecord[] {
+    return this.records.filter((record) => record.message === message);
+  }
+}
 
 export interface LifecycleRecord {
   type: string;
@@ -28,8 +97,8 @@ export class LifecycleWatch {
   readonly events: LifecycleRecord[] = [];
   private constructor(private readonly nc: NatsConnection) {}
 
-  static async on(broker: TlsBroker, caPem: string): Promise<LifecycleWatch> {
-    const nc = await connect({ servers: broker.url, tls: { ca: caPem }, name: "real-fleet-watch" });
+  static async on(broker: TlsBroker, caPem: string, credentials: BrokerCredentials): Promise<LifecycleWatch> {
+    const nc = await connect(await brokerConnectOptions(broker, caPem, credentials, "real-fleet-watch"));
     const watch = new LifecycleWatch(nc);
     const subscription = nc.subscribe("choria.lifecycle.event.>");
     void (async () => {
@@ -70,6 +139,8 @@ export interface ProvisionedFleet {
   targetEvents: LifecycleWatch;
   /** The server JWT signer's public key (hex): what nodes are told to trust. */
   serverJwtSigner: string;
+  /** What the stack's functions logged. */
+  logs: RecordingLogger;
   stop(): Promise<void>;
 }
 
@@ -83,39 +154,47 @@ export interface ProvisionedFleetOptions {
   /** JSON the helper returns as server_claims. */
   serverClaims?: object;
   stack?: Partial<LocalStackOptions>;
+  /** `realfleet` (default): examples/helpers/real-fleet-helper.sh; `example`: the example helper with its PROVISION_HELPER_* settings. */
+  helper?: "realfleet" | "example";
+  /** Passed on to startRealFleet. */
+  targetCertificateFromOtherCa?: boolean;
+  /** What the stack's secret resolver answers for BROKER_PASSWORD_REFERENCE; default the broker's password. */
+  brokerPassword?: string;
 }
 
-/** Starts the real fleet and a local stack pointed at its TLS provisioning broker (not yet started). */
+/** Starts the real fleet and a local stack pointed at its provisioning broker (not yet started). */
 export async function provisionedFleet(options: ProvisionedFleetOptions): Promise<ProvisionedFleet> {
-  const fleet = await startRealFleet({ identities: options.identities, protocolV2: options.protocolV2, start: false });
+  const fleet = await startRealFleet({
+    identities: options.identities,
+    protocolV2: options.protocolV2,
+    start: false,
+    ...(options.targetCertificateFromOtherCa ? { targetCertificateFromOtherCa: true } : {}),
+  });
   const stops: Array<() => Promise<unknown>> = [() => fleet.stop()];
   const stop = async () => {
     for (const step of stops.reverse()) await step().catch(() => undefined);
     stops.length = 0;
   };
   try {
-    const signingSeed = generateEd25519Seed();
-    const signingKey = ed25519SigningKey(signingSeed);
-    const serverJwtSigner = signingKey.alg === "EdDSA" ? signingKey.publicKeyHex : "";
-    const signingKeyFile = join(fleet.dir, "server-jwt-signer.seed");
-    await writeFile(signingKeyFile, encodeHex(signingSeed), { mode: 0o600 });
+    const serverJwtSigner = fleet.siteSigner.publicKeyHex;
     const client = options.protocolV2 ? await fleet.clientCredentials("provisioner") : undefined;
 
-    const helperEnv: Record<string, string> = {
-      REALFLEET_TARGET_BROKER: fleet.targetBroker.hostPort,
-      REALFLEET_TRUSTED_SIGNERS: serverJwtSigner,
-      REALFLEET_CA_CERT: fleet.ca.certFile,
-      REALFLEET_CA_KEY: fleet.ca.keyFile,
-      ...(options.serverClaims ? { REALFLEET_SERVER_CLAIMS: JSON.stringify(options.serverClaims) } : {}),
-    };
-    const helperCommand = ["env", ...Object.entries(helperEnv).map(([key, value]) => shellQuote(`${key}=${value}`)), REAL_FLEET_HELPER].join(" ");
+    const helperCommand = realFleetHelperCommand(fleet, options.helper ?? "realfleet", options.serverClaims);
 
     const [provisioningEvents, targetEvents] = await Promise.all([
-      LifecycleWatch.on(fleet.provisioningBroker, fleet.ca.certPem),
-      LifecycleWatch.on(fleet.targetBroker, fleet.ca.certPem),
+      LifecycleWatch.on(fleet.provisioningBroker, fleet.ca.certPem, provisionerCredentials(fleet)),
+      LifecycleWatch.on(fleet.targetBroker, fleet.targetCa.certPem, { certificate: fleet.targetObserverCertificate }),
     ]);
     stops.push(() => provisioningEvents.close(), () => targetEvents.close());
 
+    const password = options.brokerPassword ?? fleet.provisioningPassword;
+    const secrets: SecretResolver = {
+      resolve: async (reference) => {
+        if (`${reference.store}:${reference.name}` === BROKER_PASSWORD_REFERENCE) return password;
+        throw new Error(`the real-fleet secret store holds no ${reference.store}:${reference.name}`);
+      },
+    };
+    const logs = new RecordingLogger();
     const stack = await startLocalStack({
       nodes: 0,
       fast: true,
@@ -125,21 +204,99 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
       ...(options.dynamoDbEndpoint ? { dynamoDbEndpoint: options.dynamoDbEndpoint } : {}),
       waitTimeSeconds: 1,
       nats: fleet.provisioningBroker.nats,
-      natsCaFile: fleet.ca.certFile,
+      lifecycleStream: false,
+      logger: logs,
+      overrides: () => ({ secrets }),
       config: () => ({
+        choria_insecure: false,
+        tls: { ca: fleet.ca.certFile, cert: fleet.provisionerCertificate.certFile, key: fleet.provisionerCertificate.keyFile },
+        broker_provisioning_password: BROKER_PASSWORD_REFERENCE,
         token: fleet.token,
         jwt_verify_cert: fleet.signer.publicKeyFile,
-        jwt_signing_key: signingKeyFile,
+        jwt_signing_key: fleet.siteSigner.seedFile,
         ...(client ? { protocol_version: 2, client_jwt: client.jwt, client_seed: client.seedHex } : {}),
       }),
       ...options.stack,
     });
     stops.push(() => stack.stop());
-    return { fleet, stack, provisioningEvents, targetEvents, serverJwtSigner, stop };
+    return { fleet, stack, provisioningEvents, targetEvents, serverJwtSigner, logs, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** The shell command that runs the chosen helper with the fleet's settings in its environment. */
+export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object): string {
+  const helperEnv: Record<string, string> =
+    helper === "example"
+      ? {
+          PROVISION_HELPER_BROKERS: fleet.targetBroker.hostPort,
+          PROVISION_HELPER_TRUSTED_SIGNERS: fleet.siteSigner.publicKeyHex,
+          PROVISION_HELPER_CA: fleet.ca.certFile,
+        }
+      : {
+          REALFLEET_TARGET_BROKER: fleet.targetBroker.hostPort,
+          REALFLEET_TRUSTED_SIGNERS: fleet.siteSigner.publicKeyHex,
+          REALFLEET_CA_CERT: fleet.ca.certFile,
+          REALFLEET_CA_KEY: fleet.ca.keyFile,
+          ...(serverClaims ? { REALFLEET_SERVER_CLAIMS: JSON.stringify(serverClaims) } : {}),
+        };
+  const helperPath = helper === "example" ? `node ${EXAMPLE_HELPER}` : REAL_FLEET_HELPER;
+  return ["env", ...Object.entries(helperEnv).map(([key, value]) => shellQuote(`${key}=${value}`)), helperPath].join(" ");
+}
+
+export interface GoProvisionerFiles {
+  /** provisioner.yaml (`--config`). */
+  configFile: string;
+  /** The Choria client configuration (`--choria-config`). */
+  choriaConfigFile: string;
+  /** Environment for the process: its certificate name. */
+  env: Record<string, string>;
+}
+
+/**
+ * Configuration for the Go Choria Provisioner (scripts/peers/build-provisioner.sh) against this real
+ * fleet, the same way the stack connects: user `provisioner` with the broker password (the Go
+ * daemon reads it from its file, mode 600) and the CA-signed certificate, on the provisioning
+ * broker; the same helper, token, JWT keys and features. Protocol v1 fleets only: the Go daemon's
+ * v2 client needs a `choria` security provider configuration this does not write.
+ */
+export async function goProvisionerFiles(fleet: RealFleet, options: { features: FeatureName[]; workers?: number; dir: string }): Promise<GoProvisionerFiles> {
+  if (fleet.protocolV2) throw new Error("goProvisionerFiles: only protocol v1 fleets are wired for the Go provisioner");
+  const certname = "provisioner.realfleet.example.net";
+  const choriaConfigFile = join(options.dir, "choria-client.conf");
+  const configFile = join(options.dir, "provisioner.yaml");
+  await writeFile(
+    choriaConfigFile,
+    [
+      "loglevel = info",
+      "plugin.choria.use_srv = false",
+      `plugin.choria.middleware_hosts = ${fleet.provisioningBroker.hostPort}`,
+      "plugin.security.provider = file",
+      `plugin.security.file.certificate = ${fleet.provisionerCertificate.certFile}`,
+      `plugin.security.file.key = ${fleet.provisionerCertificate.keyFile}`,
+      `plugin.security.file.ca = ${fleet.ca.certFile}`,
+      "",
+    ].join("\n"),
+  );
+  const features = new Set(options.features);
+  const config = {
+    workers: options.workers ?? 4,
+    interval: "1m",
+    logfile: join(options.dir, "provisioner.log"),
+    loglevel: "info",
+    helper: realFleetHelperCommand(fleet, "realfleet"),
+    token: fleet.token,
+    site: "realfleet",
+    broker_provisioning_password: fleet.provisioningPassword,
+    jwt_verify_cert: fleet.signer.publicKeyFile,
+    jwt_signing_key: fleet.siteSigner.seedFile,
+    leader_election: false,
+    features: { jwt: features.has("jwt") || features.has("ed25519"), pki: features.has("pki"), ed25519: features.has("ed25519") },
+  };
+  await writeFile(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
+  return { configFile, choriaConfigFile, env: { MCOLLECTIVE_CERTNAME: certname } };
 }
 
 /** Polls until `predicate` holds; the failure names what was still missing. */

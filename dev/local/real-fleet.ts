@@ -11,12 +11,18 @@
  *   runs in its own UTS namespace (`unshare -u`, needs root) with hostname = identity. Identities
  *   have at least two dots, so go-choria never asks DNS for a domain.
  * - It dials the provisioning broker over TLS without verifying the certificate and presents the
- *   provisioning JWT as the NATS token: the provisioning broker here is a TLS nats-server with a
- *   certificate signed by a CA this harness makes.
+ *   provisioning JWT as the NATS token. Both brokers are go-choria's own (`choria broker run`,
+ *   real-fleet-broker.ts) with certificates from a CA this harness makes: the provisioning broker
+ *   has the provisioning account on and trusts the key that signed the provisioning JWT, so a node
+ *   lands in that account with the broker's provisioning-node permissions, and the provisioner gets
+ *   in only as user `provisioner` with the broker password and a certificate the CA signed.
  * - `configure` writes server.conf (and server.jwt / server.seed, ssl/) next to the configuration
  *   file; `restart` re-executes the binary by os.Args[0], so nodes start by absolute path.
- * - After the restart the node joins the network named in its new configuration: a second TLS
- *   nats-server here (the target broker), where its startup event is the proof it arrived.
+ * - After the restart the node joins the network named in its new configuration: the target broker,
+ *   where it authenticates as a production node does (v1: the certificate the helper had signed,
+ *   mTLS; v2: its server JWT, signed by the site signer the target broker trusts) and where its
+ *   startup event is the proof it arrived. An admin client (`adminClient`) talks to it there with
+ *   the real `choria` CLI.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -24,12 +30,19 @@ import { appendFile, mkdir, mkdtemp, open, readFile, rm, writeFile } from "node:
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { randomBytes } from "node:crypto";
 import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../../lib/crypto";
+import { issueCertificate, makeCertificateAuthority, startChoriaBroker, type CertificateAuthority, type ChoriaBroker, type IssuedCertificate } from "./real-fleet-broker";
 import { startNats, type RunningNats } from "./services";
+
+export { issueCertificate, makeCertificateAuthority, startChoriaBroker, type CertificateAuthority, type ChoriaBroker, type IssuedCertificate } from "./real-fleet-broker";
 
 const run = promisify(execFile);
 
 export const CHORIA_VERSION = "v0.30.2";
+
+/** The site administrator's name: the v1 certificate `admin.mcollective`, the v2 caller id `admin`. */
+export const ADMIN_NAME = "admin";
 
 /** Where scripts/peers/build-choria.sh keeps its output. */
 export function peersDir(): string {
@@ -59,12 +72,6 @@ export function choriaBuild(dir: string = peersDir()): ChoriaBuild {
   const provisionJwtFile = facts.CHORIA_PROVISION_JWT_FILE;
   if (!provisionJwtFile) throw new Error(`${envFile} names no CHORIA_PROVISION_JWT_FILE`);
   return { binary, version: facts.CHORIA_VERSION ?? CHORIA_VERSION.slice(1), provisionJwtFile };
-}
-
-export interface CertificateAuthority {
-  certFile: string;
-  keyFile: string;
-  certPem: string;
 }
 
 export interface TlsBroker {
@@ -97,6 +104,8 @@ export interface RealNode {
 export interface AddNodeOptions {
   start?: boolean;
   jwtFileSuffix?: string;
+  /** Another provisioning JWT instead of the fleet's (e.g. one `foreignProvisioningJwt` made). */
+  provisioningJwt?: string;
 }
 
 export interface RealFleetOptions {
@@ -109,20 +118,60 @@ export interface RealFleetOptions {
   /** Start the nodes at once (default true). */
   start?: boolean;
   build?: ChoriaBuild;
+  /**
+   * The target broker's certificate comes from a second CA, not the fleet's: a node that verifies
+   * the target broker must refuse it.
+   */
+  targetCertificateFromOtherCa?: boolean;
+}
+
+/** An ed25519 key as the files go-choria's `jwt` commands take (hex seed) and its public half. */
+export interface SignerFiles {
+  seedFile: string;
+  publicKeyFile: string;
+  publicKeyHex: string;
+}
+
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The site's administrator: the real `choria` CLI with a client configuration for the target broker. */
+export interface AdminClient {
+  readonly callerId: string;
+  readonly configFile: string;
+  /** Runs `choria <args> --config <configFile>`; never throws for a non-zero exit. */
+  choria(args: string[], timeoutMs?: number): Promise<CommandResult>;
 }
 
 export interface RealFleet {
   readonly build: ChoriaBuild;
   readonly dir: string;
   readonly ca: CertificateAuthority;
-  /** The TLS broker nodes in provisioning mode dial. */
-  readonly provisioningBroker: TlsBroker;
-  /** The TLS broker the helper sends provisioned nodes to. */
-  readonly targetBroker: TlsBroker;
+  readonly protocolV2: boolean;
+  /** The Choria broker nodes in provisioning mode dial (provisioning account on). */
+  readonly provisioningBroker: ChoriaBroker;
+  /** The Choria broker the helper sends provisioned nodes to. */
+  readonly targetBroker: ChoriaBroker;
+  /** `plugin.choria.network.provisioning.client_password` of the provisioning broker. */
+  readonly provisioningPassword: string;
+  /** The provisioner's client certificate (CA-signed): the provisioning user must be a verified TLS client. */
+  readonly provisionerCertificate: IssuedCertificate;
+  /** The CA of the target broker's certificate: `ca`, or the other CA of `targetCertificateFromOtherCa`. */
+  readonly targetCa: CertificateAuthority;
+  /** A client certificate `targetCa` signed, for observers on the target broker (mTLS). */
+  readonly targetObserverCertificate: IssuedCertificate;
   /** The provisioning JWT as `choria jwt prov` wrote it, and the key pair that signed it. */
   readonly provisioningJwtFile: string;
   readonly provisioningJwt: string;
-  readonly signer: { seedFile: string; publicKeyFile: string; publicKeyHex: string };
+  readonly signer: SignerFiles;
+  /**
+   * The site's signer: it signs server JWTs (the provisioner's `jwt_signing_key`) and the admin
+   * client's JWT; the target broker and the provisioned v2 nodes trust it.
+   */
+  readonly siteSigner: SignerFiles;
   readonly token: string;
   readonly nodes: Map<string, RealNode>;
   /**
@@ -135,6 +184,14 @@ export interface RealFleet {
    * trailing newline a file written by config management has; the node sends the file as it is).
    */
   addNode(identity: string, options?: AddNodeOptions): Promise<RealNode>;
+  /**
+   * The site's admin client on the target broker: v1 a certificate the CA signed (mTLS, caller
+   * `choria=<name>`), v2 a client JWT from the site signer allowed the agents in `agents`
+   * (default `rpcutil.*`) and its seed.
+   */
+  adminClient(options?: { name?: string; agents?: string[] }): Promise<AdminClient>;
+  /** A provisioning JWT with the fleet's claims signed by a fresh key the brokers do not trust. */
+  foreignProvisioningJwt(): Promise<string>;
   /** Starts every stopped node. */
   startAll(): Promise<void>;
   /** Every node reset to an empty configuration directory (stopped; call startAll). */
@@ -157,41 +214,59 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
 
   try {
     const ca = await makeCertificateAuthority(join(dir, "ca"));
+    const signerFiles = await makeSigner(join(dir, "signer"), "provisioning");
+    const siteSigner = await makeSigner(join(dir, "site-signer"), "site");
+    const provisioningPassword = randomBytes(18).toString("base64url");
+    const targetCa = options.targetCertificateFromOtherCa ? await makeCertificateAuthority(join(dir, "other-ca")) : ca;
     const [provisioningBroker, targetBroker] = await Promise.all([
-      startTlsBroker(ca, join(dir, "provisioning-broker")),
-      startTlsBroker(ca, join(dir, "target-broker")),
+      startChoriaBroker({
+        build,
+        ca,
+        dir: join(dir, "provisioning-broker"),
+        name: "provisioning",
+        provisioning: { password: provisioningPassword, signerFile: signerFiles.publicKeyFile },
+      }),
+      startChoriaBroker({
+        build,
+        ca: targetCa,
+        dir: join(dir, "target-broker"),
+        name: "target",
+        ...(options.protocolV2 ? { jwtSigners: [siteSigner.publicKeyHex] } : {}),
+      }),
     ]);
     cleanup.push(() => provisioningBroker.nats.stop(), () => targetBroker.nats.stop());
+    const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net", {
+      rsa: !options.protocolV2,
+    });
+    const targetObserverCertificate = await issueCertificate(targetCa, join(dir, "target-observer-tls"), "observer.realfleet.example.net");
 
-    const signerDir = join(dir, "signer");
-    await mkdir(signerDir, { recursive: true });
-    const seed = generateEd25519Seed();
-    const signer = ed25519SigningKey(seed);
-    const publicKeyHex = signer.alg === "EdDSA" ? signer.publicKeyHex : "";
-    const signerFiles = { seedFile: join(signerDir, "provisioning.seed"), publicKeyFile: join(signerDir, "provisioning.public"), publicKeyHex };
-    await writeFile(signerFiles.seedFile, encodeHex(seed), { mode: 0o600 });
-    await writeFile(signerFiles.publicKeyFile, publicKeyHex);
-
+    const makeProvisioningJwt = async (file: string, seedFile: string) => {
+      await run(build.binary, [
+        "jwt",
+        "prov",
+        file,
+        seedFile,
+        "--token",
+        token,
+        "--urls",
+        provisioningBroker.url,
+        "--default",
+        ...(options.protocolV2 ? ["--protocol-v2"] : []),
+      ]);
+      return readFile(file, "utf8");
+    };
     const provisioningJwtFile = join(dir, "provisioning.jwt");
-    await run(build.binary, [
-      "jwt",
-      "prov",
-      provisioningJwtFile,
-      signerFiles.seedFile,
-      "--token",
-      token,
-      "--urls",
-      provisioningBroker.url,
-      "--default",
-      ...(options.protocolV2 ? ["--protocol-v2"] : []),
-    ]);
-    const provisioningJwt = await readFile(provisioningJwtFile, "utf8");
+    const provisioningJwt = await makeProvisioningJwt(provisioningJwtFile, signerFiles.seedFile);
 
+    // A v1 node authorizes requests by action policy files, which a site ships with the package or
+    // config management (provisioning cannot write them): here the admin may use rpcutil. A v2 node
+    // authorizes by the agent list in the caller's JWT (rpcauthprovider aaasvc) and needs none.
+    const policies: Record<string, string> = options.protocolV2 ? {} : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n` };
     const nodesDir = join(dir, "nodes");
     const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
       if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
-      const jwtFile = provisioningJwt + (nodeOptions.jwtFileSuffix ?? "");
-      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile });
+      const jwtFile = (nodeOptions.provisioningJwt ?? provisioningJwt) + (nodeOptions.jwtFileSuffix ?? "");
+      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile, policies });
       nodes.set(identity, node);
       if (nodeOptions.start ?? true) await node.start();
       return node;
@@ -204,14 +279,22 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
       build,
       dir,
       ca,
+      protocolV2: options.protocolV2 ?? false,
       provisioningBroker,
       targetBroker,
+      provisioningPassword,
+      provisionerCertificate,
+      targetCa,
+      targetObserverCertificate,
       provisioningJwtFile,
       provisioningJwt,
       signer: signerFiles,
+      siteSigner,
       token,
       nodes,
       addNode,
+      adminClient: (adminOptions = {}) =>
+        makeAdminClient({ build, ca, dir, broker: targetBroker, siteSigner, protocolV2: options.protocolV2 ?? false, ...adminOptions }),
       async clientCredentials(callerId) {
         const clientDir = await mkdtemp(join(dir, "client-"));
         const seed = generateEd25519Seed();
@@ -226,6 +309,11 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
           "--server-provisioner", "--validity", "24h",
         ]);
         return { jwtFile, seedFile, jwt: (await readFile(jwtFile, "utf8")).trim(), seedHex };
+      },
+      async foreignProvisioningJwt() {
+        const foreignDir = await mkdtemp(join(dir, "foreign-signer-"));
+        const foreign = await makeSigner(foreignDir, "foreign");
+        return makeProvisioningJwt(join(foreignDir, "provisioning.jwt"), foreign.seedFile);
       },
       async startAll() {
         await Promise.all([...nodes.values()].filter((node) => !node.running).map((node) => node.start()));
@@ -245,40 +333,102 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
   }
 }
 
-/** A throwaway CA (openssl, P-256) in `dir`. */
-export async function makeCertificateAuthority(dir: string): Promise<CertificateAuthority> {
+/** A fresh ed25519 key pair as go-choria's files: the hex seed (mode 600) and the hex public key. */
+async function makeSigner(dir: string, name: string): Promise<SignerFiles> {
   await mkdir(dir, { recursive: true });
-  const certFile = join(dir, "ca.pem");
-  const keyFile = join(dir, "ca.key");
-  await run("openssl", [
-    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-    "-keyout", keyFile, "-out", certFile, "-days", "2", "-subj", "/CN=real-fleet test CA",
-  ]);
-  return { certFile, keyFile, certPem: await readFile(certFile, "utf8") };
+  const seed = generateEd25519Seed();
+  const key = ed25519SigningKey(seed);
+  const publicKeyHex = key.alg === "EdDSA" ? key.publicKeyHex : "";
+  const files = { seedFile: join(dir, `${name}.seed`), publicKeyFile: join(dir, `${name}.public`), publicKeyHex };
+  await writeFile(files.seedFile, encodeHex(seed), { mode: 0o600 });
+  // No newline: the broker reads the file's bytes as the hex key (signer_cert).
+  await writeFile(files.publicKeyFile, publicKeyHex);
+  return files;
 }
 
-/** A key and a certificate for 127.0.0.1 / localhost signed by the CA. */
-async function issueServerCertificate(ca: CertificateAuthority, dir: string): Promise<{ certFile: string; keyFile: string }> {
-  await mkdir(dir, { recursive: true });
-  const keyFile = join(dir, "server.key");
-  const csrFile = join(dir, "server.csr");
-  const certFile = join(dir, "server.pem");
-  const extFile = join(dir, "server.ext");
-  await writeFile(extFile, "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n");
-  await run("openssl", [
-    "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-    "-keyout", keyFile, "-out", csrFile, "-subj", "/CN=localhost",
-  ]);
-  await run("openssl", [
-    "x509", "-req", "-in", csrFile, "-CA", ca.certFile, "-CAkey", ca.keyFile, "-CAcreateserial",
-    "-out", certFile, "-days", "2", "-extfile", extFile,
-  ]);
-  return { certFile, keyFile };
+interface AdminClientInput {
+  build: ChoriaBuild;
+  ca: CertificateAuthority;
+  dir: string;
+  broker: TlsBroker;
+  siteSigner: SignerFiles;
+  protocolV2: boolean;
+  name?: string;
+  agents?: string[];
+}
+
+async function makeAdminClient(input: AdminClientInput): Promise<AdminClient> {
+  const name = input.name ?? ADMIN_NAME;
+  const clientDir = await mkdtemp(join(input.dir, `admin-${name}-`));
+  const configFile = join(clientDir, "client.conf");
+  const lines = [
+    "loglevel = warn",
+    "collectives = mcollective",
+    "main_collective = mcollective",
+    "plugin.choria.use_srv = false",
+    `plugin.choria.middleware_hosts = ${input.broker.hostPort}`,
+  ];
+  let callerId: string;
+  // A client's identity is its user name (USER), as on an administrator's workstation; a v1
+  // client's certificate name is given as MCOLLECTIVE_CERTNAME (as root it would be the host name).
+  const env: Record<string, string> = { USER: name };
+  if (input.protocolV2) {
+    callerId = name;
+    const seed = generateEd25519Seed();
+    const key = ed25519SigningKey(seed);
+    const seedFile = join(clientDir, "client.seed");
+    const tokenFile = join(clientDir, "client.jwt");
+    await writeFile(seedFile, encodeHex(seed), { mode: 0o600 });
+    await run(input.build.binary, [
+      "jwt", "client", tokenFile, callerId, input.siteSigner.seedFile,
+      "--public-key", key.alg === "EdDSA" ? key.publicKeyHex : "",
+      // The site's policy travels in the token: nodes with rpcauthprovider=aaasvc allow these agents.
+      ...(input.agents ?? ["rpcutil.*"]).flatMap((agent) => ["--agents", agent]),
+      "--validity", "24h",
+    ]);
+    lines.push(
+      "plugin.security.provider = choria",
+      `plugin.security.choria.token_file = ${tokenFile}`,
+      `plugin.security.choria.seed_file = ${seedFile}`,
+      `plugin.security.choria.ca = ${input.ca.certFile}`,
+    );
+  } else {
+    const certname = `${name}.mcollective`;
+    callerId = `choria=${certname}`;
+    env.MCOLLECTIVE_CERTNAME = certname;
+    const certificate = await issueCertificate(input.ca, join(clientDir, "tls"), certname, { rsa: true });
+    lines.push(
+      "plugin.security.provider = file",
+      `plugin.security.file.certificate = ${certificate.certFile}`,
+      `plugin.security.file.key = ${certificate.keyFile}`,
+      `plugin.security.file.ca = ${input.ca.certFile}`,
+    );
+  }
+  await writeFile(configFile, `${lines.join("\n")}\n`);
+  return {
+    callerId,
+    configFile,
+    choria: (args, timeoutMs = 60_000) =>
+      new Promise((resolve) => {
+        // stdin is closed: `choria req` reads node names from a piped stdin instead of discovering.
+        const child = spawn(input.build.binary, [...args, "--config", configFile], {
+          env: { ...process.env, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+          timeout: timeoutMs,
+        });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        child.once("error", (error) => resolve({ code: -1, stdout, stderr: `${stderr}${String(error)}` }));
+        child.once("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
+      }),
+  };
 }
 
 /** nats-server that requires TLS from every client (no client certificates asked for). */
 export async function startTlsBroker(ca: CertificateAuthority, dir: string): Promise<TlsBroker> {
-  const { certFile, keyFile } = await issueServerCertificate(ca, dir);
+  const { certFile, keyFile } = await issueCertificate(ca, dir);
   const nats = await startNats({ args: ["--tls", "--tlscert", certFile, "--tlskey", keyFile] });
   return { nats, url: nats.url, hostPort: `127.0.0.1:${nats.port}` };
 }
@@ -288,6 +438,8 @@ interface NodeInput {
   root: string;
   build: ChoriaBuild;
   provisioningJwt: string;
+  /** Action policy files (agent name -> text) the node finds in `<configDir>/policies` at start. */
+  policies: Record<string, string>;
 }
 
 async function createNode(input: NodeInput): Promise<RealNode> {
@@ -324,7 +476,8 @@ async function createNode(input: NodeInput): Promise<RealNode> {
     },
     async start() {
       if (running()) return;
-      await mkdir(configDir, { recursive: true });
+      await mkdir(join(configDir, "policies"), { recursive: true });
+      for (const [agent, policy] of Object.entries(input.policies)) await writeFile(join(configDir, "policies", `${agent}.policy`), policy);
       const log = await open(logFile, "a");
       try {
         // The server runs under a small sh that has its own hostname and its own view of the baked
@@ -381,6 +534,48 @@ const NODE_WRAPPER = [
 
 function dirnameOf(path: string): string {
   return path.slice(0, path.lastIndexOf("/")) || "/";
+}
+
+export interface TreeMemory {
+  /** Resident set sizes summed: the binary's shared pages are counted once per process. */
+  rssBytes: number;
+  /** Proportional set sizes summed: shared pages split between the processes sharing them. */
+  pssBytes: number;
+}
+
+/** Memory of process `pid` and all its descendants, from /proc. */
+export async function treeMemory(pid: number | undefined): Promise<TreeMemory> {
+  if (pid === undefined) return { rssBytes: 0, pssBytes: 0 };
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, "utf8").catch(() => "");
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(rollup)?.[1] ?? 0) * 1024;
+  const total = { rssBytes: kib("Rss"), pssBytes: kib("Pss") };
+  const children = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
+  for (const child of children.split(" ").filter(Boolean)) {
+    const memory = await treeMemory(Number(child));
+    total.rssBytes += memory.rssBytes;
+    total.pssBytes += memory.pssBytes;
+  }
+  return total;
+}
+
+export interface FleetMemory {
+  /** Every node: its server and its wrapper shell. */
+  nodes: TreeMemory;
+  perNode: TreeMemory;
+  brokers: TreeMemory;
+}
+
+/** What the fleet's processes hold in memory now. */
+export async function fleetMemory(fleet: RealFleet): Promise<FleetMemory> {
+  const sum = (parts: TreeMemory[]) => parts.reduce((total, part) => ({ rssBytes: total.rssBytes + part.rssBytes, pssBytes: total.pssBytes + part.pssBytes }), { rssBytes: 0, pssBytes: 0 });
+  const nodes = [...fleet.nodes.values()];
+  const nodesMemory = sum(await Promise.all(nodes.map((node) => treeMemory(node.pid))));
+  const count = Math.max(nodes.length, 1);
+  return {
+    nodes: nodesMemory,
+    perNode: { rssBytes: Math.round(nodesMemory.rssBytes / count), pssBytes: Math.round(nodesMemory.pssBytes / count) },
+    brokers: sum([await treeMemory(fleet.provisioningBroker.nats.pid), await treeMemory(fleet.targetBroker.nats.pid)]),
+  };
 }
 
 /** go-choria's `key = value` configuration format (comments with # or ;). */

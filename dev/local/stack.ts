@@ -174,6 +174,11 @@ export interface LocalStackOptions {
    * connect with `choria_insecure: false` and `tls.ca`. Pair it with `nodes: 0` when real nodes are the fleet.
    */
   natsCaFile?: string;
+  /**
+   * Create the lifecycle stream on the broker (default true). A Choria broker's provisioning
+   * account has no JetStream, so the real fleet turns it off and the bridge reads core NATS.
+   */
+  lifecycleStream?: boolean;
   /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
   sqs?: RunningSqs;
   /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
@@ -336,7 +341,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
     for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
-    await createLifecycleStream(nats.url, options.natsCaFile === undefined ? undefined : { ca: await readFile(options.natsCaFile, "utf8") });
+    if (options.lifecycleStream ?? true) await createLifecycleStream(nats.url, options.natsCaFile === undefined ? undefined : { ca: await readFile(options.natsCaFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
     const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());

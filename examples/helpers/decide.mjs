@@ -7,8 +7,15 @@
 //   PROVISION_HELPER_DEFER=true        -> every node is deferred
 //   PROVISION_HELPER_BROKERS           -> plugin.choria.middleware_hosts (default below)
 //   PROVISION_HELPER_UPGRADE           -> returned as `upgrade` (target version)
+//   PROVISION_HELPER_TRUSTED_SIGNERS   -> comma list of hex ed25519 keys that sign the site's client
+//                                         JWTs (plugin.security.choria.trusted_signers); requests are
+//                                         then authorized by the agent list in the caller's JWT
+//   PROVISION_HELPER_CA                -> path, on the node, of the CA bundle that signed the brokers'
+//                                         certificates (plugin.security.choria.ca)
 // A node that sent an ed25519 public key gets the `choria` security provider with its token and
 // seed files in the directory it reported; other nodes get a plain mcollective configuration.
+// A real go-choria server with the `choria` provider refuses to start without trusted signers, and
+// without a CA it connects to any broker without checking its certificate: set both for real nodes.
 
 export const DEFAULT_BROKERS = "nats://broker.example.net:4222";
 
@@ -43,6 +50,12 @@ export function decide(request, env) {
     configuration["plugin.security.provider"] = "choria";
     configuration["plugin.security.choria.token_file"] = `${ed25519.directory}/server.jwt`;
     configuration["plugin.security.choria.seed_file"] = `${ed25519.directory}/server.seed`;
+    if (env.PROVISION_HELPER_TRUSTED_SIGNERS) {
+      configuration["plugin.security.choria.trusted_signers"] = env.PROVISION_HELPER_TRUSTED_SIGNERS;
+      // The site's policy travels in its client JWTs (`choria jwt client --agents rpcutil.*`).
+      configuration.rpcauthprovider = "aaasvc";
+    }
+    if (env.PROVISION_HELPER_CA) configuration["plugin.security.choria.ca"] = env.PROVISION_HELPER_CA;
   }
 
   const result = { ...reply, msg: `configured ${identity}`, configuration };

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The real-fleet provisioning helper (bash + jq + openssl). It sends every node to the target
-# broker with a configuration a real go-choria server can run with:
+# broker with a configuration a real go-choria server can run with, and that the site's admin
+# client can use:
 #   - a CSR (feature pki) is signed by the test CA; the node gets the file security provider
-#     with its certificate, key and the CA in the ssldir it reported;
+#     with its certificate, key and the CA in the ssldir it reported (it verifies the broker and
+#     joins it with mTLS). Its action policies are files next to its configuration
+#     (policies/<agent>.policy), which provisioning cannot write: the site ships them with the
+#     package or config management (the real-fleet harness puts them there before a node starts);
 #   - an ed25519 public key (feature ed25519) gets the choria security provider with the
-#     server.jwt / server.seed the provisioner writes, trusting the server JWT signer.
+#     server.jwt / server.seed the provisioner writes, trusting the site signer (which signs
+#     server and client JWTs), verifying the broker against the CA, and authorizing each request
+#     by the agent list in the caller's JWT (rpcauthprovider aaasvc).
 # Environment:
 #   REALFLEET_TARGET_BROKER   host:port of the target broker (plugin.choria.middleware_hosts)
-#   REALFLEET_TRUSTED_SIGNERS hex ed25519 public key(s) of the server JWT signer
-#   REALFLEET_CA_CERT / REALFLEET_CA_KEY  the CA that signs CSRs
+#   REALFLEET_TRUSTED_SIGNERS hex ed25519 public key(s) of the site signer
+#   REALFLEET_CA_CERT / REALFLEET_CA_KEY  the CA that signs CSRs and the brokers' certificates
+#                             (REALFLEET_CA_CERT is also a path every node can read)
 #   REALFLEET_SERVER_CLAIMS   optional JSON returned as server_claims (org, collectives, exp)
 set -euo pipefail
 
@@ -28,6 +35,7 @@ exec jq -c \
   --arg broker "$REALFLEET_TARGET_BROKER" \
   --arg signers "${REALFLEET_TRUSTED_SIGNERS:-}" \
   --arg certificate "$certificate" \
+  --arg ca_file "$REALFLEET_CA_CERT" \
   --argjson claims "${REALFLEET_SERVER_CLAIMS:-null}" \
   --rawfile ca "$REALFLEET_CA_CERT" '
   .identity as $id
@@ -40,7 +48,9 @@ exec jq -c \
          {"plugin.security.provider": "choria",
           "plugin.security.choria.token_file": "\($secure)/server.jwt",
           "plugin.security.choria.seed_file": "\($secure)/server.seed",
-          "plugin.security.choria.trusted_signers": $signers}
+          "plugin.security.choria.trusted_signers": $signers,
+          "plugin.security.choria.ca": $ca_file,
+          rpcauthprovider: "aaasvc"}
        elif $ssldir != "" then
          {"plugin.security.provider": "file",
           "plugin.security.file.certificate": "\($ssldir)/certificate.pem",

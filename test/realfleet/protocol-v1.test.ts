@@ -1,8 +1,10 @@
 /**
  * A protocol v1 fleet (provisioning JWT made with `jwt prov`, insecure provisioning) of real
- * go-choria servers, provisioned with the jwt and pki features over TLS: each node's CSR is signed
- * by the helper's CA and the node joins the target broker with the file security provider, which
- * verifies the broker's certificate against that CA.
+ * go-choria servers, provisioned with the jwt and pki features through go-choria's broker: each
+ * node's CSR is signed by the helper's CA and the node joins the target broker with the file
+ * security provider, which verifies the broker's certificate against that CA and presents the
+ * node's certificate (mTLS). The site's admin client (a certificate from the same CA) then pings
+ * every node and runs `rpcutil inventory` on it.
  */
 import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
@@ -10,6 +12,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
+import { adminReachesEveryNode } from "./admin";
 
 const run = promisify(execFile);
 // The last node's provisioning.jwt ends in a newline, as a file written by config management does;
@@ -77,6 +80,10 @@ describe("real fleet, protocol v1 with jwt + pki", () => {
     }
     const arrivals = provisioned.targetEvents.of("startup");
     expect(arrivals.map((event) => [event.identity, event.component]).sort()).toEqual(IDENTITIES.map((identity) => [identity, "server"]).sort());
+  });
+
+  it("lets the site's admin client ping every node and run rpcutil inventory on it", async () => {
+    await adminReachesEveryNode(provisioned, IDENTITIES);
   });
 
   it("reset deletes what a node wrote, so it starts in provisioning mode again", async () => {

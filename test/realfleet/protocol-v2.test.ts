@@ -1,14 +1,17 @@
 /**
  * A protocol v2 fleet (provisioning JWT made with `jwt prov --protocol-v2`) of real go-choria
- * servers, provisioned with the jwt and ed25519 features over TLS: every node gets a server JWT
- * signed by our key, restarts out of provisioning mode and joins the target broker. A node started
- * after the first discovery arrives through its startup event.
+ * servers, provisioned with the jwt and ed25519 features through go-choria's broker: every node
+ * gets a server JWT signed by the site signer, restarts out of provisioning mode and joins the
+ * target broker with it, where the site's admin client (a client JWT allowed `rpcutil.*`) pings it
+ * and runs `rpcutil inventory` on it. A node started after the first discovery arrives through its
+ * startup event, which the bridge reads from core NATS: the provisioning account has no JetStream.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { METRIC } from "../../lib/ports";
+import { EXTRA_METRIC, METRIC } from "../../lib/ports";
 import { provisionedFleet, provisioningActions, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
+import { adminReachesEveryNode } from "./admin";
 
 const IDENTITIES = ["n1.v2.real.example.net", "n2.v2.real.example.net", "n3.v2.real.example.net"];
 const LATE = "late1.v2.real.example.net";
@@ -51,6 +54,8 @@ describe("real fleet, protocol v2 with jwt + ed25519", () => {
         "plugin.security.choria.token_file": join(node.configDir, "server.jwt"),
         "plugin.security.choria.seed_file": join(node.configDir, "server.seed"),
         "plugin.security.choria.trusted_signers": provisioned.serverJwtSigner,
+        "plugin.security.choria.ca": provisioned.fleet.ca.certFile,
+        rpcauthprovider: "aaasvc",
       });
     }
   });
@@ -78,9 +83,26 @@ describe("real fleet, protocol v2 with jwt + ed25519", () => {
     expect(new Set(target.map((event) => event.identity))).toEqual(new Set([...IDENTITIES, LATE]));
   });
 
-  it("reaches the late node through its startup event, not discovery", () => {
+  it("reaches the late node through its startup event, which the bridge read from core NATS", () => {
     const metrics = provisioned.stack.deployments[0]!.metrics;
     expect(metrics.total(METRIC.eventDiscovered)).toBeGreaterThanOrEqual(1);
     expect(provisioned.provisioningEvents.identities("startup", "provision_mode_server").has(LATE)).toBe(true);
+    // Each bridge run says so as it starts listening (a run's "finished" line may still be to come).
+    expect(provisioned.logs.of("no JetStream stream holds lifecycle events, listening on core NATS").length).toBeGreaterThan(0);
+    const finished = provisioned.logs.of("lifecycle bridge run finished").map((record) => record.attributes?.mode);
+    expect(finished.filter((mode) => mode !== "core")).toEqual([]);
+    // Every startup event the late node published while the bridge listened reached the lifecycle function.
+    const lateEvents = provisioned.provisioningEvents.of("startup", "provision_mode_server").filter((event) => event.identity === LATE).length;
+    expect(lateEvents).toBeGreaterThanOrEqual(1);
+    expect(metrics.total(EXTRA_METRIC.lifecycleEventsReceived)).toBeGreaterThanOrEqual(lateEvents);
+  });
+
+  it("publishes the provisioner's own startup event inside the provisioning account", () => {
+    const own = provisioned.provisioningEvents.of("startup", "provisioner");
+    expect(own.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it("lets the site's admin client ping every node and run rpcutil inventory on it", async () => {
+    await adminReachesEveryNode(provisioned, [...IDENTITIES, LATE]);
   });
 });

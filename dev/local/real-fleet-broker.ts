@@ -1,0 +1,211 @@
+/**
+ * go-choria's own broker (`choria broker run`, the pinned build of scripts/peers/build-choria.sh)
+ * for the real fleet, configured as a production site runs it:
+ *
+ * - TLS on the client port with the fleet's test CA (file security provider). A client that shows a
+ *   certificate the CA signed is verified (mTLS); one that shows none is "unverified" and must
+ *   authenticate with a JWT, or it is refused.
+ * - `provisioning`: the provisioning account is on (`plugin.choria.network.provisioning.client_password`)
+ *   and the key that signs provisioning JWTs is trusted (`...provisioning.signer_cert`). Unverified
+ *   connections with a provisioning JWT land in that account with the node permissions the broker
+ *   sets; user `provisioner` with the password and a verified certificate lands there unrestricted.
+ * - `jwtSigners`: ed25519 keys trusted to sign server and client JWTs (`server_signer_cert`,
+ *   `client_signer_cert`), so protocol v2 nodes and clients connect without certificates.
+ *
+ * Every connection the broker refuses is logged with its reason (the authentication component's
+ * `Denying connection` / `Handling provisioning user connection failed` lines), in `logFile`.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdir, open, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import type { ChoriaBuild, TlsBroker } from "./real-fleet";
+import { freePort, type RunningNats } from "./services";
+
+const run = promisify(execFile);
+
+export interface CertificateAuthority {
+  certFile: string;
+  keyFile: string;
+  certPem: string;
+}
+
+/** A throwaway CA (openssl, P-256) in `dir`. */
+export async function makeCertificateAuthority(dir: string): Promise<CertificateAuthority> {
+  await mkdir(dir, { recursive: true });
+  const certFile = join(dir, "ca.pem");
+  const keyFile = join(dir, "ca.key");
+  await run("openssl", [
+    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    "-keyout", keyFile, "-out", certFile, "-days", "2", "-subj", "/CN=real-fleet test CA",
+  ]);
+  return { certFile, keyFile, certPem: await readFile(certFile, "utf8") };
+}
+
+export interface IssuedCertificate {
+  certFile: string;
+  keyFile: string;
+}
+
+/**
+ * A key and a certificate signed by `ca`, for both TLS roles. `commonName` is what go-choria reads
+ * as the holder's name (a v1 client's caller id, a v1 node's identity); the brokers' certificates
+ * name 127.0.0.1 and localhost, where they listen. The key is P-256, or RSA 2048 for a protocol v1
+ * client: go-choria's file security provider signs v1 requests with RSA keys only.
+ */
+export async function issueCertificate(
+  ca: CertificateAuthority,
+  dir: string,
+  commonName = "localhost",
+  options: { rsa?: boolean } = {},
+): Promise<IssuedCertificate> {
+  await mkdir(dir, { recursive: true });
+  const keyFile = join(dir, "key.pem");
+  const csrFile = join(dir, "request.csr");
+  const certFile = join(dir, "certificate.pem");
+  const extFile = join(dir, "extensions.ext");
+  await writeFile(extFile, `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:${commonName}\nextendedKeyUsage=serverAuth,clientAuth\n`);
+  const keyArgs = options.rsa ? ["-newkey", "rsa:2048"] : ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+  await run("openssl", ["req", ...keyArgs, "-nodes", "-keyout", keyFile, "-out", csrFile, "-subj", `/CN=${commonName}`]);
+  await run("openssl", [
+    "x509", "-req", "-in", csrFile, "-CA", ca.certFile, "-CAkey", ca.keyFile, "-CAcreateserial",
+    "-CAserial", join(dir, "ca.srl"), "-out", certFile, "-days", "2", "-extfile", extFile,
+  ]);
+  return { certFile, keyFile };
+}
+
+export interface ChoriaBrokerOptions {
+  build: ChoriaBuild;
+  ca: CertificateAuthority;
+  /** Where the broker's configuration, certificate and log go. */
+  dir: string;
+  /** Its identity is `<name>.broker.realfleet.example.net`. */
+  name: string;
+  provisioning?: { password: string; signerFile: string };
+  /** Hex ed25519 public keys trusted to sign server and client JWTs. */
+  jwtSigners?: string[];
+}
+
+export interface ChoriaBroker extends TlsBroker {
+  readonly configFile: string;
+  readonly logFile: string;
+  /** Everything the broker logged so far. */
+  log(): Promise<string>;
+}
+
+/** How long a broker may take to listen; it is one Go process reading a small file. */
+const READY_TIMEOUT_MS = 30_000;
+/** go-choria gives its components 10 s to stop. */
+const STOP_KILL_AFTER_MS = 12_000;
+
+export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<ChoriaBroker> {
+  const { build, ca, dir, name } = options;
+  await mkdir(dir, { recursive: true });
+  const identity = `${name}.broker.realfleet.example.net`;
+  const certificate = await issueCertificate(ca, join(dir, "tls"));
+  const port = await freePort();
+  const configFile = join(dir, "broker.conf");
+  const logFile = join(dir, "broker.log");
+  const lines = [
+    `identity = ${identity}`,
+    "loglevel = info",
+    `logfile = ${logFile}`,
+    "plugin.choria.use_srv = false",
+    "plugin.choria.broker_network = true",
+    "plugin.choria.network.listen_address = 127.0.0.1",
+    `plugin.choria.network.client_port = ${port}`,
+    // No cluster, leafnode, gateway, websocket or monitoring listeners: one broker per network.
+    "plugin.choria.network.peer_port = 0",
+    "plugin.choria.stats_port = 0",
+    "plugin.security.provider = file",
+    `plugin.security.file.certificate = ${certificate.certFile}`,
+    `plugin.security.file.key = ${certificate.keyFile}`,
+    `plugin.security.file.ca = ${ca.certFile}`,
+  ];
+  if (options.provisioning) {
+    lines.push(
+      `plugin.choria.network.provisioning.client_password = ${options.provisioning.password}`,
+      `plugin.choria.network.provisioning.signer_cert = ${options.provisioning.signerFile}`,
+    );
+  }
+  if (options.jwtSigners && options.jwtSigners.length > 0) {
+    lines.push(
+      `plugin.choria.network.server_signer_cert = ${options.jwtSigners.join(",")}`,
+      `plugin.choria.network.client_signer_cert = ${options.jwtSigners.join(",")}`,
+    );
+  }
+  // The password is a credential: the file is the broker's alone.
+  await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+
+  let child: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
+  const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
+
+  const launch = async () => {
+    const before = await readyCount(logFile);
+    const out = await open(join(dir, "broker.out"), "a");
+    try {
+      // SIGTERM when this process dies, so no broker outlives a crashed run.
+      child = spawn("setpriv", ["--pdeathsig", "TERM", "--", build.binary, "broker", "run", "--config", configFile], {
+        stdio: ["ignore", out.fd, out.fd],
+      });
+    } finally {
+      await out.close();
+    }
+    const current = child;
+    exited = new Promise((resolve) => current.once("exit", () => resolve()));
+    await waitForReady(logFile, before, () => running(), identity, dir);
+  };
+  const stopChild = async () => {
+    if (!running() || !child) return;
+    const current = child;
+    const kill = setTimeout(() => current.kill("SIGKILL"), STOP_KILL_AFTER_MS);
+    current.kill("SIGTERM");
+    await exited;
+    clearTimeout(kill);
+  };
+
+  await launch();
+  const url = `nats://127.0.0.1:${port}`;
+  const nats: RunningNats = {
+    url,
+    port,
+    get pid() {
+      return child?.pid;
+    },
+    restart: async () => {
+      await stopChild();
+      await launch();
+    },
+    stop: stopChild,
+  };
+  return {
+    nats,
+    url,
+    hostPort: `127.0.0.1:${port}`,
+    configFile,
+    logFile,
+    log: () => readFile(logFile, "utf8").catch(() => ""),
+  };
+}
+
+/** How many times the broker's NATS server said it is ready (one line per start; restarts append). */
+async function readyCount(logFile: string): Promise<number> {
+  const log = await readFile(logFile, "utf8").catch(() => "");
+  return log.split('"msg":"Server is ready"').length - 1;
+}
+
+/** Waits until the broker's NATS server logged one more "Server is ready" than `before`, or names why not. */
+async function waitForReady(logFile: string, before: number, alive: () => boolean, identity: string, dir: string): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    if ((await readyCount(logFile)) > before) return;
+    if (!alive()) {
+      const output = await readFile(join(dir, "broker.out"), "utf8").catch(() => "");
+      const log = await readFile(logFile, "utf8").catch(() => "");
+      throw new Error(`choria broker ${identity} exited before it was ready: ${(output + log).slice(-1500)}`);
+    }
+    if (Date.now() > deadline) throw new Error(`choria broker ${identity} was not ready within ${READY_TIMEOUT_MS} ms (see ${dir})`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
