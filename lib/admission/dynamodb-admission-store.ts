@@ -56,8 +56,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         TableName: this.options.tableName,
         Key: this.key(entry),
         UpdateExpression:
-          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #expiresAt = :expiresAt, #ttl = :ttl" +
-          " REMOVE #claimToken, #claimedUntil, #heldUntil",
+          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #admissionId = :admissionId," +
+          " #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil, #heldUntil, #endedClaimToken",
         ConditionExpression:
           "attribute_not_exists(#identity) OR (#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
           " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
@@ -74,9 +74,12 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
           "#heldUntil": "heldUntil",
+          "#admissionId": "admissionId",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":term": n(entry.term),
+          ":admissionId": s(entry.admissionId),
           ":admittedAt": n(entry.admittedAt),
           ":source": s(entry.source),
           ":state": s(entry.state),
@@ -134,7 +137,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         TableName: this.options.tableName,
         Key: this.key(request),
         UpdateExpression:
-          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl" +
+          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token" +
           " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures",
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
@@ -148,6 +151,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#lastErrorAt": "lastErrorAt",
           "#failedStep": "failedStep",
           "#failures": "failures",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":provisioned": s("provisioned"),
@@ -182,7 +186,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         Key: this.key(request),
         UpdateExpression:
           "SET #state = :state, #failedStep = :failedStep, #failures = :failures, #lastError = :lastError, #lastErrorAt = :lastErrorAt," +
-          ` #expiresAt = :expiresAt, #ttl = :ttl${hold} REMOVE #claimToken, #claimedUntil` +
+          ` #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token${hold} REMOVE #claimToken, #claimedUntil` +
           (request.heldUntil === undefined ? ", #heldUntil" : ""),
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
@@ -196,6 +200,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
           "#heldUntil": "heldUntil",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":state": s(request.state),
@@ -218,7 +223,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       new UpdateItemCommand({
         TableName: this.options.tableName,
         Key: this.key(request),
-        UpdateExpression: "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt REMOVE #claimToken, #claimedUntil",
+        UpdateExpression:
+          "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt, #endedClaimToken = :token REMOVE #claimToken, #claimedUntil",
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
           "#state": "state",
@@ -226,6 +232,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#lastErrorAt": "lastErrorAt",
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":queued": s("queued"),
@@ -329,7 +336,9 @@ function decodeEntry(item: Record<string, AttributeValue> | undefined): Admissio
     state: (item.state?.S ?? "queued") as AdmissionState,
     expiresAt: Number(item.expiresAt?.N ?? 0),
   };
+  if (item.admissionId?.S !== undefined) entry.admissionId = item.admissionId.S;
   if (item.claimToken?.S !== undefined) entry.claimToken = item.claimToken.S;
+  if (item.endedClaimToken?.S !== undefined) entry.endedClaimToken = item.endedClaimToken.S;
   const claimedUntil = optionalNumber(item.claimedUntil);
   if (claimedUntil !== undefined) entry.claimedUntil = claimedUntil;
   const heldUntil = optionalNumber(item.heldUntil);

@@ -61,7 +61,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
-    Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt });
+    Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
     return { applied: true };
   }
 
@@ -79,7 +79,11 @@ export class MemoryAdmissionStore implements AdmissionStore {
     delete current.claimedUntil;
     delete current.heldUntil;
     const { state, failedStep, failures, lastError, lastErrorAt, heldUntil, expiresAt } = request;
-    Object.assign(current, { state, failedStep, failures, lastError, lastErrorAt, expiresAt }, heldUntil === undefined ? {} : { heldUntil });
+    Object.assign(
+      current,
+      { state, failedStep, failures, lastError, lastErrorAt, expiresAt, endedClaimToken: request.claimToken },
+      heldUntil === undefined ? {} : { heldUntil },
+    );
     return { applied: true };
   }
 
@@ -88,7 +92,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     delete current.claimToken;
     delete current.claimedUntil;
-    Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt });
+    Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt, endedClaimToken: request.claimToken });
     return { applied: true };
   }
 
