@@ -10,7 +10,7 @@ import { SQSClient, type SQSClientConfig } from "@aws-sdk/client-sqs";
 const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
 /** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
 const LEASE_REQUEST_TIMEOUT_MS = 1_500;
-const STORE_REQUEST_TIMEOUT_MS = 5_000;
+export const STORE_REQUEST_TIMEOUT_MS = 5_000;
 const DEFAULT_REGION = "us-east-1";
 
 /** Region and, for a local emulator, its endpoint and static credentials; nothing set means the SDK's defaults. */
