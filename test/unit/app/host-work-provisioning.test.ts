@@ -12,7 +12,7 @@ const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 
 function processor(w: World, engine: FakeEngine, workers = 4): HostWorkProcessor {
   return new HostWorkProcessor({
-    settings: { workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+    settings: { deploymentId: w.deploymentId, workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
     gate: w.gate,
     registry: w.registry,
     engine,
@@ -87,6 +87,42 @@ describe("host work: provisioning one queued host", () => {
     expect(result.failedMessageIds).toEqual([]);
     expect(engine.provisioned).toEqual([]);
     expect(standby.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
+  });
+
+  it.each([
+    ["without a lease item", () => undefined],
+    ["whose lease item names this deployment as holder", (w: World) => ({ site: SITE, holder: w.deploymentId, term: 1, expiresAt: w.clock.now() + 30_000 })],
+  ])("a leader told it is a standby %s gives every message back, delayed, and drops none", async (_, leaseItem) => {
+    // Arrange: the gate's answer after a lease round that completed late, in the next invocation.
+    const w = world({ deploymentId: "west" });
+    const messages = await admitted(w, "a.example.net", "b.example.net");
+    const engine = new FakeEngine();
+    const lateRound = { standing: async () => ({ kind: "standby" as const, current: leaseItem(w) }) };
+
+    // Act
+    const result = await processor({ ...w, gate: lateRound as unknown as World["gate"] }, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds.sort()).toEqual(messages.map((message) => message.id).sort());
+    expect(w.queues.hostWork.delays.map((delay) => delay.receiptHandle).sort()).toEqual(messages.map((message) => message.receiptHandle).sort());
+    expect(engine.provisioned).toEqual([]);
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("queued");
+  });
+
+  it("a deployment that released the lease is a standby and drops the work", async () => {
+    // Arrange
+    const w = world({ deploymentId: "west" });
+    const messages = await admitted(w, "a.example.net");
+    const engine = new FakeEngine();
+    const released = { standing: async () => ({ kind: "standby" as const, current: { site: SITE, holder: w.deploymentId, term: 1, expiresAt: w.clock.now() + 30_000, released: true } }) };
+
+    // Act
+    const result = await processor({ ...w, gate: released as unknown as World["gate"] }, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
   });
 
   it("drops work admitted under an older term", async () => {
@@ -258,7 +294,7 @@ describe("host work: provisioning one queued host", () => {
     let remaining: number | undefined;
     const engine = new FakeEngine();
     const useCase = new HostWorkProcessor({
-      settings: { workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+      settings: { deploymentId: w.deploymentId, workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
       gate: w.gate,
       registry: w.registry,
       engine: {
