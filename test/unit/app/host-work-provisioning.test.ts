@@ -3,7 +3,8 @@ import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/ports";
 import type { ProvisionOutcome } from "../../../lib/engine";
-import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, type ProvisionerError } from "../../../lib/errors";
+import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
+import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds } from "../../support/fakes";
 import { context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
@@ -154,6 +155,28 @@ describe("host work: provisioning one queued host", () => {
     expect(result.failedMessageIds).toEqual([message.id]);
     expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message.receiptHandle, seconds: 30 }]);
     expect(engine.provisioned).toEqual([]);
+  });
+
+  it("gives work back after a transport failure, however often, without counting it toward parking", async () => {
+    // Arrange: the engine's outcome when no configure request verifiably reached the broker.
+    const w = world();
+    const [message] = await admitted(w, "a.example.net");
+    const engine = new FakeEngine();
+    const notSent = new RpcRetriesExhaustedError("a.example.net", "choria_provision#configure", 3, new RpcTransportError("a.example.net", "choria_provision#configure", "not sent"));
+    engine.outcome = (work) => ({ kind: "failed", identity: work.identity, step: "configure", error: notSent, retryable: true });
+
+    // Act: more deliveries than the failure limit.
+    const results = [];
+    for (let delivery = 1; delivery <= 4; delivery++) results.push(await processor(w, engine).handle([{ ...message!, receiveCount: delivery }], context()));
+
+    // Assert
+    expect(results.map((result) => result.failedMessageIds)).toEqual(Array.from({ length: 4 }, () => [message!.id]));
+    expect(w.queues.hostWork.delays).toHaveLength(4);
+    expect(w.queues.hostWorkDlq.sent).toEqual([]);
+    const entry = await stateOf(w, "a.example.net");
+    expect(entry).toMatchObject({ state: "queued", lastError: notSent.message });
+    expect(entry?.failures).toBeUndefined();
+    expect(w.metrics.total(EXTRA_METRIC.hostsParked)).toBe(0);
   });
 
   it("sends poison to the host-work DLQ with its reason and acknowledges it", async () => {
