@@ -59,10 +59,11 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #admissionId = :admissionId," +
           " #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil, #heldUntil, #endedClaimToken",
         ConditionExpression:
-          "attribute_not_exists(#identity) OR (#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
+          "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId)" +
+          " AND ((#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
           " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
           " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
-          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))",
+          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))))",
         ExpressionAttributeNames: {
           "#identity": "identity",
           "#term": "term",
@@ -104,7 +105,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "SET #state = :provisioning, #claimToken = :token, #claimedUntil = :claimedUntil, #expiresAt = :expiresAt, #ttl = :ttl",
         ConditionExpression:
           "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned" +
-          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)",
+          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
+          " AND (attribute_not_exists(#endedClaimToken) OR #endedClaimToken <> :token)",
         ExpressionAttributeNames: {
           "#state": "state",
           "#claimToken": "claimToken",
@@ -113,6 +115,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#ttl": ADMISSION_TTL_ATTRIBUTE,
           "#term": "term",
           "#admittedAt": "admittedAt",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":provisioning": s("provisioning"),

@@ -25,14 +25,15 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(entry);
     const admissible =
       current === undefined ||
-      (current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
-      (current.state !== "parked" &&
-        (current.state === "failed" ||
-          current.term < entry.term ||
-          (current.term === entry.term &&
-            current.admittedAt <= blockIfAdmittedAfter &&
-            (current.claimedUntil === undefined || current.claimedUntil <= now) &&
-            (current.heldUntil === undefined || current.heldUntil <= now))));
+      (current.admissionId !== entry.admissionId &&
+        ((current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
+          (current.state !== "parked" &&
+            (current.state === "failed" ||
+              current.term < entry.term ||
+              (current.term === entry.term &&
+                current.admittedAt <= blockIfAdmittedAfter &&
+                (current.claimedUntil === undefined || current.claimedUntil <= now) &&
+                (current.heldUntil === undefined || current.heldUntil <= now))))));
     if (!admissible) return { applied: false, current: copy(current) };
     const kept = current && { lastError: current.lastError, lastErrorAt: current.lastErrorAt, failedStep: current.failedStep, failures: current.failures };
     this.entries.set(keyOf(entry), withoutUndefined({ ...kept, ...entry }));
@@ -46,7 +47,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
       current.term === request.term &&
       current.admittedAt === request.admittedAt &&
       current.state !== "provisioned" &&
-      (current.claimedUntil === undefined || current.claimedUntil <= request.now);
+      (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
+      current.endedClaimToken !== request.claimToken;
     if (!claimable) return { applied: false, current: copy(current) };
     Object.assign(current, {
       state: "provisioning",

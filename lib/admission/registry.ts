@@ -134,14 +134,16 @@ export type AdmissionWrite = { applied: true; entry?: AdmissionEntry } | { appli
 export interface AdmissionStore {
   /**
    * Writes `entry` (keeping the stored failure record and last error, dropping any claim, hold or ended claim)
-   * if there is no entry; or the stored one is parked and held only until `now` or earlier; or it
+   * if there is no entry; or, unless the stored entry carries this very admission id (a late
+   * duplicate of this write must not apply again), the stored one is parked and held only until `now` or earlier; or it
    * is not parked and is failed, or has an older term, or has the same term and was admitted at or
    * before `blockIfAdmittedAfter`, is not claimed past `now`, and is not held past `now`.
    */
   admit(request: AdmitRequest): Promise<AdmissionWrite>;
   /**
-   * Claims the entry if its term and admittedAt match, it is not provisioned, and it has no claim
-   * that runs past `now`. An applied claim returns the entry as claimed.
+   * Claims the entry if its term and admittedAt match, it is not provisioned, it has no claim
+   * that runs past `now`, and this claim token has not already ended on it (a late duplicate of a
+   * claim given back must not take the host again). An applied claim returns the entry as claimed.
    */
   claim(request: ClaimRequest): Promise<AdmissionWrite>;
   /**
@@ -290,12 +292,18 @@ export class AdmissionRegistry {
       now,
       expiresAt: claimedUntil + EXPIRY_SLACK_MS,
     };
-    const result = await this.settle(
-      "claim",
-      identity,
-      () => this.deps.store.claim(request),
-      (current) => current?.claimToken === token,
-    );
+    let result: AdmissionWrite;
+    try {
+      result = await this.settle(
+        "claim",
+        identity,
+        () => this.deps.store.claim(request),
+        (current) => current?.claimToken === token,
+      );
+    } catch (error) {
+      await this.abandonUnsettledClaim(request);
+      throw error;
+    }
     if (result.applied) {
       const claimed = result.entry;
       const previousFailure =
@@ -452,6 +460,30 @@ export class AdmissionRegistry {
   private discardStale(work: HostWork, reason: string): void {
     this.deps.metrics.count(EXTRA_METRIC.staleWorkDiscarded);
     this.logger.info(`discarding work for ${work.identity}: ${reason}`, { identity: work.identity, term: work.term, source: work.source });
+  }
+
+  /**
+   * A claim whose outcome could not be settled may have landed; a redelivery brings a new token and
+   * would find the host claimed for `claimTtlMs` by nobody. So give the token's claim back now, if
+   * it is there (best effort: the store may still be failing; it also stops a late duplicate of
+   * the claim from landing afterwards, since a claim token that ended never claims again).
+   */
+  private async abandonUnsettledClaim(request: ClaimRequest): Promise<void> {
+    try {
+      await this.deps.store.releaseClaim({
+        site: request.site,
+        identity: request.identity,
+        claimToken: request.claimToken,
+        lastError: "the outcome of a claim could not be settled",
+        lastErrorAt: this.clock.now(),
+      });
+    } catch (error) {
+      this.logger.warn("could not give back a claim whose outcome is unknown; it runs out on its own", {
+        identity: request.identity,
+        claimedUntil: request.claimedUntil,
+        error: messageOf(error),
+      });
+    }
   }
 
   private newToken(): string {

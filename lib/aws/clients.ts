@@ -11,14 +11,15 @@ const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as 
 /** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
 const LEASE_REQUEST_TIMEOUT_MS = 1_500;
 /**
- * The admission table and the queues: a DynamoDB or SQS answer takes milliseconds, so 2 s is a
- * stalled path or an overloaded emulator, not a slow success. Two attempts keep one blip from
+ * The admission table and the queues: a DynamoDB or SQS answer takes milliseconds, so 3 s is a
+ * stalled path, not a slow success (2 s timed out DynamoDB Local's first answers on a machine at
+ * load 23, which only added retried writes). Two attempts keep one blip from
  * failing a call; a write whose first attempt landed is recognised by the registry (its retry
  * fails the condition on our own effect), and a queue message sent twice is deduplicated by the
  * claim. Against a stalled path a call fails within STORE_CLIENT_FAILS_WITHIN_MS, an admission
  * (write, then the read that settles it) within twice that: inside the 30 s of `discover`.
  */
-export const STORE_REQUEST_TIMEOUT_MS = 2_000;
+export const STORE_REQUEST_TIMEOUT_MS = 3_000;
 const STORE_MAX_ATTEMPTS = 2;
 /** The SDK's backoff between attempts is a random part of 100 ms x 2^attempt; this covers it. */
 const RETRY_BACKOFF_ALLOWANCE_MS = 500;

@@ -3,7 +3,17 @@
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, failuresInARow, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
+import {
+  AdmissionRegistry,
+  AdmissionStoreError,
+  failuresInARow,
+  LAST_ERRORS_SHOWN,
+  type AdmissionStore,
+  type AdmissionWrite,
+  type AdmitRequest,
+  type ClaimRequest,
+  type HostClaim,
+} from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
@@ -18,19 +28,35 @@ const CLAIM_TTL = 120_000;
 class CountingStore implements AdmissionStore {
   writes = 0;
   nextWrite: "lost" | "retried" | undefined;
+  /** The next consistent read fails (the store is still unreachable when the registry settles). */
+  failNextRead = false;
+  /** The last request of each write, to send it again as a late duplicate. */
+  readonly lastRequest: { admit?: AdmitRequest; claim?: ClaimRequest } = {};
   set loseNextResponse(lose: boolean) {
     this.nextWrite = lose ? "lost" : undefined;
   }
   constructor(private readonly inner: AdmissionStore) {}
-  admit: AdmissionStore["admit"] = (request) => this.write(() => this.inner.admit(request));
-  claim: AdmissionStore["claim"] = (request) => this.write(() => this.inner.claim(request));
+  admit: AdmissionStore["admit"] = (request) => {
+    this.lastRequest.admit = request;
+    return this.write(() => this.inner.admit(request));
+  };
+  claim: AdmissionStore["claim"] = (request) => {
+    this.lastRequest.claim = request;
+    return this.write(() => this.inner.claim(request));
+  };
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
   releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
   recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
-  read: AdmissionStore["read"] = (key) => this.inner.read(key);
+  read: AdmissionStore["read"] = async (key) => {
+    if (this.failNextRead) {
+      this.failNextRead = false;
+      throw new Error("read timed out");
+    }
+    return this.inner.read(key);
+  };
   listSite: AdmissionStore["listSite"] = (site) => this.inner.listSite(site);
   private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
     this.writes++;
@@ -346,6 +372,47 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         await check(s, result, claim);
       });
+    });
+
+    it("gives back a claim whose outcome could not be settled, so the redelivery claims the host", async () => {
+      const { registry, store } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.nextWrite = "lost";
+      store.failNextRead = true;
+
+      const unsettled = await registry.begin(work, 1).catch((error: unknown) => error);
+      const redelivery = await registry.begin(work, 1);
+
+      expect(unsettled).toBeInstanceOf(AdmissionStoreError);
+      expect(redelivery.status).toBe("claimed");
+    });
+
+    it("never lets a late duplicate of a claim that was given back take the host again", async () => {
+      const { registry, store } = setup();
+      const claim = await claimed(registry, "node-1");
+      const original = store.lastRequest.claim!;
+      await registry.retryLater(claim, "broker unreachable");
+
+      const late = await store.claim(original);
+      const redelivery = await registry.begin(claim.work, 1);
+
+      expect(late.applied).toBe(false);
+      expect(redelivery.status).toBe("claimed");
+    });
+
+    it("never lets a late duplicate of an admission apply again once its host failed", async () => {
+      const { registry, store } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      const original = store.lastRequest.admit!;
+      const begun = await registry.begin(work, 1);
+      if (begun.status !== "claimed") throw new Error(`expected a claim, got ${begun.status}`);
+      await registry.recordFailure(begun.claim, { step: "helper", reason: "broke", failures: 1, park: false });
+
+      const late = await store.admit(original);
+      const readmitted = await registry.admit("node-1", "discovery", 1);
+
+      expect(late.applied).toBe(false);
+      expect(readmitted).toMatchObject({ identity: "node-1" });
     });
 
     it("does not take a concurrent admission of the same host in the same millisecond for its own", async () => {
