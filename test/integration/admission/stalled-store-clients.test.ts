@@ -14,8 +14,8 @@ import { RecordingMetrics } from "../../support/fakes";
 import { localAwsForSuite, type LocalResources } from "../../support/aws";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 
-/** Timers firing late on a loaded machine; the bounds themselves come from the client settings. */
-const SCHEDULING_SLACK_MS = 2_000;
+/** Timers firing late on a loaded machine (the old settings took 15-45 s); the bounds themselves come from the client settings. */
+const SCHEDULING_SLACK_MS = 5_000;
 
 const aws = localAwsForSuite();
 let resources: LocalResources;
