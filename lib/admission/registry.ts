@@ -292,14 +292,23 @@ export class AdmissionRegistry {
       now,
       expiresAt: claimedUntil + EXPIRY_SLACK_MS,
     };
-    let result: AdmissionWrite;
-    try {
-      result = await this.settle(
+    const claimOnce = () =>
+      this.settle(
         "claim",
         identity,
         () => this.deps.store.claim(request),
         (current) => current?.claimToken === token,
       );
+    let result: AdmissionWrite;
+    try {
+      result = await claimOnce();
+      // Claimable, yet not ours: the write threw and the read found it not (yet) applied. It may
+      // still land late and leave a claim nobody works on, so send the same claim again: it either
+      // lands now or fails on our own late one, which settle recognises.
+      if (!result.applied && claimableBy(result.current, request)) result = await claimOnce();
+      if (!result.applied && claimableBy(result.current, request)) {
+        throw new AdmissionStoreError(`could not claim host ${identity}: the outcome of the claim stayed unknown`);
+      }
     } catch (error) {
       await this.abandonUnsettledClaim(request);
       throw error;
@@ -525,6 +534,18 @@ export class AdmissionRegistry {
 /** An applied write, carrying the stored entry when there is one (a claim reads its failure record from it). */
 function appliedAs(current: AdmissionEntry | undefined): AdmissionWrite {
   return current ? { applied: true, entry: current } : { applied: true };
+}
+
+/** Whether `request` would claim the stored entry: what the store checks, on the entry as read. */
+function claimableBy(current: AdmissionEntry | undefined, request: ClaimRequest): boolean {
+  return (
+    current !== undefined &&
+    current.term === request.term &&
+    current.admittedAt === request.admittedAt &&
+    current.state !== "provisioned" &&
+    (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
+    current.endedClaimToken !== request.claimToken
+  );
 }
 
 /** Whether the stored entry shows the end of `claimToken`'s claim recorded with `state`. */

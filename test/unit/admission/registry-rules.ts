@@ -27,7 +27,8 @@ const CLAIM_TTL = 120_000;
  */
 class CountingStore implements AdmissionStore {
   writes = 0;
-  nextWrite: "lost" | "retried" | undefined;
+  /** `unapplied`: the write throws without being applied yet (it may still land later). */
+  nextWrite: "lost" | "retried" | "unapplied" | undefined;
   /** The next consistent read fails (the store is still unreachable when the registry settles). */
   failNextRead = false;
   /** The last request of each write, to send it again as a late duplicate. */
@@ -62,6 +63,7 @@ class CountingStore implements AdmissionStore {
     this.writes++;
     const disturbance = this.nextWrite;
     this.nextWrite = undefined;
+    if (disturbance === "unapplied") throw new Error("request timed out before the store applied it");
     const result = await send();
     if (disturbance === "lost") throw new Error("response lost after the write landed");
     if (disturbance === "retried") return send();
@@ -385,6 +387,20 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
       expect(unsettled).toBeInstanceOf(AdmissionStoreError);
       expect(redelivery.status).toBe("claimed");
+    });
+
+    it("sends a claim again when it threw and the read found the host unclaimed, so a late landing cannot orphan it", async () => {
+      const { registry, store, site } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.nextWrite = "unapplied";
+
+      const outcome = await registry.begin(work, 1);
+      const late = await store.claim(store.lastRequest.claim!);
+
+      expect(outcome.status).toBe("claimed");
+      const token = outcome.status === "claimed" ? outcome.claim.token : undefined;
+      expect(late).toMatchObject({ applied: false, current: { claimToken: token } });
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
     });
 
     it("never lets a late duplicate of a claim that was given back take the host again", async () => {
