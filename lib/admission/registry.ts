@@ -213,6 +213,7 @@ export interface AdmissionDeps {
   metrics: Metrics;
   clock?: Clock;
   logger?: Logger;
+  /** Makes claim tokens and admission ids (random UUIDs unless a test wants them predictable). */
   newClaimToken?: () => string;
 }
 
