@@ -137,6 +137,12 @@ export class RpcStatusError extends RpcError {
 /** A reply could not be trusted or decoded: wrong sender, bad hash, malformed or oversized. */
 export class RpcProtocolError extends RpcError {}
 
+/**
+ * The request never verifiably reached the broker (not sent, the connection failed or closed, or
+ * the broker never confirmed it): a fault of our path, which says nothing about the node.
+ */
+export class RpcTransportError extends RpcError {}
+
 /** The user helper failed: timeout, non-zero exit, empty or undecodable output, invalid fields. */
 export class HelperError extends ProvisionerError {}
 

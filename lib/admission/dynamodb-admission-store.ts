@@ -56,13 +56,14 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         TableName: this.options.tableName,
         Key: this.key(entry),
         UpdateExpression:
-          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #expiresAt = :expiresAt, #ttl = :ttl" +
-          " REMOVE #claimToken, #claimedUntil, #heldUntil",
+          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #admissionId = :admissionId," +
+          " #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil, #heldUntil, #endedClaimToken",
         ConditionExpression:
-          "attribute_not_exists(#identity) OR (#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
+          "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId)" +
+          " AND ((#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
           " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
           " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
-          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))",
+          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))))",
         ExpressionAttributeNames: {
           "#identity": "identity",
           "#term": "term",
@@ -74,9 +75,12 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
           "#heldUntil": "heldUntil",
+          "#admissionId": "admissionId",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":term": n(entry.term),
+          ":admissionId": s(entry.admissionId),
           ":admittedAt": n(entry.admittedAt),
           ":source": s(entry.source),
           ":state": s(entry.state),
@@ -101,7 +105,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "SET #state = :provisioning, #claimToken = :token, #claimedUntil = :claimedUntil, #expiresAt = :expiresAt, #ttl = :ttl",
         ConditionExpression:
           "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned" +
-          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)",
+          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
+          " AND (attribute_not_exists(#endedClaimToken) OR #endedClaimToken <> :token)",
         ExpressionAttributeNames: {
           "#state": "state",
           "#claimToken": "claimToken",
@@ -110,6 +115,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#ttl": ADMISSION_TTL_ATTRIBUTE,
           "#term": "term",
           "#admittedAt": "admittedAt",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":provisioning": s("provisioning"),
@@ -134,7 +140,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         TableName: this.options.tableName,
         Key: this.key(request),
         UpdateExpression:
-          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl" +
+          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token" +
           " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures",
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
@@ -148,6 +154,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#lastErrorAt": "lastErrorAt",
           "#failedStep": "failedStep",
           "#failures": "failures",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":provisioned": s("provisioned"),
@@ -182,7 +189,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         Key: this.key(request),
         UpdateExpression:
           "SET #state = :state, #failedStep = :failedStep, #failures = :failures, #lastError = :lastError, #lastErrorAt = :lastErrorAt," +
-          ` #expiresAt = :expiresAt, #ttl = :ttl${hold} REMOVE #claimToken, #claimedUntil` +
+          ` #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token${hold} REMOVE #claimToken, #claimedUntil` +
           (request.heldUntil === undefined ? ", #heldUntil" : ""),
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
@@ -196,6 +203,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
           "#heldUntil": "heldUntil",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":state": s(request.state),
@@ -218,7 +226,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       new UpdateItemCommand({
         TableName: this.options.tableName,
         Key: this.key(request),
-        UpdateExpression: "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt REMOVE #claimToken, #claimedUntil",
+        UpdateExpression:
+          "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt, #endedClaimToken = :token REMOVE #claimToken, #claimedUntil",
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
           "#state": "state",
@@ -226,6 +235,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           "#lastErrorAt": "lastErrorAt",
           "#claimToken": "claimToken",
           "#claimedUntil": "claimedUntil",
+          "#endedClaimToken": "endedClaimToken",
         },
         ExpressionAttributeValues: {
           ":queued": s("queued"),
@@ -329,7 +339,9 @@ function decodeEntry(item: Record<string, AttributeValue> | undefined): Admissio
     state: (item.state?.S ?? "queued") as AdmissionState,
     expiresAt: Number(item.expiresAt?.N ?? 0),
   };
+  if (item.admissionId?.S !== undefined) entry.admissionId = item.admissionId.S;
   if (item.claimToken?.S !== undefined) entry.claimToken = item.claimToken.S;
+  if (item.endedClaimToken?.S !== undefined) entry.endedClaimToken = item.endedClaimToken.S;
   const claimedUntil = optionalNumber(item.claimedUntil);
   if (claimedUntil !== undefined) entry.claimedUntil = claimedUntil;
   const heldUntil = optionalNumber(item.heldUntil);

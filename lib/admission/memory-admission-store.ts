@@ -25,14 +25,15 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(entry);
     const admissible =
       current === undefined ||
-      (current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
-      (current.state !== "parked" &&
-        (current.state === "failed" ||
-          current.term < entry.term ||
-          (current.term === entry.term &&
-            current.admittedAt <= blockIfAdmittedAfter &&
-            (current.claimedUntil === undefined || current.claimedUntil <= now) &&
-            (current.heldUntil === undefined || current.heldUntil <= now))));
+      (current.admissionId !== entry.admissionId &&
+        ((current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
+          (current.state !== "parked" &&
+            (current.state === "failed" ||
+              current.term < entry.term ||
+              (current.term === entry.term &&
+                current.admittedAt <= blockIfAdmittedAfter &&
+                (current.claimedUntil === undefined || current.claimedUntil <= now) &&
+                (current.heldUntil === undefined || current.heldUntil <= now))))));
     if (!admissible) return { applied: false, current: copy(current) };
     const kept = current && { lastError: current.lastError, lastErrorAt: current.lastErrorAt, failedStep: current.failedStep, failures: current.failures };
     this.entries.set(keyOf(entry), withoutUndefined({ ...kept, ...entry }));
@@ -46,7 +47,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
       current.term === request.term &&
       current.admittedAt === request.admittedAt &&
       current.state !== "provisioned" &&
-      (current.claimedUntil === undefined || current.claimedUntil <= request.now);
+      (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
+      current.endedClaimToken !== request.claimToken;
     if (!claimable) return { applied: false, current: copy(current) };
     Object.assign(current, {
       state: "provisioning",
@@ -61,7 +63,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
-    Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt });
+    Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
     return { applied: true };
   }
 
@@ -79,7 +81,11 @@ export class MemoryAdmissionStore implements AdmissionStore {
     delete current.claimedUntil;
     delete current.heldUntil;
     const { state, failedStep, failures, lastError, lastErrorAt, heldUntil, expiresAt } = request;
-    Object.assign(current, { state, failedStep, failures, lastError, lastErrorAt, expiresAt }, heldUntil === undefined ? {} : { heldUntil });
+    Object.assign(
+      current,
+      { state, failedStep, failures, lastError, lastErrorAt, expiresAt, endedClaimToken: request.claimToken },
+      heldUntil === undefined ? {} : { heldUntil },
+    );
     return { applied: true };
   }
 
@@ -88,7 +94,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     delete current.claimToken;
     delete current.claimedUntil;
-    Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt });
+    Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt, endedClaimToken: request.claimToken });
     return { applied: true };
   }
 

@@ -22,7 +22,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { waitedTooLong } from "../engine/waiting";
-import { ProvisionerError } from "../errors";
+import { messageOf, ProvisionerError } from "../errors";
 import { EXTRA_METRIC, silentLogger, systemClock, type AdmissionSource, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 
 export type AdmissionState = "queued" | "provisioning" | "provisioned" | "failed" | "parked";
@@ -38,9 +38,17 @@ export interface AdmissionEntry extends AdmissionKey {
   admittedAt: number;
   source: AdmissionSource;
   state: AdmissionState;
+  /** Written by each admission and kept by every later write: tells an admitter its own admission apart. */
+  admissionId?: string;
   claimToken?: string;
   claimedUntil?: number;
   heldUntil?: number;
+  /**
+   * The claim whose end (provisioned, failure or give-back) was recorded last: a writer whose
+   * answer was lost, or whose SDK retry failed the condition its first attempt had satisfied,
+   * recognises its own write by it once the claim token itself is gone.
+   */
+  endedClaimToken?: string;
   /** Why the last attempt failed; kept across re-admission until the host is provisioned. */
   lastError?: string;
   lastErrorAt?: number;
@@ -52,7 +60,7 @@ export interface AdmissionEntry extends AdmissionKey {
 }
 
 export interface AdmitRequest {
-  entry: AdmissionEntry & { state: "queued" };
+  entry: AdmissionEntry & { state: "queued"; admissionId: string };
   /** An entry of the same term admitted after this still blocks. */
   blockIfAdmittedAfter: number;
   now: number;
@@ -119,28 +127,35 @@ export type AdmissionWrite = { applied: true; entry?: AdmissionEntry } | { appli
 
 /**
  * Conditional writes on admission entries. Conditions are evaluated by the store atomically; a
- * failed condition returns the stored entry. Any throw means the outcome is unknown.
+ * failed condition returns the stored entry. Any throw means the outcome is unknown. A failed
+ * condition may also be the store client's own retry of a write that had already been applied, so
+ * the caller compares the stored entry with what it wrote (AdmissionRegistry does).
  */
 export interface AdmissionStore {
   /**
-   * Writes `entry` (keeping the stored failure record and last error, dropping any claim or hold)
-   * if there is no entry; or the stored one is parked and held only until `now` or earlier; or it
+   * Writes `entry` (keeping the stored failure record and last error, dropping any claim, hold or ended claim)
+   * if there is no entry; or, unless the stored entry carries this very admission id (a late
+   * duplicate of this write must not apply again), the stored one is parked and held only until `now` or earlier; or it
    * is not parked and is failed, or has an older term, or has the same term and was admitted at or
    * before `blockIfAdmittedAfter`, is not claimed past `now`, and is not held past `now`.
    */
   admit(request: AdmitRequest): Promise<AdmissionWrite>;
   /**
-   * Claims the entry if its term and admittedAt match, it is not provisioned, and it has no claim
-   * that runs past `now`. An applied claim returns the entry as claimed.
+   * Claims the entry if its term and admittedAt match, it is not provisioned, it has no claim
+   * that runs past `now`, and this claim token has not already ended on it (a late duplicate of a
+   * claim given back must not take the host again). An applied claim returns the entry as claimed.
    */
   claim(request: ClaimRequest): Promise<AdmissionWrite>;
-  /** If the claim token matches: state provisioned, claim, failure record and last error removed, held until `heldUntil`. */
+  /**
+   * If the claim token matches: state provisioned, claim, failure record and last error removed,
+   * held until `heldUntil`, the token kept as `endedClaimToken`.
+   */
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: delete the entry. */
   forget(request: ForgetRequest): Promise<AdmissionWrite>;
-  /** If the claim token matches: claim removed; state, failure record, last error and hold as given. */
+  /** If the claim token matches: claim removed (the token kept as `endedClaimToken`); state, failure record, last error and hold as given. */
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite>;
-  /** If the claim token matches: state queued, claim removed, `lastError` and `lastErrorAt` recorded. */
+  /** If the claim token matches: state queued, claim removed (the token kept as `endedClaimToken`), `lastError` and `lastErrorAt` recorded. */
   releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite>;
   /** If its term and admittedAt match and it has no claim token: delete the entry. */
   forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite>;
@@ -198,6 +213,7 @@ export interface AdmissionDeps {
   metrics: Metrics;
   clock?: Clock;
   logger?: Logger;
+  /** Makes claim tokens and admission ids (random UUIDs unless a test wants them predictable). */
   newClaimToken?: () => string;
 }
 
@@ -221,6 +237,8 @@ export class AdmissionRegistry {
   async admit(identity: string, source: AdmissionSource, term: number): Promise<HostWork | undefined> {
     // Host-work messages carry admittedAt as an integer; a fractional clock would make them poison.
     const now = Math.floor(this.clock.now());
+    // Term and admittedAt do not single out this admission: a concurrent admitter may write the same pair.
+    const admissionId = this.newToken();
     const entry = {
       site: this.settings.site,
       identity,
@@ -228,6 +246,7 @@ export class AdmissionRegistry {
       admittedAt: now,
       source,
       state: "queued" as const,
+      admissionId,
       expiresAt: now + 2 * this.settings.intervalMs + EXPIRY_SLACK_MS,
     };
     const request = { entry, blockIfAdmittedAfter: now - this.settings.intervalMs, now };
@@ -235,7 +254,7 @@ export class AdmissionRegistry {
       "admit",
       identity,
       () => this.deps.store.admit(request),
-      (current) => current?.term === term && current.admittedAt === now && current.state === "queued",
+      (current) => current?.admissionId === admissionId,
     );
     if (!result.applied) {
       this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
@@ -262,7 +281,7 @@ export class AdmissionRegistry {
       this.logger.error(waited, { identity, term: work.term });
       return { status: "waited-too-long" };
     }
-    const token = (this.deps.newClaimToken ?? randomUUID)();
+    const token = this.newToken();
     const claimedUntil = now + this.claimTtlMs;
     const request = {
       site: this.settings.site,
@@ -274,12 +293,27 @@ export class AdmissionRegistry {
       now,
       expiresAt: claimedUntil + EXPIRY_SLACK_MS,
     };
-    const result = await this.settle(
-      "claim",
-      identity,
-      () => this.deps.store.claim(request),
-      (current) => current?.claimToken === token,
-    );
+    const claimOnce = () =>
+      this.settle(
+        "claim",
+        identity,
+        () => this.deps.store.claim(request),
+        (current) => current?.claimToken === token,
+      );
+    let result: AdmissionWrite;
+    try {
+      result = await claimOnce();
+      // Claimable, yet not ours: the write threw and the read found it not (yet) applied. It may
+      // still land late and leave a claim nobody works on, so send the same claim again: it either
+      // lands now or fails on our own late one, which settle recognises.
+      if (!result.applied && claimableBy(result.current, request)) result = await claimOnce();
+      if (!result.applied && claimableBy(result.current, request)) {
+        throw new AdmissionStoreError(`could not claim host ${identity}: the outcome of the claim stayed unknown`);
+      }
+    } catch (error) {
+      await this.abandonUnsettledClaim(request);
+      throw error;
+    }
     if (result.applied) {
       const claimed = result.entry;
       const previousFailure =
@@ -312,8 +346,7 @@ export class AdmissionRegistry {
         outcome === "provisioned"
           ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt: heldUntil + EXPIRY_SLACK_MS })
           : this.deps.store.forget({ ...key, claimToken: claim.token }),
-      (current) =>
-        outcome === "provisioned" ? current?.claimToken === undefined && current?.heldUntil === heldUntil : current === undefined,
+      (current) => (outcome === "provisioned" ? endedBy(current, claim.token, "provisioned") : current === undefined),
     );
     if (!result.applied) {
       this.logger.warn("the claim on this host ran out before the provisioning finished", {
@@ -332,11 +365,12 @@ export class AdmissionRegistry {
   async recordFailure(claim: HostClaim, failure: { step: string; reason: string; failures: number; park: boolean }): Promise<boolean> {
     const now = this.clock.now();
     const heldUntil = failure.park ? now + (this.settings.parkMs ?? ADMISSION_DEFAULTS.parkMs) : undefined;
-    const result = await this.deps.store.recordFailure({
+    const state = failure.park ? "parked" : "failed";
+    const request: RecordFailureRequest = {
       site: this.settings.site,
       identity: claim.work.identity,
       claimToken: claim.token,
-      state: failure.park ? "parked" : "failed",
+      state,
       failedStep: failure.step,
       failures: failure.failures,
       lastError: failure.reason.slice(0, LAST_ERROR_MAX_LENGTH) || "unknown",
@@ -344,7 +378,13 @@ export class AdmissionRegistry {
       ...(heldUntil === undefined ? {} : { heldUntil }),
       // The failure count must outlive the gap to the next admission (one interval).
       expiresAt: (heldUntil ?? now + 2 * this.settings.intervalMs) + EXPIRY_SLACK_MS,
-    });
+    };
+    const result = await this.settle(
+      "record the failure of",
+      claim.work.identity,
+      () => this.deps.store.recordFailure(request),
+      (current) => endedBy(current, claim.token, state),
+    );
     return result.applied;
   }
 
@@ -353,27 +393,36 @@ export class AdmissionRegistry {
    * same work can claim the host again. False when the claim had run out (another worker may hold it).
    */
   async retryLater(claim: HostClaim, reason: string): Promise<boolean> {
-    const result = await this.deps.store.releaseClaim({
+    const request = {
       site: this.settings.site,
       identity: claim.work.identity,
       claimToken: claim.token,
       lastError: reason.slice(0, LAST_ERROR_MAX_LENGTH) || "unknown",
       lastErrorAt: this.clock.now(),
-    });
+    };
+    // No state check: a redelivery may have claimed the host again since, keeping our ended claim.
+    const result = await this.settle(
+      "give back the claim on",
+      claim.work.identity,
+      () => this.deps.store.releaseClaim(request),
+      (current) => current?.endedClaimToken === claim.token,
+    );
     return result.applied;
   }
 
   /**
    * Undoes the admission of `work` whose message never reached the queue, so the next discovery or
-   * event admits the host again. False when the host was admitted again or claimed since.
+   * event admits the host again. False when the host was admitted again or claimed since; true
+   * when there is no entry (a retried delete finds none, whoever deleted it).
    */
   async withdraw(work: HostWork): Promise<boolean> {
-    const result = await this.deps.store.forgetQueued({
-      site: this.settings.site,
-      identity: work.identity,
-      term: work.term,
-      admittedAt: work.admittedAt,
-    });
+    const request = { site: this.settings.site, identity: work.identity, term: work.term, admittedAt: work.admittedAt };
+    const result = await this.settle(
+      "withdraw",
+      work.identity,
+      () => this.deps.store.forgetQueued(request),
+      (current) => current === undefined,
+    );
     return result.applied;
   }
 
@@ -382,7 +431,13 @@ export class AdmissionRegistry {
    * host unless a worker holds an unexpired claim on it, in which case it returns false.
    */
   async forgetUnlessClaimed(identity: string): Promise<boolean> {
-    const result = await this.deps.store.forgetUnlessClaimed({ site: this.settings.site, identity, now: this.clock.now() });
+    const request = { site: this.settings.site, identity, now: this.clock.now() };
+    const result = await this.settle(
+      "forget",
+      identity,
+      () => this.deps.store.forgetUnlessClaimed(request),
+      (current) => current === undefined,
+    );
     return result.applied;
   }
 
@@ -417,24 +472,84 @@ export class AdmissionRegistry {
     this.logger.info(`discarding work for ${work.identity}: ${reason}`, { identity: work.identity, term: work.term, source: work.source });
   }
 
-  /** One write; a throw means its outcome is unknown, so a consistent read decides whether it landed. */
+  /**
+   * A claim whose outcome could not be settled may have landed; a redelivery brings a new token and
+   * would find the host claimed for `claimTtlMs` by nobody. So give the token's claim back now, if
+   * it is there (best effort: the store may still be failing; it also stops a late duplicate of
+   * the claim from landing afterwards, since a claim token that ended never claims again).
+   */
+  private async abandonUnsettledClaim(request: ClaimRequest): Promise<void> {
+    try {
+      await this.deps.store.releaseClaim({
+        site: request.site,
+        identity: request.identity,
+        claimToken: request.claimToken,
+        lastError: "the outcome of a claim could not be settled",
+        lastErrorAt: this.clock.now(),
+      });
+    } catch (error) {
+      this.logger.warn("could not give back a claim whose outcome is unknown; it runs out on its own", {
+        identity: request.identity,
+        claimedUntil: request.claimedUntil,
+        error: messageOf(error),
+      });
+    }
+  }
+
+  private newToken(): string {
+    return (this.deps.newClaimToken ?? randomUUID)();
+  }
+
+  /**
+   * One conditional write whose outcome is judged by `landed`, which recognises this write's own
+   * effect in the stored entry. A failed condition is checked too: the store client retries a
+   * write whose answer was slow or lost, and that retry fails the condition the first attempt
+   * satisfied, returning our own effect. A throw means the outcome is unknown, so a consistent
+   * read decides.
+   */
   private async settle(
     action: string,
     identity: string,
     write: () => Promise<AdmissionWrite>,
     landed: (current: AdmissionEntry | undefined) => boolean,
   ): Promise<AdmissionWrite> {
+    let result: AdmissionWrite;
     try {
-      return await write();
+      result = await write();
     } catch (writeError) {
-      this.logger.warn(`admission ${action} outcome unknown, settling with a consistent read`, { identity, error: String(writeError) });
+      this.logger.warn(`admission ${action} outcome unknown, settling with a consistent read`, { identity, error: messageOf(writeError) });
       let current: AdmissionEntry | undefined;
       try {
         current = await this.deps.store.read({ site: this.settings.site, identity });
       } catch (readError) {
         throw new AdmissionStoreError(`could not ${action} host ${identity}: the admission store failed`, { cause: readError });
       }
-      return landed(current) ? { applied: true } : { applied: false, current };
+      return landed(current) ? appliedAs(current) : { applied: false, current };
     }
+    if (result.applied || !landed(result.current)) return result;
+    this.logger.info(`admission ${action} had already been applied by an earlier attempt of the same write`, { identity });
+    return appliedAs(result.current);
   }
+}
+
+/** An applied write, carrying the stored entry when there is one (a claim reads its failure record from it). */
+function appliedAs(current: AdmissionEntry | undefined): AdmissionWrite {
+  return current ? { applied: true, entry: current } : { applied: true };
+}
+
+/** Whether `request` would claim the stored entry: what the store checks, on the entry as read. */
+function claimableBy(current: AdmissionEntry | undefined, request: ClaimRequest): boolean {
+  return (
+    current !== undefined &&
+    current.term === request.term &&
+    current.admittedAt === request.admittedAt &&
+    current.state !== "provisioned" &&
+    (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
+    current.endedClaimToken !== request.claimToken
+  );
+}
+
+/** Whether the stored entry shows the end of `claimToken`'s claim recorded with `state`. */
+function endedBy(current: AdmissionEntry | undefined, claimToken: string, state: AdmissionState): boolean {
+  return current?.endedClaimToken === claimToken && current.state === state;
 }

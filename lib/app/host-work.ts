@@ -6,7 +6,7 @@
  */
 import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
-import { AttemptExceedsLeaseError, LeaseStoreError, messageOf } from "../errors";
+import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
 import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
@@ -14,6 +14,8 @@ import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
 
 export interface HostWorkSettings {
+  /** This deployment's id, as it appears as the holder in the lease item. */
+  deploymentId: string;
   /** Hosts provisioned at once (`workers`). */
   workers: number;
   /** Visibility delay of a retried message: base x receive count, capped at max. */
@@ -49,11 +51,25 @@ export class HostWorkProcessor {
   constructor(private readonly deps: HostWorkDeps) {}
 
   async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
-    const standing = await this.deps.gate.standing();
+    const standing = this.knownStanding(await this.deps.gate.standing());
     const remainingMs = () => ctx.remainingMs() - this.deps.settings.deadlineMarginMs;
     // Taken work is handled under the standing read here, like the batch: the engine's gate still checks the lease before every RPC.
     const refill = standing.kind === "leading" ? this.deps.refill?.(remainingMs) : undefined;
     return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger, refill);
+  }
+
+  /**
+   * A standby drops its batch, so it must be one for certain: another deployment named as holder,
+   * or a lease this deployment gave up. A "standby" without a lease item, or whose item names this
+   * deployment as the live holder, comes from a round that could not tell (e.g. one that completed
+   * late); dropping then would lose a leader's batch, so it counts as not known.
+   */
+  private knownStanding(standing: Standing): Standing {
+    if (standing.kind !== "standby") return standing;
+    const current = standing.current;
+    if (current && (current.holder !== this.deps.settings.deploymentId || current.released)) return standing;
+    const why = current ? `the lease item names this deployment (${current.holder}, term ${current.term}) as holder` : "no lease item was read";
+    return { kind: "unknown", error: new LeaseStandingUnknownError(`the lease round did not confirm this deployment's standing: ${why}`) };
   }
 
   private async handleOne(message: QueueMessage, standing: Standing, remainingMs: () => number): Promise<void> {
@@ -68,7 +84,9 @@ export class HostWorkProcessor {
     const attributes = { identity: work.identity, term: work.term, messageId: message.id };
     if (standing.kind === "unknown") {
       // Nothing is known about the lease, so nothing may be dropped: every item goes back with the reason.
-      const reason = `the lease store could not be read: ${messageOf(standing.error)}`;
+      const reason = causedBy(standing.error, LeaseStandingUnknownError)
+        ? messageOf(standing.error)
+        : `the lease store could not be read: ${messageOf(standing.error)}`;
       await this.retryLater(message, { ...attributes, reason });
       throw new RetryLaterError(`${work.identity}: ${reason}`, { cause: standing.error });
     }
@@ -195,6 +213,9 @@ export class HostWorkProcessor {
     }
   }
 }
+
+/** A lease round answered "standby" without showing another holder: the batch goes back. */
+class LeaseStandingUnknownError extends ProvisionerError {}
 
 /** Whether `kind` is the error or anywhere in its cause chain. */
 function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error): boolean {

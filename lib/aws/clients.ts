@@ -1,7 +1,7 @@
 /**
  * The AWS SDK clients the functions and the operator CLI use, with the timeouts each needs: the
  * lease table's client fails fast (a hung store must close the gate quickly, docs/lease.md), the
- * other stores and queues get a longer bound. A local emulator endpoint gets static credentials.
+ * admission store and queues get a bound that keeps every call inside the invocation. A local emulator endpoint gets static credentials.
  */
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
 import { SQSClient, type SQSClientConfig } from "@aws-sdk/client-sqs";
@@ -10,7 +10,23 @@ import { SQSClient, type SQSClientConfig } from "@aws-sdk/client-sqs";
 const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
 /** A hung lease store must close the gate quickly rather than stall an attempt (docs/lease.md). */
 const LEASE_REQUEST_TIMEOUT_MS = 1_500;
-const STORE_REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * The admission table and the queues: a DynamoDB or SQS answer takes milliseconds, so 3 s is a
+ * stalled path, not a slow success (2 s timed out DynamoDB Local's first answers on a machine at
+ * load 23, which only added retried writes). Two attempts keep one blip from
+ * failing a call; a write whose first attempt landed is recognised by the registry (its retry
+ * fails the condition on our own effect), and a queue message sent twice is deduplicated by the
+ * claim. Against a stalled path a call fails within STORE_CLIENT_FAILS_WITHIN_MS, an admission
+ * (write, then the read that settles it) within twice that: inside the 30 s of `discover`.
+ */
+export const STORE_REQUEST_TIMEOUT_MS = 3_000;
+const STORE_MAX_ATTEMPTS = 2;
+/** The SDK's backoff between attempts is a random part of 100 ms x 2^attempt; this covers it. */
+const RETRY_BACKOFF_ALLOWANCE_MS = 500;
+/** The longest one admission-store call takes to fail on a stalled path. */
+export const STORE_CLIENT_FAILS_WITHIN_MS = STORE_MAX_ATTEMPTS * STORE_REQUEST_TIMEOUT_MS + RETRY_BACKOFF_ALLOWANCE_MS;
+/** The longest one queue call takes to fail on a stalled path. */
+export const SQS_CLIENT_FAILS_WITHIN_MS = STORE_CLIENT_FAILS_WITHIN_MS;
 const DEFAULT_REGION = "us-east-1";
 
 /** Region and, for a local emulator, its endpoint and static credentials; nothing set means the SDK's defaults. */
@@ -33,6 +49,7 @@ export function createLeaseClient(config: DynamoDBClientConfig): DynamoDBClient 
 export function createStoreClient(config: DynamoDBClientConfig): DynamoDBClient {
   return new DynamoDBClient({
     ...config,
+    maxAttempts: STORE_MAX_ATTEMPTS,
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
   });
 }
@@ -41,6 +58,7 @@ export function createStoreClient(config: DynamoDBClientConfig): DynamoDBClient 
 export function createSqsClient(config: SQSClientConfig): SQSClient {
   return new SQSClient({
     ...config,
+    maxAttempts: STORE_MAX_ATTEMPTS,
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
   });
 }

@@ -32,7 +32,7 @@ export interface SqsMessageQueueOptions {
   url: string;
   logger?: Logger;
   clock?: Clock;
-  /** Sends per entry before it counts as failed; default 3. */
+  /** Sends per entry refused by SQS (not sender faults) before it counts as failed; default 3. A failed request is retried by the client only. */
   attempts?: number;
 }
 
@@ -145,6 +145,8 @@ export class SqsMessageQueue implements MessageQueue {
       } catch (error) {
         this.logger.warn("sending a batch to SQS failed", { queue: this.options.url, attempt, entries: entries.length, error: String(error) });
         for (const index of pending) outcomes[index] = { accepted: false, permanent: false, reason: `SendMessageBatch failed: ${String(error)}` };
+        // The SDK client already retried the whole request; more rounds here would multiply its bound on a stalled path.
+        return;
       }
       pending = pending.filter((index) => !settled(index));
     }

@@ -21,7 +21,7 @@
  * Nothing here logs request or reply data: choria_provision requests carry the provisioning token.
  */
 import type { NatsConnection, Subscription } from "nats";
-import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../errors";
+import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
 import { ksuid, uuidHex } from "../crypto";
 import { agentFilter } from "./filter";
@@ -143,7 +143,7 @@ interface PendingSend {
   /** Monotonic ms on the client's clock. */
   sendBy: number;
   stampedAt: number;
-  attempt: { settled: boolean };
+  attempt: { settled: boolean; published: boolean; confirmed: boolean };
 }
 
 /** Printable, bounded rendering of a name taken from the network, for error messages. */
@@ -154,7 +154,7 @@ function quoted(name: string): string {
 type Outcome = { reply: IncomingReply } | { timeout: true };
 
 /** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
-export class RpcNotSentError extends RpcError {}
+export class RpcNotSentError extends RpcTransportError {}
 
 export class NatsChoriaRpc implements ChoriaRpc {
   private readonly settings: ResolvedSettings;
@@ -190,7 +190,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
 
     let subscription: Subscription | undefined;
     let timer: NodeJS.Timeout | undefined;
-    const attempt = { settled: false };
+    const attempt = { settled: false, published: false, confirmed: false };
     try {
       const outcome = await new Promise<Outcome>((resolve, fail) => {
         timer = setTimeout(() => {
@@ -209,6 +209,9 @@ export class NatsChoriaRpc implements ChoriaRpc {
       });
 
       if ("timeout" in outcome) {
+        if (attempt.published && !attempt.confirmed) {
+          throw new RpcTransportError(call.identity, rpc, `no reply within ${call.timeoutMs} ms, and the broker never confirmed the request`);
+        }
         if (firstRejection) throw new RpcProtocolError(call.identity, rpc, `no valid reply within ${call.timeoutMs} ms; ${firstRejection}`);
         throw new RpcTimeoutError(call.identity, rpc, `no reply within ${call.timeoutMs} ms`);
       }
@@ -219,7 +222,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
       return { sender: call.identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data };
     } catch (error) {
       if (error instanceof RpcError) throw error;
-      throw new RpcError(call.identity, rpc, "could not send the request over NATS", { cause: error });
+      throw new RpcTransportError(call.identity, rpc, "could not send the request over NATS", { cause: error });
     } finally {
       attempt.settled = true;
       clearTimeout(timer);
@@ -271,9 +274,13 @@ export class NatsChoriaRpc implements ChoriaRpc {
     if (clock.monotonic() >= send.sendBy) throw notSent("the send-by instant passed while the connection flushed");
     this.settings.onPublish?.({ requestId: send.requestId, identity: call.identity, agent: call.agent, action: call.action, stampedAt: send.stampedAt });
     this.nc.publish(nodeSubject(collective, call.identity), request);
+    send.attempt.published = true;
     this.unconfirmed++;
     this.nc.flush().then(
-      () => this.unconfirmed--,
+      () => {
+        this.unconfirmed--;
+        send.attempt.confirmed = true;
+      },
       () => this.unconfirmed--,
     );
   }

@@ -24,7 +24,18 @@ import {
   verifyProvisioningJwt,
   x25519SharedSecret,
 } from "../crypto";
-import { ConfigError, DeferredError, HelperError, JwtError, messageOf, PausedError, ProvisionerError, RpcProtocolError, RpcStatusError } from "../errors";
+import {
+  ConfigError,
+  DeferredError,
+  HelperError,
+  JwtError,
+  messageOf,
+  PausedError,
+  ProvisionerError,
+  RpcProtocolError,
+  RpcStatusError,
+  RpcTransportError,
+} from "../errors";
 import {
   METRIC,
   silentLogger,
@@ -42,7 +53,7 @@ import {
   type PauseGate,
   type RpcReply,
 } from "../ports";
-import { KeyTransportError, OutOfTimeError, ServerJwtError, UpgradeError } from "./errors";
+import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
 import { waitedTooLong } from "./waiting";
 import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
@@ -118,7 +129,7 @@ export type ProvisionOutcome =
   | { kind: "shutdown"; identity: string; acknowledged: boolean }
   /** The helper deferred; the host is retried on a later discovery or event. */
   | { kind: "deferred"; identity: string; error: DeferredError }
-  /** `retryable`: the work should go back to the queue (the invocation ran out of time). */
+  /** `retryable`: the work should go back to the queue (the invocation ran out of time, or the broker path failed). */
   | { kind: "failed"; identity: string; step: ProvisionStep; error: ProvisionerError; retryable: boolean }
   /** Work waited longer than 2 x interval. */
   | { kind: "skipped"; identity: string; reason: string }
@@ -201,7 +212,12 @@ function classifyFailure(identity: string, step: ProvisionStep, error: unknown):
   if (error instanceof PausedError) return { kind: "paused", identity, step, error };
   if (error instanceof DeferredError) return { kind: "deferred", identity, error };
   const named = error instanceof ProvisionerError ? error : new ProvisionerError(messageOf(error), { cause: error });
-  return { kind: "failed", identity, step, error: named, retryable: error instanceof OutOfTimeError };
+  return { kind: "failed", identity, step, error: named, retryable: error instanceof OutOfTimeError || isTransportFailure(error) };
+}
+
+/** The last attempt never verifiably reached the broker: nothing was learnt about the node, so it does not count against it. */
+function isTransportFailure(error: unknown): boolean {
+  return error instanceof RpcTransportError || (error instanceof RpcRetriesExhaustedError && error.cause instanceof RpcTransportError);
 }
 
 type Csr = NonNullable<HelperRequest["csr"]>;

@@ -31,6 +31,7 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
   const { settings } = parts;
   const hostWork = new HostWorkProcessor({
     settings: {
+      deploymentId: parts.config.deploymentId,
       workers: parts.config.workers,
       retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
       failureLimit: settings.hostFailureLimit,

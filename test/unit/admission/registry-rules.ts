@@ -3,35 +3,70 @@
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, failuresInARow, LAST_ERRORS_SHOWN, type AdmissionStore, type AdmissionWrite, type HostClaim } from "../../../lib/admission/registry";
+import {
+  AdmissionRegistry,
+  AdmissionStoreError,
+  failuresInARow,
+  LAST_ERRORS_SHOWN,
+  type AdmissionStore,
+  type AdmissionWrite,
+  type AdmitRequest,
+  type ClaimRequest,
+  type HostClaim,
+} from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const INTERVAL = 60_000;
 const CLAIM_TTL = 120_000;
 
-/** Counts writes and can make the next write land while its response is lost. */
+/**
+ * Counts writes and can disturb the next one as a store client does: `lost` applies it and throws
+ * (its answer never came), `retried` applies it and answers with a second attempt of the same
+ * request (an SDK retry after a slow answer), which fails the condition the first one satisfied.
+ */
 class CountingStore implements AdmissionStore {
   writes = 0;
-  loseNextResponse = false;
+  /** `unapplied`: the write throws without being applied yet (it may still land later). */
+  nextWrite: "lost" | "retried" | "unapplied" | undefined;
+  /** The next consistent read fails (the store is still unreachable when the registry settles). */
+  failNextRead = false;
+  /** The last request of each write, to send it again as a late duplicate. */
+  readonly lastRequest: { admit?: AdmitRequest; claim?: ClaimRequest } = {};
+  set loseNextResponse(lose: boolean) {
+    this.nextWrite = lose ? "lost" : undefined;
+  }
   constructor(private readonly inner: AdmissionStore) {}
-  admit: AdmissionStore["admit"] = (request) => this.write(() => this.inner.admit(request));
-  claim: AdmissionStore["claim"] = (request) => this.write(() => this.inner.claim(request));
+  admit: AdmissionStore["admit"] = (request) => {
+    this.lastRequest.admit = request;
+    return this.write(() => this.inner.admit(request));
+  };
+  claim: AdmissionStore["claim"] = (request) => {
+    this.lastRequest.claim = request;
+    return this.write(() => this.inner.claim(request));
+  };
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
   releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
   recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
-  read: AdmissionStore["read"] = (key) => this.inner.read(key);
+  read: AdmissionStore["read"] = async (key) => {
+    if (this.failNextRead) {
+      this.failNextRead = false;
+      throw new Error("read timed out");
+    }
+    return this.inner.read(key);
+  };
   listSite: AdmissionStore["listSite"] = (site) => this.inner.listSite(site);
   private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
     this.writes++;
+    const disturbance = this.nextWrite;
+    this.nextWrite = undefined;
+    if (disturbance === "unapplied") throw new Error("request timed out before the store applied it");
     const result = await send();
-    if (this.loseNextResponse) {
-      this.loseNextResponse = false;
-      throw new Error("response lost after the write landed");
-    }
+    if (disturbance === "lost") throw new Error("response lost after the write landed");
+    if (disturbance === "retried") return send();
     return result;
   }
 }
@@ -230,6 +265,182 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(duplicate.status).toBe("already-claimed");
     });
 
+    describe.each(["retried", "lost"] as const)("a write applied but %s is our own success", (disturbance) => {
+      type Setup = ReturnType<typeof setup>;
+      const HOST = "node-1";
+      const stateOf = (s: Setup) => s.store.read({ site: s.site, identity: HOST });
+      const noClaimRanOut = (s: Setup) => expect(s.logger.records.filter((record) => record.message.includes("ran out"))).toEqual([]);
+      /** Each admission write: `arrange` brings the host to where the write applies, `act` runs it disturbed, `check` looks at the table. */
+      const writes: Array<{ write: string; arrange: (s: Setup) => Promise<HostClaim | undefined>; act: (s: Setup, claim?: HostClaim) => Promise<unknown>; check: (s: Setup, result: unknown, claim?: HostClaim) => Promise<void> }> = [
+        {
+          write: "admit",
+          arrange: async () => undefined,
+          act: (s) => s.registry.admit(HOST, "discovery", 1),
+          check: async (s, result) => {
+            expect(result).toMatchObject({ identity: HOST, term: 1 });
+            expect(await stateOf(s)).toMatchObject({ state: "queued", term: 1, admittedAt: (result as { admittedAt: number }).admittedAt });
+          },
+        },
+        {
+          write: "claim",
+          arrange: async (s) => {
+            const first = await claimed(s.registry, HOST);
+            await s.registry.recordFailure(first, { step: "helper", reason: "broke", failures: 1, park: false });
+            await s.registry.admit(HOST, "discovery", 1);
+            return undefined;
+          },
+          act: async (s) => {
+            const work = (await s.store.read({ site: s.site, identity: HOST }))!;
+            return s.registry.begin({ identity: HOST, term: work.term, admittedAt: work.admittedAt, source: "discovery" }, 1);
+          },
+          check: async (s, result) => {
+            expect(result).toMatchObject({ status: "claimed", claim: { previousFailure: { step: "helper", count: 1 } } });
+            const claim = (result as { claim: HostClaim }).claim;
+            expect(await stateOf(s)).toMatchObject({ state: "provisioning", claimToken: claim.token });
+          },
+        },
+        {
+          write: "mark provisioned",
+          arrange: (s) => claimed(s.registry, HOST),
+          act: (s, claim) => s.registry.complete(claim!, "provisioned"),
+          check: async (s) => {
+            expect(await stateOf(s)).toMatchObject({ state: "provisioned" });
+            noClaimRanOut(s);
+          },
+        },
+        {
+          write: "forget",
+          arrange: (s) => claimed(s.registry, HOST),
+          act: (s, claim) => s.registry.complete(claim!, "failed"),
+          check: async (s) => {
+            expect(await stateOf(s)).toBeUndefined();
+            noClaimRanOut(s);
+          },
+        },
+        {
+          write: "record failure",
+          arrange: (s) => claimed(s.registry, HOST),
+          act: (s, claim) => s.registry.recordFailure(claim!, { step: "helper", reason: "broke", failures: 3, park: true }),
+          check: async (s, result) => {
+            expect(result).toBe(true);
+            expect(await stateOf(s)).toMatchObject({ state: "parked", failedStep: "helper", failures: 3, lastError: "broke" });
+          },
+        },
+        {
+          write: "release claim",
+          arrange: (s) => claimed(s.registry, HOST),
+          act: (s, claim) => s.registry.retryLater(claim!, "broker unreachable"),
+          check: async (s, result, claim) => {
+            expect(result).toBe(true);
+            expect(await stateOf(s)).toMatchObject({ state: "queued", lastError: "broker unreachable" });
+            expect((await s.registry.begin(claim!.work, 1)).status).toBe("claimed");
+          },
+        },
+        {
+          write: "forget queued",
+          arrange: async (s) => {
+            await s.registry.admit(HOST, "discovery", 1);
+            return undefined;
+          },
+          act: async (s) => {
+            const entry = (await stateOf(s))!;
+            return s.registry.withdraw({ identity: HOST, term: entry.term, admittedAt: entry.admittedAt, source: "discovery" });
+          },
+          check: async (s, result) => {
+            expect(result).toBe(true);
+            expect(await stateOf(s)).toBeUndefined();
+          },
+        },
+        {
+          write: "forget unless claimed",
+          arrange: async (s) => {
+            await s.registry.admit(HOST, "discovery", 1);
+            return undefined;
+          },
+          act: (s) => s.registry.forgetUnlessClaimed(HOST),
+          check: async (s, result) => {
+            expect(result).toBe(true);
+            expect(await stateOf(s)).toBeUndefined();
+          },
+        },
+      ];
+
+      it.each(writes)("$write", async ({ arrange, act, check }) => {
+        const s = setup();
+        const claim = await arrange(s);
+        s.store.nextWrite = disturbance;
+
+        const result = await act(s, claim);
+
+        await check(s, result, claim);
+      });
+    });
+
+    it("gives back a claim whose outcome could not be settled, so the redelivery claims the host", async () => {
+      const { registry, store } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.nextWrite = "lost";
+      store.failNextRead = true;
+
+      const unsettled = await registry.begin(work, 1).catch((error: unknown) => error);
+      const redelivery = await registry.begin(work, 1);
+
+      expect(unsettled).toBeInstanceOf(AdmissionStoreError);
+      expect(redelivery.status).toBe("claimed");
+    });
+
+    it("sends a claim again when it threw and the read found the host unclaimed, so a late landing cannot orphan it", async () => {
+      const { registry, store, site } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.nextWrite = "unapplied";
+
+      const outcome = await registry.begin(work, 1);
+      const late = await store.claim(store.lastRequest.claim!);
+
+      expect(outcome.status).toBe("claimed");
+      const token = outcome.status === "claimed" ? outcome.claim.token : undefined;
+      expect(late).toMatchObject({ applied: false, current: { claimToken: token } });
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
+    });
+
+    it("never lets a late duplicate of a claim that was given back take the host again", async () => {
+      const { registry, store } = setup();
+      const claim = await claimed(registry, "node-1");
+      const original = store.lastRequest.claim!;
+      await registry.retryLater(claim, "broker unreachable");
+
+      const late = await store.claim(original);
+      const redelivery = await registry.begin(claim.work, 1);
+
+      expect(late.applied).toBe(false);
+      expect(redelivery.status).toBe("claimed");
+    });
+
+    it("never lets a late duplicate of an admission apply again once its host failed", async () => {
+      const { registry, store } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      const original = store.lastRequest.admit!;
+      const begun = await registry.begin(work, 1);
+      if (begun.status !== "claimed") throw new Error(`expected a claim, got ${begun.status}`);
+      await registry.recordFailure(begun.claim, { step: "helper", reason: "broke", failures: 1, park: false });
+
+      const late = await store.admit(original);
+      const readmitted = await registry.admit("node-1", "discovery", 1);
+
+      expect(late.applied).toBe(false);
+      expect(readmitted).toMatchObject({ identity: "node-1" });
+    });
+
+    it("does not take a concurrent admission of the same host in the same millisecond for its own", async () => {
+      const { registry, time } = setup();
+      const first = await registry.admit("node-1", "discovery", 1);
+
+      const second = await registry.admit("node-1", "event", 1);
+
+      expect(first).toEqual({ identity: "node-1", term: 1, admittedAt: time.trueTime, source: "discovery" });
+      expect(second).toBeUndefined();
+    });
+
     describe("hard failures and parking", () => {
       /** One attempt of `identity` that fails at `step`; parks it when the count reaches `limit`. */
       async function failOnce(registry: AdmissionRegistry, identity: string, step: string, limit = 3, term = 1) {
@@ -420,12 +631,14 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         expect(duplicate.status).toBe("already-claimed");
       });
 
-      it("reports nothing withdrawn for a host it does not know", async () => {
+      it("reports a host it does not know as withdrawn: an earlier attempt of the same delete cannot be told apart, and nothing blocks its admission", async () => {
         const { registry, time } = setup();
 
         const withdrawn = await registry.withdraw({ identity: "node-unknown", term: 1, admittedAt: time.trueTime, source: "discovery" });
+        const admitted = await registry.admit("node-unknown", "discovery", 1);
 
-        expect(withdrawn).toBe(false);
+        expect(withdrawn).toBe(true);
+        expect(admitted).toMatchObject({ identity: "node-unknown" });
       });
     });
 

@@ -3,7 +3,8 @@ import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/ports";
 import type { ProvisionOutcome } from "../../../lib/engine";
-import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, type ProvisionerError } from "../../../lib/errors";
+import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
+import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds } from "../../support/fakes";
 import { context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
@@ -12,7 +13,7 @@ const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 
 function processor(w: World, engine: FakeEngine, workers = 4): HostWorkProcessor {
   return new HostWorkProcessor({
-    settings: { workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+    settings: { deploymentId: w.deploymentId, workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
     gate: w.gate,
     registry: w.registry,
     engine,
@@ -89,6 +90,42 @@ describe("host work: provisioning one queued host", () => {
     expect(standby.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
   });
 
+  it.each([
+    ["without a lease item", () => undefined],
+    ["whose lease item names this deployment as holder", (w: World) => ({ site: SITE, holder: w.deploymentId, term: 1, expiresAt: w.clock.now() + 30_000 })],
+  ])("a leader told it is a standby %s gives every message back, delayed, and drops none", async (_, leaseItem) => {
+    // Arrange: the gate's answer after a lease round that completed late, in the next invocation.
+    const w = world({ deploymentId: "west" });
+    const messages = await admitted(w, "a.example.net", "b.example.net");
+    const engine = new FakeEngine();
+    const lateRound = { standing: async () => ({ kind: "standby" as const, current: leaseItem(w) }) };
+
+    // Act
+    const result = await processor({ ...w, gate: lateRound as unknown as World["gate"] }, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds.sort()).toEqual(messages.map((message) => message.id).sort());
+    expect(w.queues.hostWork.delays.map((delay) => delay.receiptHandle).sort()).toEqual(messages.map((message) => message.receiptHandle).sort());
+    expect(engine.provisioned).toEqual([]);
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("queued");
+  });
+
+  it("a deployment that released the lease is a standby and drops the work", async () => {
+    // Arrange
+    const w = world({ deploymentId: "west" });
+    const messages = await admitted(w, "a.example.net");
+    const engine = new FakeEngine();
+    const released = { standing: async () => ({ kind: "standby" as const, current: { site: SITE, holder: w.deploymentId, term: 1, expiresAt: w.clock.now() + 30_000, released: true } }) };
+
+    // Act
+    const result = await processor({ ...w, gate: released as unknown as World["gate"] }, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(1);
+  });
+
   it("drops work admitted under an older term", async () => {
     // Arrange
     const w = world();
@@ -118,6 +155,28 @@ describe("host work: provisioning one queued host", () => {
     expect(result.failedMessageIds).toEqual([message.id]);
     expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message.receiptHandle, seconds: 30 }]);
     expect(engine.provisioned).toEqual([]);
+  });
+
+  it("gives work back after a transport failure, however often, without counting it toward parking", async () => {
+    // Arrange: the engine's outcome when no configure request verifiably reached the broker.
+    const w = world();
+    const [message] = await admitted(w, "a.example.net");
+    const engine = new FakeEngine();
+    const notSent = new RpcRetriesExhaustedError("a.example.net", "choria_provision#configure", 3, new RpcTransportError("a.example.net", "choria_provision#configure", "not sent"));
+    engine.outcome = (work) => ({ kind: "failed", identity: work.identity, step: "configure", error: notSent, retryable: true });
+
+    // Act: more deliveries than the failure limit.
+    const results = [];
+    for (let delivery = 1; delivery <= 4; delivery++) results.push(await processor(w, engine).handle([{ ...message!, receiveCount: delivery }], context()));
+
+    // Assert
+    expect(results.map((result) => result.failedMessageIds)).toEqual(Array.from({ length: 4 }, () => [message!.id]));
+    expect(w.queues.hostWork.delays).toHaveLength(4);
+    expect(w.queues.hostWorkDlq.sent).toEqual([]);
+    const entry = await stateOf(w, "a.example.net");
+    expect(entry).toMatchObject({ state: "queued", lastError: notSent.message });
+    expect(entry?.failures).toBeUndefined();
+    expect(w.metrics.total(EXTRA_METRIC.hostsParked)).toBe(0);
   });
 
   it("sends poison to the host-work DLQ with its reason and acknowledges it", async () => {
@@ -258,7 +317,7 @@ describe("host work: provisioning one queued host", () => {
     let remaining: number | undefined;
     const engine = new FakeEngine();
     const useCase = new HostWorkProcessor({
-      settings: { workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+      settings: { deploymentId: w.deploymentId, workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
       gate: w.gate,
       registry: w.registry,
       engine: {

@@ -23,7 +23,8 @@ import {
   type EngineSettings,
   type ProvisionOutcome,
 } from "../../../lib/engine";
-import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError } from "../../../lib/errors";
+import { RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { METRIC, type HelperResponse } from "../../../lib/ports";
 import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
@@ -225,6 +226,36 @@ describe("ProvisionEngine sequence without features", () => {
     expect(h.clock.sleeps).toHaveLength(RPC_PLAN.configure.tries - 1);
     expect(h.metrics.total(METRIC.rpcErrors, CONFIGURE)).toBe(1);
     expect(h.metrics.of(METRIC.rpcTime).filter((record) => record.labels?.rpc === CONFIGURE)).toHaveLength(5);
+  });
+
+  it.each([
+    ["was never sent", () => new RpcNotSentError(IDENTITY, CONFIGURE, "not sent: the connection did not flush within 2000 ms before the send-by instant")],
+    ["hit a closed connection", () => new RpcTransportError(IDENTITY, CONFIGURE, "could not send the request over NATS", { cause: new Error("CONNECTION_CLOSED") })],
+    ["was never confirmed by the broker", () => new RpcTransportError(IDENTITY, CONFIGURE, "no reply within 10000 ms, and the broker never confirmed the request")],
+  ])("hands work back as retryable, not as the host's failure, when every request of a step %s", async (_, transportFailure) => {
+    // Arrange
+    const h = await harness();
+    h.rpc.respond(CONFIGURE, transportFailure);
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "configure", RpcRetriesExhaustedError).retryable).toBe(true);
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(RPC_PLAN.configure.tries);
+  });
+
+  it("counts a step as the host's failure when its last request reached the node, even if earlier ones were not sent", async () => {
+    // Arrange
+    const h = await harness();
+    let tries = 0;
+    h.rpc.respond(CONFIGURE, () => (++tries < RPC_PLAN.configure.tries ? new RpcNotSentError(IDENTITY, CONFIGURE, "not sent") : timeout(IDENTITY, CONFIGURE)));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(expectFailed(outcome, "configure", RpcRetriesExhaustedError).retryable).toBe(false);
   });
 
   it("gives up on inventory after 5 tries and restart after 3", async () => {
