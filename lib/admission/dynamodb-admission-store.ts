@@ -32,6 +32,7 @@ import type {
   MarkProvisionedRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
+  VoidClaimRequest,
 } from "./registry";
 import type { AdmissionSource } from "../ports";
 
@@ -243,6 +244,20 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           ":lastErrorAt": n(request.lastErrorAt),
           ":token": s(request.claimToken),
         },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  voidClaim(request: VoidClaimRequest): Promise<AdmissionWrite> {
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(request),
+        UpdateExpression: "SET #endedClaimToken = :token",
+        ConditionExpression: "attribute_exists(#identity) AND (attribute_not_exists(#claimToken) OR #claimToken <> :token)",
+        ExpressionAttributeNames: { "#identity": "identity", "#claimToken": "claimToken", "#endedClaimToken": "endedClaimToken" },
+        ExpressionAttributeValues: { ":token": s(request.claimToken) },
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       }),
     );

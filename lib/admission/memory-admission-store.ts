@@ -16,6 +16,7 @@ import type {
   MarkProvisionedRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
+  VoidClaimRequest,
 } from "./registry";
 
 export class MemoryAdmissionStore implements AdmissionStore {
@@ -95,6 +96,13 @@ export class MemoryAdmissionStore implements AdmissionStore {
     delete current.claimToken;
     delete current.claimedUntil;
     Object.assign(current, { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt, endedClaimToken: request.claimToken });
+    return { applied: true };
+  }
+
+  async voidClaim(request: VoidClaimRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current === undefined || current.claimToken === request.claimToken) return { applied: false, current: copy(current) };
+    current.endedClaimToken = request.claimToken;
     return { applied: true };
   }
 

@@ -103,6 +103,10 @@ export interface ReleaseClaimRequest extends AdmissionKey {
   lastErrorAt: number;
 }
 
+export interface VoidClaimRequest extends AdmissionKey {
+  claimToken: string;
+}
+
 export interface ForgetQueuedRequest extends AdmissionKey {
   term: number;
   admittedAt: number;
@@ -157,6 +161,11 @@ export interface AdmissionStore {
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: state queued, claim removed (the token kept as `endedClaimToken`), `lastError` and `lastErrorAt` recorded. */
   releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite>;
+  /**
+   * If the entry exists and does not hold this claim token: records the token as ended
+   * (`endedClaimToken`), so a copy of that claim still on its way to the store can no longer apply.
+   */
+  voidClaim(request: VoidClaimRequest): Promise<AdmissionWrite>;
   /** If its term and admittedAt match and it has no claim token: delete the entry. */
   forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite>;
   /** Unless it has a claim that runs past `now`: delete the entry (also applied when there is none). */
@@ -187,6 +196,9 @@ export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 
 export const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 const LAST_ERROR_MAX_LENGTH = 1_000;
+
+/** Give-back and void rounds for a claim whose outcome is unknown; each round is two writes. */
+const ABANDON_ROUNDS = 3;
 
 /** Entries outlive the last rule that reads them by this much, so TTL deletion never races a rule. */
 const EXPIRY_SLACK_MS = 60 * 60_000;
@@ -478,15 +490,28 @@ export class AdmissionRegistry {
    * it is there (best effort: the store may still be failing; it also stops a late duplicate of
    * the claim from landing afterwards, since a claim token that ended never claims again).
    */
+  /**
+   * A claim whose outcome could not be settled may still be applied later (a store answers a
+   * request its client gave up on). Either it holds the host now and is given back, or its token
+   * is voided so that a late copy cannot take the host; whichever write wins, the other is
+   * retried, so the host is never left behind a claim nobody works on.
+   */
   private async abandonUnsettledClaim(request: ClaimRequest): Promise<void> {
+    const key = { site: request.site, identity: request.identity, claimToken: request.claimToken };
     try {
-      await this.deps.store.releaseClaim({
-        site: request.site,
-        identity: request.identity,
-        claimToken: request.claimToken,
-        lastError: "the outcome of a claim could not be settled",
-        lastErrorAt: this.clock.now(),
-      });
+      for (let round = 0; round < ABANDON_ROUNDS; round++) {
+        const released = await this.deps.store.releaseClaim({
+          ...key,
+          lastError: "the outcome of a claim could not be settled",
+          lastErrorAt: this.clock.now(),
+        });
+        if (released.applied || endedBy(released.current, request.claimToken, "queued")) return;
+        const voided = await this.deps.store.voidClaim(key);
+        // Applied, or no entry left to claim: a late copy of the claim cannot land.
+        if (voided.applied || voided.current === undefined) return;
+        // The late claim landed between the two writes: give it back in the next round.
+      }
+      throw new AdmissionStoreError(`the claim on host ${request.identity} kept landing while it was given back`);
     } catch (error) {
       this.logger.warn("could not give back a claim whose outcome is unknown; it runs out on its own", {
         identity: request.identity,

@@ -29,6 +29,8 @@ class CountingStore implements AdmissionStore {
   writes = 0;
   /** `unapplied`: the write throws without being applied yet (it may still land later). */
   nextWrite: "lost" | "retried" | "unapplied" | undefined;
+  /** This many next writes throw without being applied yet, after any `nextWrite` disturbance. */
+  unappliedWrites = 0;
   /** The next consistent read fails (the store is still unreachable when the registry settles). */
   failNextRead = false;
   /** The last request of each write, to send it again as a late duplicate. */
@@ -51,6 +53,7 @@ class CountingStore implements AdmissionStore {
   recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
+  voidClaim: AdmissionStore["voidClaim"] = (request) => this.write(() => this.inner.voidClaim(request));
   read: AdmissionStore["read"] = async (key) => {
     if (this.failNextRead) {
       this.failNextRead = false;
@@ -61,8 +64,12 @@ class CountingStore implements AdmissionStore {
   listSite: AdmissionStore["listSite"] = (site) => this.inner.listSite(site);
   private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
     this.writes++;
-    const disturbance = this.nextWrite;
+    let disturbance = this.nextWrite;
     this.nextWrite = undefined;
+    if (disturbance === undefined && this.unappliedWrites > 0) {
+      this.unappliedWrites--;
+      disturbance = "unapplied";
+    }
     if (disturbance === "unapplied") throw new Error("request timed out before the store applied it");
     const result = await send();
     if (disturbance === "lost") throw new Error("response lost after the write landed");
@@ -400,6 +407,42 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(outcome.status).toBe("claimed");
       const token = outcome.status === "claimed" ? outcome.claim.token : undefined;
       expect(late).toMatchObject({ applied: false, current: { claimToken: token } });
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
+    });
+
+    it("voids a claim whose outcome stayed unknown, so its copy landing after the give-back cannot orphan the host", async () => {
+      const { registry, store, site } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.unappliedWrites = 2; // the claim and the claim sent again both time out unapplied
+
+      const unsettled = await registry.begin(work, 1).catch((error: unknown) => error);
+      const late = await store.claim(store.lastRequest.claim!);
+      const redelivery = await registry.begin(work, 1);
+
+      expect(unsettled).toBeInstanceOf(AdmissionStoreError);
+      expect(late.applied).toBe(false);
+      expect(redelivery.status).toBe("claimed");
+      const token = redelivery.status === "claimed" ? redelivery.claim.token : undefined;
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
+    });
+
+    it("gives back a claim whose outcome stayed unknown when it landed before the void", async () => {
+      const { registry, store, site } = setup();
+      const work = (await registry.admit("node-1", "discovery", 1))!;
+      store.unappliedWrites = 2;
+      const voidClaim = store.voidClaim;
+      store.voidClaim = async (request) => {
+        store.voidClaim = voidClaim;
+        await store.claim(store.lastRequest.claim!); // the late copy lands between the give-back and the void
+        return voidClaim(request);
+      };
+
+      const unsettled = await registry.begin(work, 1).catch((error: unknown) => error);
+      const redelivery = await registry.begin(work, 1);
+
+      expect(unsettled).toBeInstanceOf(AdmissionStoreError);
+      expect(redelivery.status).toBe("claimed");
+      const token = redelivery.status === "claimed" ? redelivery.claim.token : undefined;
       expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
     });
 
