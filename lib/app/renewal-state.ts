@@ -180,3 +180,31 @@ export function expiryReport(hosts: readonly HostExpiry[], now: number): ExpiryR
     .map((host) => ({ identity: host.identity, expiresAt: host.credentials.expiresAt, kind: host.credentials.kind }));
   return report;
 }
+
+/** What status shows of renewal: the expiry distribution, and whether renewal is paused, what is in flight and what failed. */
+export interface RenewalReport {
+  expiry: ExpiryReport;
+  paused?: { reason: string; at: number };
+  inFlight: number;
+  /** Hosts renewal gave up on, newest first (at most NEXT_DUE_SHOWN x 5). */
+  failed: Array<{ identity: string; reason: string; at: number }>;
+  /** The operator's request still being carried out. */
+  requested?: { term: number; remaining: number; requestedAt: number; by?: string };
+}
+
+export function renewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number): RenewalReport {
+  const failed = Object.entries(state.failed)
+    .map(([identity, mark]) => ({ identity, ...mark }))
+    .sort((a, b) => b.at - a.at)
+    .slice(0, NEXT_DUE_SHOWN * 5);
+  const { request } = state;
+  return {
+    expiry: expiryReport(hosts, now),
+    ...(state.paused ? { paused: state.paused } : {}),
+    inFlight: Object.keys(state.inFlight).length,
+    failed,
+    ...(request
+      ? { requested: { term: request.term, remaining: request.identities.length, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } }
+      : {}),
+  };
+}
