@@ -13,6 +13,7 @@ import { messageOf, ProvisionerError } from "../errors";
 import { stageResourceNames } from "./stage-resources";
 import { systemClock, type Clock } from "../ports";
 import { OperatorRefusal, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "./operations";
+import { formatRenewalReport, RENEW_OPTIONS, RENEW_USAGE, RenewUsageError, runRenew } from "./renew";
 
 export const USAGE = `Usage: choria-provisioner <command> [options]
 
@@ -25,7 +26,7 @@ Commands:
   pause [--reason TEXT]       this deployment stops working and stops contesting the lease
   resume                      undo pause
   reprovision <identity>...   admit hosts again now under the current term (overrides the once-per-interval rule)
-
+${RENEW_USAGE}
 Where the deployment is (flags win over the environment):
   --stage NAME                names as serverless.yml makes them: choria-provisioner-<stage>-lease, ...-host-work, ...
                               (env SLS_STAGE, SLS_LOCAL_STAGE; default dev)
@@ -65,6 +66,7 @@ const COMMANDS: Record<string, StackNeeds> = {
   pause: { tables: ["lease"], queues: [] },
   resume: { tables: ["lease"], queues: [] },
   reprovision: { tables: ["lease", "admission"], queues: ["hostWork"] },
+  renew: { tables: ["lease", "admission"], queues: [] },
 };
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -93,6 +95,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         reason: { type: "string" },
         by: { type: "string" },
         help: { type: "boolean" },
+        ...RENEW_OPTIONS,
       },
     });
   } catch (error) {
@@ -148,6 +151,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         print(result, () => formatReadmit("admitted", result));
         return result.skipped.length === 0 ? 0 : 1;
       }
+      case "renew":
+        return await runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME);
       case "pause":
       case "resume": {
         const paused = command === "pause";
@@ -164,7 +169,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     }
     throw new UsageError(`unknown command "${command}"`);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || error instanceof RenewUsageError) {
       io.stderr(`choria-provisioner: ${error.message}\n\n${USAGE}`);
       return 2;
     }
@@ -178,7 +183,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 
 // --- where the deployment is ---------------------------------------------------------------------
 
-function resolveStack(values: Record<string, string | boolean | undefined>, env: CliIo["env"]): OperatorStack {
+function resolveStack(values: Record<string, string | string[] | boolean | undefined>, env: CliIo["env"]): OperatorStack {
   const flag = (name: string) => {
     const value = values[name];
     return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
@@ -280,6 +285,7 @@ export function formatStatus(status: OperatorStatus, now: number): string {
       .map(([state, count]) => `${state} ${count}`)
       .join(", ")})`,
   );
+  if (status.renewal) lines.push("", formatRenewalReport(status.renewal, now));
   if (status.registry.lastErrors.length > 0) {
     lines.push(
       "",

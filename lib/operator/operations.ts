@@ -13,6 +13,7 @@ import { AdmissionFlow } from "../app/admission-flow";
 import { decodeHostWork } from "../app/host-work-message";
 import { queueDepths, type QueueDepth, type QueueName } from "../app/operator";
 import type { MessageQueue } from "../app/ports";
+import { renewalReport, type RenewalReport, type RenewalStore } from "../app/renewal-state";
 import { messageOf, ProvisionerError } from "../errors";
 import { describeLease, leadsAt, type LeaseDescription, type LeaseStore } from "../lease/lease";
 import type { PauseState, PauseStore } from "../lease/pause";
@@ -56,6 +57,8 @@ export interface OperatorDeps {
   clock: Clock;
   /** Where the admission flow reports what it could not do; default silent (the CLI prints results). */
   logger?: Logger;
+  /** Renewal's state; when given, status shows the credentials' expiry and renewal. */
+  renewalStore?: RenewalStore;
 }
 
 /** The command cannot run on this deployment now (not the leader, paused); says why. */
@@ -76,6 +79,7 @@ export interface OperatorStatus {
   lease: LeaseView;
   queues: Record<QueueName, QueueDepth>;
   registry: RegistrySummary;
+  renewal?: RenewalReport;
 }
 
 export interface ElectionView {
@@ -116,13 +120,23 @@ export class Operator {
   }
 
   async status(): Promise<OperatorStatus> {
-    const [lease, pause, queues, registry] = await Promise.all([
+    const [lease, pause, queues, registry, renewal] = await Promise.all([
       this.leaseView(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
       queueDepths(this.deps.queues),
       this.deps.registry.summary(),
+      this.renewal(),
     ]);
-    return { site: this.deps.site, deploymentId: this.deps.deploymentId, paused: pause?.paused === true, pause, lease, queues, registry };
+    return {
+      site: this.deps.site,
+      deploymentId: this.deps.deploymentId,
+      paused: pause?.paused === true,
+      pause,
+      lease,
+      queues,
+      registry,
+      ...(renewal ? { renewal } : {}),
+    };
   }
 
   /** The lease and every deployment known to the site: the holder, switches, and this one. */
@@ -226,6 +240,13 @@ export class Operator {
     return state;
   }
 
+  private async renewal(): Promise<RenewalReport | undefined> {
+    const store = this.deps.renewalStore;
+    if (!store) return undefined;
+    const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), store.read(this.deps.site)]);
+    return renewalReport(hosts, stored.state, this.deps.clock.now());
+  }
+
   private async leaseView(): Promise<LeaseView> {
     return (await this.readLease()).lease;
   }
@@ -242,7 +263,8 @@ export class Operator {
   }
 
   /** The term this deployment holds now; refuses when it is not the leader or is paused. */
-  private async currentTerm(): Promise<number> {
+  /** The term this deployment leads with; OperatorRefusal on a standby, or a paused or released deployment. */
+  async currentTerm(): Promise<number> {
     const [{ lease, leads }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
     if (pause?.paused) throw new OperatorRefusal(`deployment ${this.deps.deploymentId} is paused: resume it first, or run this on the leader's stack`);
     if (!lease.heldByThisDeployment || lease.term === null) {
