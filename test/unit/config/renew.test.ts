@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config";
+import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
 import { ConfigError } from "../../../lib/errors";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };
@@ -54,5 +55,23 @@ describe("the renew section", () => {
   it("defaults the collective to choria for protocol v2", () => {
     const config = parseConfig({ ...MINIMAL, protocol_version: 2, client_jwt: "x.y.z", client_seed: "ab".repeat(32) });
     expect(config.renew.collective).toBe("choria");
+  });
+});
+
+describe("the renew section at package time", () => {
+  it("is refused by check-config when enabled without the main broker, and renew's role may read the token's reference", () => {
+    // Arrange
+    const yaml = (renew: string) =>
+      ["helper: /opt/bin/helper", "broker_urls: [tls://broker.example.net:4222]", "token: ssm:/choria/token", `renew: ${renew}`].join("\n");
+
+    // Act
+    const refused = checkDeploymentConfig(yaml("{ enabled: true }"), { helperLayer: true });
+    const accepted = checkDeploymentConfig(yaml("{ enabled: true, broker_urls: [tls://main.example.net:4222] }"), { helperLayer: true });
+
+    // Assert
+    expect(refused.errors.map((error) => error.key)).toEqual(["renew.broker_urls"]);
+    expect(accepted.errors).toEqual([]);
+    expect(accepted.references.renew).toEqual([{ store: "ssm", name: "/choria/token" }]);
+    expect(accepted.references.status).toEqual([]);
   });
 });
