@@ -6,7 +6,7 @@
  * announces the term); the main broker is a second connection of its own.
  */
 import { brokerSettings, choriaClientSettings } from "../../app/choria-client";
-import { Renewal } from "../../app/renewal";
+import { Renewal, type RenewalRunResult } from "../../app/renewal";
 import type { AppSettings } from "../../app/settings";
 import { ChoriaBroker } from "../../choria/broker";
 import { SharedBrokerConnection } from "../../choria/connection";
@@ -20,7 +20,8 @@ import { lazyFunction } from "../runtime";
 import type { InvocationContext } from "../../app/ports";
 
 export interface RenewFunction {
-  renew(ctx: InvocationContext): ReturnType<Renewal["run"]>;
+  /** `not-configured`: no main broker (`renew.broker_urls`), so there is nothing renewal could reach. */
+  renew(ctx: InvocationContext): Promise<RenewalRunResult | { status: "not-configured" }>;
   close(): Promise<void>;
 }
 
@@ -87,8 +88,19 @@ export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker):
 
 export async function composeRenew(settings: AppSettings, overrides: AppOverrides = {}): Promise<RenewFunction> {
   const composed = await composeBrokerFunction(settings, "renew", overrides);
+  const { parts } = composed;
+  // The schedule runs in every deployment; with renewal off and no main broker it must not fail (and alarm) every minute.
+  if (parts.config.renew.brokerUrls.length === 0) {
+    return {
+      renew: async () => {
+        parts.logger.debug("renewal is not configured: renew.broker_urls is empty");
+        return { status: "not-configured" };
+      },
+      close: parts.close,
+    };
+  }
   const main = await composeMainBroker(composed);
-  return { renew: renewUseCase(composed, main), close: composed.parts.close };
+  return { renew: renewUseCase(composed, main), close: parts.close };
 }
 
 export function makeHandler(getFunction: () => Promise<RenewFunction>) {
