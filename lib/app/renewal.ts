@@ -17,6 +17,7 @@
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
 import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
+import { RpcNotSentError } from "../choria/rpc-client";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcStatusError } from "../errors";
@@ -286,7 +287,12 @@ export class Renewal {
           logger.info("renewal stops: the pause gate closed", { identity, term, reason: messageOf(error) });
           return { kind: "not-sent", identity };
         }
-        const status = statusOf(error);
+        if (causedBy(error, RpcNotSentError)) {
+          // The send-by instant passed before the request could leave: nothing reached the node.
+          logger.warn("reprovision not sent before its send-by instant; the host stays due", { identity, term, reason: messageOf(error) });
+          return { kind: "not-sent", identity };
+        }
+        const status = causedBy(error, RpcStatusError);
         return { kind: "refused", identity, at: clock.now(), reason: status ? `${status.statusmsg} (status ${status.statuscode})` : messageOf(error) };
       }
     });
@@ -304,10 +310,10 @@ function record(state: RenewalState, outcome: RenewalOutcome, window: number): v
   if (state.recent.length > window) state.recent.splice(0, state.recent.length - window);
 }
 
-/** The node's error status anywhere in the cause chain (the retry wrapper wraps it). */
-function statusOf(error: unknown): RpcStatusError | undefined {
+/** `kind` anywhere in the cause chain (the retry wrapper wraps the attempt's error). */
+function causedBy<E extends Error>(error: unknown, kind: abstract new (...args: never[]) => E): E | undefined {
   for (let current = error, depth = 0; current !== undefined && depth < 10; current = (current as { cause?: unknown }).cause, depth++) {
-    if (current instanceof RpcStatusError) return current;
+    if (current instanceof kind) return current;
   }
   return undefined;
 }

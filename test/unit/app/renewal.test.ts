@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { dueHosts, emptyRenewalState, expiryReport, renewableAt, spreadOf } from "../../../lib/app/renewal-state";
+import { RpcNotSentError } from "../../../lib/choria/rpc-client";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "./renewal-support";
@@ -132,6 +133,24 @@ describe("renewal sends", () => {
     expect(w.rpc.callsTo("choria_provision#reprovision")).toHaveLength(ran);
     expect(result).toMatchObject({ status: "ran", inFlight: ran });
     expect(Object.keys((await w.store.read(SITE)).state.inFlight)).toHaveLength(ran);
+  });
+
+  it("does not count a request that never left (its send-by instant passed) as a failure, and sends it again later", async () => {
+    // Arrange
+    const w = renewalWorld();
+    await w.provision("node1", w.clock.now() + HOUR_MS, DAY_MS);
+    w.rpc.queue("choria_provision#reprovision", new RpcNotSentError("node1", "choria_provision#reprovision", "not sent: the send-by instant passed before the attempt started"));
+
+    // Act
+    const first = await w.run();
+    await w.advance(MINUTE_MS);
+    const second = await w.run();
+
+    // Assert
+    expect(first).toMatchObject({ sent: [], refused: [], inFlight: 0 });
+    expect((await w.store.read(SITE)).state.failed).toEqual({});
+    expect(second).toMatchObject({ sent: ["node1"] });
+    expect(w.metrics.total(EXTRA_METRIC.renewalFailures)).toBe(0);
   });
 
   it("marks a node that refuses reprovision with the reason and renews the others", async () => {
