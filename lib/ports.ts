@@ -65,6 +65,16 @@ export const EXTRA_METRIC = {
   discoveryCapped: "choria_provisioner_discovery_capped",
   /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
   lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
+  /** Hosts sent choria_provision#reprovision by renewal that accepted it. */
+  renewalsSent: "choria_provisioner_renewals_sent",
+  /** Renewed hosts provisioned again with fresh credentials. */
+  renewalsCompleted: "choria_provisioner_renewals_completed",
+  /** Renewals that failed: the node refused reprovision, did not answer, or was not provisioned again within `renew.timeout`. */
+  renewalFailures: "choria_provisioner_renewal_failures",
+  /** 1 while renewal has paused itself after too many failures. */
+  renewalPaused: "choria_provisioner_renewal_paused",
+  /** Hosts renewal has put out of service that are not provisioned again yet. */
+  renewalsInFlight: "choria_provisioner_renewals_in_flight",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

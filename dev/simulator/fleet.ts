@@ -63,6 +63,10 @@ export interface FleetOptions {
   rsaKeys?: RsaKeyPoolOptions;
   /** Record discovery pings too (every node, every discovery). Default true. */
   recordDiscovery?: boolean;
+  /** The collective nodes answer reprovision on in normal mode (same NATS server). Default `mcollective`. */
+  mainCollective?: string;
+  /** Config every node starts with; `plugin.choria.server.provision: "false"` starts it provisioned, in normal mode. */
+  initialConfig?: Record<string, string>;
 }
 
 export interface PublishedLifecycleEvent {
@@ -96,6 +100,8 @@ interface Link {
   nc: NatsConnection;
   nodes: Map<string, SimulatedNode>;
   nodeSubscriptions: Map<string, Subscription>;
+  /** Normal-mode nodes' `<main collective>.node.<identity>` subscriptions. */
+  mainSubscriptions: Map<string, Subscription>;
 }
 
 /** Starts the fleet; resolves once every node is subscribed and has announced itself. */
@@ -158,7 +164,7 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
       token: provisioningJwt,
       ...(options.tls ? { tls: { rejectUnauthorized: false } as TlsOptions } : {}),
     });
-    const link: Link = { nc, nodes: new Map(), nodeSubscriptions: new Map() };
+    const link: Link = { nc, nodes: new Map(), nodeSubscriptions: new Map(), mainSubscriptions: new Map() };
     for (const agent of BROADCAST_AGENTS) {
       nc.subscribe(broadcastSubject(PROVISIONING_COLLECTIVE, agent), {
         callback: (_error, message) => fanOut(link, message.data),
@@ -200,10 +206,10 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     for (const node of listening) void answer(link, node, request);
   }
 
-  async function answer(link: Link, node: SimulatedNode, request: IncomingRequest): Promise<void> {
+  async function answer(link: Link, node: SimulatedNode, request: IncomingRequest, normalMode = false): Promise<void> {
     let reply: Awaited<ReturnType<SimulatedNode["handle"]>>;
     try {
-      reply = await node.handle(request);
+      reply = await (normalMode ? node.handleNormal(request) : node.handle(request));
     } catch (error) {
       // A simulator bug must not take the fleet down; a real server would log and not answer.
       recordUnanswered(node.identity, error);
@@ -238,6 +244,7 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
       if (recordDiscovery || entry.agent !== "discovery") record.push(entry);
     },
     listeningChanged: (listening: boolean) => {
+      syncMainSubscription(link, identity);
       const existing = link.nodeSubscriptions.get(identity);
       if (listening && !existing && !stopped) {
         const subscription = link.nc.subscribe(nodeSubject(PROVISIONING_COLLECTIVE, identity), {
@@ -255,6 +262,27 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
       }
     },
   });
+
+  /** A node out of provisioning mode is on its main collective, where renewal reaches it. */
+  function syncMainSubscription(link: Link, identity: string): void {
+    const node = link.nodes.get(identity);
+    const existing = link.mainSubscriptions.get(identity);
+    const wanted = !stopped && node !== undefined && node.inNormalMode;
+    if (wanted && !existing && node) {
+      const subscription = link.nc.subscribe(nodeSubject(node.mainCollective, identity), {
+        callback: (_error, message) => {
+          const current = link.nodes.get(identity);
+          if (!current?.inNormalMode) return;
+          const request = decode(message.data, [identity]);
+          if (request) void answer(link, current, request, true);
+        },
+      });
+      link.mainSubscriptions.set(identity, subscription);
+    } else if (!wanted && existing) {
+      existing.unsubscribe();
+      link.mainSubscriptions.delete(identity);
+    }
+  }
 
   async function add(names: string[], faults: Record<string, NodeFaults> = {}): Promise<string[]> {
     const touched = new Set<Link>();
@@ -277,6 +305,8 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
           facts: typeof options.facts === "function" ? options.facts(identity) : (options.facts ?? {}),
           ...(options.restartDelayMs === undefined ? {} : { restartDelayMs: options.restartDelayMs }),
           ...(options.shutdownDelayMs === undefined ? {} : { shutdownDelayMs: options.shutdownDelayMs }),
+          ...(options.mainCollective === undefined ? {} : { mainCollective: options.mainCollective }),
+          ...(options.initialConfig === undefined ? {} : { initialConfig: options.initialConfig }),
           ...(faults[identity] ? { faults: faults[identity] } : {}),
         },
         environment(link, identity),

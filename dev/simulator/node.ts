@@ -8,6 +8,10 @@
  * A node that leaves provisioning mode stops answering the provisioning subjects altogether (a real
  * one reconnects to its production broker), so the Go agent's "not in provisioning mode" guards can
  * never fire here and are not modelled; nor is a missing config file (always /etc/choria/server.conf).
+ * In normal mode it answers one request on its main collective: `choria_provision#reprovision`
+ * (token checked, config rewritten to provisioning mode, restart after Go's 2 + rand[0,10) s), the
+ * renewal path; it does not verify request signatures or model RPC authorization, which a test
+ * plays with a `status` fault instead.
  */
 import type { KeyObject } from "node:crypto";
 import { buildLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../../lib/choria/lifecycle";
@@ -89,6 +93,8 @@ export interface NodeOptions {
   restartDelayMs?: number;
   /** Delay before a shutdown action stops the node; default Go's rand[0,10) s. */
   shutdownDelayMs?: number;
+  /** The collective the node is on in normal mode. Default `mcollective`. */
+  mainCollective?: string;
   faults?: NodeFaults;
 }
 
@@ -228,6 +234,13 @@ export class SimulatedNode {
   get listening(): boolean {
     return this.running && !this.crashed && this.provisioning;
   }
+  /** Answers reprovision on its main collective: running, not crashed, with provisioning settings, out of provisioning mode. */
+  get inNormalMode(): boolean {
+    return this.running && !this.crashed && !this.provisioning && this.jwtRefusal === undefined;
+  }
+  get mainCollective(): string {
+    return this.options.mainCollective ?? "mcollective";
+  }
   get isRunning(): boolean {
     return this.running;
   }
@@ -319,6 +332,46 @@ export class SimulatedNode {
     if (selectsIfSet(this.faultSet.silent, request.agent, action)) return drop(action, "fault: reply suppressed");
 
     this.env.record({ ...base, executedAtMs, action, outcome: result?.statuscode ?? STATUS.OK, statusmsg: result?.statusmsg ?? "OK" });
+    return { agent: request.agent, action, payload };
+  }
+
+  /**
+   * A request on the main collective in normal mode: only choria_provision#reprovision is modelled
+   * (go-choria's reprovisionAction); everything else is dropped and recorded as such.
+   */
+  async handleNormal(request: IncomingRequest): Promise<NodeReply | undefined> {
+    const receivedAt = this.env.clock.now();
+    const caller = `${request.senderId}.${request.callerId}`;
+    const base = { timeMs: receivedAt, identity: this.identity, caller, agent: request.agent, requestId: request.id };
+    const action = request.agent === "choria_provision" ? actionOf(request.payload) : "";
+    const drop = (reason: string): undefined => {
+      this.env.record({ ...base, action, outcome: "dropped", reason });
+      return undefined;
+    };
+    if (!this.inNormalMode) return drop("node is not in normal mode");
+    if (request.version !== this.protocolVersion) return drop(`protocol v${request.version} request on a protocol v${this.protocolVersion} server`);
+    if (request.collective !== this.mainCollective) return drop(`unknown collective ${request.collective}`);
+    if (!withinTtl(request, receivedAt)) return drop("request is outside its ttl");
+    if (request.agent !== "choria_provision" || action !== "reprovision") return drop("only choria_provision#reprovision is modelled in normal mode");
+
+    let result: ActionResult;
+    try {
+      const body = JSON.parse(decoder.decode(request.payload)) as { data?: unknown };
+      const args = this.parse("reprovision", body.data);
+      this.checkToken(args.token);
+      const override = this.faultSet.status?.reprovision ?? this.faultSet.status?.["choria_provision#reprovision"];
+      if (override) throw new Abort(override.statusmsg, override.statuscode);
+      // go-choria writes plugin.choria.server.provision=1 and loglevel=debug, then restarts after 2 + rand[0,10) s.
+      this.filesNow.config = { ...this.filesNow.config, "plugin.choria.server.provision": "1", loglevel: "debug" };
+      const splayMs = (Math.floor(this.random() * 10) + 2) * 1000;
+      result = { ...ok({ message: `Restarting after ${goDuration(splayMs)}` }), after: () => this.scheduleRestart(this.options.restartDelayMs ?? splayMs) };
+    } catch (error) {
+      if (!(error instanceof Abort)) return drop(`could not process request: ${(error as Error).message}`);
+      result = fail(error.statuscode, error.statusmsg);
+    }
+    result.after?.();
+    this.env.record({ ...base, executedAtMs: receivedAt, action, outcome: result.statuscode, statusmsg: result.statusmsg });
+    const payload = encoder.encode(JSON.stringify({ action, statuscode: result.statuscode, statusmsg: result.statusmsg, data: result.data ?? {} }));
     return { agent: request.agent, action, payload };
   }
 

@@ -136,15 +136,21 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
   }
 
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
+    const { credentials } = request;
     return this.conditional(
       new UpdateItemCommand({
         TableName: this.options.tableName,
         Key: this.key(request),
         UpdateExpression:
           "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token" +
-          " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures",
+          (credentials ? ", #credentialsExpireAt = :credentialsExpireAt, #expiryKind = :expiryKind, #credentialsIssuedAt = :credentialsIssuedAt" : "") +
+          " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures" +
+          (credentials ? "" : ", #credentialsExpireAt, #expiryKind, #credentialsIssuedAt"),
         ConditionExpression: "#claimToken = :token",
         ExpressionAttributeNames: {
+          "#credentialsExpireAt": "credentialsExpireAt",
+          "#expiryKind": "expiryKind",
+          "#credentialsIssuedAt": "credentialsIssuedAt",
           "#state": "state",
           "#heldUntil": "heldUntil",
           "#expiresAt": "expiresAt",
@@ -163,6 +169,9 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           ":expiresAt": n(request.expiresAt),
           ":ttl": ttlOf(request.expiresAt),
           ":token": s(request.claimToken),
+          ...(credentials
+            ? { ":credentialsExpireAt": n(credentials.expiresAt), ":expiryKind": s(credentials.kind), ":credentialsIssuedAt": n(credentials.issuedAt) }
+            : {}),
         },
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       }),
@@ -297,8 +306,12 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         new QueryCommand({
           TableName: this.options.tableName,
           KeyConditionExpression: "#site = :site",
-          ProjectionExpression: "#identity, #term, #state, #lastError, #lastErrorAt, #failedStep, #failures",
+          ProjectionExpression:
+            "#identity, #term, #state, #lastError, #lastErrorAt, #failedStep, #failures, #credentialsExpireAt, #expiryKind, #credentialsIssuedAt",
           ExpressionAttributeNames: {
+            "#credentialsExpireAt": "credentialsExpireAt",
+            "#expiryKind": "expiryKind",
+            "#credentialsIssuedAt": "credentialsIssuedAt",
             "#failedStep": "failedStep",
             "#failures": "failures",
             "#site": "site",
@@ -367,6 +380,7 @@ function decodeEntry(item: Record<string, AttributeValue> | undefined): Admissio
   if (item.failedStep?.S !== undefined) entry.failedStep = item.failedStep.S;
   const failures = optionalNumber(item.failures);
   if (failures !== undefined) entry.failures = failures;
+  Object.assign(entry, decodeExpiry(item));
   return entry;
 }
 
@@ -380,7 +394,17 @@ function decodeSummaryRow(item: Record<string, AttributeValue>): AdmissionSummar
   if (item.lastErrorAt?.N !== undefined) row.lastErrorAt = Number(item.lastErrorAt.N);
   if (item.failedStep?.S !== undefined) row.failedStep = item.failedStep.S;
   if (item.failures?.N !== undefined) row.failures = Number(item.failures.N);
-  return row;
+  return Object.assign(row, decodeExpiry(item));
+}
+
+function decodeExpiry(item: Record<string, AttributeValue>): Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt"> {
+  const kind = item.expiryKind?.S;
+  if (item.credentialsExpireAt?.N === undefined || (kind !== "certificate" && kind !== "server_jwt")) return {};
+  return {
+    credentialsExpireAt: Number(item.credentialsExpireAt.N),
+    expiryKind: kind,
+    ...(item.credentialsIssuedAt?.N === undefined ? {} : { credentialsIssuedAt: Number(item.credentialsIssuedAt.N) }),
+  };
 }
 
 /** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */

@@ -64,7 +64,12 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
+    for (const field of ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const) delete current[field];
     Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
+    if (request.credentials) {
+      const { expiresAt, kind, issuedAt } = request.credentials;
+      Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt });
+    }
     return { applied: true };
   }
 
@@ -130,8 +135,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
     return [...this.entries.values()]
       .filter((entry) => entry.site === site)
       .sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0))
-      .map(({ identity, term, state, lastError, lastErrorAt, failedStep, failures }) =>
-        withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures }),
+      .map(({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt }) =>
+        withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt }),
       );
   }
 

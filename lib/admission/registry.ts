@@ -57,6 +57,20 @@ export interface AdmissionEntry extends AdmissionKey {
   failures?: number;
   /** Epoch ms after which the entry no longer matters to any rule; the store may delete it (TTL). */
   expiresAt: number;
+  /** Set when the host was provisioned with credentials that expire: when the first of them does, which one, and when they were issued. */
+  credentialsExpireAt?: number;
+  expiryKind?: ExpiryKind;
+  credentialsIssuedAt?: number;
+}
+
+/** Which credential of a provisioned host expires first: the helper's x509 certificate or the server JWT we signed. */
+export type ExpiryKind = "certificate" | "server_jwt";
+
+/** When a provisioned host's credentials stop working (epoch ms), which one that is, and when they were issued. */
+export interface CredentialsExpiry {
+  expiresAt: number;
+  kind: ExpiryKind;
+  issuedAt: number;
 }
 
 export interface AdmitRequest {
@@ -79,6 +93,8 @@ export interface MarkProvisionedRequest extends AdmissionKey {
   claimToken: string;
   heldUntil: number;
   expiresAt: number;
+  /** Recorded when given, removed when not (the host's new credentials do not expire, or are not known). */
+  credentials?: CredentialsExpiry;
 }
 
 export interface ForgetRequest extends AdmissionKey {
@@ -117,7 +133,17 @@ export interface ForgetUnlessClaimedRequest extends AdmissionKey {
 }
 
 /** The fields of an entry the registry summary shows. */
-export type AdmissionSummaryRow = Pick<AdmissionEntry, "identity" | "term" | "state" | "lastError" | "lastErrorAt" | "failedStep" | "failures">;
+export type AdmissionSummaryRow = Pick<
+  AdmissionEntry,
+  "identity" | "term" | "state" | "lastError" | "lastErrorAt" | "failedStep" | "failures" | "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt"
+>;
+
+/** A host whose credentials expire, as the registry knows it. */
+export interface HostExpiry {
+  identity: string;
+  state: AdmissionState;
+  credentials: CredentialsExpiry;
+}
 
 export interface RegistrySummary {
   total: number;
@@ -152,7 +178,8 @@ export interface AdmissionStore {
   claim(request: ClaimRequest): Promise<AdmissionWrite>;
   /**
    * If the claim token matches: state provisioned, claim, failure record and last error removed,
-   * held until `heldUntil`, the token kept as `endedClaimToken`.
+   * held until `heldUntil`, the token kept as `endedClaimToken`; the credentials' expiry recorded
+   * when given, removed when not.
    */
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: delete the entry. */
@@ -348,15 +375,17 @@ export class AdmissionRegistry {
   }
 
   /** Records the end of a claimed provisioning: keep a provisioned host for the hold time, forget a failed one. */
-  async complete(claim: HostClaim, outcome: "provisioned" | "failed"): Promise<void> {
+  async complete(claim: HostClaim, outcome: "provisioned" | "failed", credentials?: CredentialsExpiry): Promise<void> {
     const key = { site: this.settings.site, identity: claim.work.identity };
     const heldUntil = this.clock.now() + this.holdMs;
+    // A host whose credentials expire stays in the registry until they do, so renewal can find it.
+    const expiresAt = Math.max(heldUntil, credentials?.expiresAt ?? 0) + EXPIRY_SLACK_MS;
     const result = await this.settle(
       outcome === "provisioned" ? "mark provisioned" : "forget",
       key.identity,
       () =>
         outcome === "provisioned"
-          ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt: heldUntil + EXPIRY_SLACK_MS })
+          ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt, ...(credentials ? { credentials } : {}) })
           : this.deps.store.forget({ ...key, claimToken: claim.token }),
       (current) => (outcome === "provisioned" ? endedBy(current, claim.token, "provisioned") : current === undefined),
     );
@@ -477,6 +506,20 @@ export class AdmissionRegistry {
     summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);
     summary.lastErrors.length = Math.min(summary.lastErrors.length, LAST_ERRORS_SHOWN);
     return summary;
+  }
+
+  /** Every host of this site whose credentials' expiry is recorded, in no particular order. */
+  async expiries(): Promise<HostExpiry[]> {
+    const hosts: HostExpiry[] = [];
+    for (const row of await this.deps.store.listSite(this.settings.site)) {
+      if (row.credentialsExpireAt === undefined || row.expiryKind === undefined) continue;
+      hosts.push({
+        identity: row.identity,
+        state: row.state,
+        credentials: { expiresAt: row.credentialsExpireAt, kind: row.expiryKind, issuedAt: row.credentialsIssuedAt ?? 0 },
+      });
+    }
+    return hosts;
   }
 
   private discardStale(work: HostWork, reason: string): void {

@@ -144,7 +144,7 @@ export class HostWorkProcessor {
     }
     const keep = isSuccessfulOutcome(outcome) && keepsHostKnown(outcome);
     try {
-      await this.deps.registry.complete(claim, keep ? "provisioned" : "failed");
+      await this.deps.registry.complete(claim, keep ? "provisioned" : "failed", outcome.kind === "provisioned" ? outcome.credentials : undefined);
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.deps.logger.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });

@@ -9,6 +9,7 @@ import { describeLease, type LeaseDescription, type LeaseStore } from "../lease/
 import { METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionFlow } from "./admission-flow";
 import type { MessageQueue, QueueCounts } from "./ports";
+import { renewalReport, type RenewalReport, type RenewalStore } from "./renewal-state";
 
 export interface StatusQueues {
   hostWork: MessageQueue;
@@ -29,6 +30,8 @@ export interface StatusReport {
   lease: LeaseDescription;
   queues: Record<QueueName, QueueDepth>;
   registry: RegistrySummary;
+  /** What expires when, and renewal's own state. */
+  renewal: RenewalReport;
 }
 
 export interface StatusDeps {
@@ -37,7 +40,8 @@ export interface StatusDeps {
   leaderElection: boolean;
   /** Absent when leader election is off. */
   leaseStore?: Pick<LeaseStore, "read">;
-  registry: Pick<AdmissionRegistry, "summary">;
+  registry: Pick<AdmissionRegistry, "summary" | "expiries">;
+  renewalStore: RenewalStore;
   queues: StatusQueues;
   clock: Clock;
   /** When given, the paused gauge is reported from the lease read. */
@@ -58,14 +62,18 @@ export async function queueDepths(queues: StatusQueues): Promise<Record<QueueNam
 
 /** The deployment's status: the stored lease as lib/lease describes it, queue depths and registry counts. */
 export async function status(deps: StatusDeps): Promise<StatusReport> {
-  const [leaseItem, queues, registry] = await Promise.all([
+  const [leaseItem, queues, registry, expiries, renewalState] = await Promise.all([
     deps.leaseStore ? deps.leaseStore.read(deps.site) : Promise.resolve(undefined),
     queueDepths(deps.queues),
     deps.registry.summary(),
+    deps.registry.expiries(),
+    deps.renewalStore.read(deps.site),
   ]);
-  const lease = describeLease(leaseItem, deps.deploymentId, deps.clock.now());
+  const now = deps.clock.now();
+  const lease = describeLease(leaseItem, deps.deploymentId, now);
   deps.metrics?.gauge(METRIC.paused, !deps.leaderElection || lease.heldByThisDeployment ? 0 : 1);
-  return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, lease, queues, registry };
+  const renewal = renewalReport(expiries, renewalState.state, now);
+  return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, lease, queues, registry, renewal };
 }
 
 export interface ReprovisionResult {

@@ -53,7 +53,8 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   const broker = usesBroker ? await composeBroker(parts) : undefined;
   const composed = withBroker(parts, broker ?? noBroker(fn as string));
   const source: LifecycleEventSource = broker ? lifecycleEventSource(parts, broker) : { run: () => refuseBroker(fn as string) };
-  const engine = await composeEngine(parts, composed.broker.rpc, functionUses(fn, "token"));
+  // The provisioning settings (keys, token) are `provision`'s: `renew` also reads the token, but configures no node.
+  const engine = await composeEngine(parts, composed.broker.rpc, functionUses(fn, "jwt_signing_key"));
   const app: App = {
     config: parts.config,
     discover: discoverUseCase(composed),

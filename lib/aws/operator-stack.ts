@@ -11,6 +11,8 @@ import { messageOf, ProvisionerError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { Operator } from "../operator/operations";
+import { RenewalOperator } from "../operator/renew";
+import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
 import type { Clock, Metrics } from "../ports";
 import { endpointConfig } from "./clients";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";
@@ -46,7 +48,11 @@ export interface OperatorStack {
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
 
 /** The Operator on the deployment's stack, once what `needs` names is found; `close` releases the clients. */
-export async function openOperator(stack: OperatorStack, needs: StackNeeds, clock: Clock): Promise<{ operator: Operator; close(): void }> {
+export async function openOperator(
+  stack: OperatorStack,
+  needs: StackNeeds,
+  clock: Clock,
+): Promise<{ operator: Operator; renewal: RenewalOperator; close(): void }> {
   // One retry against a local emulator: a refused connection is reported at once.
   const local = (endpoint: string | undefined) => ({ ...endpointConfig(stack.region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
   const dynamo = new DynamoDBClient(local(stack.dynamoDbEndpoint));
@@ -65,12 +71,14 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
       { store, metrics: noMetrics, clock },
     );
     const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });
+    const renewalStore = new DynamoDbRenewalStore({ client: dynamo, tableName: stack.admissionTable });
     const operator = new Operator({
       site: stack.site,
       deploymentId: stack.deploymentId,
       lease: new DynamoDbLeaseStore({ client: dynamo, tableName: stack.leaseTable }),
       pause: new DynamoDbPauseStore({ client: dynamo, tableName: stack.leaseTable }),
       registry,
+      renewalStore,
       queues: {
         hostWork: queue(urls.hostWork),
         hostWorkDlq: new SqsDeadLetterQueue({ client: sqs, url: urls.hostWorkDlq ?? "" }),
@@ -82,7 +90,8 @@ export async function openOperator(stack: OperatorStack, needs: StackNeeds, cloc
       expiredEntries: (now) => expiredEntries(dynamo, stack, now),
       ...(stack.timing ? { timing: stack.timing } : {}),
     });
-    return { operator, close };
+    const renewal = new RenewalOperator({ site: stack.site, operator, registry, store: renewalStore, clock });
+    return { operator, renewal, close };
   } catch (error) {
     close();
     throw error;

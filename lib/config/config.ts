@@ -37,6 +37,22 @@ export interface LeaseSection {
   readonly assumeSynchronizedClocks: boolean;
 }
 
+/** The `renew` section (docs/renewal.md): re-provisioning hosts before their credentials expire. */
+export interface RenewSection {
+  readonly enabled: boolean;
+  /** A fixed lead before expiry, or a fraction of the credentials' lifetime. */
+  readonly before: { readonly ms: number } | { readonly fraction: number };
+  readonly ratePerMinute: number;
+  readonly maxInFlight: number;
+  readonly failureThreshold: number;
+  readonly failureWindow: number;
+  readonly timeoutMs: number;
+  /** The main broker the provisioned nodes are on; empty when renewal is off. */
+  readonly brokerUrls: readonly string[];
+  /** The collective the nodes' choria_provision agent listens on. */
+  readonly collective: string;
+}
+
 /**
  * The validated, frozen provisioner configuration. Property names are the YAML keys in camelCase;
  * durations are milliseconds. Secrets are plain properties, but `toJSON()`, `redacted()` and
@@ -88,6 +104,7 @@ export interface ProvisionerConfig {
   /** Request TTL in seconds written into every Choria request envelope. */
   readonly rpcTtl: number;
   readonly discoveryTimeoutMs: number;
+  readonly renew: RenewSection;
   /** Plain object of the YAML keys with every set secret replaced by "[redacted]". */
   redacted(): Record<string, unknown>;
   toJSON(): Record<string, unknown>;
@@ -280,8 +297,42 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     discoveryMaxNodes: raw.discovery_max_nodes,
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
+    renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);
+}
+
+function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSection {
+  const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
+  brokerUrls.forEach((url, index) => {
+    if (!BROKER_URL.test(url)) throw new ConfigError(`renew.broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
+  });
+  if (raw.enabled && brokerUrls.length === 0) {
+    throw new ConfigError("renew.broker_urls", "is required with renew.enabled: the main broker the provisioned nodes are connected to");
+  }
+  const timeoutMs = positiveDuration("renew.timeout", raw.timeout);
+  return Object.freeze({
+    enabled: raw.enabled,
+    before: Object.freeze(renewBefore(raw.before)),
+    ratePerMinute: raw.rate,
+    maxInFlight: raw.max_in_flight,
+    failureThreshold: raw.failure_threshold,
+    failureWindow: raw.failure_window,
+    timeoutMs,
+    brokerUrls: Object.freeze(brokerUrls),
+    collective: raw.collective ?? (protocolVersion === 2 ? "choria" : "mcollective"),
+  });
+}
+
+/** `renew.before`: a duration (`7d`), or a percentage of the credentials' lifetime (`20%`) below 100. */
+function renewBefore(text: string): RenewSection["before"] {
+  const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
+  if (percent) {
+    const fraction = Number(percent[1]) / 100;
+    if (!(fraction > 0 && fraction < 1)) throw new ConfigError("renew.before", `${text} must be a percentage above 0 and below 100`);
+    return { fraction };
+  }
+  return { ms: positiveDuration("renew.before", text) };
 }
 
 /**

@@ -167,6 +167,17 @@ export const CONFIG_KEYS = {
     env: "integer",
     shown: (c) => c.discoveryMaxNodes,
   }),
+  renew: section({
+    enabled: key({ schema: flag.default(false), shown: (c) => c.renew.enabled }),
+    before: key({ schema: emptyIsUnset(text.default("20%")), shown: (c) => ("ms" in c.renew.before ? ms(c.renew.before.ms) : `${c.renew.before.fraction * 100}%`) }),
+    rate: key({ schema: z.number().int().min(1).default(10), shown: (c) => c.renew.ratePerMinute }),
+    max_in_flight: key({ schema: z.number().int().min(1).default(50), shown: (c) => c.renew.maxInFlight }),
+    failure_threshold: key({ schema: z.number().int().min(0).default(5), shown: (c) => c.renew.failureThreshold }),
+    failure_window: key({ schema: z.number().int().min(1).default(20), shown: (c) => c.renew.failureWindow }),
+    timeout: key({ schema: duration("15m"), shown: (c) => ms(c.renew.timeoutMs) }),
+    broker_urls: key({ schema: z.array(text).optional(), shown: (c) => [...c.renew.brokerUrls] }),
+    collective: key({ schema: optionalText, computedDefault: "`choria` with protocol_version 2, else `mcollective`", shown: (c) => c.renew.collective }),
+  }),
   rpc_ttl: key({ schema: z.number().int().min(30).default(30), env: "integer", shown: (c) => c.rpcTtl }),
   discovery_timeout: key({ schema: duration("2s"), env: "string", shown: (c) => ms(c.discoveryTimeoutMs) }),
 };

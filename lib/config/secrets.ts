@@ -44,6 +44,7 @@ export const FUNCTION_NAMES = [
   "status",
   "reprovision",
   "release",
+  "renew",
 ] as const;
 
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
@@ -57,7 +58,8 @@ const PROVISIONING_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.use
  * The reference settings each function uses: its loader resolves only these and its IAM role may
  * read only their parameters and secrets (config/deployment.cjs asks `check-config` for them).
  * Every function that may win a lease term connects to the broker (the new leader announces itself
- * and discovers at once); only `provision` configures nodes; `status` and `release` touch neither.
+ * and discovers at once); only `provision` configures nodes, and `renew` sends them the token with
+ * reprovision; `status` and `release` touch neither.
  */
 export const FUNCTION_SETTINGS: Readonly<Record<FunctionName, readonly ReferenceSetting[]>> = {
   discover: BROKER_SETTINGS,
@@ -68,6 +70,8 @@ export const FUNCTION_SETTINGS: Readonly<Record<FunctionName, readonly Reference
   status: [],
   reprovision: BROKER_SETTINGS,
   release: [],
+  // The main broker takes the same client credentials; the node's choria_provision agent checks the token.
+  renew: [...BROKER_SETTINGS, "token"],
 };
 
 /** Whether a function (or, unset, a local run of every function) uses a setting. */

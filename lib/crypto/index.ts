@@ -54,3 +54,4 @@ export { decryptLegacyPem, deriveLegacyPemKey, encryptLegacyPem, LegacyPemError 
 export { signNonce, verifyNonceSignature } from "./nonce";
 export { createCsr, DEFAULT_CERT_DENY_LIST, parseCsr, rsaPublicKeyPkcs1Pem, validateCsr, verifyCsrSignature, type CsrInput } from "./csr";
 export { compareVersions, rpmvercmp } from "./version";
+export { CertificateError, certificateValidity } from "./certificate";

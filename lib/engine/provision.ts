@@ -7,6 +7,7 @@
 import {
   addChainIssuerData,
   buildServerClaims,
+  certificateValidity,
   compareVersions,
   decodeHex,
   encodeHex,
@@ -53,6 +54,7 @@ import {
   type PauseGate,
   type RpcReply,
 } from "../ports";
+import type { CredentialsExpiry } from "../admission/registry";
 import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
 import { waitedTooLong } from "./waiting";
@@ -121,8 +123,8 @@ export type ProvisionStep =
   | "restart";
 
 export type ProvisionOutcome =
-  /** Configured and restarted. */
-  | { kind: "provisioned"; identity: string }
+  /** Configured and restarted; `credentials` when what it was given expires (the first to expire of certificate and server JWT). */
+  | { kind: "provisioned"; identity: string; credentials?: CredentialsExpiry }
   /** release_update accepted; the node restarts upgraded and is provisioned again. */
   | { kind: "upgrading"; identity: string; fromVersion: string; toVersion: string }
   /** The helper asked for a shutdown; `acknowledged` is false when the node answered with an error status. */
@@ -239,6 +241,8 @@ class HostProvisioning {
   private inventory = "";
   private version = "";
   private upgradable = false;
+  /** Epoch ms the signed server JWT expires (its `exp`). */
+  private serverJwtExpiresAt: number | undefined;
 
   constructor(
     private readonly work: HostWork,
@@ -307,11 +311,31 @@ class HostProvisioning {
       }
     }
 
+    const credentials = this.credentialsExpiry(response);
     this.step = "configure";
     await this.configure(response, serverJwt, key);
     this.step = "restart";
     await this.restart();
-    return { kind: "provisioned", identity: this.identity };
+    return { kind: "provisioned", identity: this.identity, ...(credentials ? { credentials } : {}) };
+  }
+
+  /**
+   * Whichever of the helper's certificate and the server JWT expires first, for renewal. A
+   * certificate that cannot be read is the node's to reject, not a reason to stop here: the host
+   * is then provisioned without a known certificate expiry, and the log says so.
+   */
+  private credentialsExpiry(response: HelperResponse): CredentialsExpiry | undefined {
+    const issuedAt = Math.floor(this.clock.now());
+    const candidates: CredentialsExpiry[] = [];
+    if (this.serverJwtExpiresAt !== undefined) candidates.push({ expiresAt: this.serverJwtExpiresAt, kind: "server_jwt", issuedAt });
+    if (response.certificate !== "") {
+      try {
+        candidates.push({ expiresAt: certificateValidity(response.certificate).notAfter, kind: "certificate", issuedAt });
+      } catch (error) {
+        this.logger.warn("the helper's certificate could not be read; its expiry is not recorded", { ...this.log, error: messageOf(error) });
+      }
+    }
+    return candidates.sort((a, b) => a.expiresAt - b.expiresAt)[0];
   }
 
   /**
@@ -519,6 +543,7 @@ class HostProvisioning {
     if (this.settings.signingToken) {
       claims = addChainIssuerData(claims, this.settings.signingToken, signingKey);
     }
+    this.serverJwtExpiresAt = claims.exp * 1000;
     return signJwt(claims, signingKey);
   }
 

@@ -30,6 +30,7 @@ const DLQ_HELP = `  dlq list                    host-work dead letters: host, te
                               admit dead-lettered hosts again under the current term, removing each one's
                               dead letters as soon as its work is queued
 `;
+import { formatRenewalReport, RENEW_OPTIONS, RENEW_USAGE, RenewUsageError, runRenew } from "./renew";
 
 export const USAGE = `Usage: choria-provisioner <command> [options]
 
@@ -45,6 +46,7 @@ ${ELECTION_HELP}${DLQ_HELP}  pause [--reason TEXT] [--force]
                               provisioning mode; hosts the registry does not know or has just provisioned
                               are refused unless --force
 
+${RENEW_USAGE}
 Where the deployment is (flags win over the environment):
   --stage NAME                names as serverless.yml makes them: choria-provisioner-<stage>-lease, ...-host-work, ...
                               (env SLS_STAGE, SLS_LOCAL_STAGE; default dev)
@@ -93,6 +95,7 @@ const COMMANDS: Record<string, StackNeeds> = {
   pause: { tables: ["lease"], queues: [] },
   resume: { tables: ["lease"], queues: [] },
   reprovision: { tables: ["lease", "admission"], queues: ["hostWork"] },
+  renew: { tables: ["lease", "admission"], queues: [] },
 };
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -122,6 +125,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         by: { type: "string" },
         force: { type: "boolean" },
         help: { type: "boolean" },
+        ...RENEW_OPTIONS,
       },
     });
   } catch (error) {
@@ -188,6 +192,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         print(result, () => formatReadmit("reprovision", result));
         return result.skipped.length === 0 ? 0 : 1;
       }
+      case "renew":
+        return await runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME);
       case "pause":
       case "resume": {
         const paused = command === "pause";
@@ -203,7 +209,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     }
     throw new UsageError(`unknown command "${command}"`);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || error instanceof RenewUsageError) {
       io.stderr(`choria-provisioner: ${error.message}; ${USAGE_HINT}\n`);
       return 2;
     }
@@ -217,7 +223,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 
 // --- where the deployment is ---------------------------------------------------------------------
 
-function resolveStack(values: Record<string, string | boolean | undefined>, env: CliIo["env"]): OperatorStack {
+function resolveStack(values: Record<string, string | string[] | boolean | undefined>, env: CliIo["env"]): OperatorStack {
   const flag = (name: string) => {
     const value = values[name];
     return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
@@ -336,6 +342,7 @@ export function formatStatus(status: OperatorStatus, now: number): string {
       ...(status.registry.expired > 0 ? [`expired ${status.registry.expired}`] : []),
     ].join(", ")})`,
   );
+  if (status.renewal) lines.push("", formatRenewalReport(status.renewal, now));
   if (status.registry.lastErrors.length > 0) {
     lines.push(
       "",

@@ -13,6 +13,7 @@ import { AdmissionFlow } from "../app/admission-flow";
 import { decodeHostWork } from "../app/host-work-message";
 import { queueDepths, type QueueDepth, type QueueName } from "../app/operator";
 import type { MessageQueue } from "../app/ports";
+import { renewalReport, type RenewalReport, type RenewalStore } from "../app/renewal-state";
 import { messageOf, ProvisionerError } from "../errors";
 import { describeLease, leadsAt, type LeaseDescription, type LeaseStore } from "../lease/lease";
 import type { PauseState, PauseStore } from "../lease/pause";
@@ -70,6 +71,8 @@ export interface OperatorDeps {
   expiredEntries?: (now: number) => Promise<Array<{ identity: string; state: string }>>;
   /** One host's registry entry (strongly consistent), for reprovision's checks. */
   entry?: (identity: string) => Promise<{ state: string; admittedAt: number } | undefined>;
+  /** Renewal's state; when given, status shows the credentials' expiry and renewal. */
+  renewalStore?: RenewalStore;
 }
 
 export const OPERATOR_TIMING_DEFAULTS = { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 } as const;
@@ -93,6 +96,7 @@ export interface OperatorStatus {
   queues: Record<QueueName, QueueDepth>;
   /** `byState` counts live entries only; `expired` the entries past their expiry the TTL has not deleted yet. */
   registry: RegistrySummary & { expired: number };
+  renewal?: RenewalReport;
 }
 
 export interface ElectionView {
@@ -145,12 +149,13 @@ export class Operator {
 
   async status(): Promise<OperatorStatus> {
     const now = this.deps.clock.now();
-    const [lease, pause, queues, summary, expired] = await Promise.all([
+    const [lease, pause, queues, summary, expired, renewal] = await Promise.all([
       this.leaseView(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
       queueDepths(this.deps.queues),
       this.deps.registry.summary(),
       this.deps.expiredEntries ? this.deps.expiredEntries(now) : Promise.resolve([]),
+      this.renewal(),
     ]);
     const byState = { ...summary.byState };
     for (const entry of expired) {
@@ -158,7 +163,16 @@ export class Operator {
       if (Object.hasOwn(byState, state)) byState[state] = Math.max(0, byState[state] - 1);
     }
     const registry = { ...summary, byState, expired: expired.length };
-    return { site: this.deps.site, deploymentId: this.deps.deploymentId, paused: pause?.paused === true, pause, lease, queues, registry };
+    return {
+      site: this.deps.site,
+      deploymentId: this.deps.deploymentId,
+      paused: pause?.paused === true,
+      pause,
+      lease,
+      queues,
+      registry,
+      ...(renewal ? { renewal } : {}),
+    };
   }
 
   /** The lease and every deployment known to the site: the holder, switches, and this one. */
@@ -309,6 +323,13 @@ export class Operator {
     return { ...state, takeoverAt: holds && item ? item.expiresAt + timing.skewBoundMs + timing.deliveryHorizonMs : null };
   }
 
+  private async renewal(): Promise<RenewalReport | undefined> {
+    const store = this.deps.renewalStore;
+    if (!store) return undefined;
+    const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), store.read(this.deps.site)]);
+    return renewalReport(hosts, stored.state, this.deps.clock.now());
+  }
+
   private async leaseView(): Promise<LeaseView> {
     return (await this.readLease()).lease;
   }
@@ -332,7 +353,8 @@ export class Operator {
   }
 
   /** The term this deployment holds now; refuses when it is not the leader or is paused. */
-  private async currentTerm(): Promise<number> {
+  /** The term this deployment leads with; OperatorRefusal on a standby, or a paused or released deployment. */
+  async currentTerm(): Promise<number> {
     const [{ lease, leads, leadsWithSkew }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
     if (pause?.paused) throw new OperatorRefusal(`deployment ${this.deps.deploymentId} is paused: resume it first, or run this on the leader's stack`);
     if (lease.heldByThisDeployment && !leadsWithSkew(this.deps.deploymentId)) {

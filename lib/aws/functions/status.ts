@@ -1,7 +1,9 @@
-/** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors. */
+/** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal. */
 import { status } from "../../app/operator";
 import type { AppSettings } from "../../app/settings";
+import { createStoreClient, endpointConfig } from "../clients";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
+import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
 import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
@@ -9,7 +11,10 @@ import { lazyFunction } from "../runtime";
 export type StatusFunction = Pick<App, "status" | "close">;
 
 export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
-  const { config } = parts;
+  const { config, settings } = parts;
+  const client = createStoreClient(endpointConfig(settings.region, settings.dynamoDbEndpoint));
+  parts.closing(async () => client.destroy());
+  const renewalStore = new DynamoDbRenewalStore({ client, tableName: settings.admissionTable });
   return () =>
     status({
       site: config.site,
@@ -17,6 +22,7 @@ export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
       leaderElection: config.leaderElection,
       ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
       registry: parts.registry,
+      renewalStore,
       queues: parts.queues,
       clock: parts.clock,
       metrics: parts.metrics,

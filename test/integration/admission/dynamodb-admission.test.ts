@@ -5,6 +5,7 @@ import { ADMISSION_TTL_ATTRIBUTE, createAdmissionTable, DynamoDbAdmissionStore }
 import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { RecordingMetrics } from "../../support/fakes";
+import { describeExpiryRules } from "../../unit/admission/expiry-rules";
 import { describeRegistryRules } from "../../unit/admission/registry-rules";
 
 const TABLE = `admission-it-${randomUUID()}`;
@@ -17,6 +18,7 @@ beforeAll(async () => {
 afterAll(() => client?.destroy());
 
 describeRegistryRules("DynamoDB Local", () => new DynamoDbAdmissionStore({ client, tableName: TABLE }));
+describeExpiryRules("DynamoDB Local", () => new DynamoDbAdmissionStore({ client, tableName: TABLE }));
 
 describe("DynamoDB admission table", () => {
   it("is created with TTL on the expiry attribute and stores it in epoch seconds", async () => {

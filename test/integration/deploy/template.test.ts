@@ -45,6 +45,7 @@ const FUNCTIONS = {
   Status: { handler: "handlers/status.handler", role: "StatusRole" },
   Reprovision: { handler: "handlers/reprovision.handler", role: "ReprovisionRole" },
   Release: { handler: "handlers/release.handler", role: "ReleaseRole" },
+  Renew: { handler: "handlers/renew.handler", role: "RenewRole" },
 } as const;
 type FunctionId = keyof typeof FUNCTIONS;
 
@@ -470,7 +471,8 @@ describe("IAM", () => {
   });
 
   it("lets only the admitting functions enqueue host work", () => {
-    const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole"];
+    // Renew reads the gate, which may win a term; the won term's announcement discovers and admits.
+    const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole", "RenewRole"];
     for (const role of roles) {
       expect(grants(role, "sqs:SendMessage", "HostWorkQueue"), role).toBe(admitting.includes(role));
       expect(grants(role, "dynamodb:PutItem", "AdmissionTable"), role).toBe(admitting.includes(role) || role === "ProvisionRole");
@@ -479,11 +481,12 @@ describe("IAM", () => {
   });
 
   it("lets every lease user conditionally write the lease and status only read", () => {
-    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "ReprovisionRole", "ReleaseRole"]) {
+    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "ReprovisionRole", "ReleaseRole", "RenewRole"]) {
       expect(grants(role, "dynamodb:UpdateItem", "table/choria-provisioner-test-lease", true), role).toBe(true);
       expect(grants(role, "dynamodb:GetItem", "table/choria-provisioner-test-lease", true), role).toBe(true);
     }
-    expect(actionsOf("StatusRole").filter((a) => a.startsWith("dynamodb:")).sort()).toEqual(["dynamodb:GetItem", "dynamodb:Query"]);
+    // GetItem on the lease and on renewal's state item, Query on the registry: reads only.
+    expect([...new Set(actionsOf("StatusRole").filter((a) => a.startsWith("dynamodb:")))].sort()).toEqual(["dynamodb:GetItem", "dynamodb:Query"]);
     expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "table/choria-provisioner-test-lease", true)).toBe(false);
   });
 
@@ -502,6 +505,10 @@ describe("IAM", () => {
       expect(readable(role), role).toHaveLength(1);
       expect(readable(role)[0], role).toContain(broker);
     }
+    // Renew sends the provisioning token with reprovision, and connects like every broker function.
+    expect(readable("RenewRole").join()).toContain(":parameter/choria/provisioner/token");
+    expect(readable("RenewRole").join()).toContain(broker);
+    expect(readable("RenewRole").join()).not.toContain("signing-key");
     for (const role of ["StatusRole", "ReleaseRole"]) {
       expect(readable(role), role).toEqual([]);
       const deny = statementsOf(role).find((s) => s.Effect === "Deny" && asList(s.Action).includes("secretsmanager:GetSecretValue"));

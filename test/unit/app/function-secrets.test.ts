@@ -16,6 +16,7 @@ import { composeLifecycle } from "../../../lib/aws/functions/lifecycle";
 import { composeLifecycleBridge } from "../../../lib/aws/functions/lifecycle-bridge";
 import { composeProvision } from "../../../lib/aws/functions/provision";
 import { composeRelease } from "../../../lib/aws/functions/release";
+import { composeRenew } from "../../../lib/aws/functions/renew";
 import { composeReprovision } from "../../../lib/aws/functions/reprovision";
 import { composeStatus } from "../../../lib/aws/functions/status";
 import { keyMaterial } from "../../../lib/app/choria-client";
@@ -44,6 +45,7 @@ const YAML = [
   "site: lon",
   "helper: /bin/true",
   "broker_urls: [tls://broker.example.net:4222]",
+  "renew: { enabled: true, broker_urls: [tls://main.example.net:4222] }",
   "token: ssm:/choria/token",
   "broker_provisioning_password: secretsmanager:choria/broker",
   "nats_token: ssm:/choria/nats",
@@ -117,13 +119,17 @@ describe("secrets resolved per function", () => {
     expect(await resolvedBy("provision")).toEqual([...BROKER, "secretsmanager:choria/signing-key", "ssm:/choria/token"].sort());
   });
 
+  it("renew reads what the broker connection needs and the token its reprovision requests carry, no signing key", async () => {
+    expect(await resolvedBy("renew")).toEqual([...BROKER, "ssm:/choria/token"].sort());
+  });
+
   it("a local run of every function reads every reference", async () => {
     expect(await resolvedBy(undefined)).toEqual(Object.keys(SECRETS).sort());
   });
 
   it("covers every deployed function", () => {
     expect([...FUNCTION_NAMES].sort()).toEqual(
-      ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release"].sort(),
+      ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release", "renew"].sort(),
     );
   });
 });
@@ -138,6 +144,7 @@ const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppO
   status: composeStatus,
   reprovision: composeReprovision,
   release: composeRelease,
+  renew: composeRenew,
 };
 
 describe("secrets resolved by each deployed function's own composition", () => {
@@ -159,6 +166,10 @@ describe("secrets resolved by each deployed function's own composition", () => {
 
   it("provision also reads the token and the JWT signing key", async () => {
     expect(await resolvedByComposition("provision")).toEqual([...BROKER, "secretsmanager:choria/signing-key", "ssm:/choria/token"].sort());
+  });
+
+  it("renew reads the broker connection's secrets and the token, no signing key", async () => {
+    expect(await resolvedByComposition("renew")).toEqual([...BROKER, "ssm:/choria/token"].sort());
   });
 });
 

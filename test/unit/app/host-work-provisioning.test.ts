@@ -58,6 +58,26 @@ describe("host work: provisioning one queued host", () => {
     expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
   });
 
+  it("records the expiry of the credentials the host was given, for renewal", async () => {
+    // Arrange
+    const w = world();
+    const engine = new FakeEngine();
+    const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now() };
+    engine.outcome = (work) => ({ kind: "provisioned", identity: work.identity, credentials });
+    const messages = await admitted(w, "a.example.net");
+
+    // Act
+    await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(await stateOf(w, "a.example.net")).toMatchObject({
+      state: "provisioned",
+      credentialsExpireAt: credentials.expiresAt,
+      expiryKind: "certificate",
+      credentialsIssuedAt: credentials.issuedAt,
+    });
+  });
+
   it("provisions a duplicate delivery of provisioned work only once", async () => {
     // Arrange
     const w = world();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator";
+import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
 import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { Operator } from "../../../lib/operator/operations";
@@ -8,8 +9,9 @@ import { METRIC } from "../../../lib/ports";
 import { InMemoryQueue } from "../../support/fakes";
 import { shared, SITE, world, type World } from "./support";
 
-function statusDeps(w: World): StatusDeps {
+function statusDeps(w: World, renewalStore: RenewalStore = new MemoryRenewalStore()): StatusDeps {
   return {
+    renewalStore,
     site: SITE,
     deploymentId: w.deploymentId,
     leaderElection: w.leaderElection,
@@ -50,8 +52,41 @@ describe("operator: status", () => {
         lifecycleDlq: { error: "AccessDenied" },
       },
       registry: expect.objectContaining({ total: 2, byState: expect.objectContaining({ queued: 2 }) }),
+      renewal: { expiry: { known: 0, expired: 0, within24h: 0, within7d: 0, within30d: 0, next: [] }, inFlight: 0, failed: [] },
     });
     expect(w.metrics.lastGauge(METRIC.paused)).toBe(0);
+  });
+
+  it("shows when provisioned hosts' credentials expire, the next ones due, and why renewal paused itself", async () => {
+    // Arrange
+    const w = world();
+    const term = (await w.gate.currentTerm()) as number;
+    const hour = 3_600_000;
+    const provisioned = async (identity: string, expiresAt: number, kind: "certificate" | "server_jwt") => {
+      const work = await w.registry.admit(identity, "discovery", term);
+      const begun = await w.registry.begin(work!, term);
+      if (begun.status !== "claimed") throw new Error(begun.status);
+      await w.registry.complete(begun.claim, "provisioned", { expiresAt, kind, issuedAt: w.clock.now() });
+    };
+    await provisioned("soon.example.net", w.clock.now() + 2 * hour, "certificate");
+    await provisioned("week.example.net", w.clock.now() + 5 * 24 * hour, "server_jwt");
+    await provisioned("month.example.net", w.clock.now() + 20 * 24 * hour, "certificate");
+    const renewalStore = new MemoryRenewalStore();
+    await renewalStore.write(SITE, { inFlight: {}, recent: [], failed: {}, sends: [], paused: { reason: "6 of the last 20 renewals failed", at: w.clock.now() } }, 0);
+
+    // Act
+    const report = await status(statusDeps(w, renewalStore));
+
+    // Assert
+    expect(report.renewal).toMatchObject({
+      expiry: { known: 3, expired: 0, within24h: 1, within7d: 2, within30d: 3 },
+      paused: { reason: "6 of the last 20 renewals failed" },
+    });
+    expect(report.renewal.expiry.next.map((entry) => [entry.identity, entry.kind])).toEqual([
+      ["soon.example.net", "certificate"],
+      ["week.example.net", "server_jwt"],
+      ["month.example.net", "certificate"],
+    ]);
   });
 
   it("on a standby shows the other leader and reports paused", async () => {

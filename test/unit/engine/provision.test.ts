@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import {
+  certificateValidity,
   decodeJwt,
   ed25519SigningKey,
   encodeHex,
@@ -26,6 +27,7 @@ import {
 import { RpcNotSentError } from "../../../lib/choria/rpc-client";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { METRIC, type HelperResponse } from "../../../lib/ports";
+import { selfSignedCertificate } from "../../support/certificate";
 import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
 import {
@@ -987,5 +989,60 @@ describe("ProvisionEngine observability", () => {
     expect(values.slice(0, 2)).toEqual([1, 2]);
     expect(values.at(-1)).toBe(0);
     expect(Math.max(...values)).toBe(2);
+  });
+});
+
+describe("ProvisionEngine records when the credentials it handed out expire", () => {
+  const DAY_MS = 24 * 3_600_000;
+
+  it("reports the server JWT's exp when no certificate is given", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519, settings: { serverJwtValidityMs: 3 * DAY_MS } });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const exp = Number(decodeJwt(String(configureData(h).server_jwt)).claims.exp);
+    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY, credentials: { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: START_WALL_MS } });
+  });
+
+  it("reports the certificate's notAfter when it expires before the server JWT", async () => {
+    // Arrange
+    const certificate = selfSignedCertificate(IDENTITY, 2);
+    const h = await harness({ features: JWT_ED25519, settings: { serverJwtValidityMs: 10 * 365 * DAY_MS }, helper: helperResponse({ certificate }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "provisioned", credentials: { kind: "certificate", expiresAt: certificateValidity(certificate).notAfter } });
+  });
+
+  it("reports the server JWT when it expires before the certificate", async () => {
+    // Arrange
+    const h = await harness({
+      features: JWT_ED25519,
+      settings: { serverJwtValidityMs: DAY_MS },
+      helper: helperResponse({ certificate: selfSignedCertificate(IDENTITY, 30) }),
+    });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "provisioned", credentials: { kind: "server_jwt", expiresAt: START_WALL_MS + DAY_MS } });
+  });
+
+  it("provisions a host whose certificate it cannot read, without an expiry, and says so", async () => {
+    // Arrange
+    const h = await harness({ helper: helperResponse({ certificate: "CERT PEM" }) });
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY });
+    expect(h.logger.at("warn").map((record) => record.message)).toContain("the helper's certificate could not be read; its expiry is not recorded");
   });
 });

@@ -1,0 +1,218 @@
+/**
+ * `choria-provisioner renew`: the operator's renewal by hand, and resuming renewal after it paused
+ * itself. The CLI reaches no broker, so a request is written into the site's renewal state under
+ * the term this deployment leads with, and the leader's next `renew` run (every minute) sends the
+ * hosts reprovision through the pause gate like every renewal; a request of an older term is
+ * dropped there. Refused on a standby and on a paused or released deployment (Operator.currentTerm).
+ */
+import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
+import { renewalReport, updateRenewalState, type RenewalReport, type RenewalStore } from "../app/renewal-state";
+import { parseDuration } from "../config/duration";
+import { ProvisionerError } from "../errors";
+import type { Clock } from "../ports";
+import type { Operator } from "./operations";
+import { OperatorRefusal } from "./operations";
+
+/** A mistake in the renew command's options: the CLI prints the usage with it. */
+export class RenewUsageError extends ProvisionerError {}
+
+export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
+
+export interface RenewRequestOptions {
+  selection: RenewSelection;
+  ratePerMinute?: number;
+  dryRun: boolean;
+  by?: string;
+}
+
+export interface RenewRequestResult {
+  term: number;
+  dryRun: boolean;
+  /** The hosts that will be (or, on a dry run, would be) sent reprovision, in that order. */
+  hosts: Array<{ identity: string; expiresAt: number; kind: HostExpiry["credentials"]["kind"] }>;
+  skipped: Array<{ identity: string; reason: string }>;
+  ratePerMinute?: number;
+  /** A request that was still being carried out and is replaced by this one. */
+  replaced?: number;
+}
+
+export interface RenewalOperatorDeps {
+  site: string;
+  operator: Pick<Operator, "currentTerm">;
+  registry: Pick<AdmissionRegistry, "expiries">;
+  store: RenewalStore;
+  clock: Clock;
+}
+
+export class RenewalOperator {
+  constructor(private readonly deps: RenewalOperatorDeps) {}
+
+  async report(): Promise<RenewalReport> {
+    const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), this.deps.store.read(this.deps.site)]);
+    return renewalReport(hosts, stored.state, this.deps.clock.now());
+  }
+
+  /** Chooses the hosts now (soonest expiry first) and, unless a dry run, hands them to the leader's next renew run. */
+  async request(options: RenewRequestOptions): Promise<RenewRequestResult> {
+    const term = await this.deps.operator.currentTerm();
+    const now = this.deps.clock.now();
+    const provisioned = (await this.deps.registry.expiries()).filter((host) => host.state === "provisioned");
+    const byIdentity = new Map(provisioned.map((host) => [host.identity, host]));
+    const skipped: RenewRequestResult["skipped"] = [];
+    let chosen: HostExpiry[];
+    const { selection } = options;
+    if ("identities" in selection) {
+      chosen = [];
+      for (const identity of new Set(selection.identities)) {
+        const host = byIdentity.get(identity);
+        if (host) chosen.push(host);
+        else skipped.push({ identity, reason: "not a provisioned host with a known credential expiry" });
+      }
+    } else if ("dueWithinMs" in selection) {
+      chosen = provisioned.filter((host) => host.credentials.expiresAt <= now + selection.dueWithinMs);
+    } else chosen = provisioned;
+    chosen.sort((a, b) => a.credentials.expiresAt - b.credentials.expiresAt);
+    const result: RenewRequestResult = {
+      term,
+      dryRun: options.dryRun,
+      hosts: chosen.map((host) => ({ identity: host.identity, expiresAt: host.credentials.expiresAt, kind: host.credentials.kind })),
+      skipped,
+      ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
+    };
+    if (options.dryRun || chosen.length === 0) return result;
+
+    const { result: replaced } = await updateRenewalState(this.deps.store, this.deps.site, (state) => {
+      if (state.paused) {
+        throw new OperatorRefusal(`renewal of site "${this.deps.site}" paused itself (${state.paused.reason}): see why, then run renew --resume`);
+      }
+      const previous = state.request?.identities.length;
+      state.request = {
+        term,
+        requestedAt: now,
+        identities: chosen.map((host) => host.identity),
+        ...(options.by ? { by: options.by } : {}),
+        ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
+      };
+      return previous;
+    });
+    return replaced === undefined ? result : { ...result, replaced };
+  }
+
+  /** Ends a pause renewal put itself in, and forgets the failures that caused it. */
+  async resume(): Promise<{ resumed: boolean; reason?: string }> {
+    const { result } = await updateRenewalState(this.deps.store, this.deps.site, (state) => {
+      const paused = state.paused;
+      delete state.paused;
+      state.recent = [];
+      return paused;
+    });
+    return result ? { resumed: true, reason: result.reason } : { resumed: false };
+  }
+}
+
+/** The renew command's own options, spread into the CLI's option table. */
+export const RENEW_OPTIONS = {
+  identity: { type: "string", multiple: true },
+  "due-within": { type: "string" },
+  rate: { type: "string" },
+  "dry-run": { type: "boolean" },
+  resume: { type: "boolean" },
+} as const;
+
+export const RENEW_USAGE = `  renew (--identity X... | --due-within 7d | --all) [--rate N] [--dry-run]
+                              send hosts reprovision to renew their credentials, under the current term
+                              (carried out by the leader's next renew run); --dry-run lists them
+  renew --resume              resume renewal after it paused itself
+`;
+
+/** The selection the command line asks for; exactly one of --identity, --due-within and --all. */
+export function renewSelection(values: { identity?: string[]; "due-within"?: string; all?: boolean }): RenewSelection {
+  const given = [values.identity?.length ? 1 : 0, values["due-within"] ? 1 : 0, values.all ? 1 : 0].reduce((a, b) => a + b, 0);
+  if (given !== 1) throw new RenewUsageError("renew takes exactly one of --identity, --due-within and --all");
+  if (values.identity?.length) return { identities: values.identity };
+  if (values["due-within"]) {
+    let ms: number;
+    try {
+      ms = parseDuration(values["due-within"]);
+    } catch (error) {
+      throw new RenewUsageError(`--due-within ${values["due-within"]} is not a duration`, { cause: error });
+    }
+    if (!(ms > 0)) throw new RenewUsageError("--due-within must be a positive duration");
+    return { dueWithinMs: ms };
+  }
+  return { all: true };
+}
+
+export function renewRate(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const rate = Number(text);
+  if (!Number.isInteger(rate) || rate < 1) throw new RenewUsageError(`--rate ${text} must be a whole number of hosts per minute, at least 1`);
+  return rate;
+}
+
+export function formatRenewRequest(result: RenewRequestResult): string {
+  const verb = result.dryRun ? "would renew" : "renewal requested for";
+  const lines = [
+    `${verb} ${result.hosts.length} hosts under term ${result.term}${result.ratePerMinute ? ` at ${result.ratePerMinute} a minute` : ""}` +
+      (result.dryRun || result.hosts.length === 0 ? "" : "; the leader's next renew run starts sending"),
+  ];
+  if (result.replaced !== undefined) lines.push(`(replaces an earlier request with ${result.replaced} hosts still to send)`);
+  for (const host of result.hosts) lines.push(`  ${host.identity}  ${host.kind} expires ${new Date(host.expiresAt).toISOString()}`);
+  for (const skip of result.skipped) lines.push(`  not ${skip.identity}: ${skip.reason}`);
+  return lines.join("\n");
+}
+
+/** The renewal lines of `choria-provisioner status`. */
+export function formatRenewalReport(report: RenewalReport, now: number): string {
+  const { expiry } = report;
+  const lines = [
+    `credentials: ${expiry.known} hosts with a known expiry; expired ${expiry.expired}, within 24h ${expiry.within24h}, 7d ${expiry.within7d}, 30d ${expiry.within30d}`,
+    report.paused
+      ? `renewal: PAUSED since ${new Date(report.paused.at).toISOString()}: ${report.paused.reason} (choria-provisioner renew --resume)`
+      : `renewal: ${report.inFlight} hosts in flight`,
+  ];
+  if (report.requested) lines.push(`operator request of term ${report.requested.term}: ${report.requested.remaining} hosts still to send`);
+  if (expiry.next.length > 0) {
+    lines.push("next due:");
+    for (const next of expiry.next) lines.push(`  ${next.identity}  ${next.kind}  in ${Math.round((next.expiresAt - now) / 3_600_000)}h`);
+  }
+  if (report.failed.length > 0) {
+    lines.push("renewal failed:");
+    for (const failed of report.failed) lines.push(`  ${failed.identity}: ${failed.reason}`);
+  }
+  return lines.join("\n");
+}
+
+/** The command's values as the CLI parsed them (its own options plus --all, --json's printer and --by). */
+export interface RenewCliValues {
+  identity?: string[];
+  "due-within"?: string;
+  all?: boolean;
+  rate?: string;
+  "dry-run"?: boolean;
+  resume?: boolean;
+  by?: string;
+}
+
+/** Runs `renew` for the CLI; identities may also be given as positional arguments. Returns the exit code. */
+export async function runRenew(
+  renewal: RenewalOperator,
+  values: RenewCliValues,
+  positionals: readonly string[],
+  print: (value: unknown, human: () => string) => void,
+  user: string | undefined,
+): Promise<number> {
+  if (values.resume) {
+    if (values.identity || values["due-within"] || values.all || positionals.length > 0) throw new RenewUsageError("renew --resume takes no selection");
+    const resumed = await renewal.resume();
+    print(resumed, () => (resumed.resumed ? `renewal resumed (it had paused because ${resumed.reason})` : "renewal was not paused"));
+    return 0;
+  }
+  const identities = [...(values.identity ?? []), ...positionals];
+  const selection = renewSelection({ ...values, ...(identities.length > 0 ? { identity: identities } : {}) });
+  const rate = renewRate(values.rate);
+  const by = values.by ?? user;
+  const result = await renewal.request({ selection, dryRun: values["dry-run"] === true, ...(rate === undefined ? {} : { ratePerMinute: rate }), ...(by ? { by } : {}) });
+  print(result, () => formatRenewRequest(result));
+  return result.skipped.length === 0 ? 0 : 1;
+}

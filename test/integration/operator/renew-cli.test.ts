@@ -1,0 +1,196 @@
+/**
+ * `choria-provisioner renew` and the renewal lines of `status` against DynamoDB Local, with the
+ * tables named as serverless.yml names them for a stage, and the request carried out by the renew
+ * use case on the same DynamoDB renewal state.
+ */
+import { randomUUID } from "node:crypto";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { Renewal } from "../../../lib/app/renewal";
+import { DynamoDbRenewalStore } from "../../../lib/aws/dynamodb-renewal-store";
+import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
+import type { RunningSqs } from "../../../dev/local/services";
+import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
+import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
+import { runCli } from "../../../lib/operator/cli";
+import type { OperatorStatus } from "../../../lib/operator/operations";
+import type { RenewRequestResult } from "../../../lib/operator/renew";
+import type { Clock } from "../../../lib/ports";
+import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { startLocalAws, type LocalAws } from "../../support/aws";
+import { renewalSettings } from "../../unit/app/renewal-support";
+
+const SITE = "ops";
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+let aws: LocalAws;
+let sqs: RunningSqs;
+let dynamo: DynamoDBClient;
+let stage: string;
+let leaseStore: DynamoDbLeaseStore;
+let registry: AdmissionRegistry;
+let renewalStore: DynamoDbRenewalStore;
+let time: VirtualClock;
+let clock: Clock;
+
+const prefix = () => `choria-provisioner-${stage}`;
+
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = "";
+  let stderr = "";
+  const code = await runCli(["--stage", stage, "--site", SITE, ...args], {
+    stdout: (text) => (stdout += text),
+    stderr: (text) => (stderr += text),
+    env: { DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url, PROVISIONER_DEPLOYMENT_ID: "primary", USER: "alice" },
+    clock,
+  });
+  return { code, stdout, stderr };
+}
+
+async function cliJson<T>(...args: string[]): Promise<T> {
+  const result = await cli(...args, "--json");
+  if (result.code !== 0) throw new Error(`exit ${result.code}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+async function lead(holder: string): Promise<number> {
+  const write = await leaseStore.claim({ site: SITE, holder, expiresAt: time.trueTime + 30_000, expiredBefore: Number.MAX_SAFE_INTEGER });
+  if (!write.applied) throw new Error("could not take the lease");
+  return write.item.term;
+}
+
+async function provisioned(identity: string, expiresAt: number, term: number): Promise<void> {
+  const begun = await registry.begin((await registry.admit(identity, "discovery", term))!, term);
+  if (begun.status !== "claimed") throw new Error(`could not claim ${identity}`);
+  await registry.complete(begun.claim, "provisioned", { expiresAt, kind: "certificate", issuedAt: time.trueTime });
+}
+
+beforeAll(async () => {
+  aws = await startLocalAws();
+  ({ sqs, dynamo } = aws);
+});
+
+beforeEach(async () => {
+  stage = `r${randomUUID().slice(0, 8)}`;
+  await createProvisionerTables(dynamo, { lease: `${prefix()}-lease`, admission: `${prefix()}-admission` });
+  // status reads the queue depths too.
+  createQueueWithDeadLetter(sqs, `${prefix()}-host-work`, { maxReceiveCount: 3 });
+  createQueueWithDeadLetter(sqs, `${prefix()}-lifecycle`, { maxReceiveCount: 3 });
+  time = new VirtualClock(Date.now());
+  clock = time.skewed();
+  leaseStore = new DynamoDbLeaseStore({ client: dynamo, tableName: `${prefix()}-lease` });
+  renewalStore = new DynamoDbRenewalStore({ client: dynamo, tableName: `${prefix()}-admission` });
+  registry = new AdmissionRegistry(
+    { site: SITE, intervalMs: 60_000 },
+    { store: new DynamoDbAdmissionStore({ client: dynamo, tableName: `${prefix()}-admission` }), metrics: new RecordingMetrics(), clock },
+  );
+});
+
+afterAll(async () => {
+  await aws?.stop();
+});
+
+describe("choria-provisioner renew", () => {
+  it("lists on a dry run the hosts due within the given time, soonest first, and writes nothing", async () => {
+    // Arrange
+    const term = await lead("primary");
+    await provisioned("late.example.net", time.trueTime + 20 * DAY_MS, term);
+    await provisioned("soon.example.net", time.trueTime + 2 * DAY_MS, term);
+    await provisioned("mid.example.net", time.trueTime + 5 * DAY_MS, term);
+
+    // Act
+    const result = await cliJson<RenewRequestResult>("renew", "--due-within", "7d", "--dry-run");
+
+    // Assert
+    expect(result).toMatchObject({ term, dryRun: true, skipped: [] });
+    expect(result.hosts.map((host) => host.identity)).toEqual(["soon.example.net", "mid.example.net"]);
+    expect((await renewalStore.read(SITE)).version).toBe(0);
+  });
+
+  it("hands the named hosts to the leader's next renew run under the current term, which sends them reprovision", async () => {
+    // Arrange
+    const term = await lead("primary");
+    await provisioned("web1.example.net", time.trueTime + 300 * DAY_MS, term);
+    await provisioned("web2.example.net", time.trueTime + 300 * DAY_MS, term);
+    const rpc = new FakeRpc().respond("choria_provision#reprovision", () => ({ message: "Restarting after 4s" }));
+    const gate = Object.assign(new FakeGate(clock), { standing: async () => ({ kind: "leading" as const, term }) });
+    const renewal = new Renewal({
+      // Automatic renewal off: only the operator's request is carried out.
+      settings: renewalSettings({ site: SITE, enabled: false }),
+      gate,
+      registry,
+      store: renewalStore,
+      rpc,
+      prepareRpc: async () => undefined,
+      clock,
+      logger: new RecordingLogger(),
+      metrics: new RecordingMetrics(),
+    });
+
+    // Act
+    const requested = await cli("renew", "--identity", "web2.example.net", "--identity", "nope.example.net", "--rate", "5");
+    const run = await renewal.run({ remainingMs: () => 60_000 });
+
+    // Assert
+    expect(requested.code).toBe(1);
+    expect(requested.stdout).toContain("renewal requested for 1 hosts under term");
+    expect(requested.stdout).toContain("not nope.example.net: not a provisioned host with a known credential expiry");
+    expect(run).toMatchObject({ status: "ran", sent: ["web2.example.net"] });
+    expect(rpc.calls.map((call) => call.identity)).toEqual(["web2.example.net"]);
+    expect((await renewalStore.read(SITE)).state.request).toBeUndefined();
+  });
+
+  it("is refused on a standby, naming the leader", async () => {
+    // Arrange
+    await lead("secondary");
+
+    // Act
+    const result = await cli("renew", "--all");
+
+    // Assert
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("deployment primary does not lead site");
+    expect((await renewalStore.read(SITE)).version).toBe(0);
+  });
+
+  it("is refused on a paused deployment", async () => {
+    // Arrange
+    await lead("primary");
+    await new DynamoDbPauseStore({ client: dynamo, tableName: `${prefix()}-lease` }).write({ site: SITE, deploymentId: "primary", paused: true, changedAt: time.trueTime });
+
+    // Act
+    const result = await cli("renew", "--all");
+
+    // Assert
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("deployment primary is paused");
+  });
+
+  it("takes exactly one selection", async () => {
+    const result = await cli("renew", "--all", "--due-within", "7d");
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("renew takes exactly one of --identity, --due-within and --all");
+  });
+
+  it("resumes renewal after it paused itself, and status says why it had paused", async () => {
+    // Arrange
+    const term = await lead("primary");
+    await provisioned("web1.example.net", time.trueTime + 3 * HOUR_MS, term);
+    const reason = "6 of the last 20 renewals failed (more than 5 of 20); last: web9.example.net: Incorrect provision token supplied";
+    await renewalStore.write(SITE, { inFlight: {}, recent: [], failed: {}, sends: [], paused: { reason, at: time.trueTime } }, 0);
+
+    // Act
+    const before = await cliJson<OperatorStatus>("status");
+    const people = await cli("status");
+    const resumed = await cli("renew", "--resume");
+
+    // Assert
+    expect(before.renewal).toMatchObject({ paused: { reason }, expiry: { known: 1, within24h: 1 } });
+    expect(people.stdout).toContain(`renewal: PAUSED since`);
+    expect(people.stdout).toContain("web1.example.net  certificate  in 3h");
+    expect(resumed.stdout).toContain(`renewal resumed (it had paused because ${reason})`);
+    expect((await renewalStore.read(SITE)).state.paused).toBeUndefined();
+  });
+});
