@@ -183,7 +183,8 @@ class RoundTimeout extends ProvisionerError {}
 
 export class Lease {
   private held: Held | undefined;
-  private inFlight: Promise<LeaseOutcome> | undefined;
+  /** The round in flight and the invocation it started in; only that invocation shares it. */
+  private inFlight: { invocation: number; round: Promise<LeaseOutcome> } | undefined;
   /** Counts invocations (beginInvocation); validity confirmed in an earlier one is not trusted. */
   private invocation = 0;
 
@@ -225,9 +226,15 @@ export class Lease {
    */
   async acquireOrRenew(): Promise<LeaseOutcome> {
     const invocation = this.invocation;
-    const round = (this.inFlight ??= this.contest(invocation).finally(() => {
-      this.inFlight = undefined;
-    }));
+    // A round left over from an earlier invocation (it outlived its bound) confirms nothing for this
+    // one: its outcome would count for the invocation it started in. This invocation runs its own.
+    if (this.inFlight?.invocation !== invocation) {
+      const started = this.contest(invocation).finally(() => {
+        if (this.inFlight?.round === started) this.inFlight = undefined;
+      });
+      this.inFlight = { invocation, round: started };
+    }
+    const round = this.inFlight.round;
     const limitMs = this.settings.roundTimeoutMs;
     if (limitMs === undefined) return round;
     // Real time: what it bounds is network and store latency, whatever clock judges validity.
@@ -283,7 +290,8 @@ export class Lease {
       }
       return this.standby(current);
     } catch (error) {
-      this.held = undefined;
+      // A late round's failure says nothing about what a later invocation has confirmed since.
+      if (this.held === undefined || this.held.invocation <= invocation) this.held = undefined;
       throw this.storeFailed(`acquire or renew the lease for site ${site}`, error);
     }
   }
@@ -367,7 +375,8 @@ export class Lease {
 
   private async hold(item: LeaseItem, expiresAt: number, sentAt: number, invocation: number, tookOver: boolean): Promise<LeaseOutcome> {
     const deadline = sentAt + this.settings.leaseDurationMs - this.settings.skewBoundMs;
-    this.held = { term: item.term, deadline, expiresAt, invocation };
+    // A late round of an earlier invocation must not replace what a later one confirmed.
+    if (this.held === undefined || this.held.invocation <= invocation) this.held = { term: item.term, deadline, expiresAt, invocation };
     this.deps.metrics.gauge(EXTRA_METRIC.leaseTerm, item.term);
     const wonNewTerm = (item.announcedTerm ?? 0) < item.term && (await this.claimAnnouncement(item.term));
     const validForMs = this.holding()?.validForMs ?? 0;

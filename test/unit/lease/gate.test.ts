@@ -284,6 +284,42 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
     expect(afterHorizon).toMatchObject({ holding: true, term: 2 });
   });
 
+  it("a round that outlives its bound and lands in the next invocation never makes the holder a standby", async () => {
+    // Arrange: the renewal of the second invocation is answered only when the test lets it.
+    const time = new VirtualClock();
+    const inner = new MemoryLeaseStore();
+    let answerLate: () => void = () => {};
+    let holdNextExtend = false;
+    const store: LeaseStore = {
+      claim: (request) => inner.claim(request),
+      read: (site) => inner.read(site),
+      release: (request) => inner.release(request),
+      markAnnounced: (request) => inner.markAnnounced(request),
+      extend: async (request) => {
+        if (!holdNextExtend) return inner.extend(request);
+        holdNextExtend = false;
+        await new Promise<void>((resolve) => (answerLate = resolve));
+        return inner.extend(request);
+      },
+    };
+    const settings = resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 20 });
+    const gate = createLeaseGate(settings, { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+    await gate.acquireOrRenew();
+    gate.beginInvocation();
+    holdNextExtend = true;
+    const lateInvocation = await gate.standing();
+
+    // Act: the next invocation asks while the late round is still out, then the round lands.
+    gate.beginInvocation();
+    const standing = gate.standing();
+    answerLate();
+
+    // Assert: unknown at worst (the batch goes back), and a round of its own confirms it leads.
+    expect(lateInvocation.kind).toBe("unknown");
+    expect((await standing).kind).not.toBe("standby");
+    expect(await gate.standing()).toEqual({ kind: "leading", term: 1 });
+  });
+
   it("a stalled store closes the gate within the round bound instead of waiting forever", async () => {
     // Arrange: every store call hangs (TCP open, no bytes).
     const hung = () => new Promise<never>(() => undefined);
