@@ -117,7 +117,11 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
 
   const result = rawConfigSchema.safeParse(document);
   if (!result.success) throw configErrorFrom(result.error);
-  return buildConfig(result.data, options.env ?? process.env);
+  const config = buildConfig(result.data, options.env ?? process.env);
+  if (config.tls.insecureSkipVerify) {
+    options.logger?.warn("tls.insecure_skip_verify is on: the broker's certificate is not verified, anyone on the path can pose as the broker", { key: "tls.insecure_skip_verify" });
+  }
+  return config;
 }
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {

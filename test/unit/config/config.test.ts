@@ -312,6 +312,20 @@ describe("unknown keys", () => {
   });
 });
 
+describe("tls.insecure_skip_verify", () => {
+  it("is accepted with a warning that names the key", () => {
+    // Arrange
+    const logger = new RecordingLogger();
+
+    // Act
+    const config = parseConfig({ ...MINIMAL, tls: { insecure_skip_verify: true } }, { logger, env: {} });
+
+    // Assert
+    expect(config.tls.insecureSkipVerify).toBe(true);
+    expect(logger.at("warn").map((w) => w.attributes?.key)).toEqual(["tls.insecure_skip_verify"]);
+  });
+});
+
 describe("redaction", () => {
   const secrets = {
     token: "tok-AAAAAAAA",
