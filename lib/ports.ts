@@ -65,6 +65,10 @@ export const EXTRA_METRIC = {
   discoveryCapped: "choria_provisioner_discovery_capped",
   /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
   lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
+  /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
+  leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
+  /** A lease round found another deployment in the lease item that `lease.peers` does not name. */
+  leaseUnknownPeers: "choria_provisioner_lease_unknown_peers",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

@@ -10,7 +10,7 @@ import { parse as parseYaml } from "yaml";
 import { ConfigError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
-import { parseConfig } from "./config";
+import { parseConfig, STACK_DEPLOYMENT_ID_ENV, UNKNOWN_KEY_WARNING } from "./config";
 import {
   FUNCTION_NAMES,
   FUNCTION_SETTINGS,
@@ -87,7 +87,9 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
   const raw = document as Record<string, unknown>;
 
   try {
-    const config = parseConfig(raw, { env: {}, logger: collectUnknownKeys(warnings) });
+    // The stack sets STACK_DEPLOYMENT_ID (serverless.yml), so a file without deployment_id is deployable.
+    const stackEnv = { [STACK_DEPLOYMENT_ID_ENV]: "<stage>/<region>/<account>" };
+    const config = parseConfig(raw, { env: stackEnv, logger: collectUnknownKeys(warnings) });
     result.site = config.site;
     result.helperFunction = config.helperFunction;
     result.discoverSchedule = scheduleFor(config.intervalMs, errors);
@@ -197,7 +199,12 @@ function collectUnknownKeys(warnings: DeployProblem[]): Logger {
     debug: ignore,
     info: ignore,
     error: ignore,
-    warn: (message, attributes) => warnings.push({ key: String(attributes?.key ?? "(root)"), message: `${message}: the Go daemon ignores it too` }),
+    warn: (message, attributes) =>
+      warnings.push({
+        key: String(attributes?.key ?? "(root)"),
+        // Only unknown keys are what the Go daemon also ignores; other warnings stand as they are.
+        message: message === UNKNOWN_KEY_WARNING ? `${message}: the Go daemon ignores it too` : message,
+      }),
   };
 }
 

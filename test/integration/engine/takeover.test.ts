@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
@@ -72,6 +72,9 @@ class SeverableStore implements LeaseStore {
   }
   markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
     return this.target.markAnnounced(request);
+  }
+  recordPeer(request: PeerRequest): Promise<void> {
+    return this.target.recordPeer(request);
   }
   read(site: string): Promise<LeaseItem | undefined> {
     return this.target.read(site);
