@@ -225,9 +225,18 @@ const REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
  * - `external`: the `leaseTable` param names an existing table (a name in this account and Region,
  *   or an ARN in any Region or account); no lease table is created and every lease statement
  *   names that table.
+ *
+ * A stack that says it is a standby (`standby=true`) must name the site's existing table: with a table of its own it would win its own lease and lead
+ * too, configuring every node a second time.
  */
-function leaseTopology({ params, prefix, region }) {
+function leaseTopology({ params, prefix, region, standby = false }) {
   const external = params.leaseTable.trim();
+  if (standby && !external) {
+    throw new Error(
+      "this stack is a standby (param standby=true) but param leaseTable is empty: it would create a lease " +
+        "table of its own and lead as well. Set leaseTable to the name or ARN of the site's lease table (docs/deploy.md, \"Leader and standby\")",
+    );
+  }
   const replicaRegions = splitList(params.leaseReplicaRegions);
   const witnessRegion = params.leaseWitnessRegion.trim();
   const consistency = params.leaseMultiRegionConsistency.trim().toUpperCase() || "STRONG";
@@ -349,7 +358,8 @@ module.exports = async ({ resolveVariable }) => {
   const alarmTopicArn = await resolveVariable("param:alarmTopicArn, ''");
   const allowLiteralSecrets = String(await resolveVariable("param:allowLiteralSecrets, 'false'")) === "true";
   const helperLayerDir = await resolveVariable("param:helperLayerDir, ''");
-  const pausedAlarm = String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
+  const standby = String(await resolveVariable("param:standby, 'false'")) === "true";
+  const pausedAlarm = !standby && String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
   // `sls invoke local` without the queue URL params would try to read them from CloudFormation and
   // fail on credentials; scripts/sls-local.sh passes them from the local services' export lines.
   const invokeLocal = process.argv.includes("invoke") && process.argv.includes("local");
@@ -375,6 +385,7 @@ module.exports = async ({ resolveVariable }) => {
     },
     prefix: `${service}-${stage}`,
     region,
+    standby,
   });
 
 

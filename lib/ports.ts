@@ -75,6 +75,10 @@ export const EXTRA_METRIC = {
   renewalPaused: "choria_provisioner_renewal_paused",
   /** Hosts renewal has put out of service that are not provisioned again yet. */
   renewalsInFlight: "choria_provisioner_renewals_in_flight",
+  /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
+  leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
+  /** A lease round found another deployment in the lease item that `lease.peers` does not name. */
+  leaseUnknownPeers: "choria_provisioner_lease_unknown_peers",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

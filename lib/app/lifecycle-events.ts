@@ -7,6 +7,7 @@ import { parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import { messageOf } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
 import { leadsAt, type LeaseStore } from "../lease/lease";
+import type { PauseStore } from "../lease/pause";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";
@@ -93,6 +94,8 @@ export interface LifecycleBridgeDeps {
   settings: LifecycleBridgeSettings;
   /** Absent when leader election is off. */
   leaseStore?: Pick<LeaseStore, "read">;
+  /** The operator's pause switch of this deployment: a paused leader does not bridge either. */
+  pauseStore?: Pick<PauseStore, "read">;
   source: LifecycleEventSource;
   lifecycle: MessageQueue;
   lifecycleDlq: MessageQueue;
@@ -108,6 +111,9 @@ const DEAD_LETTER_KEPT_BYTES = 256 * 1024;
 
 /** Broker lifecycle events -> the lifecycle queue, while this deployment leads. */
 export class LifecycleBridge {
+  /** The switch was on at the last check (logged once per change, not at every recheck). */
+  private pausedByOperator = false;
+
   constructor(private readonly deps: LifecycleBridgeDeps) {}
 
   async run(ctx: InvocationContext): Promise<BridgeResult> {
@@ -130,16 +136,25 @@ export class LifecycleBridge {
 
   /**
    * Whether this deployment leads right now, from a consistent read of the lease (the bridge never
-   * writes it: taking part in the election is the keeper's job). A paused deployment's bridge
-   * neither pulls nor subscribes, so every event waits in the stream (or reaches the leader's
-   * subscription) instead of being forwarded to a deployment that would drop it.
+   * writes it: taking part in the election is the keeper's job) and of the operator's pause switch
+   * (a paused deployment may still hold an unexpired lease, but its provision and lifecycle
+   * functions drop what they are given). A paused or standby deployment's bridge neither pulls nor
+   * subscribes, so every event waits in the stream (or reaches the leader's subscription) instead
+   * of being forwarded to a deployment that would drop it.
    */
   private async leadsNow(): Promise<boolean> {
-    const { settings, leaseStore } = this.deps;
+    const { settings, leaseStore, pauseStore } = this.deps;
     if (!settings.leaderElection) return true;
     if (!leaseStore) return false;
     try {
-      return leadsAt(await leaseStore.read(settings.site), settings.deploymentId, this.deps.clock.now(), settings.skewBoundMs);
+      const [lease, pause] = await Promise.all([leaseStore.read(settings.site), pauseStore?.read(settings.site, settings.deploymentId)]);
+      if (pause?.paused === true) {
+        if (!this.pausedByOperator) this.deps.logger.warn("paused by the operator: not bridging lifecycle events", { deploymentId: settings.deploymentId });
+        this.pausedByOperator = true;
+        return false;
+      }
+      this.pausedByOperator = false;
+      return leadsAt(lease, settings.deploymentId, this.deps.clock.now(), settings.skewBoundMs);
     } catch (error) {
       this.deps.logger.warn("paused: the lease store could not be read, not bridging lifecycle events", { error: messageOf(error) });
       return false;

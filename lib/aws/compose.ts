@@ -23,6 +23,7 @@ import { SecretResolutionError } from "../config/secrets";
 import type { RandomSource } from "../engine";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
+import type { PauseStore } from "../lease/pause";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
@@ -66,6 +67,8 @@ export interface FunctionParts {
   readonly gate: LeaseGate;
   /** Absent when leader election is off. */
   readonly leaseStore: LeaseStore | undefined;
+  /** The operator's pause switches (same table); absent when leader election is off. */
+  readonly pauseStore: PauseStore | undefined;
   /** `announce` is called with every term this function's gate wins (leadership registers it). */
   announceWonTerms(announce: (term: number) => void | Promise<void>): void;
   /** Runs `close` first when the function closes (e.g. the broker connection). */
@@ -123,7 +126,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
   };
   // The gate's onWon needs leadership, which needs the gate: leadership registers itself later.
   const won: { announce?: (term: number) => void | Promise<void> } = {};
-  const { gate, leaseStore } = createAppLeaseGate(config, {
+  const { gate, leaseStore, pauseStore } = createAppLeaseGate(config, {
     client: leaseClient,
     tableName: settings.leaseTable,
     metrics,
@@ -145,6 +148,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     registry,
     gate,
     leaseStore,
+    pauseStore,
     announceWonTerms: (announce) => {
       won.announce = announce;
     },
@@ -209,21 +213,25 @@ export interface AppLeaseGateDeps {
  * configuration's lease settings, the request TTL as the delivery horizon, bounded rounds, and the
  * operator's pause switch read from the same table before every round.
  */
-export function createAppLeaseGate(config: ProvisionerConfig, deps: AppLeaseGateDeps): { gate: LeaseGate; leaseStore: LeaseStore | undefined } {
+export function createAppLeaseGate(
+  config: ProvisionerConfig,
+  deps: AppLeaseGateDeps,
+): { gate: LeaseGate; leaseStore: LeaseStore | undefined; pauseStore: PauseStore | undefined } {
   const tableName = deps.tableName ?? "";
   const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
+  const pauseStore = leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined;
   const gate = createLeaseGate(
     leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
     {
       store: leaseStore,
-      pause: leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined,
+      pause: pauseStore,
       metrics: deps.metrics,
       clock: deps.clock,
       logger: deps.logger,
       ...(deps.onWon ? { onWon: deps.onWon } : {}),
     },
   );
-  return { gate, leaseStore };
+  return { gate, leaseStore, pauseStore };
 }
 
 /** The settings of function `fn`: its composition resolves only `fn`'s secrets (lib/config/secrets.ts). */

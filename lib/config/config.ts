@@ -35,6 +35,8 @@ export interface LeaseSection {
   readonly skewBoundMs: number;
   /** `lease.assume_synchronized_clocks`: the operator's acknowledgement that makes `skew_bound: 0s` acceptable. */
   readonly assumeSynchronizedClocks: boolean;
+  /** `lease.peers`: the other deployments expected in this site's lease item; any other one is reported. */
+  readonly peers: readonly string[];
 }
 
 /** The `renew` section (docs/renewal.md): re-provisioning hosts before their credentials expire. */
@@ -220,6 +222,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
     skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
     assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
+    peers: Object.freeze([...(raw.lease.peers ?? [])]),
   });
   // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
   // fleet has that, so it takes an explicit statement that the operator accepts it.
@@ -292,7 +295,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     clientSeed,
     tls: Object.freeze({ ca: raw.tls.ca, cert: raw.tls.cert, key: raw.tls.key, insecureSkipVerify: raw.tls.insecure_skip_verify }),
     natsToken: raw.nats_token,
-    deploymentId: raw.deployment_id ?? nonEmpty(env.AWS_REGION) ?? "local",
+    deploymentId: deploymentIdOf(raw, env),
     lease,
     discoveryMaxNodes: raw.discovery_max_nodes,
     rpcTtl: raw.rpc_ttl,
@@ -336,6 +339,24 @@ function renewBefore(text: string): RenewSection["before"] {
 }
 
 /**
+ * Names this deployment in the lease. Two stacks of one site must never share it, or both hold the
+ * lease as one holder: so never the Region alone. A stack deployed by serverless.yml gets
+ * `<stage>/<Region>/<account>` (one stack per stage, Region and account) unless the file names one;
+ * elsewhere, with leader election on, it must be configured.
+ */
+function deploymentIdOf(raw: RawConfig, env: Record<string, string | undefined>): string {
+  const id = raw.deployment_id ?? nonEmpty(env[STACK_DEPLOYMENT_ID_ENV]);
+  if (id !== undefined) return id;
+  if (raw.leader_election) {
+    throw new ConfigError(
+      "deployment_id",
+      `is required when leader_election is on (a stack deployed with serverless.yml derives it from its stage, Region and account through ${STACK_DEPLOYMENT_ID_ENV})`,
+    );
+  }
+  return "local";
+}
+
+/**
  * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
  * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
  */
@@ -370,6 +391,7 @@ export function leaseSettingsOf(config: ProvisionerConfig, options: { roundTimeo
     renewIntervalMs: config.lease.renewIntervalMs,
     skewBoundMs: config.lease.skewBoundMs,
     deliveryHorizonMs: config.rpcTtl * 1_000,
+    knownPeers: config.lease.peers,
     ...(options.roundTimeoutMs !== undefined ? { roundTimeoutMs: options.roundTimeoutMs } : {}),
   });
 }
@@ -418,19 +440,25 @@ function checkPattern(pattern: string, index: number): void {
   }
 }
 
+/** Set by serverless.yml to `<stage>/<Region>/<account>`: the default `deployment_id` of a deployed stack. */
+export const STACK_DEPLOYMENT_ID_ENV = "STACK_DEPLOYMENT_ID";
+
+/** The message of the one warning per unknown key (deploy-check tells it apart from others). */
+export const UNKNOWN_KEY_WARNING = "ignoring unknown configuration key";
+
 function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
   if (!logger) return;
   for (const key of Object.keys(document)) {
     if (!TOP_LEVEL_KEYS.includes(key)) {
       // Not `key`: an attribute of that name is masked as a credential.
-      logger.warn("ignoring unknown configuration key", { setting: key });
+      logger.warn(UNKNOWN_KEY_WARNING, { setting: key });
       continue;
     }
     const nestedKeys = NESTED_SECTIONS[key];
     const section = document[key];
     if (nestedKeys && isPlainObject(section)) {
       for (const nested of Object.keys(section)) {
-        if (!nestedKeys.includes(nested)) logger.warn("ignoring unknown configuration key", { setting: `${key}.${nested}` });
+        if (!nestedKeys.includes(nested)) logger.warn(UNKNOWN_KEY_WARNING, { setting: `${key}.${nested}` });
       }
     }
   }

@@ -10,7 +10,7 @@ import { parse as parseYaml } from "yaml";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
-import { parseConfig } from "./config";
+import { parseConfig, STACK_DEPLOYMENT_ID_ENV, UNKNOWN_KEY_WARNING } from "./config";
 import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {
   FUNCTION_NAMES,
@@ -82,7 +82,9 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
   const raw = document as Record<string, unknown>;
 
   try {
-    const config = parseConfig(raw, { env: {}, logger: collectKeyWarnings(warnings) });
+    // The stack sets STACK_DEPLOYMENT_ID (serverless.yml), so a file without deployment_id is deployable.
+    const stackEnv = { [STACK_DEPLOYMENT_ID_ENV]: "<stage>/<region>/<account>" };
+    const config = parseConfig(raw, { env: stackEnv, logger: collectKeyWarnings(warnings) });
     result.site = config.site;
     result.helperFunction = config.helperFunction;
     result.discoverSchedule = scheduleFor(config.intervalMs, errors);
@@ -197,10 +199,9 @@ function collectKeyWarnings(warnings: DeployProblem[]): Logger {
     error: ignore,
     warn: (message, attributes) => {
       const detail = attributes?.detail;
-      warnings.push({
-        key: String(attributes?.setting ?? "(root)"),
-        message: typeof detail === "string" ? `${message}: ${detail}` : `${message}: the Go daemon ignores it too`,
-      });
+      // Only unknown keys are what the Go daemon also ignores; other warnings stand as they are.
+      const suffix = typeof detail === "string" ? `: ${detail}` : message === UNKNOWN_KEY_WARNING ? ": the Go daemon ignores it too" : "";
+      warnings.push({ key: String(attributes?.setting ?? "(root)"), message: `${message}${suffix}` });
     },
   };
 }

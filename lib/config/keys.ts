@@ -69,6 +69,11 @@ const emptyIsUnset = <S extends z.ZodType>(schema: S) =>
 const text = z.string();
 /** A string setting with no default: unset, or set to "", it is undefined. */
 const optionalText = emptyIsUnset(text.optional());
+/**
+ * The request TTL is also the lease's delivery horizon: a takeover waits it out past the expiry,
+ * so a TTL of hours would leave a site without a leader for hours after a crash.
+ */
+export const MAX_RPC_TTL_SECONDS = 300;
 const flag = z.boolean();
 const port = z.number().int().min(0).max(65535);
 /** Durations are strings parsed by `parseDuration`; an empty one is 0s, as in Go. */
@@ -155,12 +160,18 @@ export const CONFIG_KEYS = {
     insecure_skip_verify: key({ schema: flag.default(false), shown: (c) => c.tls.insecureSkipVerify }),
   }),
   nats_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "broker", shown: (c) => c.natsToken }),
-  deployment_id: key({ schema: optionalText, computedDefault: "`AWS_REGION`, else `local`", env: "string", shown: (c) => c.deploymentId }),
+  deployment_id: key({
+    schema: optionalText,
+    computedDefault: "the stack's `<stage>/<Region>/<account>` (`STACK_DEPLOYMENT_ID`, set by serverless.yml); required with `leader_election` elsewhere; `local` without election",
+    env: "string",
+    shown: (c) => c.deploymentId,
+  }),
   lease: section({
     duration: key({ schema: duration(seconds(LEASE_DEFAULTS.leaseDurationMs)), shown: (c) => ms(c.lease.durationMs) }),
     renew_interval: key({ schema: duration(seconds(LEASE_DEFAULTS.renewIntervalMs)), shown: (c) => ms(c.lease.renewIntervalMs) }),
     skew_bound: key({ schema: duration(seconds(LEASE_DEFAULTS.skewBoundMs)), shown: (c) => ms(c.lease.skewBoundMs) }),
     assume_synchronized_clocks: key({ schema: flag.default(false), shown: (c) => c.lease.assumeSynchronizedClocks }),
+    peers: key({ schema: emptyIsUnset(z.array(text).optional()), computedDefault: "none", shown: (c) => [...c.lease.peers] }),
   }),
   discovery_max_nodes: key({
     schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_MAX_NODES),
@@ -178,7 +189,7 @@ export const CONFIG_KEYS = {
     broker_urls: key({ schema: z.array(text).optional(), shown: (c) => [...c.renew.brokerUrls] }),
     collective: key({ schema: optionalText, computedDefault: "`choria` with protocol_version 2, else `mcollective`", shown: (c) => c.renew.collective }),
   }),
-  rpc_ttl: key({ schema: z.number().int().min(30).default(30), env: "integer", shown: (c) => c.rpcTtl }),
+  rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), env: "integer", shown: (c) => c.rpcTtl }),
   discovery_timeout: key({ schema: duration("2s"), env: "string", shown: (c) => ms(c.discoveryTimeoutMs) }),
 };
 

@@ -14,7 +14,7 @@ import {
   type DynamoDBClient,
   type UpdateItemCommandInput,
 } from "@aws-sdk/client-dynamodb";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";
 
 const NAMES = {
   "#site": "site",
@@ -23,7 +23,27 @@ const NAMES = {
   "#expiresAt": "expiresAt",
   "#announcedTerm": "announcedTerm",
   "#released": "released",
+  "#skewBound": "skewBoundMs",
+  "#horizon": "deliveryHorizonMs",
 };
+
+/**
+ * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map
+ * would need to exist before a SET could add to it, and items written before it have none.
+ */
+const PEER_PREFIX = "peers.";
+
+/** The SET clause and values that record a holder's bounds and presence (`#peer` names `peers.<holder>`). */
+function boundsUpdate(bounds: HolderBounds): { set: string; values: Record<string, AttributeValue> } {
+  return {
+    set: "#skewBound = :skewBound, #horizon = :horizon, #peer = :seenAt",
+    values: {
+      ":skewBound": { N: String(bounds.skewBoundMs) },
+      ":horizon": { N: String(bounds.deliveryHorizonMs) },
+      ":seenAt": { N: String(bounds.seenAt) },
+    },
+  };
+}
 
 export interface DynamoDbLeaseStoreOptions {
   client: DynamoDBClient;
@@ -34,16 +54,22 @@ export class DynamoDbLeaseStore implements LeaseStore {
   constructor(private readonly options: DynamoDbLeaseStoreOptions) {}
 
   claim(request: ClaimRequest): Promise<ConditionalWrite> {
-    return this.update(request.site, {
-      UpdateExpression: "SET #holder = :holder, #expiresAt = :expiresAt REMOVE #released ADD #term :one",
-      ConditionExpression: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
-      ExpressionAttributeValues: {
-        ":holder": { S: request.holder },
-        ":expiresAt": { N: String(request.expiresAt) },
-        ":expiredBefore": { N: String(request.expiredBefore) },
-        ":one": { N: "1" },
+    const bounds = boundsUpdate(request);
+    return this.update(
+      request.site,
+      {
+        UpdateExpression: `SET #holder = :holder, #expiresAt = :expiresAt, ${bounds.set} REMOVE #released ADD #term :one`,
+        ConditionExpression: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
+        ExpressionAttributeValues: {
+          ":holder": { S: request.holder },
+          ":expiresAt": { N: String(request.expiresAt) },
+          ":expiredBefore": { N: String(request.expiredBefore) },
+          ":one": { N: "1" },
+          ...bounds.values,
+        },
       },
-    });
+      request.holder,
+    );
   }
 
   extend(request: ExtendRequest): Promise<ConditionalWrite> {
@@ -56,11 +82,34 @@ export class DynamoDbLeaseStore implements LeaseStore {
       condition += " AND #term = :term";
       values[":term"] = { N: String(request.term) };
     }
-    return this.update(request.site, {
-      UpdateExpression: "SET #expiresAt = :expiresAt",
-      ConditionExpression: condition,
-      ExpressionAttributeValues: values,
-    });
+    const bounds = boundsUpdate(request);
+    return this.update(
+      request.site,
+      {
+        UpdateExpression: `SET #expiresAt = :expiresAt, ${bounds.set}`,
+        ConditionExpression: condition,
+        ExpressionAttributeValues: { ...values, ...bounds.values },
+      },
+      request.holder,
+    );
+  }
+
+  async recordPeer(request: PeerRequest): Promise<void> {
+    try {
+      await this.options.client.send(
+        new UpdateItemCommand({
+          TableName: this.options.tableName,
+          Key: { site: { S: request.site } },
+          UpdateExpression: "SET #peer = :seenAt",
+          ConditionExpression: "attribute_exists(#site)",
+          ExpressionAttributeNames: { "#peer": `${PEER_PREFIX}${request.deployment}`, "#site": "site" },
+          ExpressionAttributeValues: { ":seenAt": { N: String(request.seenAt) } },
+        }),
+      );
+    } catch (error) {
+      // No lease item yet: there is nothing to record presence in, and the next claim creates it.
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+    }
   }
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
@@ -86,13 +135,16 @@ export class DynamoDbLeaseStore implements LeaseStore {
     return decodeLeaseItem(Item);
   }
 
+  /** `peer`: the deployment whose `peers.<id>` attribute `#peer` names, for writes that record one. */
   private async update(
     site: string,
     input: Pick<UpdateItemCommandInput, "UpdateExpression" | "ConditionExpression" | "ExpressionAttributeValues">,
+    peer?: string,
   ): Promise<ConditionalWrite> {
-    const names = Object.fromEntries(
+    const names: Record<string, string> = Object.fromEntries(
       Object.entries(NAMES).filter(([placeholder]) => `${input.UpdateExpression} ${input.ConditionExpression}`.includes(placeholder)),
     );
+    if (peer !== undefined) names["#peer"] = `${PEER_PREFIX}${peer}`;
     try {
       const { Attributes } = await this.options.client.send(
         new UpdateItemCommand({
@@ -119,6 +171,10 @@ function decodeLeaseItem(item: Record<string, AttributeValue> | undefined): Leas
   const decoded: LeaseItem = { site: item.site.S, holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
   if (item.announcedTerm?.N) decoded.announcedTerm = Number(item.announcedTerm.N);
   if (item.released?.BOOL) decoded.released = true;
+  if (item.skewBoundMs?.N) decoded.skewBoundMs = Number(item.skewBoundMs.N);
+  if (item.deliveryHorizonMs?.N) decoded.deliveryHorizonMs = Number(item.deliveryHorizonMs.N);
+  const peers = Object.entries(item).filter(([name, value]) => name.startsWith(PEER_PREFIX) && value.N !== undefined);
+  if (peers.length > 0) decoded.peers = Object.fromEntries(peers.map(([name, value]) => [name.slice(PEER_PREFIX.length), Number(value.N)]));
   return decoded;
 }
 

@@ -157,7 +157,12 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
         const outcome = await acquireOrRenew();
         const now = usableHolding();
         if (now) return { kind: "leading", term: now.term };
-        const current = outcome.holding ? undefined : outcome.current;
+        if (outcome.holding) {
+          // Held, but not usable by this invocation (confirmed by a round of an earlier one, or its
+          // validity ran out meanwhile): not known, so nothing may be dropped as a standby's.
+          return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} is held but not confirmed for this invocation`) };
+        }
+        const current = outcome.current;
         if (current && current.holder === settings.deploymentId && !current.released) {
           // Our own deployment holds it, but this round could not confirm it (an unsettled write).
           return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} could not be confirmed`) };

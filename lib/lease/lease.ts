@@ -31,6 +31,15 @@ export interface LeaseItem {
   announcedTerm?: number;
   /** The holder gave the term up: it can no longer be extended, only claimed after expiry. */
   released?: boolean;
+  /**
+   * What a challenger must honour, as the holder configured it: its skew bound and its delivery
+   * horizon (its request TTL). A challenger waits the larger of its own and these. Absent on items
+   * written before they were recorded.
+   */
+  skewBoundMs?: number;
+  deliveryHorizonMs?: number;
+  /** Every deployment whose rounds touched this site's lease, with the wall-clock ms (its own clock) of its last round. */
+  peers?: Record<string, number>;
 }
 
 /** What an operator or status report may say about the stored lease, read on this machine's clock. */
@@ -88,12 +97,27 @@ export async function releaseOnBehalf(
 /** The result of one conditional write: the item after it, or the item that failed the condition. */
 export type ConditionalWrite = { applied: true; item: LeaseItem } | { applied: false; current: LeaseItem | undefined };
 
-export interface ClaimRequest {
+/** What a holder writes with every claim and extension, so that a challenger can honour it. */
+export interface HolderBounds {
+  skewBoundMs: number;
+  deliveryHorizonMs: number;
+  /** Wall-clock ms of this round, recorded as `peers.<holder>`. */
+  seenAt: number;
+}
+
+export interface ClaimRequest extends HolderBounds {
   site: string;
   holder: string;
   expiresAt: number;
   /** The lease may be taken over only if its stored `expiresAt` is below this. */
   expiredBefore: number;
+}
+
+/** A round that writes nothing else records that `deployment` took part, as `peers.<deployment> = seenAt`. */
+export interface PeerRequest {
+  site: string;
+  deployment: string;
+  seenAt: number;
 }
 
 /** Claims the announcement of `term` (startup event + immediate discovery) for its holder, once. */
@@ -103,7 +127,7 @@ export interface AnnounceRequest {
   term: number;
 }
 
-export interface ExtendRequest {
+export interface ExtendRequest extends HolderBounds {
   site: string;
   holder: string;
   /** When given, the stored term must equal it; when absent, any term held by `holder` is extended. */
@@ -133,6 +157,8 @@ export interface LeaseStore {
   release(request: ReleaseRequest): Promise<ConditionalWrite>;
   /** If holder and term match and `announcedTerm` is absent or lower: set `announcedTerm = term`. */
   markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite>;
+  /** If the item exists: set `peers.<deployment> = seenAt` (nothing else changes). */
+  recordPeer(request: PeerRequest): Promise<void>;
   /** Strongly consistent read. */
   read(site: string): Promise<LeaseItem | undefined>;
 }
@@ -175,6 +201,12 @@ export interface LeaseDeps {
   metrics: Metrics;
 }
 
+/**
+ * A peer whose last round is older than this (on its own clock) is taken as gone: a decommissioned
+ * deployment stays in the item but no longer raises the alarm.
+ */
+const PEER_RECENT_MS = 5 * 60_000;
+
 /** A lease write that this process could not settle; the lease reads as not held. */
 class UnsettledWrite extends ProvisionerError {}
 
@@ -183,9 +215,12 @@ class RoundTimeout extends ProvisionerError {}
 
 export class Lease {
   private held: Held | undefined;
-  private inFlight: Promise<LeaseOutcome> | undefined;
+  /** The round in flight and the invocation it started in; only that invocation shares it. */
+  private inFlight: { invocation: number; round: Promise<LeaseOutcome> } | undefined;
   /** Counts invocations (beginInvocation); validity confirmed in an earlier one is not trusted. */
   private invocation = 0;
+  /** What inspect already logged (peers, holders' differing bounds): logged once, counted every round. */
+  private readonly reported = new Set<string>();
 
   constructor(
     readonly settings: LeaseSettings,
@@ -225,9 +260,15 @@ export class Lease {
    */
   async acquireOrRenew(): Promise<LeaseOutcome> {
     const invocation = this.invocation;
-    const round = (this.inFlight ??= this.contest(invocation).finally(() => {
-      this.inFlight = undefined;
-    }));
+    // A round left over from an earlier invocation (it outlived its bound) confirms nothing for this
+    // one: its outcome would count for the invocation it started in. This invocation runs its own.
+    if (this.inFlight?.invocation !== invocation) {
+      const started = this.contest(invocation).finally(() => {
+        if (this.inFlight?.round === started) this.inFlight = undefined;
+      });
+      this.inFlight = { invocation, round: started };
+    }
+    const round = this.inFlight.round;
     const limitMs = this.settings.roundTimeoutMs;
     if (limitMs === undefined) return round;
     // Real time: what it bounds is network and store latency, whatever clock judges validity.
@@ -278,12 +319,15 @@ export class Lease {
         if (renewal.outcome) return renewal.outcome;
         current = renewal.current;
       }
-      if (current === undefined || current.expiresAt < this.claimableBefore()) {
+      this.inspect(current);
+      if (current === undefined || current.expiresAt < this.claimableBefore(current)) {
         return await this.claim(current, invocation);
       }
+      await this.recordPresence();
       return this.standby(current);
     } catch (error) {
-      this.held = undefined;
+      // A late round's failure says nothing about what a later invocation has confirmed since.
+      if (this.held === undefined || this.held.invocation <= invocation) this.held = undefined;
       throw this.storeFailed(`acquire or renew the lease for site ${site}`, error);
     }
   }
@@ -291,17 +335,86 @@ export class Lease {
   /**
    * A challenger may take over a lease whose expiry is older than this on its own wall clock: the
    * skew bound, plus the delivery horizon (how long after its envelope time a request the old
-   * holder stamped may still execute at a node).
+   * holder stamped may still execute at a node), each the larger of its own and the holder's: the
+   * holder's requests live at the nodes for the holder's TTL, whatever the challenger configured.
    */
-  private claimableBefore(): number {
-    return this.deps.clock.now() - this.settings.skewBoundMs - (this.settings.deliveryHorizonMs ?? 0);
+  private claimableBefore(current: LeaseItem | undefined): number {
+    const skew = Math.max(this.settings.skewBoundMs, current?.skewBoundMs ?? 0);
+    const horizon = Math.max(this.settings.deliveryHorizonMs ?? 0, current?.deliveryHorizonMs ?? 0);
+    return this.deps.clock.now() - skew - horizon;
+  }
+
+  /** What this deployment records with every write of its own: its bounds and that it took part now. */
+  private bounds(): HolderBounds {
+    return { skewBoundMs: this.settings.skewBoundMs, deliveryHorizonMs: this.settings.deliveryHorizonMs ?? 0, seenAt: this.deps.clock.now() };
+  }
+
+  /**
+   * A standby's round writes nothing else, so it records that it took part: every deployment of the
+   * site can then see every other one in the lease item (`peers`).
+   */
+  private async recordPresence(): Promise<void> {
+    const { site, deploymentId } = this.settings;
+    try {
+      await this.deps.store.recordPeer({ site, deployment: deploymentId, seenAt: this.deps.clock.now() });
+    } catch (error) {
+      this.deps.logger.warn("could not record this deployment among the lease's peers", { site, deploymentId, error: String(error) });
+    }
+  }
+
+  /**
+   * Says so loudly when the lease item shows another deployment nobody declared (`lease.peers`), or
+   * a holder whose skew bound or request TTL differ from ours: each is logged once, and counted at
+   * every round so the alarm stays on while it lasts.
+   */
+  private inspect(item: LeaseItem | undefined): void {
+    if (!item) return;
+    const { site, deploymentId, skewBoundMs } = this.settings;
+    const horizonMs = this.settings.deliveryHorizonMs ?? 0;
+    const now = this.deps.clock.now();
+    const unknown = Object.entries(item.peers ?? {})
+      .filter(([peer, seenAt]) => peer !== deploymentId && !(this.settings.knownPeers ?? []).includes(peer) && now - seenAt <= PEER_RECENT_MS)
+      .map(([peer]) => peer);
+    if (unknown.length > 0) {
+      this.deps.metrics.count(EXTRA_METRIC.leaseUnknownPeers, unknown.length);
+      for (const peer of unknown.filter((peer) => !this.reported.has(`peer:${peer}`))) {
+        this.reported.add(`peer:${peer}`);
+        this.deps.logger.error("another deployment contests this site's lease and is not in lease.peers: is a second stack running for this site?", {
+          site,
+          deploymentId,
+          peer,
+          holder: item.holder,
+        });
+      }
+    }
+    const differs =
+      item.holder !== deploymentId &&
+      ((item.skewBoundMs !== undefined && item.skewBoundMs !== skewBoundMs) || (item.deliveryHorizonMs !== undefined && item.deliveryHorizonMs !== horizonMs));
+    if (differs) {
+      this.deps.metrics.count(EXTRA_METRIC.leaseSettingsMismatch);
+      const key = `bounds:${item.holder}:${item.term}`;
+      if (!this.reported.has(key)) {
+        this.reported.add(key);
+        this.deps.logger.warn("this deployment's lease bounds differ from the holder's; a takeover waits the larger of each", {
+          site,
+          deploymentId,
+          holder: item.holder,
+          term: item.term,
+          skewBoundMs,
+          holderSkewBoundMs: item.skewBoundMs,
+          deliveryHorizonMs: horizonMs,
+          holderDeliveryHorizonMs: item.deliveryHorizonMs,
+        });
+      }
+    }
   }
 
   private async extend(term: number | undefined, invocation: number): Promise<{ outcome?: LeaseOutcome; current?: LeaseItem }> {
     const { site, deploymentId: holder, leaseDurationMs } = this.settings;
     const sentAt = this.deps.clock.monotonic();
     const expiresAt = this.deps.clock.now() + leaseDurationMs;
-    const result = await this.settled(() => this.deps.store.extend({ site, holder, term, expiresAt }), expiresAt, term);
+    const request = { site, holder, term, expiresAt, ...this.bounds() };
+    const result = await this.settled(() => this.deps.store.extend(request), expiresAt, term);
     if (result.applied || this.covers(result.current, expiresAt, term)) {
       const item = result.applied ? result.item : (result.current as LeaseItem);
       return { outcome: await this.hold(item, expiresAt, sentAt, invocation, false) };
@@ -314,7 +427,7 @@ export class Lease {
     const sentAt = this.deps.clock.monotonic();
     const now = this.deps.clock.now();
     const expiresAt = now + leaseDurationMs;
-    const request = { site, holder, expiresAt, expiredBefore: this.claimableBefore() };
+    const request = { site, holder, expiresAt, expiredBefore: this.claimableBefore(seen), ...this.bounds() };
     const result = await this.settled(() => this.deps.store.claim(request), expiresAt, undefined);
     if (result.applied || this.covers(result.current, expiresAt, undefined)) {
       const item = result.applied ? result.item : (result.current as LeaseItem);
@@ -367,8 +480,10 @@ export class Lease {
 
   private async hold(item: LeaseItem, expiresAt: number, sentAt: number, invocation: number, tookOver: boolean): Promise<LeaseOutcome> {
     const deadline = sentAt + this.settings.leaseDurationMs - this.settings.skewBoundMs;
-    this.held = { term: item.term, deadline, expiresAt, invocation };
+    // A late round of an earlier invocation must not replace what a later one confirmed.
+    if (this.held === undefined || this.held.invocation <= invocation) this.held = { term: item.term, deadline, expiresAt, invocation };
     this.deps.metrics.gauge(EXTRA_METRIC.leaseTerm, item.term);
+    this.inspect(item);
     const wonNewTerm = (item.announcedTerm ?? 0) < item.term && (await this.claimAnnouncement(item.term));
     const validForMs = this.holding()?.validForMs ?? 0;
     return { holding: true, term: item.term, wonNewTerm, tookOver, validForMs };

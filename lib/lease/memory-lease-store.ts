@@ -3,7 +3,7 @@
  * randomized interleaving test and a single-process local run. Each operation is atomic because
  * it runs without awaiting.
  */
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "./lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();
@@ -24,21 +24,26 @@ export class MemoryLeaseStore implements LeaseStore {
     return this.applyMarkAnnounced(request);
   }
 
+  async recordPeer(request: PeerRequest): Promise<void> {
+    this.applyRecordPeer(request);
+  }
+
   async read(site: string): Promise<LeaseItem | undefined> {
     return this.snapshot(site);
   }
 
   /** The synchronous forms, for callers that model the network around an atomic store. */
-  applyClaim({ site, holder, expiresAt, expiredBefore }: ClaimRequest): ConditionalWrite {
+  applyClaim({ site, holder, expiresAt, expiredBefore, ...bounds }: ClaimRequest): ConditionalWrite {
     const current = this.items.get(site);
-    if (current && current.expiresAt >= expiredBefore) return { applied: false, current: { ...current } };
-    const item: LeaseItem = { site, holder, expiresAt, term: (current?.term ?? 0) + 1 };
+    if (current && current.expiresAt >= expiredBefore) return { applied: false, current: copy(current) };
+    const item: LeaseItem = { site, holder, expiresAt, term: (current?.term ?? 0) + 1, peers: { ...current?.peers } };
     if (current?.announcedTerm !== undefined) item.announcedTerm = current.announcedTerm;
+    writeBounds(item, holder, bounds);
     this.items.set(site, item);
-    return { applied: true, item: { ...item } };
+    return { applied: true, item: copy(item) };
   }
 
-  applyExtend({ site, holder, term, expiresAt }: ExtendRequest): ConditionalWrite {
+  applyExtend({ site, holder, term, expiresAt, ...bounds }: ExtendRequest): ConditionalWrite {
     const current = this.items.get(site);
     if (
       !current ||
@@ -47,30 +52,47 @@ export class MemoryLeaseStore implements LeaseStore {
       current.expiresAt >= expiresAt ||
       (term !== undefined && current.term !== term)
     ) {
-      return { applied: false, current: current && { ...current } };
+      return { applied: false, current: current && copy(current) };
     }
     current.expiresAt = expiresAt;
-    return { applied: true, item: { ...current } };
+    writeBounds(current, holder, bounds);
+    return { applied: true, item: copy(current) };
+  }
+
+  applyRecordPeer({ site, deployment, seenAt }: PeerRequest): void {
+    const current = this.items.get(site);
+    if (current) current.peers = { ...current.peers, [deployment]: seenAt };
   }
 
   applyRelease({ site, holder, term }: ReleaseRequest): ConditionalWrite {
     const current = this.items.get(site);
-    if (!current || current.holder !== holder || current.term !== term) return { applied: false, current: current && { ...current } };
+    if (!current || current.holder !== holder || current.term !== term) return { applied: false, current: current && copy(current) };
     current.released = true;
-    return { applied: true, item: { ...current } };
+    return { applied: true, item: copy(current) };
   }
 
   applyMarkAnnounced({ site, holder, term }: AnnounceRequest): ConditionalWrite {
     const current = this.items.get(site);
     if (!current || current.holder !== holder || current.term !== term || (current.announcedTerm ?? 0) >= term) {
-      return { applied: false, current: current && { ...current } };
+      return { applied: false, current: current && copy(current) };
     }
     current.announcedTerm = term;
-    return { applied: true, item: { ...current } };
+    return { applied: true, item: copy(current) };
   }
 
   snapshot(site: string): LeaseItem | undefined {
     const item = this.items.get(site);
-    return item && { ...item };
+    return item && copy(item);
   }
+}
+
+/** A copy the caller may keep: the peers map is not shared with the stored item. */
+function copy(item: LeaseItem): LeaseItem {
+  return item.peers ? { ...item, peers: { ...item.peers } } : { ...item };
+}
+
+function writeBounds(item: LeaseItem, holder: string, { skewBoundMs, deliveryHorizonMs, seenAt }: HolderBounds): void {
+  item.skewBoundMs = skewBoundMs;
+  item.deliveryHorizonMs = deliveryHorizonMs;
+  item.peers = { ...item.peers, [holder]: seenAt };
 }

@@ -23,6 +23,11 @@ export interface LeaseSettings {
   deliveryHorizonMs?: number;
   /** Bound in real ms on one whole acquire/renew round (writes and settling read); unbounded when absent. */
   roundTimeoutMs?: number;
+  /**
+   * `lease.peers`: the other deployments expected to contest this site's lease (a standby's id on
+   * the leader, the leader's on the standby). Any other deployment seen in the lease item is reported.
+   */
+  knownPeers?: readonly string[];
 }
 
 /** The timing part of the settings: the configuration's `lease.duration`, `lease.renew_interval`, `lease.skew_bound`. */
@@ -35,7 +40,7 @@ export const LEASE_DEFAULTS = {
 } as const satisfies LeaseTiming;
 
 export type LeaseSettingsInput = Pick<LeaseSettings, "leaderElection" | "site" | "deploymentId"> &
-  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs">>;
+  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs" | "knownPeers">>;
 
 /**
  * Fills defaults and, with leader election on, rejects settings the election cannot work with

@@ -15,6 +15,7 @@ export function bridgeLifecycleUseCase({ parts, invocations }: BrokerFunctionPar
   const bridge = new LifecycleBridge({
     settings: { leaderElection: config.leaderElection, site: config.site, deploymentId: config.deploymentId, skewBoundMs: config.lease.skewBoundMs },
     ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
+    ...(parts.pauseStore ? { pauseStore: parts.pauseStore } : {}),
     source,
     lifecycle: parts.queues.lifecycle,
     lifecycleDlq: parts.queues.lifecycleDlq,

@@ -9,6 +9,7 @@ import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
+import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { createTables, receive, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
@@ -29,6 +30,7 @@ const startup = (identity: string) =>
 
 interface Site {
   site: string;
+  leaseTable: string;
   nats: RunningNats;
   nc: NatsConnection;
   leader: Deployment & { queues: Queues };
@@ -60,7 +62,7 @@ async function startSite(withStream: boolean): Promise<Site> {
   const standby = await deployment("west");
   expect((await leader.app.discover({ remainingMs: () => 10_000 })).paused).toBe(false);
   expect((await standby.app.discover({ remainingMs: () => 10_000 })).paused).toBe(true);
-  return { site, nats, nc, leader, standby };
+  return { site, leaseTable: shared.lease, nats, nc, leader, standby };
 }
 
 const subjects = async (queueUrl: string) => (await receive(aws.sqsApi, queueUrl, 1_000)).map((message) => JSON.parse(message.Body ?? "{}").subject as string);
@@ -102,6 +104,26 @@ describe("an inert standby", () => {
     expect(pausedRun).toMatchObject({ forwarded: 0, paused: true });
     expect(ledRun).toMatchObject({ forwarded: 5 });
     expect(await subjects(standby.queues.lifecycle)).toEqual([]);
+  });
+
+  it("with JetStream: a leader the operator paused takes nothing from the shared consumer; the events wait in the stream for whoever leads", async () => {
+    // Arrange: the leader created the shared consumer, then the operator paused it (its lease is still unexpired).
+    const { site, leaseTable, nc, leader } = await startSite(true);
+    const js = nc.jetstream();
+    await leader.app.bridgeLifecycle({ remainingMs: () => 3_100 });
+    const pauses = new DynamoDbPauseStore({ client: aws.dynamo, tableName: leaseTable });
+    await pauses.write({ site, deploymentId: "east", paused: true, by: "test", reason: "maintenance", changedAt: Date.now() });
+    for (let index = 0; index < 5; index++) await js.publish(SUBJECT, startup(`held${index}.example.net`));
+
+    // Act
+    const pausedRun = await leader.app.bridgeLifecycle({ remainingMs: () => 3_100 });
+
+    // Assert: nothing reached the paused leader's queue; every event is still in the stream.
+    expect(pausedRun).toMatchObject({ forwarded: 0, paused: true });
+    expect(await subjects(leader.queues.lifecycle)).toEqual([]);
+    const consumer = await (await nc.jetstreamManager()).consumers.info("CHORIA_LIFECYCLE", `provisioner-${site}`);
+    expect(consumer.num_pending).toBe(5);
+    expect(consumer.num_ack_pending).toBe(0);
   });
 
   it("with core NATS: the paused deployment does not subscribe, so the leader's bridge hears every event", async () => {

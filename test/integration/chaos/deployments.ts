@@ -34,7 +34,7 @@ import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
@@ -183,6 +183,10 @@ class ObservedLeaseStore implements LeaseStore {
 
   markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
     return this.inner.markAnnounced(request);
+  }
+
+  recordPeer(request: PeerRequest): Promise<void> {
+    return this.inner.recordPeer(request);
   }
 
   read(site: string) {

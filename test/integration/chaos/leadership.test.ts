@@ -231,6 +231,23 @@ describe("leadership faults, observed at the node", () => {
     record(task, run, "stalled-path", 2, assertSafe(run));
   });
 
+  it("deployments that disagree on rpc_ttl (leader 120 s, standby 30 s): a configure held across the takeover never runs at the node after the new term's first request", async ({ task }) => {
+    // Arrange: the leader's requests live at the nodes for 120 s; the standby is configured for 30 s
+    // and must still wait out the holder's 120 s, which the lease item carries.
+    const run = await scenario(["east", "west"], {
+      east: { lease: { deliveryHorizonMs: 120_000 }, rpcTtlSeconds: 120 },
+      west: { lease: { deliveryHorizonMs: 30_000 }, rpcTtlSeconds: 30 },
+    });
+
+    // Act
+    const held = await holdAConfigureAcrossTheTakeover(run);
+
+    // Assert: the late request reached its node after the new term's and the node refused it.
+    const atNode = run.fleet.record.filter((entry) => entry.requestId === held.requestId);
+    expect(atNode.map((entry) => [entry.outcome, entry.reason])).toEqual([["dropped", "request is outside its ttl"]]);
+    record(task, run, "stalled-path", 2, assertSafe(run));
+  });
+
   it("leader's lease writes held back past its lease: it pauses by its own deadline and the standby's term never overlaps at the node", async ({ task }) => {
     // Arrange
     const run = await scenario(["east", "west"]);

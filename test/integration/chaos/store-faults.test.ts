@@ -32,6 +32,7 @@ interface Rig {
   fleet: Fleet;
   queues: Queues;
   proxy: StallProxy;
+  site: string;
 }
 
 async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } = {}): Promise<Rig> {
@@ -68,7 +69,7 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
       await proxy.close();
     },
   );
-  return { app, coldApp: container, fleet, queues, proxy };
+  return { app, coldApp: container, fleet, queues, proxy, site: prefix };
 }
 
 async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
@@ -125,6 +126,34 @@ describe("lease store faults", () => {
     expect(unprovisioned(run.fleet)).toEqual([]);
     expect(await receive(services.sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
     recordScenario(task, { area: "infrastructure", load: 6, faults: 1, hostsLost: unprovisioned(run.fleet).length });
+  });
+
+  it("a lease round that outlives its bound and completes during the next invocation does not make the holder a standby: every host of that batch is provisioned", async ({ task }) => {
+    // Arrange: five hosts queued by the leader; then one invocation's lease renewal applies but
+    // every answer about the lease item is held (renewal, its retry, the settling read), so the
+    // round outlives its bound (the invocation reports paused) and is still in flight when the
+    // next invocation, a provision batch, starts. The pause switch (another key) still answers.
+    const run = await rig(5);
+    const discovered = await run.app.discover(ctx());
+    const held = run.proxy.holdResponsesTo(`{"S":"${run.site}"}`);
+    const late = await run.app.discover(ctx());
+    await held;
+
+    // Act: the path heals while the batch's standing is being decided, so the late round lands inside it.
+    const batch = await deliverOnce(services.sqsApi, run.queues.hostWork, (event) => {
+      const handled = run.app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) });
+      setTimeout(() => run.proxy.thaw(), 150);
+      return handled;
+    });
+    await drain(run, 20_000);
+
+    // Assert: observed at the nodes (configured) and the queues (nothing parked, nothing left behind).
+    expect(discovered.admitted).toBe(5);
+    expect(late.paused).toBe(true);
+    expect(batch.received).toBe(5);
+    expect(unprovisioned(run.fleet)).toEqual([]);
+    expect(await receive(services.sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
+    recordScenario(task, { area: "infrastructure", load: 5, faults: 1, hostsLost: unprovisioned(run.fleet).length });
   });
 
   it("a helper_timeout no lease validity can cover parks the host in the DLQ with the reason instead of pausing it forever", async ({ task }) => {

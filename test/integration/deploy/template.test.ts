@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { stageResourceNames } from "../../../lib/operator/stage-resources";
-import { METRIC } from "../../../lib/ports";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../../..");
@@ -178,6 +178,8 @@ describe("functions", () => {
       expect(variables.LIFECYCLE_DLQ_URL).toEqual({ Ref: "LifecycleDeadLetterQueue" });
       expect(variables.POWERTOOLS_METRICS_NAMESPACE).toBe("ChoriaProvisioner");
       expect(variables.POWERTOOLS_SERVICE_NAME).toBe("choria-provisioner");
+      // The default deployment_id: one stack per stage, Region and account, never the Region alone.
+      expect(variables.STACK_DEPLOYMENT_ID).toEqual({ "Fn::Join": ["/", ["test", { Ref: "AWS::Region" }, { Ref: "AWS::AccountId" }]] });
     }
   });
 
@@ -564,6 +566,19 @@ describe("alarms", () => {
     expect(props.EvaluationPeriods as number).toBeGreaterThanOrEqual(2);
     expect(props.ActionsEnabled).toBe(true);
     expect(standby.Properties.ActionsEnabled).toBe(false);
+  });
+
+  it.each([
+    ["LeaseSettingsMismatchAlarm", EXTRA_METRIC.leaseSettingsMismatch],
+    ["LeaseUnknownPeerAlarm", EXTRA_METRIC.leaseUnknownPeers],
+  ])("%s fires on the first %s a lease round counts", (id, metric) => {
+    const props = alarm(id);
+
+    expect(props.MetricName).toBe(metric);
+    expect(props.Dimensions).toContainEqual({ Name: "site", Value: "lon" });
+    expect(props.Statistic).toBe("Sum");
+    expect(props.Threshold).toBe(1);
+    expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
   });
 
   it("alarms on the provision error rate from the provisioner's own metrics", () => {

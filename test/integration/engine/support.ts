@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { NatsConnection } from "nats";
 import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
-import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import { DEFAULT_TTL_SECONDS, NatsChoriaRpc } from "../../../lib/choria/rpc-client";
 import {
   decodeHex,
   ed25519PrivateKeyFromSeed,
@@ -121,13 +121,17 @@ export class EngineHarness extends FleetHarness {
     return `site-${++this.siteCount}-${randomUUID()}`;
   }
 
-  /** A deployment that has won the lease of `site` (a new one by default) through the real gate. */
+  /**
+   * A deployment that has won the lease of `site` (a new one by default) through the real gate,
+   * with the request TTL as its delivery horizon, as production composes it.
+   */
   async elected(options: { site?: string; deploymentId?: string; clock?: Clock; store?: LeaseStore } = {}): Promise<Deployment> {
     const metrics = new RecordingMetrics();
     const settings = resolveLeaseSettings({
       leaderElection: true,
       site: options.site ?? this.newSite(),
       deploymentId: options.deploymentId ?? "deployment-a",
+      deliveryHorizonMs: DEFAULT_TTL_SECONDS * 1_000,
     });
     const gate = createLeaseGate(settings, { store: options.store ?? this.store, metrics, clock: options.clock });
     const outcome = await gate.acquireOrRenew();
@@ -135,12 +139,13 @@ export class EngineHarness extends FleetHarness {
     return { gate, term: outcome.term, metrics };
   }
 
-  rpc(nc: NatsConnection = this.nc, capMs = RPC_WAIT_CAP_MS, protocolVersion: ProtocolVersion = 1): ChoriaRpc {
+  /** `clock`: what the envelope time is read from (a test whose nodes share a jumping clock passes it). */
+  rpc(nc: NatsConnection = this.nc, capMs = RPC_WAIT_CAP_MS, protocolVersion: ProtocolVersion = 1, clock?: Clock): ChoriaRpc {
     const signer: RequestSigner =
       protocolVersion === 1
         ? { version: 1, kind: "insecure" }
         : { version: 2, callerJwt: "provisioner.caller.jwt", sign: (bytes) => new Uint8Array(sign(null, bytes, CALLER_KEY)) };
-    return new CappedWaitRpc(new NatsChoriaRpc(nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion, signer }), capMs);
+    return new CappedWaitRpc(new NatsChoriaRpc(nc, { senderId: SENDER_ID, callerId: CALLER_ID, protocolVersion, signer, ...(clock ? { clock } : {}) }), capMs);
   }
 
   async engine(options: EngineOptions): Promise<EngineUnderTest> {
@@ -187,6 +192,13 @@ export function newSigningKey(): Ed25519SigningKey {
 export function nodePublicKeyHex(node: SimulatedNode): string {
   const seedHex = node.files.serverSeedHex;
   return seedHex === undefined ? "" : encodeHex(rawPublicKey(ed25519PrivateKeyFromSeed(decodeHex(seedHex))));
+}
+
+/** What one node ran (not what it dropped, e.g. past its TTL), as `action:outcome`, in arrival order. */
+export function executedBy(fleet: Fleet, identity: string): string[] {
+  return recordsOf(fleet, identity)
+    .filter((entry) => entry.outcome !== "dropped")
+    .map((entry) => `${entry.action}:${entry.outcome}`);
 }
 
 /** What one node was asked, as `action:outcome`, in arrival order. */

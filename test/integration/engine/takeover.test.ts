@@ -10,12 +10,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { realClock } from "../../support/fakes";
-import { EngineHarness, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, requestsTo, restarted } from "./support";
+import { DEFAULT_TTL_SECONDS } from "../../../lib/choria/rpc-client";
+import { EngineHarness, executedBy, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, restarted } from "./support";
 
 let harness: EngineHarness;
 let deploymentBConnection: NatsConnection;
@@ -73,12 +74,19 @@ class SeverableStore implements LeaseStore {
   markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
     return this.target.markAnnounced(request);
   }
+  recordPeer(request: PeerRequest): Promise<void> {
+    return this.target.recordPeer(request);
+  }
   read(site: string): Promise<LeaseItem | undefined> {
     return this.target.read(site);
   }
 }
 
-const PAST_EXPIRY_AND_SKEW_MS = LEASE_DEFAULTS.leaseDurationMs + LEASE_DEFAULTS.skewBoundMs + 5_000;
+/**
+ * Past what a challenger must wait (expiry + skew bound + delivery horizon, the request TTL), on
+ * every clock of the test: the deployments' and the node's, which judges the TTL of A's requests.
+ */
+const PAST_TAKEOVER_BOUND_MS = LEASE_DEFAULTS.leaseDurationMs + LEASE_DEFAULTS.skewBoundMs + DEFAULT_TTL_SECONDS * 1_000 + 5_000;
 
 describe("a deployment deposed while it provisions a node", () => {
   let unreachableClient: DynamoDBClient;
@@ -93,19 +101,19 @@ describe("a deployment deposed while it provisions a node", () => {
     ["its lease store became unreachable and deployment B took the lease over", true, /lease store for site .* could not be reached/],
   ])("when %s, sends the node nothing more, and B then provisions the node", async (_case, severStore, pauseReason) => {
     const identity = severStore ? "severed.example.net" : "contested.example.net";
-    const fleet = await harness.fleet({ identities: [identity] });
     const time = realClock();
+    const fleet = await harness.fleet({ identities: [identity], clock: time });
     const site = harness.newSite();
     const storeA = new SeverableStore(harness.store, new DynamoDbLeaseStore({ client: unreachableClient, tableName: harness.tableName }));
     const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time, store: storeA });
     const slow = slowLambdaHelper();
-    const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA });
+    const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA, rpc: harness.rpc(undefined, undefined, undefined, time) });
 
     const provisioningByA = a.engine.provision(a.work(identity));
     await slow.entered;
     if (severStore) storeA.sever();
-    time.jump(PAST_EXPIRY_AND_SKEW_MS);
-    const bTermBeganAt = Date.now();
+    time.jump(PAST_TAKEOVER_BOUND_MS);
+    const bTermBeganAt = time.now();
     const deploymentB = await harness.elected({ site, deploymentId: "deployment-b", clock: time });
     slow.release();
     const outcomeA = await provisioningByA;
@@ -115,8 +123,9 @@ describe("a deployment deposed while it provisions a node", () => {
     expect(outcomeA).toMatchObject({ kind: "paused", identity, step: "configure" });
     expect(outcomeA.kind === "paused" && outcomeA.error).toBeInstanceOf(PausedError);
     expect(outcomeA.kind === "paused" && outcomeA.error.message).toMatch(pauseReason);
-    expect(recordsOf(fleet, identity).filter((entry) => entry.timeMs >= bTermBeganAt)).toEqual([]);
-    expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "inventory:0"]);
+    // A request of A's term that reaches the node late is past its TTL there: dropped, never run.
+    expect(recordsOf(fleet, identity).filter((entry) => entry.timeMs >= bTermBeganAt && entry.outcome !== "dropped")).toEqual([]);
+    expect(executedBy(fleet, identity)).toEqual(["jwt:0", "inventory:0"]);
     expect(fleet.node(identity).configuredConfig).toBeUndefined();
     expect(fleet.node(identity).lockHolder).toBe(LOCK_KEY);
 
@@ -125,13 +134,13 @@ describe("a deployment deposed while it provisions a node", () => {
       helper: new ExecHelperRunner({ command: MJS_HELPER }),
       features: { jwt: true },
       deployment: deploymentB,
-      rpc: harness.rpc(deploymentBConnection),
+      rpc: harness.rpc(deploymentBConnection, undefined, undefined, time),
     });
     const outcomeB = await b.engine.provision(b.work(identity));
     await restarted(fleet, identity);
 
     expect(outcomeB).toEqual({ kind: "provisioned", identity });
-    expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "inventory:0", "jwt:0", "inventory:0", "configure:0", "restart:0"]);
+    expect(executedBy(fleet, identity)).toEqual(["jwt:0", "inventory:0", "jwt:0", "inventory:0", "configure:0", "restart:0"]);
     expect(new Set(recordsOf(fleet, identity).map((entry) => entry.caller))).toEqual(new Set([LOCK_KEY]));
     expect(fleet.node(identity).configuredConfig?.identity).toBe(identity);
     expect(fleet.node(identity).inProvisioningMode).toBe(false);
@@ -139,18 +148,18 @@ describe("a deployment deposed while it provisions a node", () => {
 
   it("work A admitted under its old term stays fenced off even after A wins the lease back", async () => {
     const identity = "fenced.example.net";
-    const fleet = await harness.fleet({ identities: [identity] });
     const time = realClock();
+    const fleet = await harness.fleet({ identities: [identity], clock: time });
     const site = harness.newSite();
     const deploymentA = await harness.elected({ site, deploymentId: "deployment-a", clock: time });
     const slow = slowLambdaHelper();
-    const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA });
+    const a = await harness.engine({ fleet, helper: slow.helper, features: { jwt: true }, deployment: deploymentA, rpc: harness.rpc(undefined, undefined, undefined, time) });
 
     const provisioningByA = a.engine.provision(a.work(identity));
     await slow.entered;
-    time.jump(PAST_EXPIRY_AND_SKEW_MS);
+    time.jump(PAST_TAKEOVER_BOUND_MS);
     await harness.elected({ site, deploymentId: "deployment-b", clock: time });
-    time.jump(PAST_EXPIRY_AND_SKEW_MS);
+    time.jump(PAST_TAKEOVER_BOUND_MS);
     const regained = await deploymentA.gate.acquireOrRenew();
     slow.release();
     const outcomeA = await provisioningByA;
@@ -158,7 +167,7 @@ describe("a deployment deposed while it provisions a node", () => {
     expect(regained).toMatchObject({ holding: true, term: 3 });
     expect(outcomeA).toMatchObject({ kind: "paused", identity, step: "configure" });
     expect(outcomeA.kind === "paused" && outcomeA.error).toBeInstanceOf(LeaseLostError);
-    expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "inventory:0"]);
+    expect(executedBy(fleet, identity)).toEqual(["jwt:0", "inventory:0"]);
     expect(fleet.node(identity).configuredConfig).toBeUndefined();
   });
 });

@@ -67,7 +67,16 @@ async function lead(holder: string): Promise<number> {
   const now = time.trueTime;
   // A release no longer lets a claim in before the expiry (docs/lease.md): the fixture takes the
   // lease over whatever it holds, to make a new term at once.
-  const write = await leaseStore.claim({ site: SITE, holder, expiresAt: now + 30_000, expiredBefore: Number.MAX_SAFE_INTEGER });
+  const write = await leaseStore.claim({
+    site: SITE,
+    holder,
+    expiresAt: now + 30_000,
+    expiredBefore: Number.MAX_SAFE_INTEGER,
+    // As the gates of these tests are configured: the default skew bound, no delivery horizon.
+    skewBoundMs: 5_000,
+    deliveryHorizonMs: 0,
+    seenAt: now,
+  });
   if (!write.applied) throw new Error("could not take the lease");
   return write.item.term;
 }

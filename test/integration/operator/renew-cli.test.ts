@@ -56,7 +56,17 @@ async function cliJson<T>(...args: string[]): Promise<T> {
 }
 
 async function lead(holder: string): Promise<number> {
-  const write = await leaseStore.claim({ site: SITE, holder, expiresAt: time.trueTime + 30_000, expiredBefore: Number.MAX_SAFE_INTEGER });
+  const now = time.trueTime;
+  const write = await leaseStore.claim({
+    site: SITE,
+    holder,
+    expiresAt: now + 30_000,
+    expiredBefore: Number.MAX_SAFE_INTEGER,
+    // The default skew bound and no delivery horizon, as the operator of this test judges leadership.
+    skewBoundMs: 5_000,
+    deliveryHorizonMs: 0,
+    seenAt: now,
+  });
   if (!write.applied) throw new Error("could not take the lease");
   return write.item.term;
 }

@@ -71,7 +71,7 @@ export function unreachableLeaseStore(): LeaseStore {
   const fail = async (): Promise<never> => {
     throw new Error("connect ETIMEDOUT");
   };
-  return { claim: fail, extend: fail, release: fail, markAnnounced: fail, read: fail };
+  return { claim: fail, extend: fail, release: fail, markAnnounced: fail, recordPeer: fail, read: fail };
 }
 
 /** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */

@@ -42,8 +42,8 @@ describe("parseConfig defaults", () => {
     expect(config.helperTimeoutMs).toBe(10_000);
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
-    expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false });
-    expect(config.deploymentId).toBe("eu-west-2");
+    expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
+    expect(config.deploymentId).toBe("local");
     expect(config.identity).toBe("choria_provisioner.lon");
     expect(config.callerid).toBe("choria=choria_provisioner.lon");
     expect(config.token).toBeUndefined();
@@ -104,7 +104,8 @@ describe("parseConfig accepts valid values for every key", () => {
     ["tls", { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecure_skip_verify: true }, (c) => c.tls, { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecureSkipVerify: true }],
     ["nats_token", "nats-tok-123", (c) => c.natsToken, "nats-tok-123"],
     ["deployment_id", "primary", (c) => c.deploymentId, "primary"],
-    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, renewIntervalMs: 20_000, skewBoundMs: 10_000, assumeSynchronizedClocks: false }],
+    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, renewIntervalMs: 20_000, skewBoundMs: 10_000, assumeSynchronizedClocks: false, peers: [] }],
+    ["lease", { peers: ["west"] }, (c) => c.lease.peers, ["west"]],
     ["lease", { skew_bound: "0s", assume_synchronized_clocks: true }, (c) => c.lease.skewBoundMs, 0],
     ["helper_timeout", "25s", (c) => c.helperTimeoutMs, 25_000],
     ["helper_timeout", "3s", (c) => c.helperTimeoutMs, 3_000],
@@ -112,8 +113,8 @@ describe("parseConfig accepts valid values for every key", () => {
     ["rpc_ttl", 120, (c) => c.rpcTtl, 120],
     ["discovery_timeout", "1500ms", (c) => c.discoveryTimeoutMs, 1_500],
   ])("%s: %j", (key, value, read, expected) => {
-    // Act
-    const config = parse({ [key]: value });
+    // Act: as a deployed stack, which has a default deployment_id.
+    const config = parse({ [key]: value }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
 
     // Assert
     expect(read(config)).toEqual(expected);
@@ -309,6 +310,44 @@ describe("unknown keys", () => {
     // Assert
     expect(config.helper).toBe(MINIMAL.helper);
     expect(logger.at("warn").map((w) => w.attributes?.setting)).toEqual(["flavour", "features.turbo"]);
+  });
+});
+
+describe("deployment_id and the lease bounds", () => {
+  it("with leader election on, is required unless the stack provides its <stage>/<Region>/<account>, and is never the Region alone", () => {
+    // Act
+    const refused = configErrorOf(() => parse({ leader_election: true }, { AWS_REGION: "eu-west-1" }));
+    const derived = parse({ leader_election: true }, { AWS_REGION: "eu-west-1", STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
+    const configured = parse({ leader_election: true, deployment_id: "east" }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
+
+    // Assert
+    expect(refused.key).toBe("deployment_id");
+    expect(refused.message).toMatch(/required when leader_election is on/);
+    expect(derived.deploymentId).toBe("prod/eu-west-1/123456789012");
+    expect(configured.deploymentId).toBe("east");
+  });
+
+  it("refuses an rpc_ttl above 300 s (it is also how long a takeover waits), naming the key", () => {
+    // Act
+    const error = configErrorOf(() => parse({ rpc_ttl: 100_000 }));
+
+    // Assert
+    expect(error.key).toBe("rpc_ttl");
+    expect(parse({ rpc_ttl: 300 }).rpcTtl).toBe(300);
+  });
+});
+
+describe("tls.insecure_skip_verify", () => {
+  it("is accepted with a warning that names the key", () => {
+    // Arrange
+    const logger = new RecordingLogger();
+
+    // Act
+    const config = parseConfig({ ...MINIMAL, tls: { insecure_skip_verify: true } }, { logger, env: {} });
+
+    // Assert
+    expect(config.tls.insecureSkipVerify).toBe(true);
+    expect(logger.at("warn").map((w) => w.attributes?.setting)).toEqual(["tls.insecure_skip_verify"]);
   });
 });
 

@@ -128,6 +128,18 @@ describe("checkDeploymentConfig", () => {
     expect(check({ ...GOOD, intervall: "5m" }).warnings.map((w) => w.key)).toEqual(["intervall"]);
   });
 
+  it("warns about tls.insecure_skip_verify as itself, not as a key the Go daemon ignores", () => {
+    const { warnings, errors } = check({ ...GOOD, tls: { ...GOOD.tls, insecure_skip_verify: true } });
+
+    expect(errors).toEqual([]);
+    expect(warnings).toEqual([{ key: "tls.insecure_skip_verify", message: expect.stringMatching(/certificate is not verified/) }]);
+    expect(warnings[0]?.message).not.toMatch(/Go daemon/);
+  });
+
+  it("accepts leader_election without deployment_id: the deployed stack derives it from stage, Region and account", () => {
+    expect(check(GOOD).errors).toEqual([]);
+  });
+
   it("lists per function the references it resolves", () => {
     const { references } = check(GOOD);
     const names = (fn: keyof typeof references) => references[fn].map((r) => `${r.store}:${r.name}`).sort();

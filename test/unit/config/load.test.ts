@@ -62,7 +62,7 @@ describe("loadConfig", () => {
 
   it("reads inline YAML from PROVISIONER_CONFIG_YAML, overriding the file key by key", async () => {
     // Act
-    const config = await loadConfig({ file, env: { PROVISIONER_CONFIG_YAML: "site: fra\nleader_election: yes\n" } });
+    const config = await loadConfig({ file, env: { PROVISIONER_CONFIG_YAML: "site: fra\nleader_election: yes\ndeployment_id: fra-1\n" } });
 
     // Assert
     expect(config.site).toBe("fra");
@@ -78,6 +78,7 @@ describe("loadConfig", () => {
         PROVISIONER_SITE: "ams",
         PROVISIONER_WORKERS: "3",
         PROVISIONER_LEADER_ELECTION: "true",
+        PROVISIONER_DEPLOYMENT_ID: "ams-1",
         PROVISIONER_BROKER_URLS: "nats://a.example.net:4222, tls://b.example.net:4443",
         PROVISIONER_RPC_TTL: "90",
       },

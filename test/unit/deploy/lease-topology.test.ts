@@ -15,7 +15,7 @@ interface Topology {
   witnesses?: string[];
 }
 const { leaseTopology, leaseResources } = require("../../../config/deployment.cjs") as {
-  leaseTopology: (input: { params: Record<string, string>; prefix: string; region: string }) => Topology;
+  leaseTopology: (input: { params: Record<string, string>; prefix: string; region: string; standby?: boolean }) => Topology;
   leaseResources: (topology: Topology) => { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
 };
 
@@ -27,6 +27,14 @@ const topology = (params: Partial<Record<"leaseTable" | "leaseReplicaRegions" | 
   });
 
 describe("lease topology", () => {
+  it("refuses a standby stack without leaseTable (it would lead on a table of its own), and accepts it with the site's table", () => {
+    const standby = (leaseTable: string) =>
+      leaseTopology({ params: { leaseTable, leaseReplicaRegions: "", leaseWitnessRegion: "", leaseMultiRegionConsistency: "STRONG" }, prefix: "p", region: "eu-west-1", standby: true });
+
+    expect(() => standby("")).toThrow(/standby \(param standby=true\) but param leaseTable is empty/);
+    expect(standby("choria-provisioner-prod-lease")).toMatchObject({ layout: "external", tableName: "choria-provisioner-prod-lease" });
+  });
+
   it("owns <prefix>-lease in the stack's Region by default", () => {
     expect(topology({})).toEqual({
       layout: "own",

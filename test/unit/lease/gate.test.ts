@@ -6,7 +6,7 @@ import type { LeaseStore } from "../../../lib/lease/lease";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
-import { RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId });
 
@@ -23,6 +23,7 @@ function instrumented(inner: LeaseStore, clock?: Clock, latencyMs = 0) {
     extend: (request) => call("extend", () => inner.extend(request)),
     release: (request) => call("release", () => inner.release(request)),
     markAnnounced: (request) => call("markAnnounced", () => inner.markAnnounced(request)),
+    recordPeer: (request) => call("recordPeer", () => inner.recordPeer(request)),
     read: (site) => call("read", () => inner.read(site)),
   };
   return { store, calls };
@@ -33,6 +34,7 @@ const unusableStore: LeaseStore = {
   extend: () => Promise.reject(new Error("no lease traffic expected")),
   release: () => Promise.reject(new Error("no lease traffic expected")),
   markAnnounced: () => Promise.reject(new Error("no lease traffic expected")),
+  recordPeer: () => Promise.reject(new Error("no lease traffic expected")),
   read: () => Promise.reject(new Error("no lease traffic expected")),
 };
 
@@ -284,10 +286,108 @@ describe("pause gate across invocations, freezes and releases (issue 13)", () =>
     expect(afterHorizon).toMatchObject({ holding: true, term: 2 });
   });
 
+  it("a round that outlives its bound and lands in the next invocation never makes the holder a standby", async () => {
+    // Arrange: the renewal of the second invocation is answered only when the test lets it.
+    const time = new VirtualClock();
+    const inner = new MemoryLeaseStore();
+    let answerLate: () => void = () => {};
+    let holdNextExtend = false;
+    const store: LeaseStore = {
+      claim: (request) => inner.claim(request),
+      read: (site) => inner.read(site),
+      release: (request) => inner.release(request),
+      markAnnounced: (request) => inner.markAnnounced(request),
+      recordPeer: (request) => inner.recordPeer(request),
+      extend: async (request) => {
+        if (!holdNextExtend) return inner.extend(request);
+        holdNextExtend = false;
+        await new Promise<void>((resolve) => (answerLate = resolve));
+        return inner.extend(request);
+      },
+    };
+    const settings = resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 20 });
+    const gate = createLeaseGate(settings, { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+    await gate.acquireOrRenew();
+    gate.beginInvocation();
+    holdNextExtend = true;
+    const lateInvocation = await gate.standing();
+
+    // Act: the next invocation asks while the late round is still out, then the round lands.
+    gate.beginInvocation();
+    const standing = gate.standing();
+    answerLate();
+
+    // Assert: unknown at worst (the batch goes back), and a round of its own confirms it leads.
+    expect(lateInvocation.kind).toBe("unknown");
+    expect((await standing).kind).not.toBe("standby");
+    expect(await gate.standing()).toEqual({ kind: "leading", term: 1 });
+  });
+
+  it("a challenger waits the holder's longer delivery horizon and skew bound, and reports that the bounds differ", async () => {
+    // Arrange: A sends 120 s requests with a 10 s skew bound; B is configured for 30 s and 5 s.
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const logger = new RecordingLogger();
+    const metrics = new RecordingMetrics();
+    const gateOf = (deploymentId: string, horizonMs: number, skewBoundMs: number, deps: { logger?: RecordingLogger; metrics?: RecordingMetrics } = {}) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, deliveryHorizonMs: horizonMs, skewBoundMs }), {
+        store,
+        metrics: deps.metrics ?? new RecordingMetrics(),
+        logger: deps.logger,
+        clock: time.skewed(),
+      });
+    await gateOf("a", 120_000, 10_000).acquireOrRenew();
+    const b = gateOf("b", 30_000, 5_000, { logger, metrics });
+
+    // Act
+    time.advance(30_000 + 5_000 + 30_000 + 1);
+    const pastOwnBounds = await b.acquireOrRenew();
+    time.advance(120_000 + 10_000 - 35_000);
+    const pastHolderBounds = await b.acquireOrRenew();
+
+    // Assert
+    expect(store.snapshot("eu")).toMatchObject({ holder: "b", skewBoundMs: 5_000, deliveryHorizonMs: 30_000 });
+    expect(pastOwnBounds.holding).toBe(false);
+    expect(pastHolderBounds).toMatchObject({ holding: true, term: 2 });
+    expect(metrics.total(EXTRA_METRIC.leaseSettingsMismatch)).toBeGreaterThan(0);
+    expect(logger.at("warn").filter((line) => /bounds differ from the holder's/.test(line.message))).toHaveLength(1);
+  });
+
+  it("each round records its deployment among the lease's peers, and one not in lease.peers is reported loudly", async () => {
+    // Arrange: east leads and expects west; a third deployment turns up.
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const logger = new RecordingLogger();
+    const metrics = new RecordingMetrics();
+    const gateOf = (deploymentId: string, knownPeers: string[], deps: { logger?: RecordingLogger; metrics?: RecordingMetrics } = {}) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, knownPeers }), {
+        store,
+        metrics: deps.metrics ?? new RecordingMetrics(),
+        logger: deps.logger,
+        clock: time.skewed(),
+      });
+    const east = gateOf("east", ["west"], { logger, metrics });
+    await east.acquireOrRenew();
+    await gateOf("west", ["east"]).acquireOrRenew();
+    const westOnly = metrics.total(EXTRA_METRIC.leaseUnknownPeers);
+
+    // Act
+    await gateOf("stray", []).acquireOrRenew();
+    time.advance(1_000);
+    await east.acquireOrRenew();
+    await east.acquireOrRenew();
+
+    // Assert
+    expect(Object.keys(store.snapshot("eu")?.peers ?? {}).sort()).toEqual(["east", "stray", "west"]);
+    expect(westOnly).toBe(0);
+    expect(metrics.total(EXTRA_METRIC.leaseUnknownPeers)).toBe(2);
+    expect(logger.at("error").filter((line) => line.attributes?.peer === "stray")).toHaveLength(1);
+  });
+
   it("a stalled store closes the gate within the round bound instead of waiting forever", async () => {
     // Arrange: every store call hangs (TCP open, no bytes).
     const hung = () => new Promise<never>(() => undefined);
-    const stalled: LeaseStore = { claim: hung, extend: hung, release: hung, markAnnounced: hung, read: hung };
+    const stalled: LeaseStore = { claim: hung, extend: hung, release: hung, markAnnounced: hung, recordPeer: hung, read: hung };
     const metrics = new RecordingMetrics();
     const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 50 }), {
       store: stalled,

@@ -75,6 +75,12 @@ class FlakyNetworkStore implements LeaseStore {
   extend: LeaseStore["extend"] = (request) => this.roundTrip(() => this.store.applyExtend(request));
   release: LeaseStore["release"] = (request) => this.roundTrip(() => this.store.applyRelease(request));
   markAnnounced: LeaseStore["markAnnounced"] = (request) => this.roundTrip(() => this.store.applyMarkAnnounced(request));
+  recordPeer: LeaseStore["recordPeer"] = async (request) => {
+    await this.roundTrip(() => {
+      this.store.applyRecordPeer(request);
+      return undefined;
+    });
+  };
   read: LeaseStore["read"] = (site) => this.roundTrip(() => this.store.snapshot(site));
 
   private delay(): number {
