@@ -23,11 +23,11 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { runCli } from "../../../lib/operator/cli";
 import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/operator/operations";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";
+import { operatorCli, takeLease } from "../../support/operator-cli";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const SITE = "ops";
@@ -45,41 +45,9 @@ let clock: Clock;
 const prefix = () => `choria-provisioner-${stage}`;
 
 /** Runs the CLI the way an operator on the local emulators would: --stage plus the endpoints. */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await runCli(["--stage", stage, "--site", SITE, ...args], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: { DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url, PROVISIONER_DEPLOYMENT_ID: "primary" },
-    clock,
-  });
-  return { code, stdout, stderr };
-}
+const { cli, cliJson } = operatorCli(() => ({ stage, site: SITE, sqsUrl: sqs.url, clock }));
 
-async function cliJson<T>(...args: string[]): Promise<T> {
-  const result = await cli(...args, "--json");
-  if (result.code !== 0) throw new Error(`exit ${result.code}: ${result.stderr}`);
-  return JSON.parse(result.stdout) as T;
-}
-
-async function lead(holder: string): Promise<number> {
-  const now = time.trueTime;
-  // A release no longer lets a claim in before the expiry (docs/lease.md): the fixture takes the
-  // lease over whatever it holds, to make a new term at once.
-  const write = await leaseStore.claim({
-    site: SITE,
-    holder,
-    expiresAt: now + 30_000,
-    expiredBefore: Number.MAX_SAFE_INTEGER,
-    // As the gates of these tests are configured: the default skew bound, no delivery horizon.
-    skewBoundMs: 5_000,
-    deliveryHorizonMs: 0,
-    seenAt: now,
-  });
-  if (!write.applied) throw new Error("could not take the lease");
-  return write.item.term;
-}
+const lead = (holder: string) => takeLease(leaseStore, SITE, holder, time.trueTime);
 
 async function deadLetter(body: string, attributes: Record<string, string> = {}): Promise<void> {
   await sqsApi.send(

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { Renewal } from "../../../lib/app/renewal";
@@ -14,12 +14,12 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
-import { runCli } from "../../../lib/operator/cli";
 import type { OperatorStatus } from "../../../lib/operator/operations";
 import type { RenewRequestResult } from "../../../lib/operator/renew";
 import type { Clock } from "../../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";
+import { operatorCli, takeLease } from "../../support/operator-cli";
 import { renewalSettings } from "../../unit/app/renewal-support";
 
 const SITE = "ops";
@@ -37,39 +37,10 @@ let clock: Clock;
 
 const prefix = () => `choria-provisioner-${stage}`;
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await runCli(["--stage", stage, "--site", SITE, ...args], {
-    stdout: (text) => (stdout += text),
-    stderr: (text) => (stderr += text),
-    env: { DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), SQS_ENDPOINT: sqs.url, PROVISIONER_DEPLOYMENT_ID: "primary", USER: "alice" },
-    clock,
-  });
-  return { code, stdout, stderr };
-}
+/** Runs the CLI the way an operator on the local emulators would: --stage plus the endpoints. */
+const { cli, cliJson } = operatorCli(() => ({ stage, site: SITE, sqsUrl: sqs.url, clock, env: { USER: "alice" } }));
 
-async function cliJson<T>(...args: string[]): Promise<T> {
-  const result = await cli(...args, "--json");
-  if (result.code !== 0) throw new Error(`exit ${result.code}: ${result.stderr}`);
-  return JSON.parse(result.stdout) as T;
-}
-
-async function lead(holder: string): Promise<number> {
-  const now = time.trueTime;
-  const write = await leaseStore.claim({
-    site: SITE,
-    holder,
-    expiresAt: now + 30_000,
-    expiredBefore: Number.MAX_SAFE_INTEGER,
-    // The default skew bound and no delivery horizon, as the operator of this test judges leadership.
-    skewBoundMs: 5_000,
-    deliveryHorizonMs: 0,
-    seenAt: now,
-  });
-  if (!write.applied) throw new Error("could not take the lease");
-  return write.item.term;
-}
+const lead = (holder: string) => takeLease(leaseStore, SITE, holder, time.trueTime);
 
 async function provisioned(identity: string, expiresAt: number, term: number): Promise<void> {
   const begun = await registry.begin((await registry.admit(identity, "discovery", term))!, term);
