@@ -1,7 +1,7 @@
 import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CERT_DENY_LIST, parseConfig, secretValues } from "../../../lib/config";
-import { ConfigError } from "../../../lib/errors";
+import { configErrorOf } from "../../support/config-errors";
 import { RecordingLogger } from "../../support/fakes";
 
 const MINUTE = 60_000;
@@ -11,16 +11,6 @@ const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.
 
 function parse(overrides: Record<string, unknown>, env: Record<string, string | undefined> = {}) {
   return parseConfig({ ...MINIMAL, ...overrides }, { env });
-}
-
-function configErrorOf(action: () => unknown): ConfigError {
-  try {
-    action();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error("expected a ConfigError");
 }
 
 describe("parseConfig defaults", () => {

@@ -1,20 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
-import { ConfigError } from "../../../lib/errors";
+import { configErrorOf } from "../../support/config-errors";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };
 const MAIN = ["tls://main.example.net:4222"];
-
-function configErrorOf(action: () => unknown): ConfigError {
-  try {
-    action();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error("expected a ConfigError");
-}
 
 describe("the renew section", () => {
   it("is off by default, with its documented limits", () => {
