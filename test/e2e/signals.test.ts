@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { processOutput } from "../support/process-output";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
@@ -47,30 +48,7 @@ function alive(pid: number): boolean {
   }
 }
 
-function output(child: ChildProcess): { text: () => string; waitFor: (pattern: RegExp) => Promise<RegExpMatchArray> } {
-  let text = "";
-  const waiters: Array<() => void> = [];
-  const onData = (chunk: Buffer) => {
-    text += chunk.toString();
-    for (const waiter of waiters.splice(0)) waiter();
-  };
-  child.stdout?.on("data", onData);
-  child.stderr?.on("data", onData);
-  return {
-    text: () => text,
-    waitFor: (pattern) =>
-      new Promise((resolveMatch, reject) => {
-        const check = () => {
-          const match = text.match(pattern);
-          if (match) return resolveMatch(match);
-          if (child.exitCode !== null) return reject(new Error(`exited ${child.exitCode} before ${pattern}: ${text.slice(-2_000)}`));
-          waiters.push(check);
-        };
-        child.once("exit", check);
-        check();
-      }),
-  };
-}
+const output = (child: ChildProcess) => processOutput(child);
 
 /** The exit code, or 128 + signal number when the process was killed by a signal (npm re-raises SIGINT on itself). */
 const exited = (child: ChildProcess) =>

@@ -4,34 +4,14 @@
  * flush would print a JSON document on stdout, through that line; nothing but our own text may
  * appear, during the run, after it with --keep-running (the export block), and after Ctrl-C.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { processOutput } from "../support/process-output";
 
 const ROOT = resolve(import.meta.dirname, "../..");
-
-function collect(child: ChildProcess) {
-  let text = "";
-  const waiters: Array<() => void> = [];
-  child.stdout?.on("data", (chunk: Buffer) => {
-    text += chunk.toString();
-    for (const waiter of waiters.splice(0)) waiter();
-  });
-  const waitFor = (pattern: RegExp) =>
-    new Promise<RegExpMatchArray>((resolveMatch, reject) => {
-      const check = () => {
-        const match = text.match(pattern);
-        if (match) return resolveMatch(match);
-        if (child.exitCode !== null) return reject(new Error(`exited ${child.exitCode} before ${pattern}: ${text.slice(-2_000)}`));
-        waiters.push(check);
-      };
-      child.once("exit", check);
-      check();
-    });
-  return { text: () => text, waitFor };
-}
 
 /** Resolves once `file` holds more than `count` lines containing `needle`. */
 async function logGrows(file: string, needle: string, count: number): Promise<void> {
@@ -47,7 +27,8 @@ describe("npm run local in a terminal", () => {
       ["-qfec", "npm run local -- --fast --nodes 10 --helper inline --keep-running --timeout 300", "/dev/null"],
       { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, npm_config_update_notifier: "false", COLUMNS: "200" } },
     );
-    const io = collect(child);
+    // The pseudo-terminal carries both of the run's streams on script's stdout.
+    const io = processOutput(child, { stdoutOnly: true });
     const [, workDir, logPath] = await io.waitFor(/work dir (\S+); logs in (\S+)/);
     await io.waitFor(/stays up until Ctrl-C/);
     // The deployment's .env file is for `source`: the multi-line YAML comes back as written.
