@@ -224,6 +224,9 @@ export const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 const LAST_ERROR_MAX_LENGTH = 1_000;
 
+/** How often one admission is sent while its outcome stays unknown. */
+const ADMIT_SENDS = 3;
+
 /** Give-back and void rounds for a claim whose outcome is unknown; each round is two writes. */
 const ABANDON_ROUNDS = 3;
 
@@ -289,12 +292,28 @@ export class AdmissionRegistry {
       expiresAt: now + 2 * this.settings.intervalMs + EXPIRY_SLACK_MS,
     };
     const request = { entry, blockIfAdmittedAfter: now - this.settings.intervalMs, now };
-    const result = await this.settle(
-      "admit",
-      identity,
-      () => this.deps.store.admit(request),
-      (current) => current?.admissionId === admissionId,
-    );
+    const send = () =>
+      this.settle(
+        "admit",
+        identity,
+        () => this.deps.store.admit(request),
+        (current) => current?.admissionId === admissionId,
+      );
+    // An admission whose outcome stayed unknown may still land, and would then block the host for
+    // an interval with no work queued. Sending the same admission again settles it: it lands now,
+    // or fails on our own late copy, which settle recognises by the admission id.
+    let result: AdmissionWrite;
+    for (let sent = 1; ; sent++) {
+      try {
+        result = await send();
+      } catch (error) {
+        if (sent >= ADMIT_SENDS) throw error;
+        continue;
+      }
+      // No entry at all: the write threw and the read came before it landed (a condition never fails on no entry).
+      if (!result.applied && result.current === undefined && sent < ADMIT_SENDS) continue;
+      break;
+    }
     if (!result.applied) {
       this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
       return undefined;

@@ -410,6 +410,29 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
     });
 
+    it("sends an admission again when it threw and the read found no entry, so its late landing is ours", async () => {
+      const { registry, store, site } = setup();
+      store.unappliedWrites = 1;
+      const original = registry.admit("node-1", "discovery", 1);
+
+      const work = await original;
+      const late = await store.admit(store.lastRequest.admit!);
+
+      expect(work).toMatchObject({ identity: "node-1", term: 1 });
+      expect(late.applied).toBe(false);
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "queued", admittedAt: work!.admittedAt });
+    });
+
+    it("sends an admission again when both its write and the settling read failed", async () => {
+      const { registry, store } = setup();
+      store.nextWrite = "lost";
+      store.failNextRead = true;
+
+      const work = await registry.admit("node-1", "discovery", 1);
+
+      expect(work).toMatchObject({ identity: "node-1", term: 1 });
+    });
+
     it("voids a claim whose outcome stayed unknown, so its copy landing after the give-back cannot orphan the host", async () => {
       const { registry, store, site } = setup();
       const work = (await registry.admit("node-1", "discovery", 1))!;
