@@ -87,7 +87,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "gen25519:0", "inventory:0", "configure:0", "restart:0"]);
     const node = fleet.node(identity);
     const nodePublicKey = nodePublicKeyHex(node);
@@ -120,7 +120,7 @@ describe("feature combinations", () => {
 
     const outcome = await engine.provision(work(identity));
 
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
     const node = fleet.node(identity);
     const nodePublicKey = nodePublicKeyHex(node);
     const claims = verifyChainedServerJwt(node.serverJwt ?? "", orgIssuer.publicKeyHex);
@@ -182,7 +182,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "gen25519:0", "inventory:0", "gencsr:0", "configure:0", "restart:0"]);
     const node = fleet.node(identity);
     expect(verifyJwtSignature(node.serverJwt ?? "", signingKey.publicKey)).toMatchObject({
@@ -287,3 +287,10 @@ describe("the node's provisioning lock", () => {
     expect(new Set(recordsOf(fleet, identity).map((entry) => entry.caller))).toEqual(new Set([LOCK_KEY]));
   });
 });
+
+/** What the outcome records of the server JWT the node was given: its `exp`, the first credential to expire. */
+function serverJwtExpiry(fleet: { node: (identity: string) => { serverJwt?: string } }, identity: string) {
+  const payload = (fleet.node(identity).serverJwt ?? "").split(".")[1] ?? "";
+  const { exp } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { exp: number };
+  return { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: expect.any(Number) };
+}
