@@ -598,6 +598,7 @@ describe("alarms", () => {
     expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
     // Nobody reporting is not "somebody holds it": INSUFFICIENT_DATA, never OK.
     expect(props.TreatMissingData).toBe("missing");
+    expect(props.AlarmName).toBe("choria-provisioner-test-no-lease-holder");
     expect(props.AlarmDescription).toContain('"No deployment holds the lease" in docs/operations.md');
     expect(standby.Properties.ActionsEnabled).not.toBe(false);
   });
