@@ -136,11 +136,20 @@ function dashboardBody({ site, region, functionNames, queues }) {
     { stat: "Maximum", label },
   ];
 
+  // The Go panel shows the workers busy across the daemon. Here each invocation has its own
+  // busy_workers gauge, and a Maximum of those is only the busiest invocation; the seconds every
+  // provision kept a worker busy add up across invocations, so their Sum over the period's length
+  // is the site-wide number of busy workers, averaged over the period.
+  const busyWorkers = (id, label) => [
+    [{ expression: `${id}s / PERIOD(${id}s)`, id, label }],
+    metric("choria_provisioner_busy_worker_seconds", "Sum", `${label} (busy seconds)`, { id: `${id}s`, visible: false }),
+  ];
+
   const widgets = [
     single(0, 0, 8, 4, "Nodes provisioned / hour", [metric("choria_provisioner_provisioned", "Sum", "provisioned")], {
       period: 3600,
     }),
-    single(8, 0, 4, 4, "Busy workers", [metric("choria_provisioner_busy_workers", "Maximum", "busy")]),
+    single(8, 0, 4, 4, "Busy workers (average, all invocations)", busyWorkers("busy", "busy workers")),
     single(12, 0, 4, 4, "Paused (1 = paused)", [metric("choria_provisioner_paused", "Maximum", "paused")]),
     single(16, 0, 4, 4, "Lease term", [metric("choria_provisioner_lease_term", "Maximum", "term")]),
     single(20, 0, 4, 4, "Host-work DLQ", [queueMetric(queues.hostWorkDlq, "messages")]),
@@ -158,7 +167,8 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_stale_work_discarded", "Sum", "stale work discarded"),
     ]),
     widget(16, 4, 8, 6, "Busy workers / waiting nodes", [
-      metric("choria_provisioner_busy_workers", "Maximum", "busy workers"),
+      ...busyWorkers("busy", "busy workers (average, all invocations)"),
+      metric("choria_provisioner_busy_workers", "Maximum", "busy workers (busiest invocation)"),
       metric("choria_provisioner_waiting_nodes", "Maximum", "waiting nodes"),
       metric("choria_provisioner_work_queue_entries", "Maximum", "work queue entries"),
     ]),

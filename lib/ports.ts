@@ -79,6 +79,16 @@ export const EXTRA_METRIC = {
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** A lease round found another deployment in the lease item that `lease.peers` does not name. */
   leaseUnknownPeers: "choria_provisioner_lease_unknown_peers",
+  /**
+   * 1 when the lease item a round read has had no valid holder (expired or released, nobody took it
+   * over) for longer than a takeover takes (lib/lease/lease.ts, unheldTooLong); 0 otherwise.
+   */
+  leaseUnheld: "choria_provisioner_lease_unheld",
+  /**
+   * How long each provision kept a worker busy, observed when it ends: the Sum over a period divided
+   * by the period is the average number of workers busy across all invocations.
+   */
+  busyWorkerSeconds: "choria_provisioner_busy_worker_seconds",
 } as const;
 
 export type AnyMetricName = MetricName | (typeof EXTRA_METRIC)[keyof typeof EXTRA_METRIC];

@@ -38,6 +38,7 @@ import {
   RpcTransportError,
 } from "../errors";
 import {
+  EXTRA_METRIC,
   METRIC,
   silentLogger,
   systemClock,
@@ -168,12 +169,16 @@ export class ProvisionEngine {
 
   async provision(work: HostWork, options: ProvisionOptions = {}): Promise<ProvisionOutcome> {
     this.setBusy(+1);
+    const startedAt = this.clock.monotonic();
     try {
       const outcome = await this.run(work, options);
       this.record(work, outcome);
       return outcome;
     } finally {
       this.setBusy(-1);
+      // The gauge is per invocation; these durations add up across all of them, so their sum per
+      // period over the period's length is how many workers were busy on average, site-wide.
+      this.deps.metrics.timing(EXTRA_METRIC.busyWorkerSeconds, (this.clock.monotonic() - startedAt) / 1000);
     }
   }
 

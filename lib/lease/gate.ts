@@ -89,7 +89,12 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
 
   async function acquireOrRenew(): Promise<LeaseOutcome> {
     try {
-      if (await operatorPaused()) return { holding: false, current: undefined };
+      if (await operatorPaused()) {
+        // A paused deployment does not contest, but still looks: when every deployment of the site
+        // is paused, only their reads see that nobody holds the lease.
+        await lease.observe();
+        return { holding: false, current: undefined };
+      }
       const outcome = await lease.acquireOrRenew();
       // Concurrent callers share one round and so one outcome: only the first runs onWon.
       if (outcome.holding && outcome.wonNewTerm && deps.onWon && !announced.has(outcome.term)) {

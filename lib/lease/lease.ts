@@ -207,6 +207,27 @@ export interface LeaseDeps {
  */
 const PEER_RECENT_MS = 5 * 60_000;
 
+/**
+ * Slack on top of a takeover's own bounds before an unheld lease counts as an outage: one scheduled
+ * lease-keeper run that started late or not at all (EventBridge fires once a minute), so a standby
+ * that took over on time never raises the alarm.
+ */
+export const TAKEOVER_MARGIN_MS = 60_000;
+
+/**
+ * Whether `item` shows a site with no valid holder for longer than a takeover should take: the
+ * expiry (kept on release) is older than the skew bound and the delivery horizon (the larger of the
+ * holder's and `settings`'), one renew interval and TAKEOVER_MARGIN_MS. Counted from the holder's
+ * last renewal that is lease duration + skew + rpc_ttl + the margin. An absent item was never taken,
+ * so there is no instant to count from: it does not count.
+ */
+export function unheldTooLong(item: LeaseItem | undefined, settings: LeaseSettings, now: number): boolean {
+  if (item === undefined) return false;
+  const skew = Math.max(settings.skewBoundMs, item.skewBoundMs ?? 0);
+  const horizon = Math.max(settings.deliveryHorizonMs ?? 0, item.deliveryHorizonMs ?? 0);
+  return now - item.expiresAt > skew + horizon + settings.renewIntervalMs + TAKEOVER_MARGIN_MS;
+}
+
 /** A lease write that this process could not settle; the lease reads as not held. */
 class UnsettledWrite extends ProvisionerError {}
 
@@ -320,6 +341,7 @@ export class Lease {
         current = renewal.current;
       }
       this.inspect(current);
+      this.reportUnheld(current);
       if (current === undefined || current.expiresAt < this.claimableBefore(current)) {
         return await this.claim(current, invocation);
       }
@@ -329,6 +351,44 @@ export class Lease {
       // A late round's failure says nothing about what a later invocation has confirmed since.
       if (this.held === undefined || this.held.invocation <= invocation) this.held = undefined;
       throw this.storeFailed(`acquire or renew the lease for site ${site}`, error);
+    }
+  }
+
+  /**
+   * Reads the lease item without contesting it (a deployment the operator paused) and reports
+   * whether the site has gone without a holder for too long; undefined when the read failed.
+   */
+  async observe(): Promise<LeaseItem | undefined> {
+    try {
+      const item = await this.deps.store.read(this.settings.site);
+      this.reportUnheld(item);
+      return item;
+    } catch (error) {
+      this.storeFailed(`read the lease for site ${this.settings.site}`, error);
+      return undefined;
+    }
+  }
+
+  /**
+   * The gauge behind the "no deployment holds the lease" alarm, from the item this round read
+   * before any claim of its own: a round that finds the lease unheld for too long reports the outage
+   * even when it ends it by claiming, so a late takeover is seen too.
+   */
+  private reportUnheld(item: LeaseItem | undefined): void {
+    const now = this.deps.clock.now();
+    const unheld = unheldTooLong(item, this.settings, now);
+    this.deps.metrics.gauge(EXTRA_METRIC.leaseUnheld, unheld ? 1 : 0);
+    // Logged once per lapsed term; the gauge says it at every round.
+    if (unheld && item && !this.reported.has(`unheld:${item.term}`)) {
+      this.reported.add(`unheld:${item.term}`);
+      this.deps.logger.error("no deployment holds this site's lease, for longer than a takeover takes", {
+        site: this.settings.site,
+        deploymentId: this.settings.deploymentId,
+        lastHolder: item.holder,
+        term: item.term,
+        released: item.released === true,
+        unheldForSeconds: Math.round((now - item.expiresAt) / 1000),
+      });
     }
   }
 
@@ -483,6 +543,7 @@ export class Lease {
     // A late round of an earlier invocation must not replace what a later one confirmed.
     if (this.held === undefined || this.held.invocation <= invocation) this.held = { term: item.term, deadline, expiresAt, invocation };
     this.deps.metrics.gauge(EXTRA_METRIC.leaseTerm, item.term);
+    this.deps.metrics.gauge(EXTRA_METRIC.leaseUnheld, 0);
     this.inspect(item);
     const wonNewTerm = (item.announcedTerm ?? 0) < item.term && (await this.claimAnnouncement(item.term));
     const validForMs = this.holding()?.validForMs ?? 0;

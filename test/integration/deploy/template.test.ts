@@ -581,6 +581,28 @@ describe("alarms", () => {
     expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
   });
 
+  it("alarms when no deployment of the site holds the lease, on every stack, and not while nothing reports", () => {
+    const props = alarm("LeaseUnheldAlarm");
+    const standby = resource("LeaseUnheldAlarm", optional);
+
+    expect(props.Namespace).toBe("ChoriaProvisioner");
+    expect(props.MetricName).toBe(EXTRA_METRIC.leaseUnheld);
+    expect(props.Dimensions).toEqual([
+      { Name: "site", Value: "lon" },
+      { Name: "service", Value: "choria-provisioner" },
+    ]);
+    expect(props.Statistic).toBe("Maximum");
+    expect(props.Period).toBe(60);
+    expect(props.EvaluationPeriods).toBe(1);
+    expect(props.Threshold).toBe(1);
+    expect(props.ComparisonOperator).toBe("GreaterThanOrEqualToThreshold");
+    // Nobody reporting is not "somebody holds it": INSUFFICIENT_DATA, never OK.
+    expect(props.TreatMissingData).toBe("missing");
+    expect(props.AlarmName).toBe("choria-provisioner-test-no-lease-holder");
+    expect(props.AlarmDescription).toContain('"No deployment holds the lease" in docs/operations.md');
+    expect(standby.Properties.ActionsEnabled).not.toBe(false);
+  });
+
   it("alarms on the provision error rate from the provisioner's own metrics", () => {
     const metrics = alarm("ProvisionErrorRateAlarm").Metrics as Array<{ MetricStat?: { Metric: { MetricName: string } } }>;
     const names = metrics.flatMap((m) => (m.MetricStat ? [m.MetricStat.Metric.MetricName] : []));
@@ -643,6 +665,26 @@ describe("dashboard", () => {
     expect(panel("Paused and lease term")).toContain("choria_provisioner_lease_term");
     expect(panel("Queue depths")).toContain("choria-provisioner-test-host-work-dlq");
     expect(JSON.stringify(body())).toContain('"site","lon"');
+  });
+
+  it("shows busy workers as the total across invocations: busy seconds summed per period over the period", () => {
+    const metricsOf = (title: string) => body().widgets.find((w) => w.properties.title === title)!.properties.metrics as unknown[][];
+    for (const title of ["Busy workers (average, all invocations)", "Busy workers / waiting nodes"]) {
+      const metrics = metricsOf(title);
+      const seconds = metrics.find((m) => m.includes(EXTRA_METRIC.busyWorkerSeconds));
+      expect(seconds, title).toBeDefined();
+      const options = seconds!.at(-1) as { id: string; stat: string; visible: boolean };
+      expect(seconds!.slice(0, -1), title).toEqual(["ChoriaProvisioner", EXTRA_METRIC.busyWorkerSeconds, "service", "choria-provisioner", "site", "lon"]);
+      expect(options.stat, title).toBe("Sum");
+      expect(options.visible, title).toBe(false);
+      const shown = metrics.map((m) => m[0] as { expression?: string; label?: string }).find((m) => m.expression !== undefined);
+      expect(shown?.expression, title).toBe(`${options.id} / PERIOD(${options.id})`);
+      expect(shown?.label, title).toContain("busy workers");
+    }
+    // The per-invocation gauge stays, said for what it is, never as "Maximum" of the site's busy workers.
+    const gauge = metricsOf("Busy workers / waiting nodes").find((m) => m.includes(METRIC.busyWorkers))!;
+    expect((gauge.at(-1) as { label: string }).label).toBe("busy workers (busiest invocation)");
+    expect(JSON.stringify(metricsOf("Busy workers (average, all invocations)"))).not.toContain(`"${METRIC.busyWorkers}"`);
   });
 
   it("covers every Go metric somewhere", () => {

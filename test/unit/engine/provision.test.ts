@@ -26,7 +26,7 @@ import {
 } from "../../../lib/engine";
 import { RpcNotSentError } from "../../../lib/choria/rpc-client";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
-import { METRIC, type HelperResponse } from "../../../lib/ports";
+import { EXTRA_METRIC, METRIC, type HelperResponse } from "../../../lib/ports";
 import { selfSignedCertificate } from "../../support/certificate";
 import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
@@ -989,6 +989,30 @@ describe("ProvisionEngine observability", () => {
     expect(values.slice(0, 2)).toEqual([1, 2]);
     expect(values.at(-1)).toBe(0);
     expect(Math.max(...values)).toBe(2);
+  });
+});
+
+describe("ProvisionEngine reports busy worker time that adds up across invocations", () => {
+  it("observes how long each provision kept its worker busy, in seconds, failed ones too", async () => {
+    // Arrange: every RPC answer takes 2 s of the engine's clock.
+    const h = await harness();
+    h.rpc.beforeAnswer = () => h.clock.advance(2_000);
+    const started = h.clock.monotonic();
+
+    // Act
+    await h.engine.provision(work());
+    const firstEnded = h.clock.monotonic();
+    h.helper.answer = new Error("the helper crashed");
+    const failed = await h.engine.provision(work());
+
+    // Assert
+    expect(failed.kind).toBe("failed");
+    const busy = h.metrics.of(EXTRA_METRIC.busyWorkerSeconds);
+    expect(busy.map((record) => record.type)).toEqual(["timing", "timing"]);
+    expect(busy[0]!.value).toBe((firstEnded - started) / 1000);
+    expect(busy[0]!.value).toBeGreaterThanOrEqual(6);
+    expect(busy[1]!.value).toBe((h.clock.monotonic() - firstEnded) / 1000);
+    expect(busy[1]!.value).toBeGreaterThanOrEqual(2);
   });
 });
 
