@@ -13,6 +13,7 @@ import {
 import { UpgradeError } from "../../../lib/engine";
 import { ExecHelperRunner } from "../../../lib/helper";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";
+import { serverJwtExpiry } from "../../support/server-jwt-expiry";
 
 let harness: EngineHarness;
 /** The private key the site's helper hands out with a signed certificate. */
@@ -287,10 +288,3 @@ describe("the node's provisioning lock", () => {
     expect(new Set(recordsOf(fleet, identity).map((entry) => entry.caller))).toEqual(new Set([LOCK_KEY]));
   });
 });
-
-/** What the outcome records of the server JWT the node was given: its `exp`, the first credential to expire. */
-function serverJwtExpiry(fleet: { node: (identity: string) => { serverJwt?: string } }, identity: string) {
-  const payload = (fleet.node(identity).serverJwt ?? "").split(".")[1] ?? "";
-  const { exp } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { exp: number };
-  return { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: expect.any(Number) };
-}

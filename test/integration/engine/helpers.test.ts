@@ -10,6 +10,7 @@ import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { METRIC, type HelperRunner } from "../../../lib/ports";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { EngineHarness, inProcessInvoke, MJS_HELPER, newSigningKey, nodePublicKeyHex, requestsTo, restarted, SH_HELPER } from "./support";
+import { serverJwtExpiry } from "../../support/server-jwt-expiry";
 
 let harness: EngineHarness;
 
@@ -37,7 +38,7 @@ describe.each(runners)("the example helper %s", (name, runner) => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
     const node = fleet.node(identity);
     expect(node.configuredConfig).toEqual({
       identity,
