@@ -571,7 +571,8 @@ describe("alarms", () => {
   it.each([
     ["LeaseSettingsMismatchAlarm", EXTRA_METRIC.leaseSettingsMismatch],
     ["LeaseUnknownPeerAlarm", EXTRA_METRIC.leaseUnknownPeers],
-  ])("%s fires on the first %s a lease round counts", (id, metric) => {
+    ["DiscoveryNamesDroppedAlarm", EXTRA_METRIC.discoveryNamesDropped],
+  ])("%s fires on the first %s counted", (id, metric) => {
     const props = alarm(id);
 
     expect(props.MetricName).toBe(metric);
