@@ -643,6 +643,7 @@ describe("dashboard", () => {
     expect(panel("Paused and lease term")).toContain(METRIC.paused);
     expect(panel("Paused and lease term")).toContain("choria_provisioner_lease_term");
     expect(panel("Queue depths")).toContain("choria-provisioner-test-host-work-dlq");
+    expect(panel("Errors")).toContain(EXTRA_METRIC.discoveryNamesDropped);
     expect(JSON.stringify(body())).toContain('"site","lon"');
   });
 
