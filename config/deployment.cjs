@@ -187,7 +187,8 @@ function dashboardBody({ site, region, functionNames, queues }) {
       metric("choria_provisioner_lease_store_errors", "Sum", "lease store"),
       metric("choria_provisioner_lifecycle_events_dropped", "Sum", "lifecycle events dropped"),
       metric("choria_provisioner_lifecycle_events_dead_lettered", "Sum", "lifecycle events SQS refused (DLQ)"),
-      metric("choria_provisioner_discovery_capped", "Sum", "discoveries stopped at discovery_max_nodes"),
+      metric("choria_provisioner_discovery_capped", "Sum", "discoveries stopped at their collection bound"),
+      metric("choria_provisioner_discovery_names_dropped", "Sum", "discovered names left out (budget, cap)", { yAxis: "right" }),
     ]),
     widget(16, 16, 8, 6, "Paused and lease term", [
       metric("choria_provisioner_paused", "Maximum", "paused"),

@@ -61,8 +61,10 @@ export const EXTRA_METRIC = {
   hostsParked: "choria_provisioner_hosts_parked",
   /** Startup events of `lifecycle_component` a leading lifecycle function handled (admitted or not). */
   lifecycleEventsReceived: "choria_provisioner_lifecycle_events_received",
-  /** A discovery stopped at `discovery_max_nodes`. */
+  /** A discovery stopped reading at its collection bound (a multiple of `discovery_max_nodes`). */
   discoveryCapped: "choria_provisioner_discovery_capped",
+  /** Discovered names not admitted: over `discovery_new_names_per_interval` or over `discovery_max_nodes`. */
+  discoveryNamesDropped: "choria_provisioner_discovery_names_dropped",
   /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
   lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
   /** Hosts sent choria_provision#reprovision by renewal that accepted it. */

@@ -527,6 +527,14 @@ export class AdmissionRegistry {
     return summary;
   }
 
+  /**
+   * The identities this site's registry holds an entry for, whatever its state: discovery admits
+   * these before names it never saw. One query of the site's partition, which holds about the fleet.
+   */
+  async knownIdentities(): Promise<Set<string>> {
+    return new Set((await this.deps.store.listSite(this.settings.site)).map((row) => row.identity));
+  }
+
   /** Every host of this site whose credentials' expiry is recorded, in no particular order. */
   async expiries(): Promise<HostExpiry[]> {
     const hosts: HostExpiry[] = [];

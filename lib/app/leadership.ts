@@ -7,8 +7,10 @@ import { messageOf } from "../errors";
 import type { LeaseGate } from "../lease/gate";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { mapLimited } from "./concurrency";
+import { selectDiscovered } from "./discovery-selection";
 import type { Broker, InvocationContext, MessageQueue } from "./ports";
 
 export interface DiscoverResult {
@@ -30,6 +32,8 @@ export interface LeadershipSettings {
   identity: string;
   /** `discovery_max_nodes`, logged when discovery stops there. */
   discoveryMaxNodes: number;
+  /** `discovery_new_names_per_interval`: names the registry does not know that one discovery admits at most. */
+  discoveryNewNamesPerInterval: number;
   /** How often the keeper renews or contests the lease. */
   renewIntervalMs: number;
   /** Ms kept back from the Lambda deadline. */
@@ -41,6 +45,8 @@ export interface LeadershipDeps {
   gate: Pick<LeaseGate, "acquireOrRenew">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
+  /** Which discovered names are known, so they are admitted before new ones. */
+  registry: Pick<AdmissionRegistry, "knownIdentities">;
   /** Its depth is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
   clock: Clock;
@@ -134,8 +140,9 @@ export class Leadership {
       if (result.capped) {
         // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
         metrics.count(EXTRA_METRIC.discoveryCapped);
-        logger.warn("discovery stopped at discovery_max_nodes; the next discovery finds the rest", {
+        logger.warn("discovery stopped reading replies at its collection bound; the next discovery finds the rest", {
           term,
+          collected: result.identities.length,
           maxNodes: settings.discoveryMaxNodes,
           replies: result.replies,
           skipped: result.skipped,
@@ -146,6 +153,7 @@ export class Leadership {
       logger.error("discovery failed", { term, error: messageOf(error) });
       return { term, discovered: 0, admitted: 0 };
     }
+    identities = await this.selectKnownFirst(identities, term);
     logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
@@ -164,6 +172,32 @@ export class Leadership {
     }
     await this.gaugeQueue();
     return { term, discovered: identities.length, admitted: queued };
+  }
+
+  /** Known names first, then new ones up to the budget, all within the cap; what is left out is counted. */
+  private async selectKnownFirst(identities: string[], term: number): Promise<string[]> {
+    const { registry, logger, metrics, settings } = this.deps;
+    let known: ReadonlySet<string>;
+    try {
+      known = await registry.knownIdentities();
+    } catch (error) {
+      // Without the registry every name counts as new: the budget still bounds what a flood admits.
+      logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
+      known = new Set();
+    }
+    const selection = selectDiscovered(identities, known, settings.discoveryMaxNodes, settings.discoveryNewNamesPerInterval);
+    const dropped = selection.droppedOverBudget + selection.droppedOverCap;
+    if (dropped > 0) {
+      metrics.count(EXTRA_METRIC.discoveryNamesDropped, dropped);
+      logger.warn("discovery left names out over discovery_new_names_per_interval or discovery_max_nodes; the next discovery sees them again", {
+        term,
+        droppedNew: selection.droppedOverBudget,
+        droppedKnown: selection.droppedOverCap,
+        newNamesPerInterval: settings.discoveryNewNamesPerInterval,
+        maxNodes: settings.discoveryMaxNodes,
+      });
+    }
+    return selection.selected;
   }
 
   private async gaugeQueue(): Promise<void> {

@@ -17,8 +17,17 @@ export interface ChoriaBrokerSettings {
   /** The provisioner's identity, announced in its startup event. */
   identity: string;
   discoveryTimeoutMs: number;
-  /** Discovery stops collecting identities at this many (`discovery_max_nodes`). */
+  /** `discovery_max_nodes`: the names one discovery admits; collection reads up to `collectionBound` of it. */
   discoveryMaxNodes: number;
+}
+
+/**
+ * Names one discovery reads before it stops: a multiple of the cap, at least 50,000 (a few MB of
+ * names), so a flood of forged replies arriving first does not hide the real nodes' replies from
+ * the known-names-first selection that then picks at most the cap.
+ */
+export function collectionBound(discoveryMaxNodes: number): number {
+  return Math.max(4 * discoveryMaxNodes, 50_000);
 }
 
 export class ChoriaBroker implements Broker {
@@ -48,7 +57,7 @@ export class ChoriaBroker implements Broker {
     return new BroadcastDiscoverer(nc, {
       ...this.client,
       discoveryTimeoutMs: this.settings.discoveryTimeoutMs,
-      maxIdentities: this.settings.discoveryMaxNodes,
+      maxIdentities: collectionBound(this.settings.discoveryMaxNodes),
     }).discoverWithStats();
   }
 

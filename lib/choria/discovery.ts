@@ -83,8 +83,9 @@ export interface DiscoverySettings extends ChoriaClientSettings {
   /** Quiet time after the latest reply that ends discovery; default 300 ms. */
   idleMs?: number;
   /**
-   * `discovery_max_nodes`: once this many identities are collected the window closes and nothing
-   * more is read, so forged replies cannot produce unbounded work. Default unbounded.
+   * The memory bound: once this many identities are collected the window closes and nothing more
+   * is read, so forged replies cannot produce unbounded work. Which of them are admitted (at most
+   * `discovery_max_nodes`) is the caller's choice. Default unbounded.
    */
   maxIdentities?: number;
   scheduler?: Scheduler;

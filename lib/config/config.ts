@@ -103,6 +103,8 @@ export interface ProvisionerConfig {
   readonly lease: LeaseSection;
   /** `discovery_max_nodes`: identities one discovery admits at most; replies beyond it are dropped, logged and counted. */
   readonly discoveryMaxNodes: number;
+  /** `discovery_new_names_per_interval`: names unknown to the registry one discovery admits at most. */
+  readonly discoveryNewNamesPerInterval: number;
   /** Request TTL in seconds written into every Choria request envelope. */
   readonly rpcTtl: number;
   readonly discoveryTimeoutMs: number;
@@ -298,6 +300,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     deploymentId: deploymentIdOf(raw, env),
     lease,
     discoveryMaxNodes: raw.discovery_max_nodes,
+    discoveryNewNamesPerInterval: raw.discovery_new_names_per_interval,
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     renew: renewSection(raw.renew, protocolVersion),

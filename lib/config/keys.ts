@@ -88,6 +88,11 @@ const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
  * make one discovery produce more work than this.
  */
 const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
+/**
+ * Names never seen before that one discovery admits: a booting data centre still gets 1,000 nodes a
+ * minute in, while a client forging names cannot push the known fleet out or queue 10,000 dead hosts.
+ */
+const DEFAULT_DISCOVERY_NEW_NAMES = 1_000;
 
 export const CONFIG_KEYS = {
   workers: key({ schema: z.number().int().min(0).default(0), computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
@@ -177,6 +182,11 @@ export const CONFIG_KEYS = {
     schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_MAX_NODES),
     env: "integer",
     shown: (c) => c.discoveryMaxNodes,
+  }),
+  discovery_new_names_per_interval: key({
+    schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_NEW_NAMES),
+    env: "integer",
+    shown: (c) => c.discoveryNewNamesPerInterval,
   }),
   renew: section({
     enabled: key({ schema: flag.default(false), shown: (c) => c.renew.enabled }),

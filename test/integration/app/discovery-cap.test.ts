@@ -1,45 +1,65 @@
 /**
- * Discovery admission is bounded: forged replies from one hostile client on the provisioning broker
- * admit at most `discovery_max_nodes` hosts per discovery, and hitting the cap is logged and counted.
+ * Discovery admission is bounded and a flood does not choose who is admitted: forged replies from
+ * one hostile client on the provisioning broker admit at most `discovery_new_names_per_interval`
+ * new names and `discovery_max_nodes` in all, hosts the registry knows go first, and what is left
+ * out is logged and counted. Real NATS, DynamoDB Local, fauxqs and simulated nodes.
  */
 import { randomUUID } from "node:crypto";
-import { connect, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection, type Subscription } from "nats";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startFleet, type Fleet } from "../../../dev/simulator";
+import { makeHandler as provisionHandler } from "../../../handlers/provision";
+import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { createApp } from "../../../lib/aws";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
-import { receive, servicesForSuite } from "../../support/aws";
-import { HELPER } from "../handlers/support";
+import { lambdaContext, receive, sqsEvent, servicesForSuite } from "../../support/aws";
+import { startDeployment, TOKEN, HELPER } from "../handlers/support";
 
 const services = servicesForSuite();
 let hostile: NatsConnection;
+let forging: Subscription | undefined;
+let fleet: Fleet | undefined;
 
 beforeAll(async () => {
   hostile = await connect({ servers: services.nats.url });
+});
+
+afterEach(async () => {
+  forging?.unsubscribe();
+  forging = undefined;
+  await fleet?.stop();
+  fleet = undefined;
 });
 
 afterAll(async () => {
   await hostile?.close();
 });
 
-describe("discovery_max_nodes", () => {
-  it("admits at most the cap from 2,005 forged replies, and logs and counts the capped discovery", async () => {
-    // Arrange: a client that answers every discovery with 2,005 replies naming made-up nodes.
-    hostile.subscribe("provisioning.broadcast.agent.discovery", {
-      callback: (_error, message) => {
-        const request = decodeRequest(message.data);
-        for (let index = 0; index < 2_005; index++) {
-          hostile.publish(
-            request.replyTo,
-            encodeReply({ version: request.version, requestId: request.id, senderId: `forged-${index}.example.net`, agent: "discovery", payload: new TextEncoder().encode("pong"), timeMs: Date.now() }),
-          );
-        }
-      },
-    });
-    await hostile.flush();
+/** A client that answers every discovery with `count` replies naming made-up nodes. */
+async function forgeDiscoveryReplies(count: number): Promise<void> {
+  forging = hostile.subscribe("provisioning.broadcast.agent.discovery", {
+    callback: (_error, message) => {
+      const request = decodeRequest(message.data);
+      for (let index = 0; index < count; index++) {
+        hostile.publish(
+          request.replyTo,
+          encodeReply({ version: request.version, requestId: request.id, senderId: `forged-${index}.example.net`, agent: "discovery", payload: new TextEncoder().encode("pong"), timeMs: Date.now() }),
+        );
+      }
+    },
+  });
+  await hostile.flush();
+}
+
+describe("discovery under forged replies", () => {
+  it("admits at most the cap from 2,005 forged replies, and logs and counts the names left out", async () => {
+    // Arrange
+    await forgeDiscoveryReplies(2_005);
     const site = `cap-${randomUUID().slice(0, 8)}`;
     const resources = await services.resources(site);
     const yaml = [`site: ${site}`, "deployment_id: east", `helper: ${HELPER}`, "choria_insecure: true", "leader_election: true", "discovery_max_nodes: 50", `broker_urls: ["${services.nats.url}"]`].join("\n");
@@ -54,10 +74,56 @@ describe("discovery_max_nodes", () => {
       // Assert
       expect(result).toMatchObject({ paused: false, discovered: 50, admitted: 50 });
       expect((await receive(services.sqsApi, resources.queues.hostWork, 3_000)).length).toBe(50);
-      expect(metrics.total(EXTRA_METRIC.discoveryCapped)).toBe(1);
-      expect(logger.at("warn").find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50 });
+      expect(metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(2_005 - 50);
+      expect(logger.at("warn").find((warning) => warning.message.includes("discovery_max_nodes"))?.attributes).toMatchObject({ maxNodes: 50, droppedNew: 2_005 - 50 });
     } finally {
       await app.close();
+    }
+  });
+
+  it("admits and provisions the three nodes the registry knows while a client answers with 12,004 forged names, and counts the forged ones left out", async () => {
+    // Arrange: three real nodes an earlier leader admitted (term 0) whose work was lost, waiting in
+    // provisioning mode; a client answering every discovery with 12,004 made-up names first.
+    const real = ["web1.example.net", "web2.example.net", "web3.example.net"];
+    fleet = await startFleet({ natsUrl: services.nats.url, identities: real, token: TOKEN, restartDelayMs: 50, recordDiscovery: false });
+    await forgeDiscoveryReplies(12_004);
+    const site = `flood-${randomUUID().slice(0, 8)}`;
+    const resources = await services.resources(site);
+    const store = new DynamoDbAdmissionStore({ client: services.dynamo, tableName: resources.tables.admission });
+    const now = Date.now();
+    for (const identity of real) {
+      const entry = { site, identity, term: 0, admittedAt: now - 60_000, source: "discovery" as const, state: "queued" as const, admissionId: randomUUID(), expiresAt: now + 3_600_000 };
+      expect((await store.admit({ entry, blockIfAdmittedAfter: now - 60_000, now })).applied).toBe(true);
+    }
+    const deployment = await startDeployment({
+      site,
+      deploymentId: "east",
+      natsUrl: services.nats.url,
+      resources,
+      // A window long enough that the whole flood is read on a loaded machine: it then ends 300 ms after the last reply.
+      extraYaml: ["discovery_max_nodes: 100", "discovery_new_names_per_interval: 1", "discovery_timeout: 10s"].join("\n"),
+    });
+
+    try {
+      // Act
+      const result = await deployment.app.discover({ remainingMs: () => 25_000 });
+      const messages = await receive(services.sqsApi, resources.queues.hostWork, 3_000);
+      const works = messages.map((message) => decodeHostWork(message.Body ?? ""));
+      // The forged name's work would only time out at the worker; the real nodes' work is provisioned.
+      const realMessages = messages.filter((_message, index) => real.includes(works[index]!.identity));
+      const response = await provisionHandler(async () => deployment.app)(sqsEvent(realMessages, resources.queues.hostWork), lambdaContext());
+
+      // Assert: at the nodes and in the table.
+      expect(result).toMatchObject({ paused: false, discovered: 4, admitted: 4 });
+      expect(works.map((work) => work.identity).sort()).toEqual(["forged-0.example.net", ...real]);
+      expect(response.batchItemFailures).toEqual([]);
+      for (const identity of real) {
+        expect(fleet.node(identity).provisioned).toBe(1);
+        expect((await store.read({ site, identity }))?.state).toBe("provisioned");
+      }
+      expect(deployment.metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(12_004 - 1);
+    } finally {
+      await deployment.app.close();
     }
   });
 });

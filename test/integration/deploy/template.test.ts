@@ -571,7 +571,8 @@ describe("alarms", () => {
   it.each([
     ["LeaseSettingsMismatchAlarm", EXTRA_METRIC.leaseSettingsMismatch],
     ["LeaseUnknownPeerAlarm", EXTRA_METRIC.leaseUnknownPeers],
-  ])("%s fires on the first %s a lease round counts", (id, metric) => {
+    ["DiscoveryNamesDroppedAlarm", EXTRA_METRIC.discoveryNamesDropped],
+  ])("%s fires on the first %s counted", (id, metric) => {
     const props = alarm(id);
 
     expect(props.MetricName).toBe(metric);
@@ -664,6 +665,7 @@ describe("dashboard", () => {
     expect(panel("Paused and lease term")).toContain(METRIC.paused);
     expect(panel("Paused and lease term")).toContain("choria_provisioner_lease_term");
     expect(panel("Queue depths")).toContain("choria-provisioner-test-host-work-dlq");
+    expect(panel("Errors")).toContain(EXTRA_METRIC.discoveryNamesDropped);
     expect(JSON.stringify(body())).toContain('"site","lon"');
   });
 

@@ -4,18 +4,20 @@ import { Leadership } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { context, shared, unreachableLeaseStore, world, type World } from "./support";
 
-function leadership(w: World, overrides: { deadlineMarginMs?: number } = {}): Leadership {
+function leadership(w: World, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
   const useCase = new Leadership({
     settings: {
       leaderElection: w.leaderElection,
       identity: `provisioner.${w.deploymentId}`,
-      discoveryMaxNodes: 1_000,
+      discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
+      discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
       renewIntervalMs: 10_000,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
     gate: w.gate,
     broker: w.broker,
     admission: w.admission,
+    registry: w.registry,
     hostWork: w.queues.hostWork,
     clock: w.clock,
     logger: w.logger,
@@ -75,10 +77,11 @@ describe("leadership: discover", () => {
       },
     };
     const useCase = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 1_000, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
+      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
       gate: w.gate,
       broker: w.broker,
       admission: slow,
+      registry: w.registry,
       hostWork: w.queues.hostWork,
       clock: w.clock,
       logger: w.logger,
@@ -162,6 +165,50 @@ describe("leadership: discover", () => {
     expect(w.metrics.total(METRIC.discoveryErrors)).toBe(1);
     expect(capped.admitted).toBe(1);
     expect(w.metrics.total(EXTRA_METRIC.discoveryCapped)).toBe(1);
+  });
+
+  it("admits names the registry knows before a flood of new names, up to the budget of new ones, and counts the rest", async () => {
+    // Arrange: three hosts admitted under an earlier term, then a discovery where forged names came first.
+    const w = world();
+    const real = ["web1.example.net", "web2.example.net", "web3.example.net"];
+    for (const identity of real) await w.registry.admit(identity, "discovery", 0);
+    w.broker.identities = [...Array.from({ length: 500 }, (_, index) => `forged-${index}.example.net`), ...real];
+    const useCase = leadership(w, { discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 20 });
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    const queued = w.queues.hostWork.bodies().map((body) => decodeHostWork(body));
+    expect(result).toEqual({ paused: false, term: 1, discovered: 23, admitted: 23 });
+    expect(queued.filter((work) => real.includes(work.identity)).map((work) => work.term)).toEqual([1, 1, 1]);
+    expect(w.metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(480);
+    expect(w.logger.at("warn").find((line) => line.message.includes("discovery_new_names_per_interval"))?.attributes).toMatchObject({ droppedNew: 480, droppedKnown: 0 });
+  });
+
+  it("treats every name as new when the registry cannot be read, so the budget still bounds the flood", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = Array.from({ length: 50 }, (_, index) => `forged-${index}.example.net`);
+    const useCase = new Leadership({
+      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 5, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
+      gate: w.gate,
+      broker: w.broker,
+      admission: w.admission,
+      registry: { knownIdentities: () => Promise.reject(new Error("table unreachable")) },
+      hostWork: w.queues.hostWork,
+      clock: w.clock,
+      logger: w.logger,
+      metrics: w.metrics,
+    });
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result.admitted).toBe(5);
+    expect(w.metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(45);
+    expect(w.logger.at("warn").map((line) => line.message)).toContain("could not read the known hosts; treating every discovered name as new");
   });
 
   it("without leader election announces once per container and discovers under term 0", async () => {

@@ -32,6 +32,7 @@ describe("parseConfig defaults", () => {
     expect(config.helperTimeoutMs).toBe(10_000);
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
+    expect(config.discoveryNewNamesPerInterval).toBe(1_000);
     expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
     expect(config.deploymentId).toBe("local");
     expect(config.identity).toBe("choria_provisioner.lon");
@@ -100,6 +101,7 @@ describe("parseConfig accepts valid values for every key", () => {
     ["helper_timeout", "25s", (c) => c.helperTimeoutMs, 25_000],
     ["helper_timeout", "3s", (c) => c.helperTimeoutMs, 3_000],
     ["discovery_max_nodes", 500, (c) => c.discoveryMaxNodes, 500],
+    ["discovery_new_names_per_interval", 25, (c) => c.discoveryNewNamesPerInterval, 25],
     ["rpc_ttl", 120, (c) => c.rpcTtl, 120],
     ["discovery_timeout", "1500ms", (c) => c.discoveryTimeoutMs, 1_500],
   ])("%s: %j", (key, value, read, expected) => {
@@ -201,6 +203,8 @@ describe("parseConfig rejects invalid values naming the key", () => {
     [{ leader_election: true, lease: { duration: "1m", renew_interval: "10s", skew_bound: "10s" }, helper_timeout: "51s" }, "helper_timeout"],
     [{ discovery_max_nodes: 0 }, "discovery_max_nodes"],
     [{ discovery_max_nodes: "many" }, "discovery_max_nodes"],
+    [{ discovery_new_names_per_interval: 0 }, "discovery_new_names_per_interval"],
+    [{ discovery_new_names_per_interval: 2.5 }, "discovery_new_names_per_interval"],
     [{ choria_insecure: "yes please" }, "choria_insecure"],
     [{ site: 7 }, "site"],
     [{ monitor_port: 70000 }, "monitor_port"],
