@@ -30,9 +30,12 @@ describe("local stack end to end", () => {
       dynamoDbEndpoint: inject("dynamoEndpoint"),
       waitTimeSeconds: 1,
     });
-    summary = await runLocal(stack, { timeoutMs: 60_000 });
-    await stack.fleet.waitFor(() => stack.fleet.identities.every((identity) => !stack.fleet.node(identity).inProvisioningMode), 10_000);
-  }, 85_000);
+    // The run returns as soon as every node is provisioned. Its bound follows the stack's own: work
+    // that went back returns by the next 15 s discovery or the 70 s host-work visibility (fast
+    // timings), a few times over on a loaded machine; the assertions judge what happened, not how fast.
+    summary = await runLocal(stack, { timeoutMs: 240_000 });
+    await stack.fleet.waitFor(() => stack.fleet.identities.every((identity) => !stack.fleet.node(identity).inProvisioningMode), 60_000);
+  }, 330_000);
 
   afterAll(async () => {
     await stack?.stop();
