@@ -224,9 +224,6 @@ export const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 const LAST_ERROR_MAX_LENGTH = 1_000;
 
-/** How often one admission is sent while its outcome stays unknown. */
-const ADMIT_SENDS = 3;
-
 /** Give-back and void rounds for a claim whose outcome is unknown; each round is two writes. */
 const ABANDON_ROUNDS = 3;
 
@@ -299,21 +296,14 @@ export class AdmissionRegistry {
         () => this.deps.store.admit(request),
         (current) => current?.admissionId === admissionId,
       );
-    // An admission whose outcome stayed unknown may still land, and would then block the host for
-    // an interval with no work queued. Sending the same admission again settles it: it lands now,
-    // or fails on our own late copy, which settle recognises by the admission id.
-    let result: AdmissionWrite;
-    for (let sent = 1; ; sent++) {
-      try {
-        result = await send();
-      } catch (error) {
-        if (sent >= ADMIT_SENDS) throw error;
-        continue;
-      }
-      // No entry at all: the write threw and the read came before it landed (a condition never fails on no entry).
-      if (!result.applied && result.current === undefined && sent < ADMIT_SENDS) continue;
-      break;
-    }
+    // A write that threw and was read as not applied may still land, and would then hold the host
+    // for an interval with no work queued. The store answered the read, so sending the same admission
+    // once more is cheap and settles it: it lands now, or fails on our own late copy, which settle
+    // recognises by the admission id. When the store did not answer at all, the error goes up at once
+    // (the invocation's time is bounded) and the next discovery admits the host.
+    let result = await send();
+    // No entry at all: the write threw and the read came before it landed (a condition never fails on no entry).
+    if (!result.applied && result.current === undefined) result = await send();
     if (!result.applied) {
       this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
       return undefined;

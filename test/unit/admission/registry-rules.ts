@@ -423,16 +423,6 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "queued", admittedAt: work!.admittedAt });
     });
 
-    it("sends an admission again when both its write and the settling read failed", async () => {
-      const { registry, store } = setup();
-      store.nextWrite = "lost";
-      store.failNextRead = true;
-
-      const work = await registry.admit("node-1", "discovery", 1);
-
-      expect(work).toMatchObject({ identity: "node-1", term: 1 });
-    });
-
     it("voids a claim whose outcome stayed unknown, so its copy landing after the give-back cannot orphan the host", async () => {
       const { registry, store, site } = setup();
       const work = (await registry.admit("node-1", "discovery", 1))!;
