@@ -60,12 +60,12 @@ export class HostWorkProcessor {
 
   /**
    * A standby drops its batch, so it must be one for certain: another deployment named as holder,
-   * or a lease this deployment gave up. A "standby" without a lease item, or whose item names this
+   * a lease this deployment gave up, or its operator's pause switch on. A "standby" without a lease item, or whose item names this
    * deployment as the live holder, comes from a round that could not tell (e.g. one that completed
    * late); dropping then would lose a leader's batch, so it counts as not known.
    */
   private knownStanding(standing: Standing): Standing {
-    if (standing.kind !== "standby") return standing;
+    if (standing.kind !== "standby" || standing.pausedByOperator) return standing;
     const current = standing.current;
     if (current && (current.holder !== this.deps.settings.deploymentId || current.released)) return standing;
     const why = current ? `the lease item names this deployment (${current.holder}, term ${current.term}) as holder` : "no lease item was read";

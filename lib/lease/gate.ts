@@ -18,7 +18,8 @@ export const UNELECTED_TERM = 0;
 export type Standing =
   | { kind: "leading"; term: number }
   /** Another deployment holds the lease (or it is released and not yet claimable). */
-  | { kind: "standby"; current: LeaseItem | undefined }
+  /** `pausedByOperator`: this deployment's pause switch is on, so it works no term whatever the lease says. */
+  | { kind: "standby"; current: LeaseItem | undefined; pausedByOperator?: true }
   /** The store could not be read: nothing is known, so nothing may be dropped either. */
   | { kind: "unknown"; error: unknown };
 
@@ -160,6 +161,8 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
         const held = usableHolding();
         if (held) return { kind: "leading", term: held.term };
         const outcome = await acquireOrRenew();
+        // Known for certain: the operator's switch keeps this deployment out of every term.
+        if (pausedByOperator) return { kind: "standby", current: undefined, pausedByOperator: true };
         const now = usableHolding();
         if (now) return { kind: "leading", term: now.term };
         if (outcome.holding) {

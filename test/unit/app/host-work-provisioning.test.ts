@@ -5,6 +5,9 @@ import type { QueueMessage } from "../../../lib/app/ports";
 import type { ProvisionOutcome } from "../../../lib/engine";
 import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds } from "../../support/fakes";
 import { context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
@@ -129,6 +132,30 @@ describe("host work: provisioning one queued host", () => {
     expect(engine.provisioned).toEqual([]);
     expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
     expect((await stateOf(w, "a.example.net"))?.state).toBe("queued");
+  });
+
+  it("a deployment its operator paused drops the work as a standby's, not retried until it is dead-lettered", async () => {
+    // Arrange: the real gate over the shared lease store, with this deployment's pause switch on.
+    const w = world({ deploymentId: "west" });
+    const messages = await admitted(w, "a.example.net", "b.example.net");
+    const pause = new MemoryPauseStore();
+    await pause.write({ site: SITE, deploymentId: "west", paused: true, changedAt: w.clock.now() });
+    const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId: "west" }), {
+      store: w.leaseStore,
+      pause,
+      metrics: w.metrics,
+      clock: w.clock,
+    });
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor({ ...w, gate }, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.delays).toEqual([]);
+    expect(engine.provisioned).toEqual([]);
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(2);
   });
 
   it("a deployment that released the lease is a standby and drops the work", async () => {
