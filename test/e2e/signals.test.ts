@@ -144,6 +144,8 @@ describe("signals", () => {
 
     process.kill(-(child.pid as number), "SIGINT");
     const code = await exited(child);
+    // npm's exit can be seen before the last lines its script wrote have been read: wait for the pipes.
+    await closed(child);
     const left = await gone(started.keys());
 
     expect([...started.values()]).toEqual(expect.arrayContaining(["node", "nats-server", "java"]));
