@@ -6,7 +6,7 @@
  * then stays up until Ctrl-C.
  *
  *   npm run local:services -- [--stage local] [--fleet 5] [--nats-port N] [--dynamodb-port N]
- *   (or node --import tsx scripts/local-services.ts ...; the tsx CLI would relay each Ctrl-C twice)
+ *   (or node --import tsx scripts/local-services.ts ...)
  *
  * Ports are picked free and printed unless given.
  */
@@ -15,6 +15,7 @@ import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLett
 import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
 import { LOCAL_AWS, ServiceStartError, startDynamoDbLocal, startNats, startSqs, type RunningService } from "../dev/local/services";
 import { startFleet, type Fleet } from "../dev/simulator";
+import { watchStopSignals } from "../dev/local/stop-signals";
 
 /** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
 const LOCAL_TOKEN = "local-provisioning-token";
@@ -39,14 +40,24 @@ async function main(): Promise<void> {
   if (!Number.isInteger(fleetSize) || fleetSize < 0) throw new Error("--fleet must be a whole number");
   const names = stageResourceNames(stage);
   await ensurePrerequisites({ say: (message) => console.log(`# ${message}`) });
-  const running: RunningService[] = [];
+  const running: Array<{ name: string; service: RunningService }> = [];
   let fleet: Fleet | undefined;
 
   let stopped = false;
-  const stopAll = async () => {
-    await fleet?.stop();
-    for (const service of running.reverse()) await service.stop();
+  // Every server is stopped even when another one's stop fails; the failures are reported after.
+  const stopAll = async (): Promise<string[]> => {
+    const failures: string[] = [];
+    const attempt = async (what: string, stop: () => Promise<void>) => {
+      try {
+        await stop();
+      } catch (error) {
+        failures.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    };
+    if (fleet) await attempt("the simulated fleet", () => (fleet as Fleet).stop());
+    for (const { name, service } of running.reverse()) await attempt(name, () => service.stop());
     stopped = true;
+    return failures;
   };
   // A forced exit (a second Ctrl-C) still takes the servers down.
   const pids: number[] = [];
@@ -63,19 +74,19 @@ async function main(): Promise<void> {
 
   try {
     const nats = await startNats({ port: portOption("nats-port") });
-    running.push(nats);
+    running.push({ name: "nats-server", service: nats });
     if (nats.pid !== undefined) pids.push(nats.pid);
     await createLifecycleStream(nats.url);
 
     const dynamo = await startDynamoDbLocal({ port: portOption("dynamodb-port") });
-    running.push(dynamo);
+    running.push({ name: "DynamoDB Local", service: dynamo });
     if (dynamo.pid !== undefined) pids.push(dynamo.pid);
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
     await createProvisionerTables(dynamoClient, { lease: names.leaseTable, admission: names.admissionTable });
     dynamoClient.destroy();
 
     const sqs = await startSqs();
-    running.push(sqs);
+    running.push({ name: "fauxqs", service: sqs });
     const attributes = { VisibilityTimeout: "60" };
     const hostWork = createQueueWithDeadLetter(sqs, names.hostWorkQueue, { maxReceiveCount: 10, attributes });
     const lifecycle = createQueueWithDeadLetter(sqs, names.lifecycleQueue, { maxReceiveCount: 5, attributes });
@@ -104,35 +115,21 @@ async function main(): Promise<void> {
 
   await untilStopped();
   console.log("# stopping local services");
-  await stopAll();
+  const failures = await stopAll();
+  if (failures.length > 0) throw new Error(`stopped, but not cleanly: ${failures.join("; ")}`);
   console.log("# stopped");
 }
 
-/**
- * Resolves on the first SIGINT, SIGTERM or SIGHUP, or when the parent process goes away. A repeat
- * within a second is one Ctrl-C relayed twice (the tsx CLI) and is ignored; a later one forces the
- * exit.
- */
+/** Resolves when the orderly stop begins (dev/local/stop-signals.ts); a second Ctrl-C forces the exit. */
 function untilStopped(): Promise<void> {
   return new Promise((resolve) => {
-    let firstAt: number | undefined;
-    const stop = () => {
-      if (firstAt === undefined) {
-        firstAt = Date.now();
-        resolve();
-      } else if (Date.now() - firstAt >= 1_000) {
+    watchStopSignals({
+      onStop: () => resolve(),
+      onForce: () => {
         console.log("# forced exit");
         process.exit(130);
-      }
-    };
-    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, stop);
-    const parent = process.ppid;
-    const watch = setInterval(() => {
-      if (process.ppid === parent) return;
-      clearInterval(watch);
-      stop();
-    }, 500);
-    watch.unref();
+      },
+    });
   });
 }
 

@@ -18,6 +18,7 @@ import { dynamoDbSplit } from "../dev/local/request-counter";
 import { exportLines } from "../dev/local/shell";
 import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
 import { ServiceStartError } from "../dev/local/services";
+import { watchStopSignals } from "../dev/local/stop-signals";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -112,7 +113,17 @@ async function main(): Promise<number> {
   const progress = createProgressWriter({ plain: values.plain === true });
   await ensurePrerequisites({ jq: helper === "bash", say: (message) => progress.event(message) });
   const interrupt = new AbortController();
-  stopOnSignals(interrupt, (message) => progress.event(message));
+  // The orderly stop: summary, then every service, the fleet and the work dir with the key files.
+  watchStopSignals({
+    onStop: (why) => {
+      progress.event(`${why}: stopping everything (Ctrl-C again to force)`);
+      interrupt.abort();
+    },
+    onForce: (why) => {
+      progress.event(`${why} again: forcing the exit`);
+      process.exit(130);
+    },
+  });
 
   progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${nodes} simulated nodes${fast ? " (fast mode)" : ""}`);
   const logPath = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
@@ -192,38 +203,6 @@ async function main(): Promise<number> {
     servicesStopped = true;
     await new Promise<void>((resolve) => logFile.end(resolve));
   }
-}
-
-/**
- * The first SIGINT or SIGTERM, or the parent process going away (`npm run local` killed), stops the
- * run the orderly way: summary, then every service, the fleet and the work dir with the key files.
- * A repeat within a second is the same Ctrl-C relayed by a wrapper (the tsx CLI does that) and is
- * ignored; a later one forces the exit, which still kills the servers and removes the work dir.
- */
-function stopOnSignals(interrupt: AbortController, say: (message: string) => void): void {
-  let firstAt: number | undefined;
-  const stop = (why: string) => {
-    const now = Date.now();
-    if (firstAt === undefined) {
-      firstAt = now;
-      say(`${why}: stopping everything (Ctrl-C again to force)`);
-      interrupt.abort();
-      return;
-    }
-    if (now - firstAt < 1_000) return;
-    say(`${why} again: forcing the exit`);
-    process.exit(130);
-  };
-  process.on("SIGINT", () => stop("interrupted"));
-  process.on("SIGTERM", () => stop("terminated"));
-  process.on("SIGHUP", () => stop("hung up"));
-  const parent = process.ppid;
-  const watch = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(watch);
-    stop("the parent process exited");
-  }, 500);
-  watch.unref();
 }
 
 main().then(

@@ -49,6 +49,6 @@ describe("npm run local in a terminal", () => {
     expect(text).toContain("interrupted: stopping everything");
     expect(segments.filter((segment) => segment.includes("[") && segment.includes("provisioned")).length).toBeGreaterThan(0);
     expect(segments.filter((segment) => /\{"|"_aws"/.test(segment))).toEqual([]);
-    expect(code).toBe(0);
+    expect(code, text).toBe(0);
   }, 240_000);
 });
