@@ -11,7 +11,7 @@ import { parse } from "yaml";
 
 export const SERVERLESS_FILE = resolve(fileURLToPath(new URL("../../serverless.yml", import.meta.url)));
 
-export type DeployedFunction = "discover" | "leaseKeeper" | "lifecycleBridge" | "lifecycle" | "provision";
+export type DeployedFunction = "discover" | "leaseKeeper" | "lifecycleBridge" | "lifecycle" | "provision" | "renew";
 
 export interface FunctionDefaults {
   timeoutMs: number;
@@ -90,6 +90,7 @@ export function readDeployedDefaults(file: string = SERVERLESS_FILE): DeployedDe
       lifecycleBridge: fn("lifecycleBridge"),
       lifecycle: fn("lifecycle"),
       provision: fn("provision"),
+      renew: fn("renew"),
     },
     hostWork: queue("HostWorkQueue", "provision"),
     lifecycle: queue("LifecycleQueue", "lifecycle"),

@@ -356,6 +356,8 @@ export interface ScheduleSourceOptions {
   rateMs: number;
   /** Fire once at start instead of one rate later (a deployment's first tick). Default true. */
   fireAtStart?: boolean;
+  /** The function's reservedConcurrency: a tick that finds this many invocations running is throttled (skipped). */
+  reservedConcurrency?: number;
   logger?: Logger;
 }
 
@@ -384,6 +386,8 @@ export class ScheduleSource implements EventSource {
   /** Fires one extra invocation now (like `sls invoke` of the scheduled function). */
   fire(): void {
     if (!this.runner.alive) return;
+    const reserved = this.options.reservedConcurrency;
+    if (reserved !== undefined && this.runner.inFlight >= reserved) return;
     const event = scheduledEvent(this.options.function.name);
     void this.runner.invoke((context) => this.options.handler(event, context)).catch(() => undefined);
   }

@@ -68,6 +68,9 @@ export interface StackTimings {
   bridgeTimeoutMs: number;
   lifecycleTimeoutMs: number;
   provisionTimeoutMs: number;
+  /** `renew`'s schedule and timeout; it is scheduled only where renewal has a main broker to reach (`renew.broker_urls`). */
+  renewRateMs: number;
+  renewTimeoutMs: number;
   hostWork: QueueDefaults;
   lifecycle: QueueDefaults;
   retryBaseDelaySeconds: number;
@@ -91,6 +94,8 @@ export const DEFAULT_TIMINGS: StackTimings = {
   bridgeTimeoutMs: DEPLOYED.functions.lifecycleBridge.timeoutMs,
   lifecycleTimeoutMs: DEPLOYED.functions.lifecycle.timeoutMs,
   provisionTimeoutMs: DEPLOYED.functions.provision.timeoutMs,
+  renewRateMs: DEPLOYED.functions.renew.rateMs ?? 60_000,
+  renewTimeoutMs: DEPLOYED.functions.renew.timeoutMs,
   hostWork: DEPLOYED.hostWork,
   lifecycle: DEPLOYED.lifecycle,
   retryBaseDelaySeconds: APP_DEFAULTS.retryBaseDelaySeconds,
@@ -106,7 +111,8 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * renewal, so a much shorter lease cannot provision at all; a failover then takes ~61-63 s (lease,
  * skew and the 30 s rpc_ttl delivery horizon after the last renewal). Function
  * timeouts are shorter (discover 60 s, provision 60 s), the queues' visibility follows them (host
- * work 70 s, lifecycle 60 s), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
+ * work 70 s, lifecycle 60 s), renew runs every 10 s (its rate is per minute in its own state, so
+ * running more often only sends sooner within it), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
  * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
  */
 export const FAST_TIMINGS: StackTimings = {
@@ -118,6 +124,8 @@ export const FAST_TIMINGS: StackTimings = {
   bridgeTimeoutMs: 12_000,
   lifecycleTimeoutMs: 30_000,
   provisionTimeoutMs: 60_000,
+  renewRateMs: 10_000,
+  renewTimeoutMs: 60_000,
   hostWork: { visibilitySeconds: 70, maxReceiveCount: 5, batchSize: 10, maxConcurrency: 5 },
   lifecycle: { visibilitySeconds: 60, maxReceiveCount: 3, batchSize: 10, maxConcurrency: 2 },
   retryBaseDelaySeconds: 2,
@@ -191,6 +199,7 @@ export interface FunctionNames {
   lifecycleBridge: string;
   lifecycle: string;
   provision: string;
+  renew: string;
 }
 
 export interface LocalDeployment {
@@ -645,6 +654,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, "lifecycleBridge"),
     lifecycle: fn("lifecycle", timings.lifecycleTimeoutMs, "lifecycle"),
     provision: fn("provision", timings.provisionTimeoutMs, "provision"),
+    renew: fn("renew", timings.renewTimeoutMs, "renew"),
   };
   const onDelivery = input.options.onDelivery;
   const common = { ledger: input.ledger, logger: input.logger, ...(onDelivery ? { onDelivery } : {}) };
@@ -681,6 +691,20 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       maxConcurrency: options.maxConcurrency ?? timings.hostWork.maxConcurrency,
       waitTimeSeconds: options.waitTimeSeconds ?? 2,
     }),
+    // As on AWS the schedule would run everywhere, but without a main broker each run only answers
+    // `not-configured`; left out here so a stack without renewal keeps its ledger as before.
+    ...(app.config.renew.brokerUrls.length > 0
+      ? [
+          new ScheduleSource({
+            ...common,
+            function: functions.renew,
+            rateMs: timings.renewRateMs,
+            // serverless.yml's reservedConcurrency 1: a tick while a run is still going is throttled.
+            reservedConcurrency: 1,
+            handler: asSchedule(handlers.renew(getApp)),
+          }),
+        ]
+      : []),
   ];
 
   let crashed = false;
@@ -695,6 +719,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       lifecycleBridge: functions.lifecycleBridge.name,
       lifecycle: functions.lifecycle.name,
       provision: functions.provision.name,
+      renew: functions.renew.name,
     },
     queues: { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl },
     env,
@@ -732,12 +757,13 @@ function teeMetrics(...targets: Metrics[]): Metrics {
  * kept in memory.
  */
 async function loadHandlers() {
-  const [discover, leaseKeeper, lifecycleBridge, lifecycle, provision, runtime] = await Promise.all([
+  const [discover, leaseKeeper, lifecycleBridge, lifecycle, provision, renew, runtime] = await Promise.all([
     import("../../handlers/discover"),
     import("../../handlers/lease-keeper"),
     import("../../handlers/lifecycle-bridge"),
     import("../../handlers/lifecycle"),
     import("../../handlers/provision"),
+    import("../../handlers/renew"),
     import("../../lib/aws/runtime"),
   ]);
   const powertoolsMetrics = runtime.powertoolsRuntime().metrics;
@@ -751,6 +777,7 @@ async function loadHandlers() {
     lifecycleBridge: lifecycleBridge.makeHandler,
     lifecycle: lifecycle.makeHandler,
     provision: provision.makeHandler,
+    renew: renew.makeHandler,
     powertoolsMetrics,
   };
 }

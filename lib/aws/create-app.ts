@@ -13,7 +13,7 @@ import type { AppSettings } from "../app/settings";
 import { functionUses, type ProvisionerConfig } from "../config";
 import type { ChoriaRpc } from "../ports";
 import { composeParts, type AppOverrides } from "./compose";
-import { composeBroker, lifecycleEventSource, withBroker } from "./compose-broker";
+import { composeBroker, lifecycleEventSource, withBroker, type BrokerFunctionParts } from "./compose-broker";
 import { composeEngine } from "./compose-engine";
 import { discoverUseCase } from "./functions/discover";
 import { keepLeaseUseCase } from "./functions/lease-keeper";
@@ -21,6 +21,7 @@ import { lifecycleBatchUseCase } from "./functions/lifecycle";
 import { bridgeLifecycleUseCase } from "./functions/lifecycle-bridge";
 import { hostWorkBatchUseCase } from "./functions/provision";
 import { releaseUseCase } from "./functions/release";
+import { composeMainBroker, renewUseCase, type RenewFunction } from "./functions/renew";
 import { reprovisionUseCase } from "./functions/reprovision";
 import { statusUseCase } from "./functions/status";
 import { createPowertoolsSecretResolver } from "./powertools-secrets";
@@ -38,6 +39,7 @@ export interface App {
   status(): Promise<StatusReport>;
   reprovision(identities: string[]): Promise<ReprovisionResult>;
   release(): Promise<{ released: boolean }>;
+  renew: RenewFunction["renew"];
   close(): Promise<void>;
 }
 
@@ -65,11 +67,22 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     status: statusUseCase(parts),
     reprovision: reprovisionUseCase(composed),
     release: releaseUseCase(parts),
+    renew: await renewOf(composed, broker !== undefined),
     close: parts.close,
   };
   const { config } = parts;
   parts.logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
   return app;
+}
+
+/**
+ * `renew` as the deployed function composes it (lib/aws/functions/renew.ts): the main broker is a
+ * second connection of its own, made only where there is one to reach (`renew.broker_urls`), so a
+ * stack with renewal off never dials it and its runs answer `not-configured` as on AWS.
+ */
+async function renewOf(composed: BrokerFunctionParts, usesBroker: boolean): Promise<RenewFunction["renew"]> {
+  if (!usesBroker || composed.parts.config.renew.brokerUrls.length === 0) return async () => ({ status: "not-configured" });
+  return renewUseCase(composed, await composeMainBroker(composed));
 }
 
 async function refuseBroker(fn: string): Promise<never> {

@@ -23,6 +23,8 @@ describe("the local stack's AWS timings", () => {
       bridgeRateMs: deployed.functions.lifecycleBridge.rateMs,
       lifecycleTimeoutMs: deployed.functions.lifecycle.timeoutMs,
       provisionTimeoutMs: deployed.functions.provision.timeoutMs,
+      renewTimeoutMs: deployed.functions.renew.timeoutMs,
+      renewRateMs: deployed.functions.renew.rateMs,
       hostWork: deployed.hostWork,
       lifecycle: deployed.lifecycle,
     });
@@ -45,6 +47,7 @@ describe("the local stack's AWS timings", () => {
     ["lease-keeper", [`timeout ${deployed.functions.leaseKeeper.timeoutMs / 1000} s`]],
     ["discover", [`timeout ${deployed.functions.discover.timeoutMs / 1000} s`]],
     ["lifecycle-bridge", [`timeout ${deployed.functions.lifecycleBridge.timeoutMs / 1000} s`]],
+    ["renew", [`every ${deployed.functions.renew.rateMs! / 1000} s`, `timeout ${deployed.functions.renew.timeoutMs / 1000} s`]],
     [
       "lifecycle",
       [
