@@ -20,7 +20,7 @@ import type { SecretResolver } from "../../lib/config";
 import type { LogAttributes, Logger } from "../../lib/ports";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
 import { decodeHex, ed25519PublicKeyFromRaw, verifyJwtSignature } from "../../lib/crypto";
-import { startRealFleet, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
+import { startRealFleet, type ClientCredentialOptions, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -160,6 +160,14 @@ export interface ProvisionedFleetOptions {
   targetCertificateFromOtherCa?: boolean;
   /** What the stack's secret resolver answers for BROKER_PASSWORD_REFERENCE; default the broker's password. */
   brokerPassword?: string;
+  /** More provisioner configuration keys, over the ones this sets (e.g. `renew`, which names the fleet's target broker). */
+  config?: (fleet: RealFleet) => Promise<Record<string, unknown>> | Record<string, unknown>;
+  /** Passed on to startRealFleet. */
+  policies?: Record<string, string>;
+  /** How the v2 provisioner's client JWT is made (fleet.clientCredentials). */
+  clientCredentials?: ClientCredentialOptions;
+  /** The helper signs certificates valid this many seconds instead of 2 days (REALFLEET_CERT_VALIDITY_SECONDS). */
+  certificateValiditySeconds?: number;
 }
 
 /** Starts the real fleet and a local stack pointed at its provisioning broker (not yet started). */
@@ -169,6 +177,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
     protocolV2: options.protocolV2,
     start: false,
     ...(options.targetCertificateFromOtherCa ? { targetCertificateFromOtherCa: true } : {}),
+    ...(options.policies ? { policies: options.policies } : {}),
   });
   const stops: Array<() => Promise<unknown>> = [() => fleet.stop()];
   const stop = async () => {
@@ -177,9 +186,9 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
   };
   try {
     const serverJwtSigner = fleet.siteSigner.publicKeyHex;
-    const client = options.protocolV2 ? await fleet.clientCredentials("provisioner") : undefined;
+    const client = options.protocolV2 ? await fleet.clientCredentials("provisioner", options.clientCredentials) : undefined;
 
-    const helperCommand = realFleetHelperCommand(fleet, options.helper ?? "realfleet", options.serverClaims);
+    const helperCommand = realFleetHelperCommand(fleet, options.helper ?? "realfleet", options.serverClaims, options.certificateValiditySeconds);
 
     const [provisioningEvents, targetEvents] = await Promise.all([
       LifecycleWatch.on(fleet.provisioningBroker, fleet.ca.certPem, provisionerCredentials(fleet)),
@@ -194,6 +203,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
         throw new Error(`the real-fleet secret store holds no ${reference.store}:${reference.name}`);
       },
     };
+    const extraConfig = (await options.config?.(fleet)) ?? {};
     const logs = new RecordingLogger();
     const stack = await startLocalStack({
       nodes: 0,
@@ -215,6 +225,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
         jwt_verify_cert: fleet.signer.publicKeyFile,
         jwt_signing_key: fleet.siteSigner.seedFile,
         ...(client ? { protocol_version: 2, client_jwt: client.jwt, client_seed: client.seedHex } : {}),
+        ...extraConfig,
       }),
       ...options.stack,
     });
@@ -227,7 +238,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
 }
 
 /** The shell command that runs the chosen helper with the fleet's settings in its environment. */
-export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object): string {
+export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object, certificateValiditySeconds?: number): string {
   const helperEnv: Record<string, string> =
     helper === "example"
       ? {
@@ -241,6 +252,7 @@ export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "
           REALFLEET_CA_CERT: fleet.ca.certFile,
           REALFLEET_CA_KEY: fleet.ca.keyFile,
           ...(serverClaims ? { REALFLEET_SERVER_CLAIMS: JSON.stringify(serverClaims) } : {}),
+          ...(certificateValiditySeconds === undefined ? {} : { REALFLEET_CERT_VALIDITY_SECONDS: String(certificateValiditySeconds) }),
         };
   const helperPath = helper === "example" ? `node ${EXAMPLE_HELPER}` : REAL_FLEET_HELPER;
   return ["env", ...Object.entries(helperEnv).map(([key, value]) => shellQuote(`${key}=${value}`)), helperPath].join(" ");

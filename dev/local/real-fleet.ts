@@ -106,6 +106,8 @@ export interface AddNodeOptions {
   jwtFileSuffix?: string;
   /** Another provisioning JWT instead of the fleet's (e.g. one `foreignProvisioningJwt` made). */
   provisioningJwt?: string;
+  /** v1 action policy files (agent name -> text) for this node over the fleet's (e.g. one that denies an agent). */
+  policies?: Record<string, string>;
 }
 
 export interface RealFleetOptions {
@@ -123,6 +125,8 @@ export interface RealFleetOptions {
    * the target broker must refuse it.
    */
   targetCertificateFromOtherCa?: boolean;
+  /** More v1 action policy files (agent name -> text) every node finds at start (e.g. choria_provision's for renewal). */
+  policies?: Record<string, string>;
 }
 
 /** An ed25519 key as the files go-choria's `jwt` commands take (hex seed) and its public half. */
@@ -136,6 +140,16 @@ export interface CommandResult {
   code: number;
   stdout: string;
   stderr: string;
+}
+
+export interface ClientCredentialOptions {
+  /**
+   * Signed by the site signer (which the target broker and the provisioned v2 nodes trust) instead
+   * of the provisioning signer: a client that also acts on provisioned nodes (renewal).
+   */
+  siteSigned?: boolean;
+  /** `--agents`: what a provisioned v2 node (rpcauthprovider aaasvc) lets the client call. */
+  agents?: string[];
 }
 
 /** The site's administrator: the real `choria` CLI with a client configuration for the target broker. */
@@ -178,7 +192,7 @@ export interface RealFleet {
    * A protocol v2 client identity for the provisioner: a client JWT made by `choria jwt client`
    * (signed by the fleet's signer, `--server-provisioner`) and its ed25519 seed, as files.
    */
-  clientCredentials(callerId: string): Promise<{ jwtFile: string; seedFile: string; jwt: string; seedHex: string }>;
+  clientCredentials(callerId: string, options?: ClientCredentialOptions): Promise<{ jwtFile: string; seedFile: string; jwt: string; seedHex: string }>;
   /**
    * Creates (and starts) another node. `jwtFileSuffix` is appended to its provisioning.jwt (e.g. the
    * trailing newline a file written by config management has; the node sends the file as it is).
@@ -261,12 +275,14 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     // A v1 node authorizes requests by action policy files, which a site ships with the package or
     // config management (provisioning cannot write them): here the admin may use rpcutil. A v2 node
     // authorizes by the agent list in the caller's JWT (rpcauthprovider aaasvc) and needs none.
-    const policies: Record<string, string> = options.protocolV2 ? {} : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n` };
+    const policies: Record<string, string> = options.protocolV2
+      ? {}
+      : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n`, ...options.policies };
     const nodesDir = join(dir, "nodes");
     const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
       if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
       const jwtFile = (nodeOptions.provisioningJwt ?? provisioningJwt) + (nodeOptions.jwtFileSuffix ?? "");
-      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile, policies });
+      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile, policies: { ...policies, ...nodeOptions.policies } });
       nodes.set(identity, node);
       if (nodeOptions.start ?? true) await node.start();
       return node;
@@ -295,7 +311,7 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
       addNode,
       adminClient: (adminOptions = {}) =>
         makeAdminClient({ build, ca, dir, broker: targetBroker, siteSigner, protocolV2: options.protocolV2 ?? false, ...adminOptions }),
-      async clientCredentials(callerId) {
+      async clientCredentials(callerId, credentialOptions = {}) {
         const clientDir = await mkdtemp(join(dir, "client-"));
         const seed = generateEd25519Seed();
         const key = ed25519SigningKey(seed);
@@ -304,8 +320,9 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
         const jwtFile = join(clientDir, "client.jwt");
         await writeFile(seedFile, seedHex, { mode: 0o600 });
         await run(build.binary, [
-          "jwt", "client", jwtFile, callerId, signerFiles.seedFile,
+          "jwt", "client", jwtFile, callerId, credentialOptions.siteSigned ? siteSigner.seedFile : signerFiles.seedFile,
           "--public-key", key.alg === "EdDSA" ? key.publicKeyHex : "",
+          ...(credentialOptions.agents ?? []).flatMap((agent) => ["--agents", agent]),
           "--server-provisioner", "--validity", "24h",
         ]);
         return { jwtFile, seedFile, jwt: (await readFile(jwtFile, "utf8")).trim(), seedHex };

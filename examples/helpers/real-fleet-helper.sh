@@ -17,6 +17,9 @@
 #   REALFLEET_CA_CERT / REALFLEET_CA_KEY  the CA that signs CSRs and the brokers' certificates
 #                             (REALFLEET_CA_CERT is also a path every node can read)
 #   REALFLEET_SERVER_CLAIMS   optional JSON returned as server_claims (org, collectives, exp)
+#   REALFLEET_CERT_VALIDITY_SECONDS  optional: the signed certificate is valid this many seconds
+#                             (renewal tests) instead of 2 days; `openssl x509 -req` counts only
+#                             whole days, so this signs with `openssl ca` and an explicit end date
 set -euo pipefail
 
 request="$(cat)"
@@ -26,8 +29,18 @@ if [[ -n "$csr" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   printf '%s' "$csr" >"$work/node.csr"
-  openssl x509 -req -in "$work/node.csr" -CA "$REALFLEET_CA_CERT" -CAkey "$REALFLEET_CA_KEY" \
-    -CAcreateserial -CAserial "$work/ca.srl" -days 2 -out "$work/node.pem" 2>/dev/null
+  if [[ -n "${REALFLEET_CERT_VALIDITY_SECONDS:-}" ]]; then
+    : >"$work/index.txt"
+    openssl rand -hex 16 >"$work/serial"
+    printf '%s\n' "[ca]" "default_ca = helper" "[helper]" "database = $work/index.txt" "new_certs_dir = $work" \
+      "serial = $work/serial" "default_md = sha256" "policy = any" "unique_subject = no" "[any]" "commonName = supplied" >"$work/ca.cnf"
+    end="$(date -u -d "@$(($(date +%s) + REALFLEET_CERT_VALIDITY_SECONDS))" +%Y%m%d%H%M%SZ)"
+    openssl ca -batch -config "$work/ca.cnf" -cert "$REALFLEET_CA_CERT" -keyfile "$REALFLEET_CA_KEY" \
+      -in "$work/node.csr" -out "$work/node.pem" -enddate "$end" -notext 2>/dev/null
+  else
+    openssl x509 -req -in "$work/node.csr" -CA "$REALFLEET_CA_CERT" -CAkey "$REALFLEET_CA_KEY" \
+      -CAcreateserial -CAserial "$work/ca.srl" -days 2 -out "$work/node.pem" 2>/dev/null
+  fi
   certificate="$(cat "$work/node.pem")"
 fi
 
