@@ -49,6 +49,12 @@ async function v1Signer(config: ProvisionerConfig): Promise<RequestSigner> {
   return { version: 1, kind: "x509", pubcert, sign: (message) => new Uint8Array(sign("sha256", message, key)) };
 }
 
+/** The client JWT's key signs the broker's nonce, as `choriaClientSettings` signs requests with it. */
+function nonceSigner(clientSeed: string): (nonce: Uint8Array) => Uint8Array {
+  const key = ed25519PrivateKeyFromSeed(decodeHex(unresolvedCheck("client_seed", clientSeed).trim()));
+  return (nonce) => new Uint8Array(sign(null, nonce, key));
+}
+
 export async function brokerSettings(config: ProvisionerConfig, name: string): Promise<BrokerConnectionSettings> {
   const tls = config.choriaInsecure
     ? undefined
@@ -64,6 +70,7 @@ export async function brokerSettings(config: ProvisionerConfig, name: string): P
     servers,
     provisioningPassword: config.brokerProvisioningPassword,
     token: config.natsToken ?? (config.protocolVersion === 2 ? config.clientJwt : undefined),
+    ...(config.natsToken === undefined && config.protocolVersion === 2 && config.clientSeed !== undefined ? { signNonce: nonceSigner(config.clientSeed) } : {}),
     tls,
     insecure: config.choriaInsecure,
     name,

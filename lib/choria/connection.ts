@@ -31,6 +31,12 @@ export interface BrokerConnectionSettings {
   provisioningPassword?: string;
   /** NATS auth token: the provisioner's client JWT in Organization Issuer networks. */
   token?: string;
+  /**
+   * Signs the connection nonce the broker sends with the key of the client JWT given as `token`:
+   * a go-choria broker admits a client JWT only with that signature (as go-choria's own clients
+   * send it), so without it a protocol v2 client is refused wherever its JWT is checked.
+   */
+  signNonce?: (nonce: Uint8Array) => Uint8Array;
   tls?: BrokerTlsSettings;
   /** `choria_insecure`: plain TCP; otherwise TLS is required. */
   insecure: boolean;
@@ -67,6 +73,12 @@ export function connectionOptions(settings: BrokerConnectionSettings): Connectio
     options.pass = settings.provisioningPassword;
   }
   if (settings.token !== undefined) options.token = settings.token;
+  const { signNonce, token } = settings;
+  // As go-choria's client (nats.Token plus nats.UserJWT): the JWT as token and as jwt, the nonce
+  // signed; nats.js merges this with the token and user authenticators into one CONNECT.
+  if (signNonce && token !== undefined) {
+    options.authenticator = (nonce?: string) => ({ jwt: token, ...(nonce ? { sig: Buffer.from(signNonce(new TextEncoder().encode(nonce))).toString("base64url") } : {}) });
+  }
   return options;
 }
 
