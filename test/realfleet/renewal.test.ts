@@ -1,28 +1,30 @@
 /**
- * Renewal on a real go-choria fleet (protocol v1, jwt + pki): the helper signs certificates valid
- * 150 s, and the local stack's scheduled `renew` function, with nobody acting, sends each node
- * `choria_provision#reprovision` on the target broker before its certificate expires. The node
- * rewrites its configuration to provisioning mode, restarts, and the pipeline provisions it again
- * with a new certificate. What the nodes hold and logged decides: their certificate files
- * (`openssl verify` against the test CA, serial and notAfter), their written configuration, the
- * lines go-choria logs for each request it handles and each restart it is asked for, and a real
- * `choria ping` from the site's admin.
+ * Renewal on real go-choria fleets, with nobody acting: v1 (jwt + pki), whose helper signs
+ * certificates valid 150 s, and v2 (jwt + ed25519), whose server JWTs are valid 150 s
+ * (`server_jwt_validity`). The local stack's scheduled `renew` function sends each node
+ * `choria_provision#reprovision` on the target broker before its credentials expire; the node
+ * rewrites its configuration to provisioning mode, restarts, and the pipeline provisions it again.
+ * What the nodes hold and logged decides: their certificate files (`openssl verify` against the
+ * test CA, serial and notAfter) or server JWT (signature, exp), their written configuration, the
+ * lines go-choria logs for each request it handles or denies and each restart it is asked for, and
+ * a real `choria ping` from the site's admin.
  *
- * One node's action policy denies choria_provision: it refuses the request, renewal marks it with
- * the node's reason, and the others are renewed all the same.
+ * One v1 node's action policy denies choria_provision: it refuses the request, renewal marks it
+ * with the node's reason, and the others are renewed all the same.
  *
  * Timing follows the protocol's bounds, not the machine's speed: the window opens `before` (120 s)
  * ahead of expiry, 30 s after provisioning, and each host starts in its first half (by 90 s). A
  * renewed host is out until it is provisioned again: its restart splay (2-12 s), and admission,
  * which takes a host again only an `interval` (60 s) after its last admission. With two in flight
- * the third good node's turn comes well inside its 150 s.
+ * the third node's turn comes well inside its 150 s.
  */
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { issueCertificate } from "../../dev/local/real-fleet";
-import { provisionedFleet, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
+import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 
 const run = promisify(execFile);
 
@@ -73,70 +75,114 @@ async function nodeEvents(provisioned: ProvisionedFleet, identity: string): Prom
   };
 }
 
-describe("real fleet renewal, protocol v1 with jwt + pki", () => {
-  let provisioned: ProvisionedFleet;
-  const first = new Map<string, Certificate>();
-  const events = new Map<string, NodeEvents>();
+interface RenewedFleet<Credential> {
+  provisioned: ProvisionedFleet;
+  /** Each node's credentials as first provisioned. */
+  first: Map<string, Credential>;
+  /** What each node logged, once renewal's first round is over. */
+  events: Map<string, NodeEvents>;
+}
 
-  beforeAll(async () => {
-    provisioned = await provisionedFleet({
-      identities: GOOD,
-      protocolV2: false,
-      features: ["jwt", "pki"],
-      dynamoDbEndpoint: inject("dynamoEndpoint"),
-      certificateValiditySeconds: VALIDITY_S,
-      // The node-side requirement docs/renewal.md names: an action policy that lets the provisioner call reprovision.
-      policies: { choria_provision: `policy default deny\nallow\t${CALLER}\treprovision\t*\t*\n` },
-      config: async (fleet) => {
-        const certificate = await issueCertificate(fleet.ca, join(fleet.dir, "renewal-client-tls"), RENEWAL_CERTNAME, { rsa: true });
-        return {
-          callerid: CALLER,
-          tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile },
-          renew: {
-            enabled: true,
-            before: `${BEFORE_S}s`,
-            rate: RATE,
-            max_in_flight: MAX_IN_FLIGHT,
-            timeout: `${TIMEOUT_S}s`,
-            broker_urls: [fleet.targetBroker.url],
-          },
-        };
-      },
-    });
-    await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
+const V2_NODES = ["r1.v2.renew.example.net", "r2.v2.renew.example.net", "r3.v2.renew.example.net"];
+const serverJwtOf = (provisioned: ProvisionedFleet, identity: string) =>
+  readFile(join(provisioned.fleet.nodes.get(identity)!.configDir, "server.jwt"), "utf8");
+
+/** Provisions the fleet with `start`, then lets renewal run its first round; the fleet is stopped if that fails. */
+async function renewedFleet<Credential>(
+  make: () => Promise<ProvisionedFleet>,
+  identities: { renewed: string[]; refusing: string[] },
+  credential: (provisioned: ProvisionedFleet, identity: string) => Promise<Credential>,
+): Promise<RenewedFleet<Credential>> {
+  const provisioned = await make();
+  try {
+    const all = [...identities.renewed, ...identities.refusing];
     await provisioned.fleet.startAll();
     provisioned.stack.start();
-    await waitForArrivals(provisioned, ALL, 180_000);
-    for (const identity of ALL) first.set(identity, await certificateOf(provisioned, identity));
+    await waitForArrivals(provisioned, all, 180_000);
+    const first = new Map<string, Credential>();
+    for (const identity of all) first.set(identity, await credential(provisioned, identity));
+    const events = new Map<string, NodeEvents>();
+    await renewedOnce(provisioned, identities.renewed, identities.refusing, events);
+    return { provisioned, first, events };
+  } catch (error) {
+    await provisioned.stop();
+    throw error;
+  }
+}
 
-    // Every good node renewed once (it ran reprovision and was restarted into normal mode after it),
-    // and the refusing node refused: all inside the first certificates' lifetime and renew.timeout.
-    const renewed = async () => {
-      for (const identity of ALL) events.set(identity, await nodeEvents(provisioned, identity));
-      const pending = GOOD.filter((identity) => {
-        const { reprovisions, restarts } = events.get(identity)!;
-        return !(reprovisions.length > 0 && restarts.some((at) => at >= reprovisions[0]!));
+const renewalConfig = (targetBrokerUrl: string) => ({
+  enabled: true,
+  before: `${BEFORE_S}s`,
+  rate: RATE,
+  max_in_flight: MAX_IN_FLIGHT,
+  timeout: `${TIMEOUT_S}s`,
+  broker_urls: [targetBrokerUrl],
+});
+
+// Both fleets run side by side: each one's timing is its own protocol's, so the file takes one round, not two.
+let v1Setup: Promise<RenewedFleet<Certificate>>;
+let v2Setup: Promise<RenewedFleet<Record<string, unknown>>>;
+
+beforeAll(() => {
+  v1Setup = renewedFleet(
+    async () => {
+      const provisioned = await provisionedFleet({
+        identities: GOOD,
+        protocolV2: false,
+        features: ["jwt", "pki"],
+        dynamoDbEndpoint: inject("dynamoEndpoint"),
+        certificateValiditySeconds: VALIDITY_S,
+        // The node-side requirement docs/renewal.md names: an action policy that lets the provisioner call reprovision.
+        policies: { choria_provision: `policy default deny\nallow\t${CALLER}\treprovision\t*\t*\n` },
+        config: async (fleet) => {
+          const certificate = await issueCertificate(fleet.ca, join(fleet.dir, "renewal-client-tls"), RENEWAL_CERTNAME, { rsa: true });
+          return {
+            callerid: CALLER,
+            tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile },
+            renew: renewalConfig(fleet.targetBroker.url),
+          };
+        },
       });
-      return events.get(REFUSING)!.denials.length === 0 ? [...pending, REFUSING] : pending;
-    };
-    const deadline = Date.now() + (VALIDITY_S + TIMEOUT_S) * 1000;
-    for (let pending = await renewed(); pending.length > 0; pending = await renewed()) {
-      if (Date.now() > deadline) throw new Error(`not renewed: ${pending.join(", ")}`);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-    }
-    // The renewed certificates fall due again 30 s after they were issued; the checks below judge the
-    // first round, so renewal's schedule stops here and any node already sent again is let come back.
-    await Promise.all(provisioned.stack.deployments.flatMap((deployment) => deployment.sources.filter((source) => source.name.endsWith("-renew")).map((source) => source.stop(60_000))));
-    const admin = await provisioned.fleet.adminClient();
-    await waitUntilAsync(async () => {
-      const ping = await admin.choria(["ping"]);
-      return ping.stdout.includes(`${ALL.length} replies`) ? undefined : `not every node answered the admin's ping: ${ping.stdout}`;
-    }, (TIMEOUT_S + 30) * 1000);
-    for (const identity of ALL) events.set(identity, await nodeEvents(provisioned, identity));
-  });
+      await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
+      return provisioned;
+    },
+    { renewed: GOOD, refusing: [REFUSING] },
+    certificateOf,
+  );
+  v2Setup = renewedFleet(
+    () =>
+      provisionedFleet({
+        identities: V2_NODES,
+        protocolV2: true,
+        features: ["jwt", "ed25519"],
+        dynamoDbEndpoint: inject("dynamoEndpoint"),
+        // The node-side requirement for v2: the target broker and the nodes trust the JWT's signer,
+        // and the nodes' aaasvc authorization reads the agents it allows from the JWT.
+        clientCredentials: { siteSigned: true, agents: ["choria_provision.reprovision"] },
+        config: (fleet) => ({
+          server_jwt_validity: `${VALIDITY_S}s`,
+          // The helper's nodes are on the mcollective collective, not v2's default `choria`.
+          renew: { ...renewalConfig(fleet.targetBroker.url), collective: "mcollective" },
+        }),
+      }),
+    { renewed: V2_NODES, refusing: [] },
+    async (provisioned, identity) => verifyServerJwt(await serverJwtOf(provisioned, identity), provisioned.serverJwtSigner),
+  );
+  // Each describe block awaits its own and fails with its own error.
+  return Promise.allSettled([v1Setup, v2Setup]).then(() => undefined);
+});
 
-  afterAll(async () => {
-    await provisioned?.stop();
+afterAll(async () => {
+  for (const setup of await Promise.allSettled([v1Setup, v2Setup])) if (setup.status === "fulfilled") await setup.value.provisioned.stop();
+});
+
+describe("real fleet renewal, protocol v1 with jwt + pki", () => {
+  let provisioned: ProvisionedFleet;
+  let first: Map<string, Certificate>;
+  let events: Map<string, NodeEvents>;
+
+  beforeAll(async () => {
+    ({ provisioned, first, events } = await v1Setup);
   });
 
   it("renews each good node before its certificate expires: a new certificate the CA signed, later notAfter, back in normal mode", async () => {
@@ -169,19 +215,82 @@ describe("real fleet renewal, protocol v1 with jwt + pki", () => {
   });
 
   it("keeps each node out of service no longer than renew.timeout, never more than max_in_flight at once, at no more than the rate (from the nodes' logs)", () => {
-    const outages = GOOD.flatMap((identity) => {
-      const { reprovisions, restarts } = events.get(identity)!;
-      return reprovisions.map((from) => ({ identity, from, to: restarts.find((at) => at >= from) ?? Number.POSITIVE_INFINITY }));
-    });
-    for (const outage of outages) {
-      expect(outage.to - outage.from, outage.identity).toBeLessThanOrEqual(TIMEOUT_S * 1000);
-      // Log times are whole seconds: an outage that starts in the second another ends does not overlap it.
-      expect(outages.filter((other) => other.from <= outage.from && other.to > outage.from).length).toBeLessThanOrEqual(MAX_IN_FLIGHT);
-    }
-    const sends = ALL.flatMap((identity) => [...events.get(identity)!.reprovisions, ...events.get(identity)!.denials]).sort((a, b) => a - b);
-    for (const at of sends) expect(sends.filter((other) => other >= at && other < at + 60_000).length).toBeLessThanOrEqual(RATE);
+    expectLimitsHeld(GOOD, ALL, events);
   });
 });
+
+describe("real fleet renewal, protocol v2 with jwt + ed25519", () => {
+  let provisioned: ProvisionedFleet;
+  let first: Map<string, Record<string, unknown>>;
+  let events: Map<string, NodeEvents>;
+
+  beforeAll(async () => {
+    ({ provisioned, first, events } = await v2Setup);
+  });
+
+  it("renews each node before its server JWT expires: a new JWT from the site signer that expires later, back in normal mode", async () => {
+    for (const identity of V2_NODES) {
+      const node = provisioned.fleet.nodes.get(identity)!;
+      const before = first.get(identity)!;
+      expect(events.get(identity)!.reprovisions[0]!, identity).toBeLessThan(Number(before.exp) * 1000);
+      const now = verifyServerJwt(await serverJwtOf(provisioned, identity), provisioned.serverJwtSigner);
+      expect(now.identity).toBe(identity);
+      expect(Number(now.exp), identity).toBeGreaterThan(Number(before.exp));
+      expect((await node.config())?.["plugin.choria.server.provision"], identity).toBe("false");
+      expect(node.running).toBe(true);
+    }
+  });
+
+  it("keeps each node out of service no longer than renew.timeout, never more than max_in_flight at once, at no more than the rate (from the nodes' logs)", () => {
+    expectLimitsHeld(V2_NODES, V2_NODES, events);
+  });
+});
+
+/** Out of service from the reprovision a node handled to its next restart into normal mode; sends are handled or denied requests. */
+function expectLimitsHeld(renewed: string[], all: string[], events: Map<string, NodeEvents>): void {
+  const outages = renewed.flatMap((identity) => {
+    const { reprovisions, restarts } = events.get(identity)!;
+    return reprovisions.map((from) => ({ identity, from, to: restarts.find((at) => at >= from) ?? Number.POSITIVE_INFINITY }));
+  });
+  for (const outage of outages) {
+    expect(outage.to - outage.from, outage.identity).toBeLessThanOrEqual(TIMEOUT_S * 1000);
+    // Log times are whole seconds: an outage that starts in the second another ends does not overlap it.
+    expect(outages.filter((other) => other.from <= outage.from && other.to > outage.from).length).toBeLessThanOrEqual(MAX_IN_FLIGHT);
+  }
+  const sends = all.flatMap((identity) => [...events.get(identity)!.reprovisions, ...events.get(identity)!.denials]).sort((a, b) => a - b);
+  expect(sends.length).toBeGreaterThanOrEqual(renewed.length);
+  for (const at of sends) expect(sends.filter((other) => other >= at && other < at + 60_000).length).toBeLessThanOrEqual(RATE);
+}
+
+/**
+ * Polls the nodes' logs until every one of `renewed` ran reprovision and was restarted into normal
+ * mode after it, and each of `refusing` denied it; then stops renewal's schedule (the renewed
+ * credentials fall due again 30 s after they were issued, and the checks judge the first round) and
+ * waits until every node answers the admin's ping, any node already sent again included.
+ */
+async function renewedOnce(provisioned: ProvisionedFleet, renewed: string[], refusing: string[], events: Map<string, NodeEvents>): Promise<void> {
+  const all = [...renewed, ...refusing];
+  const pendingNodes = async () => {
+    for (const identity of all) events.set(identity, await nodeEvents(provisioned, identity));
+    const pending = renewed.filter((identity) => {
+      const { reprovisions, restarts } = events.get(identity)!;
+      return !(reprovisions.length > 0 && restarts.some((at) => at >= reprovisions[0]!));
+    });
+    return [...pending, ...refusing.filter((identity) => events.get(identity)!.denials.length === 0)];
+  };
+  const deadline = Date.now() + (VALIDITY_S + TIMEOUT_S) * 1000;
+  for (let pending = await pendingNodes(); pending.length > 0; pending = await pendingNodes()) {
+    if (Date.now() > deadline) throw new Error(`not renewed: ${pending.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+  }
+  await Promise.all(provisioned.stack.deployments.flatMap((deployment) => deployment.sources.filter((source) => source.name.endsWith("-renew")).map((source) => source.stop(60_000))));
+  const admin = await provisioned.fleet.adminClient();
+  await waitUntilAsync(async () => {
+    const ping = await admin.choria(["ping"]);
+    return ping.stdout.includes(`${all.length} replies`) ? undefined : `not every node answered the admin's ping: ${ping.stdout}`;
+  }, (TIMEOUT_S + 30) * 1000);
+  for (const identity of all) events.set(identity, await nodeEvents(provisioned, identity));
+}
 
 async function waitUntilAsync(what: () => Promise<string | undefined>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
