@@ -8,7 +8,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
 import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
-import { APP_DEFAULTS } from "../../lib/app/settings";
+import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 
 export { stageResourceNames } from "../../lib/operator/stage-resources";

@@ -41,4 +41,3 @@ export type {
   QueueMessage,
   SendOutcome,
 } from "./ports";
-export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";

@@ -17,7 +17,7 @@
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
 import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
-import { RpcNotSentError } from "../choria/rpc-client";
+import { RpcNotSentError } from "../choria/errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcStatusError } from "../errors";

@@ -17,7 +17,7 @@ import { Invocations, withInvocationAttributes } from "../app/invocation";
 import { Leadership } from "../app/leadership";
 import type { StatusQueues } from "../app/operator";
 import type { Broker } from "../app/ports";
-import { AppSettingsError, tableArnRegion, type AppSettings } from "../app/settings";
+import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
 import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
 import { SecretResolutionError } from "../config/secrets";
 import type { RandomSource } from "../engine";

@@ -33,7 +33,7 @@ import type {
   QueueMessage,
   SendOutcome,
 } from "../../lib/app/ports";
-import type { DiscoveryResult } from "../../lib/choria/discovery";
+import type { DiscoveryResult } from "../../lib/app/ports";
 import type { ProvisionOutcome } from "../../lib/engine";
 import type { HostWork } from "../../lib/ports";
 

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createApp, type App } from "../../../lib/aws";
+import { createApp, type App } from "../../../dev/local/create-app";
 import { loadConfig } from "../../../lib/config";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger } from "../../../lib/ports";

@@ -58,7 +58,7 @@ describe("function bundles", () => {
   it("handlers/provision.ts carries the engine, the helper runners and the broker client", async () => {
     const inputs = await bundledInputs("handlers/provision.ts");
 
-    for (const file of ["lib/engine/provision.ts", "lib/crypto/jwt.ts", "lib/helper/exec-runner.ts", "lib/choria/rpc-client.ts"]) {
+    for (const file of ["lib/engine/provision.ts", "lib/crypto/jwt.ts", "lib/helper/exec-runner.ts", "lib/nats/rpc-client.ts"]) {
       expect(inputs.some(({ path }) => path === file), file).toBe(true);
     }
   });

@@ -17,13 +17,13 @@ async function restrictedImports(filePath: string, code: string): Promise<string
 
 describe("import layers", () => {
   it.each([
-    ["lib/app/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n', "lib/choria"],
+    ["lib/app/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n', "lib/nats"],
     ["lib/app/planted.ts", "@aws-sdk/client-sqs", 'import { SQSClient } from "@aws-sdk/client-sqs";\nvoid SQSClient;\n', "lib/aws"],
     ["lib/app/planted.ts", "aws-lambda", 'import type { SQSEvent } from "aws-lambda";\nexport type E = SQSEvent;\n', "lib/aws"],
     ["lib/engine/planted.ts", "@aws-lambda-powertools/logger", 'import { Logger } from "@aws-lambda-powertools/logger";\nvoid Logger;\n', "lib/aws"],
     ["lib/lease/planted.ts", "@middy/core", 'import middy from "@middy/core";\nvoid middy;\n', "lib/aws"],
-    ["lib/choria/planted.ts", "@aws-sdk/client-sqs", 'import { SQSClient } from "@aws-sdk/client-sqs";\nvoid SQSClient;\n', "lib/aws"],
-    ["lib/aws/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n', "lib/choria"],
+    ["lib/nats/planted.ts", "@aws-sdk/client-sqs", 'import { SQSClient } from "@aws-sdk/client-sqs";\nvoid SQSClient;\n', "lib/aws"],
+    ["lib/aws/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n', "lib/nats"],
     ["lib/config/planted.ts", "../../dev/local/stack", 'import { startStack } from "../../dev/local/stack";\nvoid startStack;\n', "dev/"],
     ["lib/app/planted.ts", "../../handlers/status", 'import { handler } from "../../handlers/status";\nvoid handler;\n', "handlers/"],
     ["handlers/planted.ts", "../lib/engine", 'import { ProvisionEngine } from "../lib/engine";\nvoid ProvisionEngine;\n', "lib/aws"],
@@ -35,7 +35,7 @@ describe("import layers", () => {
   });
 
   it.each([
-    ["lib/choria/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n'],
+    ["lib/nats/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n'],
     ["lib/aws/planted.ts", "@aws-sdk/client-sqs", 'import { SQSClient } from "@aws-sdk/client-sqs";\nvoid SQSClient;\n'],
     ["lib/lease/dynamodb-planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n'],
     ["handlers/planted.ts", "../lib/aws/functions/status", 'import { handler } from "../lib/aws/functions/status";\nvoid handler;\n'],
