@@ -10,7 +10,7 @@ import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
 import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
-import type { LogLevel, ProvisionerConfig } from "./types";
+import type { FeatureFlags, LeaseSection, ProvisionerConfig, RenewSection } from "./types";
 
 export interface ParseConfigOptions {
   /** Receives one warning per unknown key (the Go daemon ignores them silently). */
