@@ -23,7 +23,7 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/operator/operations";
+import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/app/operator";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";

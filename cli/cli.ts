@@ -1,5 +1,5 @@
 /**
- * `choria-provisioner`: the operator CLI, an adapter over lib/operator/operations.ts. It finds the
+ * `choria-provisioner`: the operator CLI, an adapter over lib/app/operator.ts. It finds the
  * deployment's tables and queues by the names serverless.yml gives them (from `--stage`), or from
  * flags, or from the environment the functions get (LEASE_TABLE, HOST_WORK_QUEUE_URL, ... as
  * scripts/local-services.ts and `npm run local -- --keep-running` print them), checks they exist,
@@ -8,11 +8,11 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../aws/operator-stack";
-import { messageOf, ProvisionerError } from "../errors";
-import { stageResourceNames } from "./stage-resources";
-import { systemClock, type Clock } from "../ports";
-import { parseDuration } from "../config/duration";
+import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../lib/aws/operator-stack";
+import { messageOf, ProvisionerError } from "../lib/errors";
+import { stageResourceNames } from "../lib/aws/stage-resources";
+import { systemClock, type Clock } from "../lib/ports";
+import { parseDuration } from "../lib/config/duration";
 import {
   OPERATOR_TIMING_DEFAULTS,
   OperatorRefusal,
@@ -21,7 +21,7 @@ import {
   type OperatorStatus,
   type PauseResult,
   type ReadmitResult,
-} from "./operations";
+} from "../lib/app/operator";
 
 const ELECTION_HELP = `  election view | info        the site's lease and every deployment known to it (leader, standby, paused)
 `;
