@@ -1,8 +1,12 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
+import layers from "./eslint-rules/layers.js";
 
 /**
- * The layers (README "Code layout"), enforced on imports:
+ * The layers (docs/architecture.md), enforced on imports. Between this repo's own folders, by
+ * eslint-rules/layers.js: `layers/direction` (domain -> no lib/app, lib/aws, lib/nats; lib/app -> no
+ * lib/aws, lib/nats; lib/nats -> no lib/aws; nothing in lib/ -> cli/) and
+ * `layers/no-cycle` (type-only imports included). On packages, by no-restricted-imports:
  * - handlers/ import only their function's composition in lib/aws;
  * - lib/aws is the one place for AWS SDK clients, Powertools and middy (the DynamoDB store
  *   adapters of lib/lease and lib/admission excepted);
@@ -37,6 +41,11 @@ export default tseslint.config(
     },
   },
   {
+    files: ["**/*.ts", "**/*.mts"],
+    plugins: { layers },
+    rules: { "layers/direction": "error", "layers/no-cycle": "error" },
+  },
+  {
     files: ["lib/**/*.ts"],
     ignores: ["lib/aws/**", "lib/nats/**", ...DYNAMODB_ADAPTERS],
     rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, AWS, NATS] }] },
@@ -48,6 +57,10 @@ export default tseslint.config(
   {
     files: ["lib/aws/**/*.ts", ...DYNAMODB_ADAPTERS],
     rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, NATS] }] },
+  },
+  {
+    files: ["cli/**/*.ts"],
+    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING] }] },
   },
   {
     files: ["handlers/**/*.ts"],
