@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 2, observed at the node: a request the gate admitted must not reach a node after
+ * The send-by discipline (docs/lease.md), observed at the node: a request the gate admitted must not reach a node after
  * its attempt is over. The provisioner's path to the broker is stalled (TCP open, no bytes) through
  * a loopback proxy while the simulated node sits on the broker directly; the attempt times out;
  * the path heals; the node must never see the request.

@@ -1,5 +1,5 @@
 /**
- * Each handler bundles only its own function's composition (issue 12): `status` and `release`
+ * Each handler bundles only its own function's composition (docs/architecture.md): `status` and `release`
  * read the lease, the registry and the queues, so their bundles carry no engine, crypto, helper or
  * broker code. Read from esbuild's metafile, built as serverless.yml builds the functions.
  */
