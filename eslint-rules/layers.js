@@ -34,7 +34,7 @@ export const ZONES = [
     name: "app",
     files: ["lib/app"],
     forbidden: ["lib/aws", "lib/nats", "cli"],
-    belongs: "use cases take ports (lib/app/ports.ts): the AWS adapter belongs in lib/aws, the NATS adapter in lib/nats, and the wiring of either in lib/aws",
+    belongs: "use cases take ports (lib/app/use-case-ports.ts): the AWS adapter belongs in lib/aws, the NATS adapter in lib/nats, and the wiring of either in lib/aws",
   },
   {
     name: "nats",

@@ -8,7 +8,7 @@ import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
 import type { BridgeResult } from "../../lib/app/lifecycle-events";
 import type { ReprovisionResult, StatusReport } from "../../lib/app/operator";
-import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/ports";
+import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
 import { functionUses, type ProvisionerConfig } from "../../lib/config";
 import type { ChoriaRpc } from "../../lib/ports";

@@ -11,7 +11,7 @@ import type { LeaseGate, Standing } from "../lease/gate";
 import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
-import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
+import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./use-case-ports";
 
 export interface HostWorkSettings {
   /** This deployment's id, as it appears as the holder in the lease item. */

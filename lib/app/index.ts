@@ -40,4 +40,4 @@ export type {
   QueueCounts,
   QueueMessage,
   SendOutcome,
-} from "./ports";
+} from "./use-case-ports";

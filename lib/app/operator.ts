@@ -23,7 +23,7 @@ import type { PauseState, PauseStore } from "../lease/pause";
 import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 import { AdmissionFlow } from "./admission-flow";
 import { decodeHostWork } from "./host-work-message";
-import type { MessageQueue, QueueCounts } from "./ports";
+import type { MessageQueue, QueueCounts } from "./use-case-ports";
 import { renewalReport, updateRenewalState, type RenewalReport, type RenewalStore } from "./renewal-state";
 
 export interface StatusQueues {

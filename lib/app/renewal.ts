@@ -24,7 +24,7 @@ import { AttemptExceedsLeaseError, messageOf, PausedError, RpcStatusError } from
 import type { LeaseGate } from "../lease/gate";
 import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
 import { mapLimited } from "./concurrency";
-import type { InvocationContext } from "./ports";
+import type { InvocationContext } from "./use-case-ports";
 import {
   dueHosts,
   provisionedSince,

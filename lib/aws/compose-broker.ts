@@ -7,7 +7,7 @@ import type { AdmissionFlow } from "../app/admission-flow";
 import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "./choria-client";
 import type { Invocations } from "../app/invocation";
 import type { Leadership } from "../app/leadership";
-import type { Broker, LifecycleEventSource } from "../app/ports";
+import type { Broker, LifecycleEventSource } from "../app/use-case-ports";
 import type { AppSettings } from "./settings";
 import { ChoriaBroker } from "../nats/broker";
 import { SharedBrokerConnection } from "../nats/connection";

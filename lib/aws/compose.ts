@@ -16,7 +16,7 @@ import { AdmissionFlow } from "../app/admission-flow";
 import { Invocations, withInvocationAttributes } from "../app/invocation";
 import { Leadership } from "../app/leadership";
 import type { StatusQueues } from "../app/operator";
-import type { Broker } from "../app/ports";
+import type { Broker } from "../app/use-case-ports";
 import { AppSettingsError, tableArnRegion, type AppSettings } from "./settings";
 import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
 import { SecretResolutionError } from "../config/secrets";

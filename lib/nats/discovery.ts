@@ -9,7 +9,7 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { ProvisionerError } from "../errors";
-import type { DiscoveryResult } from "../app/ports";
+import type { DiscoveryResult } from "../app/use-case-ports";
 import type { NodeDiscoverer } from "../ports";
 import { agentFilter } from "../choria/filter";
 import { identityProblem } from "../choria/identity";

@@ -5,7 +5,7 @@ import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-brok
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import type { DiscoverResult } from "../../app/leadership";
-import type { InvocationContext } from "../../app/ports";
+import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 export interface DiscoverFunction {

@@ -1,13 +1,13 @@
 /** `lifecycleBridge` (EventBridge schedule, every minute): forwards startup lifecycle events from the broker to the lifecycle queue (docs/lifecycle.md). */
 import { LifecycleBridge } from "../../app/lifecycle-events";
-import type { LifecycleEventSource } from "../../app/ports";
+import type { LifecycleEventSource } from "../../app/use-case-ports";
 import type { AppSettings } from "../settings";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, lifecycleEventSource, type BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import type { BridgeResult } from "../../app/lifecycle-events";
-import type { InvocationContext } from "../../app/ports";
+import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 export interface LifecycleBridgeFunction {

@@ -7,7 +7,7 @@ import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-brok
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
-import type { InvocationContext } from "../../app/ports";
+import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 export interface LifecycleFunction {

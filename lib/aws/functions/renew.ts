@@ -17,7 +17,7 @@ import { createStoreClient, endpointConfig } from "../clients";
 import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
-import type { InvocationContext } from "../../app/ports";
+import type { InvocationContext } from "../../app/use-case-ports";
 
 export interface RenewFunction {
   /** `not-configured`: no main broker (`renew.broker_urls`), so there is nothing renewal could reach. */
