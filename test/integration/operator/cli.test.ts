@@ -1,7 +1,7 @@
 /**
  * Every `choria-provisioner` command against DynamoDB Local and fauxqs, with the tables and queues
  * named as serverless.yml names them for a stage. The CLI runs in-process (it is an adapter over
- * lib/operator); one test runs the real bin as a process.
+ * lib/app/operator.ts); one test runs the real bin as a process.
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
