@@ -89,22 +89,43 @@ function importsOf(absolute, text) {
   return [...new Set(importedFiles.map((imported) => resolveImport(absolute, imported.fileName)).filter(Boolean))];
 }
 
-/** A path of imports from `from` to `to`, or undefined; `edges` overrides the graph for the file being linted. */
-function pathBetween(from, to, edges) {
-  const seen = new Set([from]);
-  const queue = [[from]];
-  while (queue.length > 0) {
-    const path = queue.shift();
-    const last = path[path.length - 1];
-    for (const next of last === edges.file ? edges.imports : (importGraph().get(last) ?? [])) {
-      if (next === to) return [...path, next];
-      if (!seen.has(next)) {
-        seen.add(next);
-        queue.push([...path, next]);
+const reachable = new Map();
+/** Every file `from` reaches through imports, read from the files as they are on disk (memoised per lint run). */
+function reach(from) {
+  let found = reachable.get(from);
+  if (found) return found;
+  found = new Set();
+  const stack = [from];
+  while (stack.length > 0) {
+    for (const next of importGraph().get(stack.pop()) ?? []) {
+      if (!found.has(next)) {
+        found.add(next);
+        stack.push(next);
       }
     }
   }
-  return undefined;
+  reachable.set(from, found);
+  return found;
+}
+
+/** The shortest path of imports from `from` to `to`, for the message (asked only once a loop is known). */
+function pathBetween(from, to) {
+  const parent = new Map([[from, undefined]]);
+  const queue = [from];
+  for (let index = 0; index < queue.length; index++) {
+    const current = queue[index];
+    for (const next of importGraph().get(current) ?? []) {
+      if (parent.has(next)) continue;
+      parent.set(next, current);
+      if (next === to) {
+        const path = [to];
+        for (let step = current; step !== undefined; step = parent.get(step)) path.unshift(step);
+        return path;
+      }
+      queue.push(next);
+    }
+  }
+  return [from, to];
 }
 
 function sources(node) {
@@ -135,16 +156,15 @@ const direction = {
 const noCycle = {
   meta: { type: "problem", schema: [], docs: { description: "no import cycles, type-only imports included" } },
   create(context) {
+    // The linted text's own imports are read from the AST below; the rest of the graph from disk, so
+    // a loop through the file is found as the file now stands (reaching it is all the graph must tell).
     const file = resolve(context.filename);
-    const edges = { file, imports: importsOf(file, context.sourceCode.getText()) };
     const check = (node) => {
       const source = sources(node);
       if (!source || typeof source.value !== "string") return;
       const target = resolveImport(file, source.value);
-      if (!target) return;
-      const back = pathBetween(target, file, edges);
-      if (!back) return;
-      const loop = [file, ...back].map(repoPath).join(" -> ");
+      if (!target || !(target === file || reach(target).has(file))) return;
+      const loop = [file, ...pathBetween(target, file)].map(repoPath).join(" -> ");
       context.report({
         node: source,
         message: `import cycle (type imports count): ${loop}. Move what both need into a module of its own that neither side's other imports reach.`,
