@@ -1,12 +1,16 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
+import layers from "./eslint-rules/layers.js";
 
 /**
- * The layers (README "Code layout"), enforced on imports:
+ * The layers (docs/architecture.md), enforced on imports. Between this repo's own folders, by
+ * eslint-rules/layers.js: `layers/direction` (domain -> no lib/app, lib/aws, lib/nats; lib/app -> no
+ * lib/aws, lib/nats; lib/nats -> no lib/aws; nothing in lib/ -> cli/) and
+ * `layers/no-cycle` (type-only imports included). On packages, by no-restricted-imports:
  * - handlers/ import only their function's composition in lib/aws;
  * - lib/aws is the one place for AWS SDK clients, Powertools and middy (the DynamoDB store
  *   adapters of lib/lease and lib/admission excepted);
- * - lib/choria is the one place for the `nats` client;
+ * - lib/nats is the one place for the `nats` client;
  * - lib/app (the use cases) and the domain import neither;
  * - nothing in lib/ imports dev tooling, handlers or examples.
  * `no-restricted-imports` takes one option per file, so each block lists every group its files are denied.
@@ -20,8 +24,9 @@ const AWS = {
   message: "AWS clients, Powertools and middy belong in lib/aws (or a DynamoDB store adapter); use cases and domain code take ports.",
 };
 const NATS = {
-  group: ["nats"],
-  message: "The NATS client belongs in lib/choria (adapters); use cases and domain code take the Broker and LifecycleEventSource ports.",
+  // The package itself, not this repo's lib/nats folder (a group pattern would match both).
+  regex: "^nats(/.*)?$",
+  message: "The NATS client belongs in lib/nats (adapters); use cases and domain code take the Broker and LifecycleEventSource ports.",
 };
 const DYNAMODB_ADAPTERS = ["lib/lease/dynamodb-*.ts", "lib/admission/dynamodb-*.ts"];
 
@@ -36,17 +41,26 @@ export default tseslint.config(
     },
   },
   {
+    files: ["**/*.ts", "**/*.mts"],
+    plugins: { layers },
+    rules: { "layers/direction": "error", "layers/no-cycle": "error" },
+  },
+  {
     files: ["lib/**/*.ts"],
-    ignores: ["lib/aws/**", "lib/choria/**", ...DYNAMODB_ADAPTERS],
+    ignores: ["lib/aws/**", "lib/nats/**", ...DYNAMODB_ADAPTERS],
     rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, AWS, NATS] }] },
   },
   {
-    files: ["lib/choria/**/*.ts"],
+    files: ["lib/nats/**/*.ts"],
     rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, AWS] }] },
   },
   {
     files: ["lib/aws/**/*.ts", ...DYNAMODB_ADAPTERS],
     rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING, NATS] }] },
+  },
+  {
+    files: ["cli/**/*.ts"],
+    rules: { "no-restricted-imports": ["error", { patterns: [DEV_TOOLING] }] },
   },
   {
     files: ["handlers/**/*.ts"],

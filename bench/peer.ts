@@ -74,7 +74,7 @@ const RUN_NOTES =
  */
 const STRICT_SIMULATOR_MERGED = "2026-12-01T08:33:00Z";
 const SIMULATOR_NOTE =
-  "The figures above were taken on the simulator as it was before its strictness rules (issue 10) were merged; on the stricter simulator a 50-node run of each side (`PEER_SIZES=50`) restarted every host with no request of the Go provisioner refused or dropped.";
+  "The figures above were taken on the simulator as it was before its strictness rules (refusing requests a real server refuses) were merged; on the stricter simulator a 50-node run of each side (`PEER_SIZES=50`) restarted every host with no request of the Go provisioner refused or dropped.";
 /** What scripts/peers/build-provisioner.sh pins. */
 const PROVISIONER_PIN = "v0.16.1-0.20260516145817-aca2b6263842 (commit aca2b62)";
 const RESTART_DELAY_MS = 2_000;
@@ -634,7 +634,7 @@ function findings(report: Report): string[] {
 
 async function realFleetAvailable(): Promise<{ run: boolean; reason?: string }> {
   const harness = join(REPO_ROOT, "dev/local/real-fleet.ts");
-  if (!existsSync(harness)) return { run: false, reason: "the real-fleet harness (dev/local/real-fleet.ts, issue 10) is not on this branch; the hook is `realFleetAvailable()` in bench/peer.ts" };
+  if (!existsSync(harness)) return { run: false, reason: "the real-fleet harness (dev/local/real-fleet.ts) is not on this branch; the hook is `realFleetAvailable()` in bench/peer.ts" };
   return { run: false, reason: "the real-fleet harness is present but bench/peer.ts does not drive it yet" };
 }
 

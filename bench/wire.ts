@@ -7,8 +7,8 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
 import { connect } from "nats";
-import { BroadcastDiscoverer } from "../lib/choria/discovery";
-import { NatsChoriaRpc } from "../lib/choria/rpc-client";
+import { BroadcastDiscoverer } from "../lib/nats/discovery";
+import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
 

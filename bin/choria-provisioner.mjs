@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The operator CLI (`npx choria-provisioner <command>`, lib/operator/cli.ts), run from its bundle
+// The operator CLI (`npx choria-provisioner <command>`, cli/cli.ts), run from its bundle
 // (npm run build:cli, which `npm install` runs as prepare): plain node, no TypeScript loader.
 import process from "node:process";
 

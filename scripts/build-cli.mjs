@@ -1,4 +1,4 @@
-// `npm run build:cli`: bundles the operator CLI (lib/operator/main.ts and what it imports) into one
+// `npm run build:cli`: bundles the operator CLI (cli/main.ts and what it imports) into one
 // ES module, dist/choria-provisioner.mjs, so an install runs it with plain node: no tsx, no
 // TypeScript, one file to load (it starts in a fraction of a second).
 import { build } from "esbuild";
@@ -7,7 +7,7 @@ import { fileURLToPath, URL } from "node:url";
 const root = fileURLToPath(new URL("..", import.meta.url));
 await build({
   absWorkingDir: root,
-  entryPoints: ["lib/operator/main.ts"],
+  entryPoints: ["cli/main.ts"],
   outfile: "dist/choria-provisioner.mjs",
   bundle: true,
   platform: "node",

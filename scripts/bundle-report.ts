@@ -11,7 +11,7 @@
  * this checkout, so both trees bundle the same dependency versions; when the ref's package-lock.json
  * differs, its own `npm ci` instead, and the report says so) and reports both trees in one
  * run on this machine; the cold imports of the two trees are interleaved (before, after, before,
- * ...) so the machine's load affects both alike. The acceptance checks of issue 12 are evaluated on
+ * ...) so the machine's load affects both alike. The per-function bundle targets are evaluated on
  * this tree: provision bundle <= 600 KB, status/release carry no engine/crypto/helper input,
  * status cold import <= 150 ms (median).
  *
@@ -21,7 +21,7 @@ import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, stat, symlink, unlink, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import { parseArgs, promisify } from "node:util";
 import { build, type Metafile } from "esbuild";
 import { functionBundleOptions, functionHandlers } from "./function-bundle-options";
 
@@ -39,7 +39,7 @@ type ProvisioningArea = (typeof PROVISIONING_CODE)[number];
 
 const SLS_PACKAGE_TIMEOUT_MS = 10 * 60_000;
 
-/** Issue 12's acceptance targets. */
+/** The per-function bundle targets (docs/architecture.md: each function composes only what it uses). */
 const TARGETS = { provisionBundleBytes: 600_000, statusColdImportMs: 150 } as const;
 
 interface BundleFigures {
@@ -76,18 +76,19 @@ interface Bundled {
   times: number[];
 }
 
-function argument(name: string, fallback: number): number {
-  const index = process.argv.indexOf(`--${name}`);
-  const value = index >= 0 ? Number(process.argv[index + 1]) : fallback;
+const { values: options } = parseArgs({ options: { runs: { type: "string" }, before: { type: "string" } } });
+
+function argument(name: "runs", fallback: number): number {
+  const text = options[name];
+  const value = text === undefined ? fallback : Number(text);
   if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive whole number`);
   return value;
 }
 
-function textArgument(name: string): string | undefined {
-  const index = process.argv.indexOf(`--${name}`);
-  if (index < 0) return undefined;
-  const value = process.argv[index + 1];
-  if (!value || value.startsWith("--")) throw new Error(`--${name} needs a value`);
+function textArgument(name: "before"): string | undefined {
+  const value = options[name];
+  if (value === undefined) return undefined;
+  if (!value) throw new Error(`--${name} needs a value`);
   return value;
 }
 
@@ -239,7 +240,7 @@ function markdown(after: TreeReport, before: TreeReport | undefined, meta: Recor
       return `| ${f.function} |${cells.join("")} ${carried(f)} |`;
     }),
     "",
-    "Acceptance (issue 12):",
+    "Acceptance (per-function bundles):",
     "",
     ...checks(after, before).map((c) => `- ${c.met ? "met" : "NOT met"}: ${c.name}: ${c.detail}`),
     "",

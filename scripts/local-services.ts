@@ -10,6 +10,7 @@
  *
  * Ports are picked free and printed unless given.
  */
+import { parseArgs } from "node:util";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createLifecycleStream, createProvisionerTables, createQueueWithDeadLetter, LOCAL_STAGE, stageResourceNames } from "../dev/local/resources";
 import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
@@ -20,13 +21,16 @@ import { watchStopSignals } from "../dev/local/stop-signals";
 /** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
 const LOCAL_TOKEN = "local-provisioning-token";
 
-function option(name: string): string | undefined {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? process.argv[index + 1] : undefined;
+const { values: options } = parseArgs({
+  options: { stage: { type: "string" }, fleet: { type: "string" }, "nats-port": { type: "string" }, "dynamodb-port": { type: "string" } },
+});
+
+function option(name: keyof typeof options): string | undefined {
+  return options[name];
 }
 
 /** A fixed port when given; otherwise a free one is picked and printed. */
-function portOption(name: string): number | undefined {
+function portOption(name: keyof typeof options): number | undefined {
   const text = option(name);
   if (text === undefined) return undefined;
   const port = Number(text);

@@ -14,6 +14,7 @@
  * Exits non-zero when a scenario failed, a host or event was lost, or a node ran a request of an
  * older term after one of a newer term in a scenario that stays within the clock-skew bound.
  */
+import { parseArgs } from "node:util";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -202,8 +203,8 @@ function markdown(generatedAt: string, scenarios: Scenario[], summary: ReturnTyp
 }
 
 function main(): void {
-  const fromIndex = process.argv.indexOf("--from");
-  const source = fromIndex >= 0 ? resolve(process.argv[fromIndex + 1] ?? "") : runSuites();
+  const { values } = parseArgs({ options: { from: { type: "string" } } });
+  const source = values.from === undefined ? runSuites() : resolve(values.from);
   const report = JSON.parse(readFileSync(source, "utf8")) as VitestReport;
   const scenarios = scenariosOf(report);
   const summary = summarise(scenarios, report);

@@ -10,6 +10,7 @@
  * Time runs SCALE times faster on the deployments' clocks (see test/integration/chaos/deployments.ts),
  * so five minutes of real time are close to an hour of lease and discovery activity.
  */
+import { parseArgs } from "node:util";
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
@@ -26,9 +27,13 @@ const FAULTS: readonly FaultKind[] = ["kill-leader", "release", "delay-writes", 
 const FAULT_EVERY_MS = 6_000;
 const DRAIN_MS = 90_000;
 
-function option(name: string, fallback: number): number {
-  const index = process.argv.indexOf(`--${name}`);
-  const value = index >= 0 ? Number(process.argv[index + 1]) : fallback;
+const { values: options } = parseArgs({
+  options: { minutes: { type: "string" }, nodes: { type: "string" }, seed: { type: "string" }, out: { type: "string" } },
+});
+
+function option(name: "minutes" | "nodes" | "seed", fallback: number): number {
+  const text = options[name];
+  const value = text === undefined ? fallback : Number(text);
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
   return value;
 }
@@ -40,8 +45,7 @@ async function main(): Promise<void> {
   const minutes = option("minutes", 5);
   const nodes = option("nodes", 100);
   const random = seededRandom(option("seed", 7));
-  const outIndex = process.argv.indexOf("--out");
-  const out = outIndex >= 0 ? process.argv[outIndex + 1] : undefined;
+  const out = options.out;
 
   const nats = await startNats();
   const dynamoDb = await startDynamoDbLocal();

@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 export const SPEC_DOCUMENTS = ["docs/protocol.md", "docs/behaviour.md"] as const;
 
 /** Where references are looked for, from the repository root. */
-export const SCANNED_PATHS = ["lib", "dev", "handlers", "test", "scripts", "bench", "docs", "examples", "config", ".ci", "README.md", "serverless.yml"];
+export const SCANNED_PATHS = ["lib", "cli", "dev", "handlers", "eslint-rules", "test", "scripts", "bench", "docs", "examples", "config", ".ci", "README.md", "serverless.yml"];
 
 const SCANNED_EXTENSIONS = /\.(ts|js|cjs|mjs|md|sh|ya?ml|json)$/;
 const SKIPPED_DIRECTORIES = new Set(["node_modules", ".serverless", ".esbuild"]);

@@ -19,10 +19,25 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdir, open, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import type { ChoriaBuild, TlsBroker } from "./real-fleet";
 import { freePort, type RunningNats } from "./services";
 
 const run = promisify(execFile);
+
+/** A go-choria build: the binary and the facts compiled into it (real-fleet.ts `choriaBuild` finds it). */
+export interface ChoriaBuild {
+  binary: string;
+  version: string;
+  /** The provisioning JWT path compiled into the binary. */
+  provisionJwtFile: string;
+}
+
+/** A NATS server with TLS, as the real fleet's nodes and the provisioner reach it. */
+export interface TlsBroker {
+  nats: RunningNats;
+  url: string;
+  /** host:port, the form go-choria's middleware_hosts takes. */
+  hostPort: string;
+}
 
 export interface CertificateAuthority {
   certFile: string;

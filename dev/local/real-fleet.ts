@@ -32,10 +32,28 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { randomBytes } from "node:crypto";
 import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../../lib/crypto";
-import { issueCertificate, makeCertificateAuthority, startChoriaBroker, type CertificateAuthority, type ChoriaBroker, type IssuedCertificate } from "./real-fleet-broker";
-import { startNats, type RunningNats } from "./services";
+import {
+  issueCertificate,
+  makeCertificateAuthority,
+  startChoriaBroker,
+  type CertificateAuthority,
+  type ChoriaBroker,
+  type ChoriaBuild,
+  type IssuedCertificate,
+  type TlsBroker,
+} from "./real-fleet-broker";
+import { startNats } from "./services";
 
-export { issueCertificate, makeCertificateAuthority, startChoriaBroker, type CertificateAuthority, type ChoriaBroker, type IssuedCertificate } from "./real-fleet-broker";
+export {
+  issueCertificate,
+  makeCertificateAuthority,
+  startChoriaBroker,
+  type CertificateAuthority,
+  type ChoriaBroker,
+  type ChoriaBuild,
+  type IssuedCertificate,
+  type TlsBroker,
+} from "./real-fleet-broker";
 
 const run = promisify(execFile);
 
@@ -47,13 +65,6 @@ export const ADMIN_NAME = "admin";
 /** Where scripts/peers/build-choria.sh keeps its output. */
 export function peersDir(): string {
   return process.env.CHORIA_PEERS_DIR ?? join(homedir(), ".cache", "choria-peers");
-}
-
-export interface ChoriaBuild {
-  binary: string;
-  version: string;
-  /** The provisioning JWT path compiled into the binary. */
-  provisionJwtFile: string;
 }
 
 /** The built server, or an error saying how to build it. */
@@ -72,13 +83,6 @@ export function choriaBuild(dir: string = peersDir()): ChoriaBuild {
   const provisionJwtFile = facts.CHORIA_PROVISION_JWT_FILE;
   if (!provisionJwtFile) throw new Error(`${envFile} names no CHORIA_PROVISION_JWT_FILE`);
   return { binary, version: facts.CHORIA_VERSION ?? CHORIA_VERSION.slice(1), provisionJwtFile };
-}
-
-export interface TlsBroker {
-  nats: RunningNats;
-  url: string;
-  /** host:port, the form go-choria's middleware_hosts takes. */
-  hostPort: string;
 }
 
 export interface RealNode {

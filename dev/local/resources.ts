@@ -2,16 +2,16 @@
  * The AWS and broker resources a deployment expects, made on the local emulators: the lease and
  * admission tables, each SQS queue with its dead-letter queue, and the broker's lifecycle stream.
  * Shared by the local stack, `scripts/local-services.ts` and the integration tests; the names come
- * from `stageResourceNames` (lib/operator/stage-resources.ts).
+ * from `stageResourceNames` (lib/aws/stage-resources.ts).
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
 import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
-import { APP_DEFAULTS } from "../../lib/app/settings";
+import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 
-export { stageResourceNames } from "../../lib/operator/stage-resources";
+export { stageResourceNames } from "../../lib/aws/stage-resources";
 
 /** The stage `sls invoke local` uses by default (scripts/sls-local.sh). */
 export const LOCAL_STAGE = "local";

@@ -24,8 +24,9 @@ import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aw
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/app";
-import { createApp, defaultConsumerName, type App, type AppOverrides } from "../../lib/aws";
+import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
+import { defaultConsumerName } from "../../lib/aws";
+import { createApp, type App, type AppOverrides } from "./create-app";
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";

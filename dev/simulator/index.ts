@@ -1,5 +1,5 @@
 /**
- * Fleet simulator of Choria Servers in provisioning mode (issue #2): see fleet.ts for the NATS side
+ * Fleet simulator of Choria Servers in provisioning mode: see fleet.ts for the NATS side
  * and node.ts for one server's behaviour.
  */
 export { startFleet, type Fleet, type FleetOptions, type PublishedLifecycleEvent } from "./fleet";

@@ -9,7 +9,7 @@ import { identityProblem } from "../choria/identity";
 import { messageOf } from "../errors";
 import type { HostWork, Logger } from "../ports";
 import { encodeHostWork } from "./host-work-message";
-import type { MessageQueue } from "./ports";
+import type { MessageQueue } from "./use-case-ports";
 
 export interface AdmissionFlowDeps {
   registry: Pick<AdmissionRegistry, "admit" | "withdraw" | "forgetUnlessClaimed">;

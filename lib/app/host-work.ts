@@ -11,7 +11,7 @@ import type { LeaseGate, Standing } from "../lease/gate";
 import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
-import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
+import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./use-case-ports";
 
 export interface HostWorkSettings {
   /** This deployment's id, as it appears as the holder in the lease item. */
@@ -87,7 +87,7 @@ export class HostWorkProcessor {
       const reason = causedBy(standing.error, LeaseStandingUnknownError)
         ? messageOf(standing.error)
         : `the lease store could not be read: ${messageOf(standing.error)}`;
-      await this.retryLater(message, { ...attributes, reason });
+      await this.delayRedelivery(message, { ...attributes, reason });
       throw new RetryLaterError(`${work.identity}: ${reason}`, { cause: standing.error });
     }
     if (standing.kind === "standby") {
@@ -100,7 +100,7 @@ export class HostWorkProcessor {
     try {
       begun = await registry.begin(work, standing.term);
     } catch (error) {
-      await this.retryLater(message, attributes);
+      await this.delayRedelivery(message, attributes);
       throw new RetryLaterError(`could not claim ${work.identity}: ${messageOf(error)}`, { cause: error });
     }
     switch (begun.status) {
@@ -108,7 +108,7 @@ export class HostWorkProcessor {
         break;
       case "already-claimed":
         // Another delivery of this work is running; this one comes back after the delay.
-        await this.retryLater(message, attributes);
+        await this.delayRedelivery(message, attributes);
         throw new RetryLaterError(`${work.identity} is being provisioned by another worker`);
       default:
         // stale-term, not-current, waited-too-long, already-provisioned: the registry logged and counted it.
@@ -196,10 +196,10 @@ export class HostWorkProcessor {
     } catch (error) {
       this.deps.logger.error("could not give the claim back; it runs out on its own", { identity, term, error: messageOf(error) });
     }
-    await this.retryLater(message, { identity, term, messageId: message.id, reason });
+    await this.delayRedelivery(message, { identity, term, messageId: message.id, reason });
   }
 
-  private async retryLater(message: QueueMessage, attributes: LogAttributes): Promise<void> {
+  private async delayRedelivery(message: QueueMessage, attributes: LogAttributes): Promise<void> {
     const { retry } = this.deps.settings;
     const seconds = retryDelaySeconds(message.receiveCount, retry.baseDelaySeconds, retry.maxDelaySeconds);
     this.deps.logger.info(`host work goes back to the queue for ${seconds}s`, { ...attributes, receiveCount: message.receiveCount });

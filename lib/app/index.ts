@@ -40,5 +40,4 @@ export type {
   QueueCounts,
   QueueMessage,
   SendOutcome,
-} from "./ports";
-export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";
+} from "./use-case-ports";

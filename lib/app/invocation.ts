@@ -7,7 +7,7 @@
 import type { AsyncLocalStorage } from "node:async_hooks";
 import type { LeaseGate } from "../lease/gate";
 import type { LogAttributes, Logger } from "../ports";
-import type { Broker, InvocationContext } from "./ports";
+import type { Broker, InvocationContext } from "./use-case-ports";
 
 export interface InvocationsDeps {
   gate: Pick<LeaseGate, "beginInvocation">;

@@ -11,7 +11,7 @@ import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { mapLimited } from "./concurrency";
 import { selectDiscovered } from "./discovery-selection";
-import type { Broker, InvocationContext, MessageQueue } from "./ports";
+import type { Broker, InvocationContext, MessageQueue } from "./use-case-ports";
 
 export interface DiscoverResult {
   paused: boolean;

@@ -11,7 +11,7 @@ import type { PauseStore } from "../lease/pause";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";
-import type { BatchResult, BrokerEvent, ForwardOutcome, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "./ports";
+import type { BatchResult, BrokerEvent, ForwardOutcome, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "./use-case-ports";
 
 /** A whole SQS batch at once would flood the registry table; admissions share discovery's bound. */
 const ADMIT_CONCURRENCY = 16;

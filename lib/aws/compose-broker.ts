@@ -4,15 +4,15 @@
  * source on that connection. `status` and `release` never import this module.
  */
 import type { AdmissionFlow } from "../app/admission-flow";
-import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "../app/choria-client";
+import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "./choria-client";
 import type { Invocations } from "../app/invocation";
 import type { Leadership } from "../app/leadership";
-import type { Broker, LifecycleEventSource } from "../app/ports";
-import type { AppSettings } from "../app/settings";
-import { ChoriaBroker } from "../choria/broker";
-import { SharedBrokerConnection } from "../choria/connection";
+import type { Broker, LifecycleEventSource } from "../app/use-case-ports";
+import type { AppSettings } from "./settings";
+import { ChoriaBroker } from "../nats/broker";
+import { SharedBrokerConnection } from "../nats/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
-import { NatsLifecycleEventSource } from "../choria/lifecycle-bridge";
+import { NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
 import type { FunctionName } from "../config";
 import type { ChoriaRpc } from "../ports";
 import {

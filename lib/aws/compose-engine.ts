@@ -3,7 +3,7 @@
  * token it hands nodes, the helper runner (a process or a Lambda function), and the gate it reads
  * before every RPC attempt and helper run.
  */
-import { loadEngineKeys } from "../app/choria-client";
+import { loadEngineKeys } from "./choria-client";
 import { ProvisionEngine, type EngineSettings } from "../engine";
 import type { ChoriaRpc } from "../ports";
 import type { FunctionParts } from "./compose";

@@ -8,7 +8,7 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { captureLambdaHandler } from "@aws-lambda-powertools/tracer/middleware";
 import type { Context } from "aws-lambda";
-import type { InvocationContext } from "../app/ports";
+import type { InvocationContext } from "../app/use-case-ports";
 import { powertoolsRuntime } from "./runtime";
 
 /** Used only when an invoker passes no Lambda context (a plain function call in a script). */

@@ -1,7 +1,7 @@
 /**
  * The operator CLI's AWS side: the DynamoDB and SQS clients for a deployment's stack, the check
  * that the tables and queues a command needs exist (naming where they were looked for), and the
- * Operator built on the stack's stores and queues. lib/operator/cli.ts parses and prints.
+ * Operator built on the stack's stores and queues. cli/cli.ts parses and prints.
  */
 import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
@@ -10,8 +10,7 @@ import { AdmissionRegistry } from "../admission/registry";
 import { messageOf, ProvisionerError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
-import { Operator } from "../operator/operations";
-import { RenewalOperator } from "../operator/renew";
+import { Operator, RenewalOperator } from "../app/operator";
 import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
 import type { Clock, Metrics } from "../ports";
 import { endpointConfig } from "./clients";

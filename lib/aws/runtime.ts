@@ -6,7 +6,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
-import { APP_DEFAULTS, appSettingsFromEnv, type AppSettings } from "../app/settings";
+import { APP_DEFAULTS, appSettingsFromEnv, type AppSettings } from "./settings";
 import type { AppOverrides } from "./compose";
 
 export interface PowertoolsRuntime {

@@ -5,7 +5,7 @@
  */
 import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { BatchRefill } from "../app/batch";
-import type { QueueMessage } from "../app/ports";
+import type { QueueMessage } from "../app/use-case-ports";
 
 export interface SqsBatchRefillOptions {
   client: SQSClient;

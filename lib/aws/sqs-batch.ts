@@ -1,6 +1,6 @@
 /** An SQS event as the use cases take it (QueueMessage), and their BatchResult as Lambda's partial batch response. */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import type { BatchResult, QueueMessage } from "../app/ports";
+import type { BatchResult, QueueMessage } from "../app/use-case-ports";
 
 export function queueMessagesOf(event: SQSEvent): QueueMessage[] {
   return event.Records.map((record) => ({

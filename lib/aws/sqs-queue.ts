@@ -1,7 +1,7 @@
 /**
  * The SQS side of the app: batched sends with per-entry retries, dead-lettering with a reason,
  * visibility delays and approximate counts. Only the composition builds it; the use cases see the small
- * interfaces in lib/app/ports.ts.
+ * interfaces in lib/app/use-case-ports.ts.
  */
 import {
   ChangeMessageVisibilityCommand,
@@ -12,7 +12,7 @@ import {
   type SendMessageBatchRequestEntry,
 } from "@aws-sdk/client-sqs";
 import { silentLogger, systemClock, type Clock, type Logger } from "../ports";
-import type { OutgoingMessage, QueueCounts, MessageQueue, SendOutcome } from "../app/ports";
+import type { OutgoingMessage, QueueCounts, MessageQueue, SendOutcome } from "../app/use-case-ports";
 
 /** SendMessageBatch takes at most 10 entries. */
 const BATCH_LIMIT = 10;

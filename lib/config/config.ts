@@ -10,109 +10,7 @@ import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
 import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
-
-export type LogLevel = "debug" | "info" | "warn" | "error";
-
-export interface FeatureFlags {
-  readonly pki: boolean;
-  readonly jwt: boolean;
-  readonly ed25519: boolean;
-  readonly upgrades: boolean;
-}
-
-/** Each is a file path, or the PEM itself when it came from a secret store (lib/app `keyMaterial`). */
-export interface TlsSettings {
-  readonly ca: string | undefined;
-  readonly cert: string | undefined;
-  readonly key: string | undefined;
-  readonly insecureSkipVerify: boolean;
-}
-
-/** The `lease` section as configured; `leaseSettingsOf` makes lib/lease's LeaseSettings of it. */
-export interface LeaseSection {
-  readonly durationMs: number;
-  readonly renewIntervalMs: number;
-  readonly skewBoundMs: number;
-  /** `lease.assume_synchronized_clocks`: the operator's acknowledgement that makes `skew_bound: 0s` acceptable. */
-  readonly assumeSynchronizedClocks: boolean;
-  /** `lease.peers`: the other deployments expected in this site's lease item; any other one is reported. */
-  readonly peers: readonly string[];
-}
-
-/** The `renew` section (docs/renewal.md): re-provisioning hosts before their credentials expire. */
-export interface RenewSection {
-  readonly enabled: boolean;
-  /** A fixed lead before expiry, or a fraction of the credentials' lifetime. */
-  readonly before: { readonly ms: number } | { readonly fraction: number };
-  readonly ratePerMinute: number;
-  readonly maxInFlight: number;
-  readonly failureThreshold: number;
-  readonly failureWindow: number;
-  readonly timeoutMs: number;
-  /** The main broker the provisioned nodes are on; empty when renewal is off. */
-  readonly brokerUrls: readonly string[];
-  /** The collective the nodes' choria_provision agent listens on. */
-  readonly collective: string;
-}
-
-/**
- * The validated, frozen provisioner configuration. Property names are the YAML keys in camelCase;
- * durations are milliseconds. Secrets are plain properties, but `toJSON()`, `redacted()` and
- * `util.inspect` replace every set secret with "[redacted]" so logging the object never leaks.
- */
-export interface ProvisionerConfig {
-  /** Max concurrent provisions per invocation (Go: worker goroutines; default CPU count). */
-  readonly workers: number;
-  readonly intervalMs: number;
-  readonly logfile: string | undefined;
-  readonly loglevel: LogLevel;
-  /** Helper command line, split shell-style; exactly one of `helper` / `helperFunction` is set. */
-  readonly helper: string | undefined;
-  /** Lambda function name or ARN of a helper run through Lambda Invoke. */
-  readonly helperFunction: string | undefined;
-  readonly helperTimeoutMs: number;
-  readonly token: string | undefined;
-  readonly lifecycleComponent: string;
-  readonly choriaInsecure: boolean;
-  readonly site: string;
-  readonly monitorPort: number;
-  readonly brokerPort: number;
-  readonly brokerProvisioningPassword: string | undefined;
-  readonly certDenyList: readonly string[];
-  readonly jwtVerifyCert: string | undefined;
-  /** A file path, or the key material itself when it came from a secret store. */
-  readonly jwtSigningKey: string | undefined;
-  readonly jwtSigningToken: string | undefined;
-  readonly serverJwtValidityMs: number;
-  readonly regoPolicy: string | undefined;
-  readonly leaderElection: boolean;
-  readonly upgradesRepository: string | undefined;
-  readonly upgradesOptional: boolean;
-  readonly features: FeatureFlags;
-  readonly brokerUrls: readonly string[];
-  /** Provisioner identity, used as senderid; constant per site so node locks survive failover. */
-  readonly identity: string;
-  /** v1 callerid (`choria=<identity>` unless set); v2 uses the client JWT's callerid claim. */
-  readonly callerid: string;
-  readonly protocolVersion: 1 | 2;
-  readonly clientJwt: string | undefined;
-  readonly clientSeed: string | undefined;
-  readonly tls: TlsSettings;
-  readonly natsToken: string | undefined;
-  readonly deploymentId: string;
-  readonly lease: LeaseSection;
-  /** `discovery_max_nodes`: identities one discovery admits at most; replies beyond it are dropped, logged and counted. */
-  readonly discoveryMaxNodes: number;
-  /** `discovery_new_names_per_interval`: names unknown to the registry one discovery admits at most. */
-  readonly discoveryNewNamesPerInterval: number;
-  /** Request TTL in seconds written into every Choria request envelope. */
-  readonly rpcTtl: number;
-  readonly discoveryTimeoutMs: number;
-  readonly renew: RenewSection;
-  /** Plain object of the YAML keys with every set secret replaced by "[redacted]". */
-  redacted(): Record<string, unknown>;
-  toJSON(): Record<string, unknown>;
-}
+import type { FeatureFlags, LeaseSection, ProvisionerConfig, RenewSection } from "./types";
 
 export interface ParseConfigOptions {
   /** Receives one warning per unknown key (the Go daemon ignores them silently). */
@@ -164,101 +62,20 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
 }
 
 function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): ProvisionerConfig {
-  const lifecycleComponent = raw.lifecycle_component;
-  // It becomes one token of choria.lifecycle.event.startup.<component>: a wildcard would subscribe to
-  // every component's events, and a space or separator makes an invalid or different subject.
-  if (SUBJECT_TOKEN_PROBLEM.test(lifecycleComponent)) {
-    throw new ConfigError("lifecycle_component", "must be one NATS subject token: no '.', '>', '*', whitespace or control characters");
-  }
-
-  const intervalMs = duration("interval", raw.interval);
-  if (intervalMs < MINUTE_MS) {
-    throw new ConfigError("interval", "is too small, the minimum is 1 minute (for example 10m or 1h)");
-  }
+  // The checks run in this order, and the first that fails is the one reported.
+  const lifecycleComponent = lifecycleComponentOf(raw);
+  const intervalMs = intervalOf(raw);
   const serverJwtValidityMs = positiveDuration("server_jwt_validity", raw.server_jwt_validity);
-
-  const requested = raw.features;
-  if (requested.pki && requested.ed25519) {
-    throw new ConfigError("features.ed25519", "only one of features.pki or features.ed25519 can be enabled");
-  }
-  // As in the Go daemon, ed25519 switches jwt on rather than rejecting the combination.
-  const features: FeatureFlags = Object.freeze({ ...requested, jwt: requested.jwt || requested.ed25519 });
-  const upgradesRepository = raw.upgrades_repository;
-  // Go refuses this only when a host is upgraded; with upgrades_optional it sends an empty
-  // repository and carries on when the update fails, so only the mandatory case is refused here.
-  if (features.upgrades && !upgradesRepository && !raw.upgrades_optional) {
-    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled and upgrades_optional is not");
-  }
-
-  const { helper, helper_function: helperFunction } = raw;
-  if (helper && helperFunction) {
-    throw new ConfigError("helper_function", "set only one of helper or helper_function");
-  }
-  if (!helper && !helperFunction) {
-    throw new ConfigError("helper", "is required (or set helper_function)");
-  }
-
-  const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
-  if (brokerUrls.length === 0) throw new ConfigError("broker_urls", "at least one broker URL is required");
-  brokerUrls.forEach((url, index) => {
-    // Credentials in the URL would be printed with it (connection errors, status); each has its own
-    // secret key, which is redacted everywhere and may be a reference.
-    if (url.includes("@")) {
-      throw new ConfigError(
-        `broker_urls.${index}`,
-        `"${REDACTED}@${url.slice(url.lastIndexOf("@") + 1)}" has credentials before the host; give host and port only: the password has its own key, broker_provisioning_password (a token: nats_token)`,
-      );
-    }
-    if (!BROKER_URL.test(url)) {
-      throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
-    }
-  });
-
+  const features = featuresOf(raw);
+  const upgradesRepository = upgradesRepositoryOf(raw, features);
+  const { helper, helperFunction } = helperOf(raw);
+  const brokerUrls = brokerUrlsOf(raw);
   const { protocol_version: protocolVersion, client_jwt: clientJwt, client_seed: clientSeed } = raw;
-  if (protocolVersion === 2 && !clientJwt) throw new ConfigError("client_jwt", "is required with protocol_version 2");
-  if (protocolVersion === 2 && !clientSeed) throw new ConfigError("client_seed", "is required with protocol_version 2");
-  if (protocolVersion === 2) checkClientSeed(clientSeed as string);
-
-  const lease: LeaseSection = Object.freeze({
-    durationMs: positiveDuration("lease.duration", raw.lease.duration),
-    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
-    skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
-    assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
-    peers: Object.freeze([...(raw.lease.peers ?? [])]),
-  });
-  // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
-  // fleet has that, so it takes an explicit statement that the operator accepts it.
-  if (lease.skewBoundMs === 0 && !lease.assumeSynchronizedClocks) {
-    throw new ConfigError(
-      "lease.skew_bound",
-      "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
-    );
-  }
-  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
-  // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
-  // shorter than the longest choria_provision attempt would keep every deployment paused.
-  const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
-  if (raw.leader_election && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
-    throw new ConfigError(
-      "lease.duration",
-      `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
-    );
-  }
-  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout);
-  // The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs.
-  if (raw.leader_election && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
-    throw new ConfigError(
-      "helper_timeout",
-      `must fit in one lease validity (lease.duration minus lease.skew_bound = ${(lease.durationMs - lease.skewBoundMs) / 1000} s), or every host pauses at the helper step`,
-    );
-  }
-
+  checkProtocolV2Credentials(raw);
+  const lease = leaseSectionOf(raw);
+  const helperTimeoutMs = helperTimeoutOf(raw, lease);
   const site = raw.site;
-  const identity = raw.identity ?? `choria_provisioner.${site || "default"}`;
-  // The identity is the senderid nodes see and part of the subjects the provisioner uses.
-  if (/[>*\s\p{Cc}]/u.test(identity)) {
-    throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
-  }
+  const identity = identityOf(raw);
   raw.cert_deny_list.forEach((pattern, index) => checkPattern(pattern, index));
   checkMaterialOrPath("jwt_signing_key", raw.jwt_signing_key);
   checkMaterialOrPath("jwt_signing_token", raw.jwt_signing_token);
@@ -306,6 +123,133 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);
+}
+
+/** It becomes one token of choria.lifecycle.event.startup.<component>. */
+function lifecycleComponentOf(raw: RawConfig): string {
+  // A wildcard would subscribe to every component's events, and a space or separator makes an
+  // invalid or different subject.
+  if (SUBJECT_TOKEN_PROBLEM.test(raw.lifecycle_component)) {
+    throw new ConfigError("lifecycle_component", "must be one NATS subject token: no '.', '>', '*', whitespace or control characters");
+  }
+  return raw.lifecycle_component;
+}
+
+function intervalOf(raw: RawConfig): number {
+  const intervalMs = duration("interval", raw.interval);
+  if (intervalMs < MINUTE_MS) {
+    throw new ConfigError("interval", "is too small, the minimum is 1 minute (for example 10m or 1h)");
+  }
+  return intervalMs;
+}
+
+/** pki and ed25519 exclude each other; as in the Go daemon, ed25519 switches jwt on rather than rejecting the combination. */
+function featuresOf(raw: RawConfig): FeatureFlags {
+  const requested = raw.features;
+  if (requested.pki && requested.ed25519) {
+    throw new ConfigError("features.ed25519", "only one of features.pki or features.ed25519 can be enabled");
+  }
+  return Object.freeze({ ...requested, jwt: requested.jwt || requested.ed25519 });
+}
+
+/**
+ * Go refuses a missing repository only when a host is upgraded; with upgrades_optional it sends an
+ * empty repository and carries on when the update fails, so only the mandatory case is refused here.
+ */
+function upgradesRepositoryOf(raw: RawConfig, features: FeatureFlags): string | undefined {
+  if (features.upgrades && !raw.upgrades_repository && !raw.upgrades_optional) {
+    throw new ConfigError("upgrades_repository", "is required when features.upgrades is enabled and upgrades_optional is not");
+  }
+  return raw.upgrades_repository;
+}
+
+/** Exactly one of helper and helper_function. */
+function helperOf(raw: RawConfig): { helper: string | undefined; helperFunction: string | undefined } {
+  const { helper, helper_function: helperFunction } = raw;
+  if (helper && helperFunction) {
+    throw new ConfigError("helper_function", "set only one of helper or helper_function");
+  }
+  if (!helper && !helperFunction) {
+    throw new ConfigError("helper", "is required (or set helper_function)");
+  }
+  return { helper, helperFunction };
+}
+
+function brokerUrlsOf(raw: RawConfig): string[] {
+  const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
+  if (brokerUrls.length === 0) throw new ConfigError("broker_urls", "at least one broker URL is required");
+  brokerUrls.forEach((url, index) => {
+    // Credentials in the URL would be printed with it (connection errors, status); each has its own
+    // secret key, which is redacted everywhere and may be a reference.
+    if (url.includes("@")) {
+      throw new ConfigError(
+        `broker_urls.${index}`,
+        `"${REDACTED}@${url.slice(url.lastIndexOf("@") + 1)}" has credentials before the host; give host and port only: the password has its own key, broker_provisioning_password (a token: nats_token)`,
+      );
+    }
+    if (!BROKER_URL.test(url)) {
+      throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
+    }
+  });
+  return brokerUrls;
+}
+
+/** Protocol version 2 signs with the client's JWT and seed: both are required, and the seed must be one. */
+function checkProtocolV2Credentials(raw: RawConfig): void {
+  if (raw.protocol_version !== 2) return;
+  if (!raw.client_jwt) throw new ConfigError("client_jwt", "is required with protocol_version 2");
+  if (!raw.client_seed) throw new ConfigError("client_seed", "is required with protocol_version 2");
+  checkClientSeed(raw.client_seed);
+}
+
+function leaseSectionOf(raw: RawConfig): LeaseSection {
+  const lease: LeaseSection = Object.freeze({
+    durationMs: positiveDuration("lease.duration", raw.lease.duration),
+    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
+    skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
+    assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
+    peers: Object.freeze([...(raw.lease.peers ?? [])]),
+  });
+  // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
+  // fleet has that, so it takes an explicit statement that the operator accepts it.
+  if (lease.skewBoundMs === 0 && !lease.assumeSynchronizedClocks) {
+    throw new ConfigError(
+      "lease.skew_bound",
+      "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
+    );
+  }
+  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
+  // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
+  // shorter than the longest choria_provision attempt would keep every deployment paused.
+  const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
+  if (raw.leader_election && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
+    throw new ConfigError(
+      "lease.duration",
+      `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
+    );
+  }
+  return lease;
+}
+
+/** The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs. */
+function helperTimeoutOf(raw: RawConfig, lease: LeaseSection): number {
+  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout);
+  if (raw.leader_election && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
+    throw new ConfigError(
+      "helper_timeout",
+      `must fit in one lease validity (lease.duration minus lease.skew_bound = ${(lease.durationMs - lease.skewBoundMs) / 1000} s), or every host pauses at the helper step`,
+    );
+  }
+  return helperTimeoutMs;
+}
+
+/** The identity is the senderid nodes see and part of the subjects the provisioner uses. */
+function identityOf(raw: RawConfig): string {
+  const identity = raw.identity ?? `choria_provisioner.${raw.site || "default"}`;
+  if (/[>*\s\p{Cc}]/u.test(identity)) {
+    throw new ConfigError("identity", `"${identity.slice(0, 100)}" must not contain '>', '*', whitespace or control characters`);
+  }
+  return identity;
 }
 
 function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSection {

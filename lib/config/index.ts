@@ -1,15 +1,7 @@
 export { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
 export { REDACTED } from "../observability/redact";
-export {
-  leaseSettingsOf,
-  parseConfig,
-  type FeatureFlags,
-  type LeaseSection,
-  type LogLevel,
-  type ParseConfigOptions,
-  type ProvisionerConfig,
-  type TlsSettings,
-} from "./config";
+export { leaseSettingsOf, parseConfig, type ParseConfigOptions } from "./config";
+export type { FeatureFlags, LeaseSection, LogLevel, ProvisionerConfig, TlsSettings } from "./types";
 export { DurationError, parseDuration } from "./duration";
 export { SETTINGS, secretValues, type KeySpec, type ReferenceSetting, type SecretKey, type Setting } from "./keys";
 export { loadConfig, type LoadConfigOptions } from "./load";

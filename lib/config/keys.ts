@@ -10,7 +10,7 @@
 import * as z from "zod";
 import { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
 import { LEASE_DEFAULTS } from "../lease/settings";
-import type { ProvisionerConfig } from "./config";
+import type { ProvisionerConfig } from "./types";
 
 /** How the text of `PROVISIONER_<KEY>` is read; top-level scalars and lists only. */
 export type EnvKind = "string" | "boolean" | "integer" | "list";

@@ -2,7 +2,8 @@ import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { ConfigError } from "../errors";
 import type { Logger } from "../ports";
-import { parseConfig, type ProvisionerConfig } from "./config";
+import { parseConfig } from "./config";
+import type { ProvisionerConfig } from "./types";
 import { ENV_OVERRIDABLE } from "./keys";
 import { FUNCTION_SETTINGS, REFERENCE_SETTINGS, resolveReferences, type FunctionName, type SecretResolver } from "./secrets";
 

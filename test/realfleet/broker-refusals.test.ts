@@ -2,7 +2,7 @@
  * What go-choria's broker refuses, read from the broker itself: its answer to the client (NATS
  * `Authorization Violation`, permission violations) and its log line naming the reason. Each case
  * would pass through a plain nats-server, so each test fails if the broker accepted it. Our own
- * connection code (lib/choria/connection.ts) must report the refusal by cause, without the
+ * connection code (lib/nats/connection.ts) must report the refusal by cause, without the
  * password in its message.
  *
  * One real fleet (protocol v2, no stack): a node with the fleet's provisioning JWT provisions
@@ -11,7 +11,7 @@
 import { readFile } from "node:fs/promises";
 import { connect } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BrokerConnectionError, connectBroker } from "../../lib/choria/connection";
+import { BrokerConnectionError, connectBroker } from "../../lib/nats/connection";
 import { brokerConnectOptions, provisionerCredentials, waitUntil, LifecycleWatch } from "../../dev/local/real-fleet-stack";
 import { startRealFleet, type RealFleet } from "../../dev/local/real-fleet";
 

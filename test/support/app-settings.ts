@@ -1,4 +1,4 @@
-import { APP_DEFAULTS, type AppSettings } from "../../lib/app";
+import { APP_DEFAULTS, type AppSettings } from "../../lib/aws/settings";
 import type { LocalResources } from "./aws";
 
 /** App settings for a deployment configured by `yaml` on `resources`; `overrides` holds what a suite sets its own way. */

@@ -32,8 +32,8 @@ import type {
   QueueCounts,
   QueueMessage,
   SendOutcome,
-} from "../../lib/app/ports";
-import type { DiscoveryResult } from "../../lib/choria/discovery";
+} from "../../lib/app/use-case-ports";
+import type { DiscoveryResult } from "../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../lib/engine";
 import type { HostWork } from "../../lib/ports";
 
@@ -301,7 +301,7 @@ export class FakeHelper implements HelperRunner {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Application ports (lib/app/ports.ts): in-memory queue, broker, lifecycle event source, engine
+// Application ports (lib/app/use-case-ports.ts): in-memory queue, broker, lifecycle event source, engine
 // ---------------------------------------------------------------------------------------------
 
 /** A MessageQueue in memory: keeps what was sent and delayed; `refuse` decides per message whether it is refused. */

@@ -4,7 +4,7 @@
  */
 import { inject } from "vitest";
 import type { DynamoDbLeaseStore } from "../../lib/lease/dynamodb-lease-store";
-import { runCli } from "../../lib/operator/cli";
+import { runCli } from "../../cli/cli";
 import type { Clock } from "../../lib/ports";
 
 export interface CliRun {

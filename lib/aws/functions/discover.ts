@@ -1,12 +1,17 @@
 /** `discover` (EventBridge schedule, every interval): gate, broadcast discovery, admit and queue term-stamped host work. */
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
+import type { DiscoverResult } from "../../app/leadership";
+import type { InvocationContext } from "../../app/use-case-ports";
 
-export type DiscoverFunction = Pick<App, "discover" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface DiscoverFunction {
+  discover(ctx: InvocationContext): Promise<DiscoverResult>;
+  close(): Promise<void>;
+}
 
 export function discoverUseCase({ invocations, leadership }: BrokerFunctionParts): DiscoverFunction["discover"] {
   return (ctx) => invocations.run(ctx, () => leadership.discover(ctx));

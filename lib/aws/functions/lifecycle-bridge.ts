@@ -1,14 +1,19 @@
 /** `lifecycleBridge` (EventBridge schedule, every minute): forwards startup lifecycle events from the broker to the lifecycle queue (docs/lifecycle.md). */
 import { LifecycleBridge } from "../../app/lifecycle-events";
-import type { LifecycleEventSource } from "../../app/ports";
-import type { AppSettings } from "../../app/settings";
+import type { LifecycleEventSource } from "../../app/use-case-ports";
+import type { AppSettings } from "../settings";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, lifecycleEventSource, type BrokerFunctionParts } from "../compose-broker";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
+import type { BridgeResult } from "../../app/lifecycle-events";
+import type { InvocationContext } from "../../app/use-case-ports";
 
-export type LifecycleBridgeFunction = Pick<App, "bridgeLifecycle" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface LifecycleBridgeFunction {
+  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
+  close(): Promise<void>;
+}
 
 export function bridgeLifecycleUseCase({ parts, invocations }: BrokerFunctionParts, source: LifecycleEventSource): LifecycleBridgeFunction["bridgeLifecycle"] {
   const { config } = parts;

@@ -1,15 +1,19 @@
 /** `lifecycle` (SQS lifecycle queue, ReportBatchItemFailures): startup events of provisioning-mode nodes -> admitted host work. */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { LifecycleEvents } from "../../app/lifecycle-events";
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
+import type { InvocationContext } from "../../app/use-case-ports";
 
-export type LifecycleFunction = Pick<App, "handleLifecycleBatch" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface LifecycleFunction {
+  handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  close(): Promise<void>;
+}
 
 export function lifecycleBatchUseCase({ parts, admission, invocations }: BrokerFunctionParts): LifecycleFunction["handleLifecycleBatch"] {
   const events = new LifecycleEvents({

@@ -1,18 +1,22 @@
 /** `provision` (SQS host-work queue, ReportBatchItemFailures): provisions each host whose work is current; only failed items are reported. */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { HostWorkProcessor } from "../../app/host-work";
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import type { ProvisionEngine } from "../../engine";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
 import { composeEngine } from "../compose-engine";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
 import { SqsBatchRefill } from "../sqs-batch-refill";
+import type { InvocationContext } from "../../app/use-case-ports";
 
-export type ProvisionFunction = Pick<App, "handleHostWorkBatch" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface ProvisionFunction {
+  handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
+  close(): Promise<void>;
+}
 
 /**
  * A worker takes more host work only while this much of the invocation is left: enough for one host

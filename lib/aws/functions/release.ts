@@ -1,12 +1,15 @@
 /** `release` (operator): gives up this deployment's lease so a standby takes over without waiting for expiry. */
 import { release } from "../../app/operator";
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 
-export type ReleaseFunction = Pick<App, "release" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface ReleaseFunction {
+  release(): Promise<{ released: boolean }>;
+  close(): Promise<void>;
+}
 
 export function releaseUseCase(parts: FunctionParts): ReleaseFunction["release"] {
   // The gate releases the term it holds or, in a container that never held it, the stored one.

@@ -5,11 +5,11 @@
  * It may win a lease term, so it is composed like every broker function (the provisioning broker
  * announces the term); the main broker is a second connection of its own.
  */
-import { brokerSettings, choriaClientSettings } from "../../app/choria-client";
+import { brokerSettings, choriaClientSettings } from "../choria-client";
 import { Renewal, type RenewalRunResult } from "../../app/renewal";
-import type { AppSettings } from "../../app/settings";
-import { ChoriaBroker } from "../../choria/broker";
-import { SharedBrokerConnection } from "../../choria/connection";
+import type { AppSettings } from "../settings";
+import { ChoriaBroker } from "../../nats/broker";
+import { SharedBrokerConnection } from "../../nats/connection";
 import { ConfigError } from "../../errors";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
@@ -17,7 +17,7 @@ import { createStoreClient, endpointConfig } from "../clients";
 import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
-import type { InvocationContext } from "../../app/ports";
+import type { InvocationContext } from "../../app/use-case-ports";
 
 export interface RenewFunction {
   /** `not-configured`: no main broker (`renew.broker_urls`), so there is nothing renewal could reach. */

@@ -1,17 +1,21 @@
 /** `reprovision` (operator): `{"identities": ["a.example.net", ...]}` -> admitted (source "operator") and queued, bypassing the once-per-interval rule. */
 import * as z from "zod";
 import { reprovision } from "../../app/operator";
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import { InvalidInputError } from "../../errors";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
+import type { ReprovisionResult } from "../../app/operator";
 
 const reprovisionEvent = z.object({ identities: z.array(z.string()).min(1) });
 
-export type ReprovisionFunction = Pick<App, "reprovision" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface ReprovisionFunction {
+  reprovision(identities: string[]): Promise<ReprovisionResult>;
+  close(): Promise<void>;
+}
 
 export function reprovisionUseCase({ parts, admission }: BrokerFunctionParts): ReprovisionFunction["reprovision"] {
   // Reading the current term may win one, which leadership announces (hence the broker).

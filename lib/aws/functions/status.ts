@@ -1,14 +1,18 @@
 /** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal. */
 import { status } from "../../app/operator";
-import type { AppSettings } from "../../app/settings";
+import type { AppSettings } from "../settings";
 import { createStoreClient, endpointConfig } from "../clients";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
 import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
-import type { App } from "../create-app";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
+import type { StatusReport } from "../../app/operator";
 
-export type StatusFunction = Pick<App, "status" | "close">;
+/** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
+export interface StatusFunction {
+  status(): Promise<StatusReport>;
+  close(): Promise<void>;
+}
 
 export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
   const { config, settings } = parts;

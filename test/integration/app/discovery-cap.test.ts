@@ -11,7 +11,7 @@ import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { createApp } from "../../../lib/aws";
+import { createApp } from "../../../dev/local/create-app";
 import { decodeRequest, encodeReply } from "../../../lib/choria/protocol";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC } from "../../../lib/ports";

@@ -13,7 +13,7 @@ import { startFleet } from "../../../dev/simulator";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { DEFAULT_TTL_SECONDS } from "../../../lib/choria/rpc-client";
+import { DEFAULT_TTL_SECONDS } from "../../../lib/nats/rpc-client";
 import { Renewal } from "../../../lib/app/renewal";
 import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";

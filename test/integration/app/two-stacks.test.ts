@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createApp, type App } from "../../../lib/aws";
+import { createApp, type App } from "../../../dev/local/create-app";
 import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { InMemoryMetrics } from "../../../lib/observability";

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp, type App } from "../../../lib/aws";
+import { createApp, type App } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../../lib/observability";
 import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";

@@ -1,5 +1,5 @@
 /**
- * Lease-store faults under the real App (issue 13 items 7 and 8): the deployment's path to
+ * Lease-store faults under the real App (a stalled store, a connection blip; docs/lease.md): the deployment's path to
  * DynamoDB Local runs through a loopback proxy that can stall (TCP open, no bytes) or blip (reset
  * connections, refuse new ones). A stalled store must close the gate within the round bound, not
  * hang; a blip at the start of a provision batch must return every item to the queue with its
@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createApp, type App } from "../../../lib/aws";
+import { createApp, type App } from "../../../dev/local/create-app";
 import { loadConfig } from "../../../lib/config";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger } from "../../../lib/ports";

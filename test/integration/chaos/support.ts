@@ -6,7 +6,7 @@
  * the engine's ports: RPC waits are capped and the backoff between attempts is shortened.
  */
 import type { NatsConnection } from "nats";
-import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rpc-client";
+import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../../support/engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BrokerConnectionError, type BrokerConnectionSettings, connectBroker, SharedBrokerConnection } from "../../../lib/choria/connection";
+import { BrokerConnectionError, type BrokerConnectionSettings, connectBroker, SharedBrokerConnection } from "../../../lib/nats/connection";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { rejectionOf } from "../../support/suite";
 

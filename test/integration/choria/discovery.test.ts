@@ -1,6 +1,6 @@
 import type { NatsConnection } from "nats";
 import { afterEach, describe, expect, it } from "vitest";
-import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
+import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
 import { matchesFilter } from "../../../lib/choria/filter";
 import type { IncomingRequest } from "../../../lib/choria/protocol";
 import { clientSettings, encoder, replyTo, respond } from "./support";

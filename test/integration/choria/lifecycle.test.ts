@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { publishStartupEvent } from "../../../lib/choria/connection";
+import { publishStartupEvent } from "../../../lib/nats/connection";
 import { buildLifecycleEvent, encodeLifecycleEvent, type LifecycleEvent, lifecycleSubject, parseLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 2, observed at the node: a request the gate admitted must not reach a node after
+ * The send-by discipline (docs/lease.md), observed at the node: a request the gate admitted must not reach a node after
  * its attempt is over. The provisioner's path to the broker is stalled (TCP open, no bytes) through
  * a loopback proxy while the simulated node sits on the broker directly; the attempt times out;
  * the path heals; the node must never see the request.
@@ -7,7 +7,8 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeRequest } from "../../../lib/choria/protocol";
-import { NatsChoriaRpc, RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { RpcNotSentError } from "../../../lib/choria/errors";
+import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { RpcError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { brokerSettings } from "../../../lib/app/choria-client";
-import { BrokerConnectionError, connectBroker } from "../../../lib/choria/connection";
+import { brokerSettings } from "../../../lib/aws/choria-client";
+import { BrokerConnectionError, connectBroker } from "../../../lib/nats/connection";
 import { parseConfig } from "../../../lib/config";
 import { makeCertificateAuthority, startTlsBroker, type CertificateAuthority, type TlsBroker } from "../../../dev/local/real-fleet";
 

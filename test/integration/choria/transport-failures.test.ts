@@ -6,7 +6,8 @@
  */
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { NatsChoriaRpc, RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { RpcNotSentError } from "../../../lib/choria/errors";
+import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { RpcTimeoutError, RpcTransportError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";

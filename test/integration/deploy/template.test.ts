@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
-import { stageResourceNames } from "../../../lib/operator/stage-resources";
+import { stageResourceNames } from "../../../lib/aws/stage-resources";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 
 const run = promisify(execFile);

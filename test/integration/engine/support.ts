@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { NatsConnection } from "nats";
 import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
-import { DEFAULT_TTL_SECONDS, NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import { DEFAULT_TTL_SECONDS, NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import {
   decodeHex,
   ed25519PrivateKeyFromSeed,

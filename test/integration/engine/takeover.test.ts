@@ -15,7 +15,7 @@ import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { realClock } from "../../support/fakes";
-import { DEFAULT_TTL_SECONDS } from "../../../lib/choria/rpc-client";
+import { DEFAULT_TTL_SECONDS } from "../../../lib/nats/rpc-client";
 import { EngineHarness, executedBy, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, restarted } from "./support";
 
 let harness: EngineHarness;

@@ -1,6 +1,6 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { AppSettings } from "../../../lib/app";
-import { createApp, type App } from "../../../lib/aws";
+import type { AppSettings } from "../../../lib/aws/settings";
+import { createApp, type App } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { silentLogger, type Clock, type Logger } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";

@@ -1,5 +1,5 @@
 /**
- * `status` and `release` never read the TLS or JWT key files (issue 12): an operator asks for the
+ * `status` and `release` never read the TLS or JWT key files (docs/architecture.md, per-function composition): an operator asks for the
  * status exactly when something is wrong, e.g. a key file that cannot be read, so these functions
  * must answer whatever the state of those files. The deployed handlers run here as Lambda runs them,
  * built from the environment on their first invocation, against DynamoDB Local and fauxqs;

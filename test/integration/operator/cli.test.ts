@@ -1,7 +1,7 @@
 /**
  * Every `choria-provisioner` command against DynamoDB Local and fauxqs, with the tables and queues
  * named as serverless.yml names them for a stage. The CLI runs in-process (it is an adapter over
- * lib/operator); one test runs the real bin as a process.
+ * lib/app/operator.ts); one test runs the real bin as a process.
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -23,7 +23,7 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/operator/operations";
+import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/app/operator";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";

@@ -14,8 +14,8 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
-import type { OperatorStatus } from "../../../lib/operator/operations";
-import type { RenewRequestResult } from "../../../lib/operator/renew";
+import type { OperatorStatus } from "../../../lib/app/operator";
+import type { RenewRequestResult } from "../../../lib/app/operator";
 import type { Clock } from "../../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";

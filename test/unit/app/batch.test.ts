@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { RetryLaterError, runBatch, type BatchRefill } from "../../../lib/app/batch";
-import type { QueueMessage } from "../../../lib/app/ports";
+import type { QueueMessage } from "../../../lib/app/use-case-ports";
 import { InMemoryQueue, RecordingLogger, failedIds } from "../../support/fakes";
 
 describe("a batch of queued messages", () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { loadEngineKeys } from "../../../lib/app/choria-client";
+import { loadEngineKeys } from "../../../lib/aws/choria-client";
 import { loadConfig, type SecretResolver } from "../../../lib/config";
 import { addChainIssuerData, buildServerClaims, ed25519SigningKey, encodeHex, generateEd25519Seed, mintChainIssuerToken } from "../../../lib/crypto";
 import { ConfigError } from "../../../lib/errors";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
-import type { QueueMessage } from "../../../lib/app/ports";
+import type { QueueMessage } from "../../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../../lib/engine";
 import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { AppSettingsError, appSettingsFromEnv, decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { AppSettingsError, appSettingsFromEnv } from "../../../lib/aws/settings";
 import { Limiter } from "../../../lib/app/concurrency";
 import { InvalidInputError } from "../../../lib/errors";
 

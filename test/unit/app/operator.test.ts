@@ -4,7 +4,7 @@ import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } f
 import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
 import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
-import { Operator } from "../../../lib/operator/operations";
+import { Operator } from "../../../lib/app/operator";
 import { METRIC } from "../../../lib/ports";
 import { InMemoryQueue } from "../../support/fakes";
 import { shared, SITE, world, type World } from "./support";

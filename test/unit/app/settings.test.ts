@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AppSettingsError, appSettingsFromEnv, tableArnRegion } from "../../../lib/app";
+import { AppSettingsError, appSettingsFromEnv, tableArnRegion } from "../../../lib/aws/settings";
 
 const ENV = {
   PROVISIONER_CONFIG_YAML: "site: lon",

@@ -1,5 +1,5 @@
 /**
- * Each handler bundles only its own function's composition (issue 12): `status` and `release`
+ * Each handler bundles only its own function's composition (docs/architecture.md): `status` and `release`
  * read the lease, the registry and the queues, so their bundles carry no engine, crypto, helper or
  * broker code. Read from esbuild's metafile, built as serverless.yml builds the functions.
  */
@@ -58,7 +58,7 @@ describe("function bundles", () => {
   it("handlers/provision.ts carries the engine, the helper runners and the broker client", async () => {
     const inputs = await bundledInputs("handlers/provision.ts");
 
-    for (const file of ["lib/engine/provision.ts", "lib/crypto/jwt.ts", "lib/helper/exec-runner.ts", "lib/choria/rpc-client.ts"]) {
+    for (const file of ["lib/engine/provision.ts", "lib/crypto/jwt.ts", "lib/helper/exec-runner.ts", "lib/nats/rpc-client.ts"]) {
       expect(inputs.some(({ path }) => path === file), file).toBe(true);
     }
   });

@@ -5,8 +5,8 @@
  */
 import { verify } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { brokerSettings } from "../../../lib/app/choria-client";
-import { connectionOptions } from "../../../lib/choria/connection";
+import { brokerSettings } from "../../../lib/aws/choria-client";
+import { connectionOptions } from "../../../lib/nats/connection";
 import { parseConfig } from "../../../lib/config";
 import { decodeHex, ed25519PublicKeyFromRaw, ed25519SigningKey, encodeHex, generateEd25519Seed } from "../../../lib/crypto";
 

@@ -174,7 +174,7 @@ describe("pause gate with leader election", () => {
   });
 });
 
-describe("pause gate across invocations, freezes and releases (issue 13)", () => {
+describe("pause gate across invocations, freezes and releases", () => {
   it("a thawed container does not open on a lease that moved while it was frozen, even if its monotonic clock did not advance", async () => {
     // Arrange: the leader's container is frozen; its monotonic clock stands still, wall time moves on.
     const time = new VirtualClock();

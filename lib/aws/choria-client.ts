@@ -5,9 +5,9 @@
 import { createPrivateKey, sign } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
-import type { BrokerConnectionSettings } from "../choria/connection";
+import type { BrokerConnectionSettings } from "../nats/connection";
 import type { RequestSigner } from "../choria/protocol";
-import type { ChoriaClientSettings } from "../choria/rpc-client";
+import type { ChoriaClientSettings } from "../nats/rpc-client";
 import { parseSecretReference, type ProvisionerConfig } from "../config";
 import {
   decodeHex,

@@ -9,10 +9,11 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { ProvisionerError } from "../errors";
+import type { DiscoveryResult } from "../app/use-case-ports";
 import type { NodeDiscoverer } from "../ports";
-import { agentFilter } from "./filter";
-import { identityProblem } from "./identity";
-import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "./protocol";
+import { agentFilter } from "../choria/filter";
+import { identityProblem } from "../choria/identity";
+import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "../choria/protocol";
 import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
 
 export const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
@@ -89,17 +90,6 @@ export interface DiscoverySettings extends ChoriaClientSettings {
    */
   maxIdentities?: number;
   scheduler?: Scheduler;
-}
-
-export interface DiscoveryResult {
-  /** Unique identities, in the order first seen. */
-  identities: string[];
-  /** Every message received on the reply subject inside the window. */
-  replies: number;
-  /** Replies without a usable sender (undecodable transport, empty or unsafe name). */
-  skipped: number;
-  /** The window closed at `maxIdentities`: more nodes may have answered; the next discovery finds them. */
-  capped: boolean;
 }
 
 export class BroadcastDiscoverer implements NodeDiscoverer {

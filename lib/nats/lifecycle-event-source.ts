@@ -6,7 +6,7 @@
  * acknowledges or hands back each event by the outcome it is given.
  */
 import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection, type Subscription } from "nats";
-import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../app/ports";
+import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../app/use-case-ports";
 import { messageOf } from "../errors";
 import type { Clock, Logger } from "../ports";
 

@@ -1,5 +1,5 @@
 /**
- * `choria-provisioner`: the operator CLI, an adapter over lib/operator/operations.ts. It finds the
+ * `choria-provisioner`: the operator CLI, an adapter over lib/app/operator.ts. It finds the
  * deployment's tables and queues by the names serverless.yml gives them (from `--stage`), or from
  * flags, or from the environment the functions get (LEASE_TABLE, HOST_WORK_QUEUE_URL, ... as
  * scripts/local-services.ts and `npm run local -- --keep-running` print them), checks they exist,
@@ -8,11 +8,11 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../aws/operator-stack";
-import { messageOf, ProvisionerError } from "../errors";
-import { stageResourceNames } from "./stage-resources";
-import { systemClock, type Clock } from "../ports";
-import { parseDuration } from "../config/duration";
+import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../lib/aws/operator-stack";
+import { messageOf, ProvisionerError } from "../lib/errors";
+import { stageResourceNames } from "../lib/aws/stage-resources";
+import { systemClock, type Clock } from "../lib/ports";
+import { parseDuration } from "../lib/config/duration";
 import {
   OPERATOR_TIMING_DEFAULTS,
   OperatorRefusal,
@@ -21,7 +21,7 @@ import {
   type OperatorStatus,
   type PauseResult,
   type ReadmitResult,
-} from "./operations";
+} from "../lib/app/operator";
 
 const ELECTION_HELP = `  election view | info        the site's lease and every deployment known to it (leader, standby, paused)
 `;
@@ -87,47 +87,110 @@ export interface CliIo {
 
 /** A usage mistake: exit code 2 with the usage text. */
 class UsageError extends ProvisionerError {}
-const COMMANDS: Record<string, StackNeeds> = {
-  status: { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq", "lifecycle", "lifecycleDlq"] },
-  "election view": { tables: ["lease"], queues: [] },
-  "dlq list": { tables: ["lease", "admission"], queues: ["hostWorkDlq"] },
-  "dlq requeue": { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq"] },
-  pause: { tables: ["lease"], queues: [] },
-  resume: { tables: ["lease"], queues: [] },
-  reprovision: { tables: ["lease", "admission"], queues: ["hostWork"] },
-  renew: { tables: ["lease", "admission"], queues: [] },
+const OPTIONS = {
+  stage: { type: "string" },
+  site: { type: "string" },
+  deployment: { type: "string" },
+  config: { type: "string" },
+  "lease-table": { type: "string" },
+  "admission-table": { type: "string" },
+  "host-work-queue": { type: "string" },
+  "host-work-dlq": { type: "string" },
+  "lifecycle-queue": { type: "string" },
+  "lifecycle-dlq": { type: "string" },
+  region: { type: "string" },
+  "dynamodb-endpoint": { type: "string" },
+  "sqs-endpoint": { type: "string" },
+  json: { type: "boolean" },
+  all: { type: "boolean" },
+  reason: { type: "string" },
+  by: { type: "string" },
+  force: { type: "boolean" },
+  help: { type: "boolean" },
+  ...RENEW_OPTIONS,
+} as const;
+
+const parseCommandLine = (argv: readonly string[]) => parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS });
+type Values = ReturnType<typeof parseCommandLine>["values"];
+
+/** What a command runs with: the opened stack, its options and arguments, and how to print. */
+interface CommandRun {
+  opened: Awaited<ReturnType<typeof openOperator>>;
+  values: Values;
+  args: readonly string[];
+  env: CliIo["env"];
+  now: number;
+  print: (value: unknown, human: () => string) => void;
+}
+
+/** Each command: the tables and queues it opens, and what it does with them; returns the exit code. */
+const COMMANDS: Record<string, { needs: StackNeeds; run(run: CommandRun): Promise<number> }> = {
+  status: {
+    needs: { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq", "lifecycle", "lifecycleDlq"] },
+    async run({ opened, now, print }) {
+      const status = await opened.operator.status();
+      print(status, () => formatStatus(status, now));
+      return 0;
+    },
+  },
+  "election view": {
+    needs: { tables: ["lease"], queues: [] },
+    async run({ opened, print }) {
+      const view = await opened.operator.electionView();
+      print(view, () => formatElection(view));
+      return 0;
+    },
+  },
+  "dlq list": {
+    needs: { tables: ["lease", "admission"], queues: ["hostWorkDlq"] },
+    async run({ opened, now, print }) {
+      const listing = await opened.operator.listDeadLetters();
+      // JSON stays the list of letters scripts read; people also hear of letters in flight.
+      print(listing.letters, () => formatDeadLetters(listing.letters, now, listing.inFlight));
+      return 0;
+    },
+  },
+  "dlq requeue": {
+    needs: { tables: ["lease", "admission"], queues: ["hostWork", "hostWorkDlq"] },
+    async run({ opened, values, args, print }) {
+      if ((values.all === true) === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
+      const result = await opened.operator.requeueDeadLetters(values.all ? {} : { identities: args });
+      print(result, () => formatReadmit("requeue", result));
+      return result.requeued.length > 0 || result.skipped.length === 0 ? 0 : 1;
+    },
+  },
+  pause: { needs: { tables: ["lease"], queues: [] }, run: (run) => setPaused(run, true) },
+  resume: { needs: { tables: ["lease"], queues: [] }, run: (run) => setPaused(run, false) },
+  reprovision: {
+    needs: { tables: ["lease", "admission"], queues: ["hostWork"] },
+    async run({ opened, values, args, print }) {
+      if (args.length === 0) throw new UsageError("reprovision needs one or more identities");
+      const result = await opened.operator.reprovision(args, { force: values.force === true });
+      print(result, () => formatReadmit("reprovision", result));
+      return result.skipped.length === 0 ? 0 : 1;
+    },
+  },
+  renew: {
+    needs: { tables: ["lease", "admission"], queues: [] },
+    run: ({ opened, values, args, env, print }) => runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME),
+  },
 };
+
+async function setPaused({ opened, values, env, now, print }: CommandRun, paused: boolean): Promise<number> {
+  const by = values.by ?? env.USER ?? env.LOGNAME;
+  const state = await opened.operator.setPaused(paused, {
+    ...(by ? { by } : {}),
+    ...(values.reason ? { reason: values.reason } : {}),
+    force: values.force === true,
+  });
+  print(state, () => (paused ? formatPause(state, now) : `resumed deployment ${state.deploymentId} of site "${state.site}": it contests the lease again at its next round.`));
+  return 0;
+}
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        stage: { type: "string" },
-        site: { type: "string" },
-        deployment: { type: "string" },
-        config: { type: "string" },
-        "lease-table": { type: "string" },
-        "admission-table": { type: "string" },
-        "host-work-queue": { type: "string" },
-        "host-work-dlq": { type: "string" },
-        "lifecycle-queue": { type: "string" },
-        "lifecycle-dlq": { type: "string" },
-        region: { type: "string" },
-        "dynamodb-endpoint": { type: "string" },
-        "sqs-endpoint": { type: "string" },
-        json: { type: "boolean" },
-        all: { type: "boolean" },
-        reason: { type: "string" },
-        by: { type: "string" },
-        force: { type: "boolean" },
-        help: { type: "boolean" },
-        ...RENEW_OPTIONS,
-      },
-    });
+    parsed = parseCommandLine(argv);
   } catch (error) {
     io.stderr(`choria-provisioner: ${messageOf(error)}; ${USAGE_HINT}\n`);
     return 2;
@@ -144,70 +207,20 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const twoWords = `${positionals[0]} ${positionals[1] ?? ""}`.trim();
   const named = ALIASES[twoWords] ?? twoWords;
-  const command = COMMANDS[named] && positionals.length >= 2 ? named : (positionals[0] as string);
-  const args = positionals.slice(command.split(" ").length);
-  const needs = COMMANDS[command];
+  const name = COMMANDS[named] && positionals.length >= 2 ? named : (positionals[0] as string);
+  const command = COMMANDS[name];
   let opened: Awaited<ReturnType<typeof openOperator>> | undefined;
   try {
-    if (!needs) {
+    if (!command) {
       throw new UsageError(
         group ? `unknown ${positionals[0]} command "${positionals[1]}"` : `unknown command "${positionals.join(" ")}"`,
       );
     }
-    const env = io.env;
-    const stack = resolveStack(values, env);
     const clock = io.clock ?? systemClock;
-    opened = await openOperator(stack, needs, clock);
-    const { operator } = opened;
+    opened = await openOperator(resolveStack(values, io.env), command.needs, clock);
     const json = values.json === true;
     const print = (value: unknown, human: () => string) => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
-    const now = clock.now();
-
-    switch (command) {
-      case "status": {
-        const status = await operator.status();
-        print(status, () => formatStatus(status, now));
-        return 0;
-      }
-      case "election view": {
-        const view = await operator.electionView();
-        print(view, () => formatElection(view));
-        return 0;
-      }
-      case "dlq list": {
-        const listing = await operator.listDeadLetters();
-        // JSON stays the list of letters scripts read; people also hear of letters in flight.
-        print(listing.letters, () => formatDeadLetters(listing.letters, now, listing.inFlight));
-        return 0;
-      }
-      case "dlq requeue": {
-        if ((values.all === true) === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
-        const result = await operator.requeueDeadLetters(values.all ? {} : { identities: args });
-        print(result, () => formatReadmit("requeue", result));
-        return result.requeued.length > 0 || result.skipped.length === 0 ? 0 : 1;
-      }
-      case "reprovision": {
-        if (args.length === 0) throw new UsageError("reprovision needs one or more identities");
-        const result = await operator.reprovision(args, { force: values.force === true });
-        print(result, () => formatReadmit("reprovision", result));
-        return result.skipped.length === 0 ? 0 : 1;
-      }
-      case "renew":
-        return await runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME);
-      case "pause":
-      case "resume": {
-        const paused = command === "pause";
-        const by = values.by ?? env.USER ?? env.LOGNAME;
-        const state = await operator.setPaused(paused, {
-          ...(by ? { by } : {}),
-          ...(values.reason ? { reason: values.reason } : {}),
-          force: values.force === true,
-        });
-        print(state, () => (paused ? formatPause(state, now) : `resumed deployment ${state.deploymentId} of site "${state.site}": it contests the lease again at its next round.`));
-        return 0;
-      }
-    }
-    throw new UsageError(`unknown command "${command}"`);
+    return await command.run({ opened, values, args: positionals.slice(name.split(" ").length), env: io.env, now: clock.now(), print });
   } catch (error) {
     if (error instanceof UsageError || error instanceof RenewUsageError) {
       io.stderr(`choria-provisioner: ${error.message}; ${USAGE_HINT}\n`);

@@ -24,8 +24,9 @@ import type { NatsConnection, Subscription } from "nats";
 import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
 import { ksuid, uuidHex } from "../crypto";
-import { agentFilter } from "./filter";
-import { assertValidIdentity } from "./identity";
+import { RpcNotSentError } from "../choria/errors";
+import { agentFilter } from "../choria/filter";
+import { assertValidIdentity } from "../choria/identity";
 import {
   decodeReply,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -35,7 +36,7 @@ import {
   type ProtocolVersion,
   replySubject,
   type RequestSigner,
-} from "./protocol";
+} from "../choria/protocol";
 
 export const PROVISIONING_COLLECTIVE = "provisioning";
 /**
@@ -152,9 +153,6 @@ function quoted(name: string): string {
 }
 
 type Outcome = { reply: IncomingReply } | { timeout: true };
-
-/** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
-export class RpcNotSentError extends RpcTransportError {}
 
 export class NatsChoriaRpc implements ChoriaRpc {
   private readonly settings: ResolvedSettings;

@@ -1,9 +1,20 @@
 /**
  * The ports of the use cases: what they need from the message queues, the broker and the
- * lifecycle event source. Adapters implement them (lib/aws for SQS, lib/choria for NATS); the use
- * cases import no AWS or NATS client and no `aws-lambda` type.
+ * lifecycle event source, with the data types they carry. Adapters implement them (lib/aws for SQS,
+ * lib/nats for NATS); the use cases import no AWS or NATS client and no `aws-lambda` type.
  */
-import type { DiscoveryResult } from "../choria/discovery";
+
+/** One discovery broadcast, as the broker reports it. */
+export interface DiscoveryResult {
+  /** Unique identities, in the order first seen. */
+  identities: string[];
+  /** Every message received on the reply subject inside the window. */
+  replies: number;
+  /** Replies without a usable sender (undecodable transport, empty or unsafe name). */
+  skipped: number;
+  /** The window closed at `maxIdentities`: more nodes may have answered; the next discovery finds them. */
+  capped: boolean;
+}
 
 export interface OutgoingMessage {
   body: string;

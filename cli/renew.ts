@@ -1,114 +1,14 @@
 /**
- * `choria-provisioner renew`: the operator's renewal by hand, and resuming renewal after it paused
- * itself. The CLI reaches no broker, so a request is written into the site's renewal state under
- * the term this deployment leads with, and the leader's next `renew` run (every minute) sends the
- * hosts reprovision through the pause gate like every renewal; a request of an older term is
- * dropped there. Refused on a standby and on a paused or released deployment (Operator.currentTerm).
+ * `choria-provisioner renew`: the command's options, usage and printing; the use case (renewal by
+ * hand, and resuming renewal after it paused itself) is lib/app/operator.ts's RenewalOperator.
  */
-import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
-import { renewalReport, updateRenewalState, type RenewalReport, type RenewalStore } from "../app/renewal-state";
-import { parseDuration } from "../config/duration";
-import { ProvisionerError } from "../errors";
-import type { Clock } from "../ports";
-import type { Operator } from "./operations";
-import { OperatorRefusal } from "./operations";
+import type { RenewalReport } from "../lib/app/renewal-state";
+import type { RenewalOperator, RenewRequestResult, RenewSelection } from "../lib/app/operator";
+import { parseDuration } from "../lib/config/duration";
+import { ProvisionerError } from "../lib/errors";
 
 /** A mistake in the renew command's options: the CLI prints the usage with it. */
 export class RenewUsageError extends ProvisionerError {}
-
-export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
-
-export interface RenewRequestOptions {
-  selection: RenewSelection;
-  ratePerMinute?: number;
-  dryRun: boolean;
-  by?: string;
-}
-
-export interface RenewRequestResult {
-  term: number;
-  dryRun: boolean;
-  /** The hosts that will be (or, on a dry run, would be) sent reprovision, in that order. */
-  hosts: Array<{ identity: string; expiresAt: number; kind: HostExpiry["credentials"]["kind"] }>;
-  skipped: Array<{ identity: string; reason: string }>;
-  ratePerMinute?: number;
-  /** A request that was still being carried out and is replaced by this one. */
-  replaced?: number;
-}
-
-export interface RenewalOperatorDeps {
-  site: string;
-  operator: Pick<Operator, "currentTerm">;
-  registry: Pick<AdmissionRegistry, "expiries">;
-  store: RenewalStore;
-  clock: Clock;
-}
-
-export class RenewalOperator {
-  constructor(private readonly deps: RenewalOperatorDeps) {}
-
-  async report(): Promise<RenewalReport> {
-    const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), this.deps.store.read(this.deps.site)]);
-    return renewalReport(hosts, stored.state, this.deps.clock.now());
-  }
-
-  /** Chooses the hosts now (soonest expiry first) and, unless a dry run, hands them to the leader's next renew run. */
-  async request(options: RenewRequestOptions): Promise<RenewRequestResult> {
-    const term = await this.deps.operator.currentTerm();
-    const now = this.deps.clock.now();
-    const provisioned = (await this.deps.registry.expiries()).filter((host) => host.state === "provisioned");
-    const byIdentity = new Map(provisioned.map((host) => [host.identity, host]));
-    const skipped: RenewRequestResult["skipped"] = [];
-    let chosen: HostExpiry[];
-    const { selection } = options;
-    if ("identities" in selection) {
-      chosen = [];
-      for (const identity of new Set(selection.identities)) {
-        const host = byIdentity.get(identity);
-        if (host) chosen.push(host);
-        else skipped.push({ identity, reason: "not a provisioned host with a known credential expiry" });
-      }
-    } else if ("dueWithinMs" in selection) {
-      chosen = provisioned.filter((host) => host.credentials.expiresAt <= now + selection.dueWithinMs);
-    } else chosen = provisioned;
-    chosen.sort((a, b) => a.credentials.expiresAt - b.credentials.expiresAt);
-    const result: RenewRequestResult = {
-      term,
-      dryRun: options.dryRun,
-      hosts: chosen.map((host) => ({ identity: host.identity, expiresAt: host.credentials.expiresAt, kind: host.credentials.kind })),
-      skipped,
-      ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
-    };
-    if (options.dryRun || chosen.length === 0) return result;
-
-    const { result: replaced } = await updateRenewalState(this.deps.store, this.deps.site, (state) => {
-      if (state.paused) {
-        throw new OperatorRefusal(`renewal of site "${this.deps.site}" paused itself (${state.paused.reason}): see why, then run renew --resume`);
-      }
-      const previous = state.request?.identities.length;
-      state.request = {
-        term,
-        requestedAt: now,
-        identities: chosen.map((host) => host.identity),
-        ...(options.by ? { by: options.by } : {}),
-        ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
-      };
-      return previous;
-    });
-    return replaced === undefined ? result : { ...result, replaced };
-  }
-
-  /** Ends a pause renewal put itself in, and forgets the failures that caused it. */
-  async resume(): Promise<{ resumed: boolean; reason?: string }> {
-    const { result } = await updateRenewalState(this.deps.store, this.deps.site, (state) => {
-      const paused = state.paused;
-      delete state.paused;
-      state.recent = [];
-      return paused;
-    });
-    return result ? { resumed: true, reason: result.reason } : { resumed: false };
-  }
-}
 
 /** The renew command's own options, spread into the CLI's option table. */
 export const RENEW_OPTIONS = {

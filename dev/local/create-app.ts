@@ -5,28 +5,28 @@
  * handlers never import it, so their bundles stay per function.
  */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import type { DiscoverResult, KeepLeaseResult } from "../app/leadership";
-import type { BridgeResult } from "../app/lifecycle-events";
-import type { ReprovisionResult, StatusReport } from "../app/operator";
-import type { Broker, InvocationContext, LifecycleEventSource } from "../app/ports";
-import type { AppSettings } from "../app/settings";
-import { functionUses, type ProvisionerConfig } from "../config";
-import type { ChoriaRpc } from "../ports";
-import { composeParts, type AppOverrides } from "./compose";
-import { composeBroker, lifecycleEventSource, withBroker, type BrokerFunctionParts } from "./compose-broker";
-import { composeEngine } from "./compose-engine";
-import { discoverUseCase } from "./functions/discover";
-import { keepLeaseUseCase } from "./functions/lease-keeper";
-import { lifecycleBatchUseCase } from "./functions/lifecycle";
-import { bridgeLifecycleUseCase } from "./functions/lifecycle-bridge";
-import { hostWorkBatchUseCase } from "./functions/provision";
-import { releaseUseCase } from "./functions/release";
-import { composeMainBroker, renewUseCase, type RenewFunction } from "./functions/renew";
-import { reprovisionUseCase } from "./functions/reprovision";
-import { statusUseCase } from "./functions/status";
-import { createPowertoolsSecretResolver } from "./powertools-secrets";
+import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
+import type { BridgeResult } from "../../lib/app/lifecycle-events";
+import type { ReprovisionResult, StatusReport } from "../../lib/app/operator";
+import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
+import type { AppSettings } from "../../lib/aws/settings";
+import { functionUses, type ProvisionerConfig } from "../../lib/config";
+import type { ChoriaRpc } from "../../lib/ports";
+import { composeParts, type AppOverrides } from "../../lib/aws/compose";
+import { composeBroker, lifecycleEventSource, withBroker, type BrokerFunctionParts } from "../../lib/aws/compose-broker";
+import { composeEngine } from "../../lib/aws/compose-engine";
+import { discoverUseCase } from "../../lib/aws/functions/discover";
+import { keepLeaseUseCase } from "../../lib/aws/functions/lease-keeper";
+import { lifecycleBatchUseCase } from "../../lib/aws/functions/lifecycle";
+import { bridgeLifecycleUseCase } from "../../lib/aws/functions/lifecycle-bridge";
+import { hostWorkBatchUseCase } from "../../lib/aws/functions/provision";
+import { releaseUseCase } from "../../lib/aws/functions/release";
+import { composeMainBroker, renewUseCase, type RenewFunction } from "../../lib/aws/functions/renew";
+import { reprovisionUseCase } from "../../lib/aws/functions/reprovision";
+import { statusUseCase } from "../../lib/aws/functions/status";
+import { createPowertoolsSecretResolver } from "../../lib/aws/powertools-secrets";
 
-export type { AppOverrides } from "./compose";
+export type { AppOverrides } from "../../lib/aws/compose";
 
 /** What the handlers call: one method per function, each running its use case. */
 export interface App {

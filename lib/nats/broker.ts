@@ -4,10 +4,11 @@
  * bridge adapter (lifecycle-bridge.ts) reads events on the same connection.
  */
 import type { NatsConnection } from "nats";
-import type { Broker } from "../app/ports";
+import type { Broker } from "../app/use-case-ports";
 import type { ChoriaRpc, Clock } from "../ports";
 import { publishStartupEvent, type SharedBrokerConnection } from "./connection";
-import { BroadcastDiscoverer, type DiscoveryResult } from "./discovery";
+import type { DiscoveryResult } from "../app/use-case-ports";
+import { BroadcastDiscoverer } from "./discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "./rpc-client";
 
 /** The version announced in the provisioner's startup event. */

@@ -1,0 +1,106 @@
+/**
+ * The shape of the validated configuration, apart from the code that builds it (config.ts) and the
+ * key table (keys.ts) that describes it: both depend on these types, and this module on neither.
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export interface FeatureFlags {
+  readonly pki: boolean;
+  readonly jwt: boolean;
+  readonly ed25519: boolean;
+  readonly upgrades: boolean;
+}
+
+/** Each is a file path, or the PEM itself when it came from a secret store (lib/app `keyMaterial`). */
+export interface TlsSettings {
+  readonly ca: string | undefined;
+  readonly cert: string | undefined;
+  readonly key: string | undefined;
+  readonly insecureSkipVerify: boolean;
+}
+
+/** The `lease` section as configured; `leaseSettingsOf` makes lib/lease's LeaseSettings of it. */
+export interface LeaseSection {
+  readonly durationMs: number;
+  readonly renewIntervalMs: number;
+  readonly skewBoundMs: number;
+  /** `lease.assume_synchronized_clocks`: the operator's acknowledgement that makes `skew_bound: 0s` acceptable. */
+  readonly assumeSynchronizedClocks: boolean;
+  /** `lease.peers`: the other deployments expected in this site's lease item; any other one is reported. */
+  readonly peers: readonly string[];
+}
+
+/** The `renew` section (docs/renewal.md): re-provisioning hosts before their credentials expire. */
+export interface RenewSection {
+  readonly enabled: boolean;
+  /** A fixed lead before expiry, or a fraction of the credentials' lifetime. */
+  readonly before: { readonly ms: number } | { readonly fraction: number };
+  readonly ratePerMinute: number;
+  readonly maxInFlight: number;
+  readonly failureThreshold: number;
+  readonly failureWindow: number;
+  readonly timeoutMs: number;
+  /** The main broker the provisioned nodes are on; empty when renewal is off. */
+  readonly brokerUrls: readonly string[];
+  /** The collective the nodes' choria_provision agent listens on. */
+  readonly collective: string;
+}
+
+/**
+ * The validated, frozen provisioner configuration. Property names are the YAML keys in camelCase;
+ * durations are milliseconds. Secrets are plain properties, but `toJSON()`, `redacted()` and
+ * `util.inspect` replace every set secret with "[redacted]" so logging the object never leaks.
+ */
+export interface ProvisionerConfig {
+  /** Max concurrent provisions per invocation (Go: worker goroutines; default CPU count). */
+  readonly workers: number;
+  readonly intervalMs: number;
+  readonly logfile: string | undefined;
+  readonly loglevel: LogLevel;
+  /** Helper command line, split shell-style; exactly one of `helper` / `helperFunction` is set. */
+  readonly helper: string | undefined;
+  /** Lambda function name or ARN of a helper run through Lambda Invoke. */
+  readonly helperFunction: string | undefined;
+  readonly helperTimeoutMs: number;
+  readonly token: string | undefined;
+  readonly lifecycleComponent: string;
+  readonly choriaInsecure: boolean;
+  readonly site: string;
+  readonly monitorPort: number;
+  readonly brokerPort: number;
+  readonly brokerProvisioningPassword: string | undefined;
+  readonly certDenyList: readonly string[];
+  readonly jwtVerifyCert: string | undefined;
+  /** A file path, or the key material itself when it came from a secret store. */
+  readonly jwtSigningKey: string | undefined;
+  readonly jwtSigningToken: string | undefined;
+  readonly serverJwtValidityMs: number;
+  readonly regoPolicy: string | undefined;
+  readonly leaderElection: boolean;
+  readonly upgradesRepository: string | undefined;
+  readonly upgradesOptional: boolean;
+  readonly features: FeatureFlags;
+  readonly brokerUrls: readonly string[];
+  /** Provisioner identity, used as senderid; constant per site so node locks survive failover. */
+  readonly identity: string;
+  /** v1 callerid (`choria=<identity>` unless set); v2 uses the client JWT's callerid claim. */
+  readonly callerid: string;
+  readonly protocolVersion: 1 | 2;
+  readonly clientJwt: string | undefined;
+  readonly clientSeed: string | undefined;
+  readonly tls: TlsSettings;
+  readonly natsToken: string | undefined;
+  readonly deploymentId: string;
+  readonly lease: LeaseSection;
+  /** `discovery_max_nodes`: identities one discovery admits at most; replies beyond it are dropped, logged and counted. */
+  readonly discoveryMaxNodes: number;
+  /** `discovery_new_names_per_interval`: names unknown to the registry one discovery admits at most. */
+  readonly discoveryNewNamesPerInterval: number;
+  /** Request TTL in seconds written into every Choria request envelope. */
+  readonly rpcTtl: number;
+  readonly discoveryTimeoutMs: number;
+  readonly renew: RenewSection;
+  /** Plain object of the YAML keys with every set secret replaced by "[redacted]". */
+  redacted(): Record<string, unknown>;
+  toJSON(): Record<string, unknown>;
+}
