@@ -14,7 +14,7 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { deliverOnce, lambdaContext, receive, servicesForSuite, type LocalResources } from "../../support/aws";
 import { startDelayProxy, type DelayProxy } from "../../support/delay-proxy";
 import { hostAndPort } from "../../support/stall-proxy";
-import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
+import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";
 
 const SITE = "ambiguous";
 const HOST = "slow-claim.example.net";

@@ -3,7 +3,7 @@ import { dueHosts, emptyRenewalState, expiryReport, renewableAt, spreadOf } from
 import { RpcNotSentError } from "../../../lib/choria/rpc-client";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "./renewal-support";
+import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "../../support/renewal";
 
 const DAY_MS = 24 * HOUR_MS;
 

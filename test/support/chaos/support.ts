@@ -7,14 +7,14 @@
  */
 import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/choria/rpc-client";
-import { engineSettings } from "../../support/engine-settings";
+import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
-import { noMetrics, realClock } from "../../support/fakes";
-import { FleetHarness } from "../../support/fleet-harness";
-import { helperResponseWith } from "../../support/helper-response";
+import { noMetrics, realClock } from "../fakes";
+import { FleetHarness } from "../fleet-harness";
+import { helperResponseWith } from "../helper-response";
 
 export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
   return helperResponseWith({ configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" }, ...extra });

@@ -1,8 +1,8 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import type { NatsConnection } from "nats";
-import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
-import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
-import { type ChoriaClientSettings, NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import { BroadcastDiscoverer } from "../../lib/choria/discovery";
+import type { ProtocolVersion, RequestSigner } from "../../lib/choria/protocol";
+import { type ChoriaClientSettings, NatsChoriaRpc } from "../../lib/choria/rpc-client";
 
 const callerKey = generateKeyPairSync("ed25519").privateKey;
 

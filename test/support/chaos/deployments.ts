@@ -28,7 +28,7 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/choria/discovery";
 import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
-import { engineSettings } from "../../support/engine-settings";
+import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
@@ -39,8 +39,8 @@ import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
-import { noMetrics } from "../../support/fakes";
-import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
+import { noMetrics } from "../fakes";
+import { hostAndPort, startStallProxy, type StallProxy } from "../stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
 export const SCALE = 10;
