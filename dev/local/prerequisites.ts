@@ -12,6 +12,7 @@ import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { promisify } from "node:util";
+import { ProvisionerError } from "../../lib/errors";
 
 const run = promisify(execFile);
 
@@ -20,8 +21,7 @@ export const NATS_SERVER_VERSION = "v2.12.15";
 export const NATS_SERVER_MODULE = "github.com/nats-io/nats-server/v2";
 
 /** Something the local run cannot start without; its message is the one line the user sees. */
-export class MissingPrerequisiteError extends Error {
-  override readonly name = "MissingPrerequisiteError";
+export class MissingPrerequisiteError extends ProvisionerError {
   constructor(
     readonly prerequisite: string,
     message: string,

@@ -35,6 +35,7 @@ import type { Clock } from "../../lib/ports";
 import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
 import { type ParsedData, parseRequestData, REQUEST_SHAPES, RequestDataError } from "./request-data";
+import { ProvisionerError } from "../../lib/errors";
 
 export const PROVISIONING_COLLECTIVE = "provisioning";
 export const PROVISION_MODE_COMPONENT = "provision_mode_server";
@@ -141,7 +142,8 @@ interface ActionResult {
   after?: () => void;
 }
 
-class Abort extends Error {
+/** Ends an action with an Aborted reply carrying `statusmsg`, as go-choria's agents abort. */
+class Abort extends ProvisionerError {
   constructor(
     readonly statusmsg: string,
     readonly statuscode: number = STATUS.Aborted,

@@ -41,4 +41,4 @@ export type {
   QueueMessage,
   SendOutcome,
 } from "./ports";
-export { APP_DEFAULTS, AppSettingsError, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";
+export { APP_DEFAULTS, appSettingsFromEnv, tableArnRegion, type AppSettings } from "./settings";

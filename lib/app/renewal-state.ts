@@ -6,7 +6,7 @@
  * other's changes. Also the pure rules over it: which hosts are due, in which order.
  */
 import type { HostExpiry } from "../admission/registry";
-import { ProvisionerError } from "../errors";
+import { RenewalContentionError } from "../errors";
 
 export interface InFlightRenewal {
   /** Wall-clock epoch ms the reprovision request was vouched for by the gate. */
@@ -62,11 +62,6 @@ export interface RenewalStore {
   /** Stores `state` as version `version + 1` if the stored version is still `version`; false if another writer came first. */
   write(site: string, state: RenewalState, version: number): Promise<boolean>;
 }
-
-export class RenewalStoreError extends ProvisionerError {}
-
-/** Another writer kept winning the version check. */
-export class RenewalContentionError extends RenewalStoreError {}
 
 /**
  * Reads, changes and writes the site's state until the write lands (a lost version check reads

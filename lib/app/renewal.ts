@@ -17,10 +17,9 @@
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
 import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
-import { RpcNotSentError } from "../choria/rpc-client";
+import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
-import { AttemptExceedsLeaseError, messageOf, PausedError, RpcStatusError } from "../errors";
 import type { LeaseGate } from "../lease/gate";
 import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
 import { mapLimited } from "./concurrency";

@@ -11,6 +11,7 @@ import type { ReprovisionResult, StatusReport } from "../app/operator";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../app/ports";
 import type { AppSettings } from "../app/settings";
 import { functionUses, type ProvisionerConfig } from "../config";
+import { ProvisionerError } from "../errors";
 import type { ChoriaRpc } from "../ports";
 import { composeParts, type AppOverrides } from "./compose";
 import { composeBroker, lifecycleEventSource, withBroker } from "./compose-broker";
@@ -73,7 +74,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
 }
 
 async function refuseBroker(fn: string): Promise<never> {
-  throw new Error(`the ${fn} function does not connect to the broker`);
+  throw new ProvisionerError(`the ${fn} function does not connect to the broker`);
 }
 
 /** The broker of a function that never connects: any use is a wiring mistake, named as such. */

@@ -6,7 +6,7 @@
 import type { NatsConnection } from "nats";
 import type { Broker } from "../app/ports";
 import type { ChoriaRpc, Clock } from "../ports";
-import { publishStartupEvent, type SharedBrokerConnection } from "./connection";
+import { BrokerConnectionError, publishStartupEvent, type SharedBrokerConnection } from "./connection";
 import { BroadcastDiscoverer, type DiscoveryResult } from "./discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "./rpc-client";
 
@@ -35,7 +35,7 @@ export class ChoriaBroker implements Broker {
   /** Delegates to the client of the connection prepared last; the engine holds this one object. */
   readonly rpc: ChoriaRpc = {
     call: (call) => {
-      if (!this.bound) throw new Error("the broker connection was not prepared before provisioning");
+      if (!this.bound) throw new BrokerConnectionError("the broker connection was not prepared before provisioning");
       return this.bound.rpc.call(call);
     },
   };

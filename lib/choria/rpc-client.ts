@@ -21,7 +21,7 @@
  * Nothing here logs request or reply data: choria_provision requests carry the provisioning token.
  */
 import type { NatsConnection, Subscription } from "nats";
-import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
+import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
 import { ksuid, uuidHex } from "../crypto";
 import { agentFilter } from "./filter";
@@ -152,9 +152,6 @@ function quoted(name: string): string {
 }
 
 type Outcome = { reply: IncomingReply } | { timeout: true };
-
-/** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
-export class RpcNotSentError extends RpcTransportError {}
 
 export class NatsChoriaRpc implements ChoriaRpc {
   private readonly settings: ResolvedSettings;

@@ -19,7 +19,6 @@ export {
   KEY_FILE_SETTINGS,
   REFERENCE_SETTINGS,
   SECRET_KEYS,
-  SecretResolutionError,
   formatSecretReference,
   functionUses,
   parseSecretReference,

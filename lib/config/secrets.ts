@@ -1,4 +1,3 @@
-import { ProvisionerError } from "../errors";
 import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
 import { REFERENCE_SHAPES, describeShape } from "./shapes";
 
@@ -18,9 +17,6 @@ export interface SecretReference {
 export interface SecretResolver {
   resolve(reference: SecretReference): Promise<string>;
 }
-
-/** A secret store could not give a value; the message names the reference, never a value. */
-export class SecretResolutionError extends ProvisionerError {}
 
 /** Configuration keys whose values are credentials (lib/config/keys.ts `secret`): redacted from every rendering of the config. */
 export const SECRET_KEYS = settingsWhere<SecretKey>((spec) => spec.secret === true);

@@ -8,8 +8,8 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../aws/operator-stack";
-import { messageOf, ProvisionerError } from "../errors";
+import { describeAwsError, openOperator, type OperatorStack, type StackNeeds } from "../aws/operator-stack";
+import { messageOf, ProvisionerError, StackNotFoundError } from "../errors";
 import { stageResourceNames } from "./stage-resources";
 import { systemClock, type Clock } from "../ports";
 import { parseDuration } from "../config/duration";

@@ -7,7 +7,8 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeRequest } from "../../../lib/choria/protocol";
-import { NatsChoriaRpc, RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import { RpcNotSentError } from "../../../lib/errors";
 import { RpcError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";

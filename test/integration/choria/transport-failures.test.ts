@@ -6,7 +6,8 @@
  */
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { NatsChoriaRpc, RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { NatsChoriaRpc } from "../../../lib/choria/rpc-client";
+import { RpcNotSentError } from "../../../lib/errors";
 import { RpcTimeoutError, RpcTransportError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";

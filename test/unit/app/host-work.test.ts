@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { AppSettingsError, appSettingsFromEnv, decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { appSettingsFromEnv, decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { AppSettingsError } from "../../../lib/errors";
 import { Limiter } from "../../../lib/app/concurrency";
 import { InvalidInputError } from "../../../lib/errors";
 

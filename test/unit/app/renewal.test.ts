@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { dueHosts, emptyRenewalState, expiryReport, renewableAt, spreadOf } from "../../../lib/app/renewal-state";
-import { RpcNotSentError } from "../../../lib/choria/rpc-client";
+import { RpcNotSentError } from "../../../lib/errors";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "../../support/renewal";
