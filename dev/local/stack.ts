@@ -109,7 +109,7 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * work 70 s, lifecycle 60 s), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
  * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
  */
-export const FAST_TIMINGS: StackTimings = {
+const FAST_TIMINGS: StackTimings = {
   discoverRateMs: 15_000,
   discoverTimeoutMs: 60_000,
   keeperRateMs: 10_000,
@@ -185,7 +185,7 @@ export interface LocalStackOptions {
   provisioningSigner?: SigningKey;
 }
 
-export interface FunctionNames {
+interface FunctionNames {
   discover: string;
   leaseKeeper: string;
   lifecycleBridge: string;
@@ -193,7 +193,7 @@ export interface FunctionNames {
   provision: string;
 }
 
-export interface LocalDeployment {
+interface LocalDeployment {
   readonly id: string;
   /** The shared lease table and this deployment's own admission table. */
   readonly tables: { lease: string; admission: string };

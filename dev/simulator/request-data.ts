@@ -6,7 +6,7 @@
 
 import { ProvisionerError } from "../../lib/errors";
 
-export type GoFieldType = "string" | "int" | "map";
+type GoFieldType = "string" | "int" | "map";
 
 export interface RequestShape {
   /** Go type name, e.g. `ConfigureRequest`, used in error texts. */

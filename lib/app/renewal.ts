@@ -34,9 +34,9 @@ import {
   type RenewBefore,
 } from "./renewal-state";
 
-export const REPROVISION_RPC = "choria_provision#reprovision";
+const REPROVISION_RPC = "choria_provision#reprovision";
 /** One reprovision attempt: the Go client's discovery timeout plus the agent's DDL timeout. */
-export const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_provision;
+const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_provision;
 /** Requests in flight on the broker at once within one run. */
 const SEND_CONCURRENCY = 32;
 const MINUTE_MS = 60_000;

@@ -1,4 +1,3 @@
-export { createAppLeaseGate, type AppLeaseGateDeps, type AppOverrides, type FunctionParts } from "./compose";
+export { createAppLeaseGate, type AppOverrides } from "./compose";
 export { defaultConsumerName } from "./compose-broker";
 export { createApp, type App } from "./create-app";
-export { lazyFunction, powertoolsRuntime, tracingEnabled, type PowertoolsRuntime } from "./runtime";

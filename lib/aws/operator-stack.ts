@@ -18,7 +18,7 @@ import { endpointConfig } from "./clients";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";
 import { SqsMessageQueue } from "./sqs-queue";
 
-export type QueueName = "hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq";
+type QueueName = "hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq";
 
 /** What one operator command reads and writes. */
 export interface StackNeeds {

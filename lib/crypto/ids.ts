@@ -2,7 +2,7 @@ import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { EncodingError } from "./encoding";
 
 /** KSUID epoch (2014-05-13T16:53:20Z) in Unix seconds. */
-export const KSUID_EPOCH_SECONDS = 1_400_000_000;
+const KSUID_EPOCH_SECONDS = 1_400_000_000;
 const KSUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const KSUID_LENGTH = 27;
 const KSUID_BYTES = 20;

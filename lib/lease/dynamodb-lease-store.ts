@@ -157,6 +157,6 @@ export async function createLeaseTable(client: DynamoDBClient, tableName: string
   await waitUntilActive(client, tableName);
 }
 
-export async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
+async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
   await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
 }

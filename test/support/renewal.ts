@@ -21,7 +21,7 @@ export const MINUTE_MS = 60_000;
 export const HOUR_MS = 60 * MINUTE_MS;
 
 /** What one node saw: each reprovision it ran (node clock) and when it was provisioned again. */
-export interface NodeRecord {
+interface NodeRecord {
   reprovisionedAt: number[];
   backAt: number[];
 }

@@ -9,7 +9,7 @@ const callerKey = generateKeyPairSync("ed25519").privateKey;
 /** The fleets' provisioning token (`cht`): a node whose JWT has none never enters provisioning mode. */
 export const FLEET_TOKEN = "simulator-provisioning-token";
 
-export function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
+function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
   const signer: RequestSigner =
     version === 1
       ? { version: 1, kind: "insecure" }

@@ -26,7 +26,7 @@ export interface RenewFunction {
 }
 
 /** The main broker: `renew.broker_urls`, no provisioning password (that is the provisioning broker's), the target collective. */
-export async function composeMainBroker({ parts }: BrokerFunctionParts): Promise<ChoriaBroker> {
+async function composeMainBroker({ parts }: BrokerFunctionParts): Promise<ChoriaBroker> {
   const { config, clock, logger } = parts;
   if (config.renew.brokerUrls.length === 0) {
     throw new ConfigError("renew.broker_urls", "is required for renewal: the main broker the provisioned nodes are connected to");
@@ -46,7 +46,7 @@ export async function composeMainBroker({ parts }: BrokerFunctionParts): Promise
   return broker;
 }
 
-export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewFunction["renew"] {
+function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewFunction["renew"] {
   const { parts, invocations } = composed;
   const { config, settings } = parts;
   const client = createStoreClient(endpointConfig(settings.region, settings.dynamoDbEndpoint));

@@ -45,9 +45,9 @@ import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
 export const SCALE = 10;
 /** The request TTL the deployments send (the v1 minimum) and so the lease's delivery horizon. */
-export const RPC_TTL_SECONDS = 30;
+const RPC_TTL_SECONDS = 30;
 export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
-export const INTERVAL_MS = 60_000;
+const INTERVAL_MS = 60_000;
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
 const EPOCH = { real: performance.now(), wall: Date.now() };
