@@ -8,8 +8,8 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { describeAwsError, openOperator, StackNotFoundError, type OperatorStack, type StackNeeds } from "../lib/aws/operator-stack";
-import { messageOf, ProvisionerError } from "../lib/errors";
+import { describeAwsError, openOperator, type OperatorStack, type StackNeeds } from "../lib/aws/operator-stack";
+import { messageOf, ProvisionerError, StackNotFoundError } from "../lib/errors";
 import { stageResourceNames } from "../lib/aws/stage-resources";
 import { systemClock, type Clock } from "../lib/ports";
 import { parseDuration } from "../lib/config/duration";
@@ -32,7 +32,7 @@ const DLQ_HELP = `  dlq list                    host-work dead letters: host, te
 `;
 import { formatRenewalReport, RENEW_OPTIONS, RENEW_USAGE, RenewUsageError, runRenew } from "./renew";
 
-export const USAGE = `Usage: choria-provisioner <command> [options]
+const USAGE = `Usage: choria-provisioner <command> [options]
 
 Commands:
   status                      leader, term, lease expiry, pause switch, queue depths, registry counts, last errors
@@ -326,7 +326,7 @@ function leaseLine(lease: OperatorStatus["lease"]): string {
   return `${lease.leader} holds term ${lease.term}, ${expiry}`;
 }
 
-export function formatStatus(status: OperatorStatus, now: number): string {
+function formatStatus(status: OperatorStatus, now: number): string {
   const role = status.paused ? "PAUSED" : status.lease.heldByThisDeployment ? "LEADER" : "STANDBY";
   const lines = [
     `site "${status.site}", deployment ${status.deploymentId}: ${role}`,
@@ -376,7 +376,7 @@ export function formatStatus(status: OperatorStatus, now: number): string {
   return lines.join("\n");
 }
 
-export function formatElection(view: ElectionView): string {
+function formatElection(view: ElectionView): string {
   return [
     `site "${view.site}": ${leaseLine(view.lease)}`,
     "",
@@ -391,7 +391,7 @@ export function formatElection(view: ElectionView): string {
   ].join("\n");
 }
 
-export function formatDeadLetters(letters: readonly DeadLetterView[], now: number, inFlight = 0): string {
+function formatDeadLetters(letters: readonly DeadLetterView[], now: number, inFlight = 0): string {
   const busy = inFlight > 0 ? `${inFlight} more in flight (another listing or requeue holds them, for up to a minute): list again to see them` : "";
   if (letters.length === 0) return busy ? `no dead letter could be read; ${busy}` : "the host-work DLQ is empty";
   return [
@@ -415,7 +415,7 @@ export function formatDeadLetters(letters: readonly DeadLetterView[], now: numbe
 const plural = (count: number, one: string) => `${count} ${one}${count === 1 ? "" : "s"}`;
 
 /** The Choria CLI's way: what was done per host, then "Finished processing N ...". */
-export function formatReadmit(command: "requeue" | "reprovision", result: ReadmitResult): string {
+function formatReadmit(command: "requeue" | "reprovision", result: ReadmitResult): string {
   const done = command === "requeue" ? "requeued" : "admitted for provisioning";
   const lines = [
     ...result.requeued.map((identity) => `${identity}: ${done} under term ${result.term}`),
@@ -435,7 +435,7 @@ export function formatReadmit(command: "requeue" | "reprovision", result: Readmi
 
 const utc = (epochMs: number) => `${new Date(epochMs).toISOString().slice(11, 19)} UTC`;
 
-export function formatPause(state: PauseResult, now: number): string {
+function formatPause(state: PauseResult, now: number): string {
   const head = `paused deployment ${state.deploymentId} of site "${state.site}": it stops working at its next lease round and no longer contests the lease`;
   if (state.takeoverAt === null) return `${head}; it does not hold the lease, so nothing fails over.`;
   return (

@@ -26,7 +26,7 @@ export const RENEW_USAGE = `  renew (--identity X... | --due-within 7d | --all) 
 `;
 
 /** The selection the command line asks for; exactly one of --identity, --due-within and --all. */
-export function renewSelection(values: { identity?: string[]; "due-within"?: string; all?: boolean }): RenewSelection {
+function renewSelection(values: { identity?: string[]; "due-within"?: string; all?: boolean }): RenewSelection {
   const given = [values.identity?.length ? 1 : 0, values["due-within"] ? 1 : 0, values.all ? 1 : 0].reduce((a, b) => a + b, 0);
   if (given !== 1) throw new RenewUsageError("renew takes exactly one of --identity, --due-within and --all");
   if (values.identity?.length) return { identities: values.identity };
@@ -43,14 +43,14 @@ export function renewSelection(values: { identity?: string[]; "due-within"?: str
   return { all: true };
 }
 
-export function renewRate(text: string | undefined): number | undefined {
+function renewRate(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const rate = Number(text);
   if (!Number.isInteger(rate) || rate < 1) throw new RenewUsageError(`--rate ${text} must be a whole number of hosts per minute, at least 1`);
   return rate;
 }
 
-export function formatRenewRequest(result: RenewRequestResult): string {
+function formatRenewRequest(result: RenewRequestResult): string {
   const verb = result.dryRun ? "would renew" : "renewal requested for";
   const lines = [
     `${verb} ${result.hosts.length} hosts under term ${result.term}${result.ratePerMinute ? ` at ${result.ratePerMinute} a minute` : ""}` +

@@ -160,3 +160,28 @@ export class InvalidInputError extends ProvisionerError {}
 
 /** The helper asked to defer configuration; the host is retried later. */
 export class DeferredError extends ProvisionerError {}
+
+/** An environment variable the functions need is missing or invalid; `variable` names it. */
+export class AppSettingsError extends ProvisionerError {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`invalid environment variable ${variable}: ${message}`);
+  }
+}
+
+/** The renewal state of a site could not be read or written. */
+export class RenewalStoreError extends ProvisionerError {}
+
+/** Another writer kept winning the version check. */
+export class RenewalContentionError extends RenewalStoreError {}
+
+/** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
+export class RpcNotSentError extends RpcTransportError {}
+
+/** A secret store could not give a value; the message names the reference, never a value. */
+export class SecretResolutionError extends ProvisionerError {}
+
+/** A table or queue that is not there: names it and where it was looked for. */
+export class StackNotFoundError extends ProvisionerError {}

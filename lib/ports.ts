@@ -49,7 +49,7 @@ export const METRIC = {
   helperShutdownRequests: "choria_provisioner_helper_shutdown_requests",
 } as const;
 
-export type MetricName = (typeof METRIC)[keyof typeof METRIC];
+type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
 /** Extra metric names this serverless build adds (lease and fencing observability). */
 export const EXTRA_METRIC = {

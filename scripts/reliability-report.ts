@@ -9,7 +9,7 @@
  *
  * The leadership figures are observed at the node: the simulator records when each node received
  * and ran each request, and the chaos harness maps request ids to the term they were published
- * under (test/integration/chaos/deployments.ts).
+ * under (test/support/chaos/deployments.ts).
  *
  * Exits non-zero when a scenario failed, a host or event was lost, or a node ran a request of an
  * older term after one of a newer term in a scenario that stays within the clock-skew bound.
@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CHAOS_META_KEY, type ScenarioFigures } from "../test/integration/chaos/scenario";
+import { CHAOS_META_KEY, type ScenarioFigures } from "../test/support/chaos/scenario";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const SUITES = ["test/integration/chaos", "test/unit/fuzz"];

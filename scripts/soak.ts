@@ -7,7 +7,7 @@
  *
  *   npx tsx scripts/soak.ts --minutes 5 [--nodes 100] [--seed 7] [--out soak.json]
  *
- * Time runs SCALE times faster on the deployments' clocks (see test/integration/chaos/deployments.ts),
+ * Time runs SCALE times faster on the deployments' clocks (see test/support/chaos/deployments.ts),
  * so five minutes of real time are close to an hour of lease and discovery activity.
  */
 import { parseArgs } from "node:util";
@@ -18,8 +18,8 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
 import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
-import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/integration/chaos/deployments";
-import { TOKEN } from "../test/integration/chaos/support";
+import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/support/chaos/deployments";
+import { TOKEN } from "../test/support/chaos/support";
 import { seededRandom } from "../test/support/random";
 
 type FaultKind = "kill-leader" | "release" | "delay-writes" | "restart-nats" | "add-nodes";

@@ -11,6 +11,7 @@ import type { ReprovisionResult, StatusReport } from "../../lib/app/operator";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
 import { functionUses, type ProvisionerConfig } from "../../lib/config";
+import { ProvisionerError } from "../../lib/errors";
 import type { ChoriaRpc } from "../../lib/ports";
 import { composeParts, type AppOverrides } from "../../lib/aws/compose";
 import { composeBroker, lifecycleEventSource, withBroker, type BrokerFunctionParts } from "../../lib/aws/compose-broker";
@@ -86,7 +87,7 @@ async function renewOf(composed: BrokerFunctionParts, usesBroker: boolean): Prom
 }
 
 async function refuseBroker(fn: string): Promise<never> {
-  throw new Error(`the ${fn} function does not connect to the broker`);
+  throw new ProvisionerError(`the ${fn} function does not connect to the broker`);
 }
 
 /** The broker of a function that never connects: any use is a wiring mistake, named as such. */

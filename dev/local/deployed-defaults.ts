@@ -9,11 +9,11 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 
-export const SERVERLESS_FILE = resolve(fileURLToPath(new URL("../../serverless.yml", import.meta.url)));
+const SERVERLESS_FILE = resolve(fileURLToPath(new URL("../../serverless.yml", import.meta.url)));
 
 export type DeployedFunction = "discover" | "leaseKeeper" | "lifecycleBridge" | "lifecycle" | "provision" | "renew";
 
-export interface FunctionDefaults {
+interface FunctionDefaults {
   timeoutMs: number;
   memoryMb: number;
   /** `rate(N minutes)` of a scheduled function, when it is a literal rate. */

@@ -81,7 +81,7 @@ class Deadline {
   }
 }
 
-export function lambdaContext(spec: FunctionSpec, deadline: { remaining(): number }): Context {
+function lambdaContext(spec: FunctionSpec, deadline: { remaining(): number }): Context {
   const requestId = randomUUID();
   return {
     callbackWaitsForEmptyEventLoop: false,

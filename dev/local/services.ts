@@ -8,6 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ProvisionerError } from "../../lib/errors";
 
 export interface RunningService {
   url: string;
@@ -67,8 +68,7 @@ function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeo
 }
 
 /** A service process that did not come up; `service` names which. */
-export class ServiceStartError extends Error {
-  override readonly name = "ServiceStartError";
+export class ServiceStartError extends ProvisionerError {
   constructor(
     readonly service: string,
     message: string,

@@ -1,5 +1,5 @@
 /** POSIX shell single quoting: the value comes back byte for byte from `source` or `eval`, newlines included. */
-export function shellQuote(value: string): string {
+function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 

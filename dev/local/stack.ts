@@ -116,7 +116,7 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * running more often only sends sooner within it), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
  * receives), and lifecycle batches are 10 events, 5 concurrent provision invocations.
  */
-export const FAST_TIMINGS: StackTimings = {
+const FAST_TIMINGS: StackTimings = {
   discoverRateMs: 15_000,
   discoverTimeoutMs: 60_000,
   keeperRateMs: 10_000,
@@ -194,7 +194,7 @@ export interface LocalStackOptions {
   provisioningSigner?: SigningKey;
 }
 
-export interface FunctionNames {
+interface FunctionNames {
   discover: string;
   leaseKeeper: string;
   lifecycleBridge: string;
@@ -203,7 +203,7 @@ export interface FunctionNames {
   renew: string;
 }
 
-export interface LocalDeployment {
+interface LocalDeployment {
   readonly id: string;
   /** The shared lease table and this deployment's own admission table. */
   readonly tables: { lease: string; admission: string };

@@ -57,7 +57,7 @@ export function watchStopSignals(handlers: StopSignalHandlers, options: StopSign
 }
 
 /** Whether this process's parent relays the signals it receives to it (npm, the tsx CLI). */
-export function parentRelaysSignals(parentPid: number = process.ppid): boolean {
+function parentRelaysSignals(parentPid: number = process.ppid): boolean {
   let argv: string[];
   try {
     argv = readFileSync(`/proc/${parentPid}/cmdline`, "utf8").split("\0").filter((arg) => arg !== "");

@@ -6,6 +6,8 @@
  * the node the way the file says, not the way the JSON said.
  */
 
+import { ProvisionerError } from "../../lib/errors";
+
 /** bufio.Scanner's default limit: a longer line stops the scan, and Go ignores the error. */
 const MAX_LINE_BYTES = 64 * 1024 - 1;
 /** go-choria config `parseConfigContents`: skip comments and blank lines, then `key = value`. */
@@ -15,7 +17,7 @@ const ITEM = /([^\n]+?)[\t\n\f\r ]*=[\t\n\f\r ]*([^\n]+)/;
 const GO_TRUE = /^(1|yes|true|y|t)$/i;
 
 /** The generated file would not load: `configure` aborts with this reason and keeps the old file. */
-export class ServerConfigParseError extends Error {}
+export class ServerConfigParseError extends ProvisionerError {}
 
 /** Settings as go-choria reads a config file's text: later lines win, unmatched lines are ignored. */
 export function parseServerConfig(text: string): Record<string, string> {

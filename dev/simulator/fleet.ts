@@ -69,7 +69,7 @@ export interface FleetOptions {
   initialConfig?: Record<string, string>;
 }
 
-export interface PublishedLifecycleEvent {
+interface PublishedLifecycleEvent {
   subject: string;
   event: LifecycleEvent;
 }

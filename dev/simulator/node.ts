@@ -35,16 +35,17 @@ import type { Clock } from "../../lib/ports";
 import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";
 import { type NodeFaults, type ProvisioningJwtFault, selects, selectsIfSet } from "./faults";
 import { type ParsedData, parseRequestData, REQUEST_SHAPES, RequestDataError } from "./request-data";
+import { ProvisionerError } from "../../lib/errors";
 
 export const PROVISIONING_COLLECTIVE = "provisioning";
-export const PROVISION_MODE_COMPONENT = "provision_mode_server";
-export const DEFAULT_CONFIG_FILE = "/etc/choria/server.conf";
+const PROVISION_MODE_COMPONENT = "provision_mode_server";
+const DEFAULT_CONFIG_FILE = "/etc/choria/server.conf";
 export const PROVISIONING_AGENTS = ["choria_provision", "choria_util", "discovery", "rpcutil"] as const;
 
 /** Go's provisioning lock window. */
 export const LOCK_WINDOW_MS = 2 * 60 * 1000;
 /** Agent timeouts (DDL): a handler slower than this produces no reply. */
-export const AGENT_TIMEOUT_MS: Record<string, number> = {
+const AGENT_TIMEOUT_MS: Record<string, number> = {
   choria_provision: 20_000,
   rpcutil: 2_000,
   discovery: 2_000,
@@ -141,7 +142,8 @@ interface ActionResult {
   after?: () => void;
 }
 
-class Abort extends Error {
+/** Ends an action with an Aborted reply carrying `statusmsg`, as go-choria's agents abort. */
+class Abort extends ProvisionerError {
   constructor(
     readonly statusmsg: string,
     readonly statuscode: number = STATUS.Aborted,

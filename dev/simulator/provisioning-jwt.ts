@@ -9,7 +9,7 @@
 import { parseProvisioningJwtUnverified } from "../../lib/crypto";
 import type { ProtocolVersion } from "../../lib/choria/protocol";
 
-export interface NodeProvisioningSettings {
+interface NodeProvisioningSettings {
   /** `cht`: the token every choria_provision action must carry. */
   token: string;
   /** `chu`, comma separated. */

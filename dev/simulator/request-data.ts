@@ -4,7 +4,9 @@
  * with Go's message (the simulator answers statuscode 4 with it, like mcorpc.ParseRequestData).
  */
 
-export type GoFieldType = "string" | "int" | "map";
+import { ProvisionerError } from "../../lib/errors";
+
+type GoFieldType = "string" | "int" | "map";
 
 export interface RequestShape {
   /** Go type name, e.g. `ConfigureRequest`, used in error texts. */
@@ -14,7 +16,8 @@ export interface RequestShape {
 
 export type ParsedData = Record<string, string | number | Record<string, string> | undefined>;
 
-export class RequestDataError extends Error {}
+/** The request's data does not fit the action's shape; the reply names the field. */
+export class RequestDataError extends ProvisionerError {}
 
 function jsonKind(value: unknown): string {
   if (Array.isArray(value)) return "array";

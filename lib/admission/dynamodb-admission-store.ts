@@ -17,6 +17,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
+import { z } from "zod";
 import type {
   AdmissionEntry,
   AdmissionKey,
@@ -35,6 +36,7 @@ import type {
   VoidClaimRequest,
 } from "./registry";
 import type { AdmissionSource } from "../ports";
+import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
 
 export const ADMISSION_TTL_ATTRIBUTE = "ttl";
 
@@ -43,289 +45,149 @@ export interface DynamoDbAdmissionStoreOptions {
   tableName: string;
 }
 
-const n = (value: number): AttributeValue => ({ N: String(value) });
-const s = (value: string): AttributeValue => ({ S: value });
-const ttlOf = (expiresAt: number) => n(Math.ceil(expiresAt / 1000));
+/** DynamoDB's TTL reads epoch seconds. */
+const ttlOf = (expiresAt: number) => Math.ceil(expiresAt / 1000);
+
+/** The claim attributes every write that ends a claim removes. */
+const CLAIM = ["claimToken", "claimedUntil"] as const;
+const CREDENTIALS = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
+const FAILURE = ["lastError", "lastErrorAt", "failedStep", "failures"] as const;
 
 export class DynamoDbAdmissionStore implements AdmissionStore {
   constructor(private readonly options: DynamoDbAdmissionStoreOptions) {}
 
   /** An UpdateItem, not a Put, so the failure record and last error survive re-admission. */
   admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(entry),
-        UpdateExpression:
-          "SET #term = :term, #admittedAt = :admittedAt, #source = :source, #state = :state, #admissionId = :admissionId," +
-          " #expiresAt = :expiresAt, #ttl = :ttl REMOVE #claimToken, #claimedUntil, #heldUntil, #endedClaimToken",
-        ConditionExpression:
-          "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId)" +
-          " AND ((#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
-          " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
-          " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
-          " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))))",
-        ExpressionAttributeNames: {
-          "#identity": "identity",
-          "#term": "term",
-          "#admittedAt": "admittedAt",
-          "#source": "source",
-          "#state": "state",
-          "#expiresAt": "expiresAt",
-          "#ttl": ADMISSION_TTL_ATTRIBUTE,
-          "#claimToken": "claimToken",
-          "#claimedUntil": "claimedUntil",
-          "#heldUntil": "heldUntil",
-          "#admissionId": "admissionId",
-          "#endedClaimToken": "endedClaimToken",
-        },
-        ExpressionAttributeValues: {
-          ":term": n(entry.term),
-          ":admissionId": s(entry.admissionId),
-          ":admittedAt": n(entry.admittedAt),
-          ":source": s(entry.source),
-          ":state": s(entry.state),
-          ":expiresAt": n(entry.expiresAt),
-          ":ttl": ttlOf(entry.expiresAt),
-          ":blockAfter": n(blockIfAdmittedAfter),
-          ":now": n(now),
-          ":parked": s("parked"),
-          ":failed": s("failed"),
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.update(entry, {
+      set: {
+        term: entry.term,
+        admittedAt: entry.admittedAt,
+        source: entry.source,
+        state: entry.state,
+        admissionId: entry.admissionId,
+        expiresAt: entry.expiresAt,
+        [ADMISSION_TTL_ATTRIBUTE]: ttlOf(entry.expiresAt),
+      },
+      remove: [...CLAIM, "heldUntil", "endedClaimToken"],
+      condition:
+        "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId)" +
+        " AND ((#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
+        " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
+        " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
+        " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))))",
+      conditionValues: { admissionId: entry.admissionId, term: entry.term, blockAfter: blockIfAdmittedAfter, now, parked: "parked", failed: "failed" },
+    });
   }
 
   claim(request: ClaimRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        UpdateExpression:
-          "SET #state = :provisioning, #claimToken = :token, #claimedUntil = :claimedUntil, #expiresAt = :expiresAt, #ttl = :ttl",
-        ConditionExpression:
+    return this.update(
+      request,
+      {
+        set: {
+          state: "provisioning",
+          claimToken: request.claimToken,
+          claimedUntil: request.claimedUntil,
+          expiresAt: request.expiresAt,
+          [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
+        },
+        condition:
           "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned" +
           " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
-          " AND (attribute_not_exists(#endedClaimToken) OR #endedClaimToken <> :token)",
-        ExpressionAttributeNames: {
-          "#state": "state",
-          "#claimToken": "claimToken",
-          "#claimedUntil": "claimedUntil",
-          "#expiresAt": "expiresAt",
-          "#ttl": ADMISSION_TTL_ATTRIBUTE,
-          "#term": "term",
-          "#admittedAt": "admittedAt",
-          "#endedClaimToken": "endedClaimToken",
-        },
-        ExpressionAttributeValues: {
-          ":provisioning": s("provisioning"),
-          ":provisioned": s("provisioned"),
-          ":token": s(request.claimToken),
-          ":claimedUntil": n(request.claimedUntil),
-          ":expiresAt": n(request.expiresAt),
-          ":ttl": ttlOf(request.expiresAt),
-          ":term": n(request.term),
-          ":admittedAt": n(request.admittedAt),
-          ":now": n(request.now),
-        },
-        ReturnValues: "ALL_NEW",
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
+          " AND (attribute_not_exists(#endedClaimToken) OR #endedClaimToken <> :claimToken)",
+        conditionValues: { term: request.term, admittedAt: request.admittedAt, provisioned: "provisioned", now: request.now, claimToken: request.claimToken },
+      },
+      "ALL_NEW",
     );
   }
 
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
     const { credentials } = request;
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        UpdateExpression:
-          "SET #state = :provisioned, #heldUntil = :heldUntil, #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token" +
-          (credentials ? ", #credentialsExpireAt = :credentialsExpireAt, #expiryKind = :expiryKind, #credentialsIssuedAt = :credentialsIssuedAt" : "") +
-          " REMOVE #claimToken, #claimedUntil, #lastError, #lastErrorAt, #failedStep, #failures" +
-          (credentials ? "" : ", #credentialsExpireAt, #expiryKind, #credentialsIssuedAt"),
-        ConditionExpression: "#claimToken = :token",
-        ExpressionAttributeNames: {
-          "#credentialsExpireAt": "credentialsExpireAt",
-          "#expiryKind": "expiryKind",
-          "#credentialsIssuedAt": "credentialsIssuedAt",
-          "#state": "state",
-          "#heldUntil": "heldUntil",
-          "#expiresAt": "expiresAt",
-          "#ttl": ADMISSION_TTL_ATTRIBUTE,
-          "#claimToken": "claimToken",
-          "#claimedUntil": "claimedUntil",
-          "#lastError": "lastError",
-          "#lastErrorAt": "lastErrorAt",
-          "#failedStep": "failedStep",
-          "#failures": "failures",
-          "#endedClaimToken": "endedClaimToken",
-        },
-        ExpressionAttributeValues: {
-          ":provisioned": s("provisioned"),
-          ":heldUntil": n(request.heldUntil),
-          ":expiresAt": n(request.expiresAt),
-          ":ttl": ttlOf(request.expiresAt),
-          ":token": s(request.claimToken),
-          ...(credentials
-            ? { ":credentialsExpireAt": n(credentials.expiresAt), ":expiryKind": s(credentials.kind), ":credentialsIssuedAt": n(credentials.issuedAt) }
-            : {}),
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.update(request, {
+      set: {
+        state: "provisioned",
+        heldUntil: request.heldUntil,
+        expiresAt: request.expiresAt,
+        [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
+        endedClaimToken: request.claimToken,
+        ...(credentials ? { credentialsExpireAt: credentials.expiresAt, expiryKind: credentials.kind, credentialsIssuedAt: credentials.issuedAt } : {}),
+      },
+      remove: [...CLAIM, ...FAILURE, ...(credentials ? [] : CREDENTIALS)],
+      ...ownClaim(request.claimToken),
+    });
   }
 
   forget(request: ForgetRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new DeleteItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        ConditionExpression: "#claimToken = :token",
-        ExpressionAttributeNames: { "#claimToken": "claimToken" },
-        ExpressionAttributeValues: { ":token": s(request.claimToken) },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.delete(request, ownClaim(request.claimToken));
   }
 
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
-    const hold = request.heldUntil === undefined ? "" : ", #heldUntil = :heldUntil";
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        UpdateExpression:
-          "SET #state = :state, #failedStep = :failedStep, #failures = :failures, #lastError = :lastError, #lastErrorAt = :lastErrorAt," +
-          ` #expiresAt = :expiresAt, #ttl = :ttl, #endedClaimToken = :token${hold} REMOVE #claimToken, #claimedUntil` +
-          (request.heldUntil === undefined ? ", #heldUntil" : ""),
-        ConditionExpression: "#claimToken = :token",
-        ExpressionAttributeNames: {
-          "#state": "state",
-          "#failedStep": "failedStep",
-          "#failures": "failures",
-          "#lastError": "lastError",
-          "#lastErrorAt": "lastErrorAt",
-          "#expiresAt": "expiresAt",
-          "#ttl": ADMISSION_TTL_ATTRIBUTE,
-          "#claimToken": "claimToken",
-          "#claimedUntil": "claimedUntil",
-          "#heldUntil": "heldUntil",
-          "#endedClaimToken": "endedClaimToken",
-        },
-        ExpressionAttributeValues: {
-          ":state": s(request.state),
-          ":failedStep": s(request.failedStep),
-          ":failures": n(request.failures),
-          ":lastError": s(request.lastError),
-          ":lastErrorAt": n(request.lastErrorAt),
-          ":expiresAt": n(request.expiresAt),
-          ":ttl": ttlOf(request.expiresAt),
-          ":token": s(request.claimToken),
-          ...(request.heldUntil === undefined ? {} : { ":heldUntil": n(request.heldUntil) }),
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.update(request, {
+      set: {
+        state: request.state,
+        failedStep: request.failedStep,
+        failures: request.failures,
+        lastError: request.lastError,
+        lastErrorAt: request.lastErrorAt,
+        expiresAt: request.expiresAt,
+        [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
+        endedClaimToken: request.claimToken,
+        heldUntil: request.heldUntil,
+      },
+      remove: [...CLAIM, ...(request.heldUntil === undefined ? ["heldUntil"] : [])],
+      ...ownClaim(request.claimToken),
+    });
   }
 
   releaseClaim(request: ReleaseClaimRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        UpdateExpression:
-          "SET #state = :queued, #lastError = :lastError, #lastErrorAt = :lastErrorAt, #endedClaimToken = :token REMOVE #claimToken, #claimedUntil",
-        ConditionExpression: "#claimToken = :token",
-        ExpressionAttributeNames: {
-          "#state": "state",
-          "#lastError": "lastError",
-          "#lastErrorAt": "lastErrorAt",
-          "#claimToken": "claimToken",
-          "#claimedUntil": "claimedUntil",
-          "#endedClaimToken": "endedClaimToken",
-        },
-        ExpressionAttributeValues: {
-          ":queued": s("queued"),
-          ":lastError": s(request.lastError),
-          ":lastErrorAt": n(request.lastErrorAt),
-          ":token": s(request.claimToken),
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.update(request, {
+      set: { state: "queued", lastError: request.lastError, lastErrorAt: request.lastErrorAt, endedClaimToken: request.claimToken },
+      remove: CLAIM,
+      ...ownClaim(request.claimToken),
+    });
   }
 
   voidClaim(request: VoidClaimRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new UpdateItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        UpdateExpression: "SET #endedClaimToken = :token",
-        ConditionExpression: "attribute_exists(#identity) AND (attribute_not_exists(#claimToken) OR #claimToken <> :token)",
-        ExpressionAttributeNames: { "#identity": "identity", "#claimToken": "claimToken", "#endedClaimToken": "endedClaimToken" },
-        ExpressionAttributeValues: { ":token": s(request.claimToken) },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.update(request, {
+      set: { endedClaimToken: request.claimToken },
+      condition: "attribute_exists(#identity) AND (attribute_not_exists(#claimToken) OR #claimToken <> :token)",
+      conditionValues: { token: request.claimToken },
+    });
   }
 
   forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new DeleteItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        ConditionExpression: "#term = :term AND #admittedAt = :admittedAt AND attribute_not_exists(#claimToken)",
-        ExpressionAttributeNames: { "#term": "term", "#admittedAt": "admittedAt", "#claimToken": "claimToken" },
-        ExpressionAttributeValues: { ":term": n(request.term), ":admittedAt": n(request.admittedAt) },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.delete(request, {
+      condition: "#term = :term AND #admittedAt = :admittedAt AND attribute_not_exists(#claimToken)",
+      conditionValues: { term: request.term, admittedAt: request.admittedAt },
+    });
   }
 
   forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
-    return this.conditional(
-      new DeleteItemCommand({
-        TableName: this.options.tableName,
-        Key: this.key(request),
-        ConditionExpression: "attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now",
-        ExpressionAttributeNames: { "#claimedUntil": "claimedUntil" },
-        ExpressionAttributeValues: { ":now": n(request.now) },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      }),
-    );
+    return this.delete(request, { condition: "attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now", conditionValues: { now: request.now } });
   }
 
   async listSite(site: string): Promise<AdmissionSummaryRow[]> {
     const rows: AdmissionSummaryRow[] = [];
+    const { ConditionExpression, ExpressionAttributeNames, ExpressionAttributeValues } = writeExpressions({
+      condition: "#site = :site",
+      conditionValues: { site },
+    });
+    const projection = ["identity", "term", "state", ...FAILURE, ...CREDENTIALS];
     let startKey: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.options.client.send(
         new QueryCommand({
           TableName: this.options.tableName,
-          KeyConditionExpression: "#site = :site",
-          ProjectionExpression:
-            "#identity, #term, #state, #lastError, #lastErrorAt, #failedStep, #failures, #credentialsExpireAt, #expiryKind, #credentialsIssuedAt",
-          ExpressionAttributeNames: {
-            "#credentialsExpireAt": "credentialsExpireAt",
-            "#expiryKind": "expiryKind",
-            "#credentialsIssuedAt": "credentialsIssuedAt",
-            "#failedStep": "failedStep",
-            "#failures": "failures",
-            "#site": "site",
-            "#identity": "identity",
-            "#term": "term",
-            "#state": "state",
-            "#lastError": "lastError",
-            "#lastErrorAt": "lastErrorAt",
-          },
-          ExpressionAttributeValues: { ":site": s(site) },
+          KeyConditionExpression: ConditionExpression,
+          ProjectionExpression: projection.map((attribute) => `#${attribute}`).join(", "),
+          ExpressionAttributeNames: { ...ExpressionAttributeNames, ...Object.fromEntries(projection.map((attribute) => [`#${attribute}`, attribute])) },
+          ExpressionAttributeValues,
           ExclusiveStartKey: startKey,
         }),
       );
-      for (const item of page.Items ?? []) rows.push(decodeSummaryRow(item));
+      for (const item of page.Items ?? []) {
+        const row = readItem(SUMMARY_ROW, item);
+        if (row) rows.push(row);
+      }
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return rows;
@@ -339,7 +201,25 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
   }
 
   private key({ site, identity }: AdmissionKey): Record<string, AttributeValue> {
-    return { site: s(site), identity: s(identity) };
+    return { site: { S: site }, identity: { S: identity } };
+  }
+
+  private update(key: AdmissionKey, write: WriteSpec, returnValues?: "ALL_NEW"): Promise<AdmissionWrite> {
+    return this.conditional(
+      new UpdateItemCommand({
+        TableName: this.options.tableName,
+        Key: this.key(key),
+        ...writeExpressions(write),
+        ...(returnValues ? { ReturnValues: returnValues } : {}),
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+  }
+
+  private delete(key: AdmissionKey, write: Pick<WriteSpec, "condition" | "conditionValues">): Promise<AdmissionWrite> {
+    return this.conditional(
+      new DeleteItemCommand({ TableName: this.options.tableName, Key: this.key(key), ...writeExpressions(write), ReturnValuesOnConditionCheckFailure: "ALL_OLD" }),
+    );
   }
 
   private async conditional(command: UpdateItemCommand | DeleteItemCommand): Promise<AdmissionWrite> {
@@ -355,56 +235,87 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
   }
 }
 
+/** The write acts on the claim it names and on no other. */
+function ownClaim(claimToken: string): Pick<WriteSpec, "condition" | "conditionValues"> {
+  return { condition: "#claimToken = :token", conditionValues: { token: claimToken } };
+}
+
+/** An optional attribute of a wrong type is read as absent, as a missing one is. */
+const optionalNumber = z.number().optional().catch(undefined);
+const optionalString = z.string().optional().catch(undefined);
+/** Read as stored, as the registry wrote it; an item without one is still queued. */
+const STATE = z
+  .string()
+  .catch("queued")
+  .default("queued")
+  .transform((state) => state as AdmissionState);
+
+/** Credentials' expiry is read only whole: a known kind with its expiry. */
+const EXPIRY = {
+  credentialsExpireAt: optionalNumber,
+  expiryKind: z.enum(["certificate", "server_jwt"]).optional().catch(undefined),
+  credentialsIssuedAt: optionalNumber,
+};
+
+type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;
+
+function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
+  if (credentialsExpireAt === undefined || expiryKind === undefined) return {};
+  return { credentialsExpireAt, expiryKind, ...(credentialsIssuedAt === undefined ? {} : { credentialsIssuedAt }) };
+}
+
+/** Leaves out the attributes that are absent, as the entry types want. */
+function defined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
+}
+
+const ENTRY = z
+  .object({
+    site: z.string().min(1),
+    identity: z.string().min(1),
+    term: z.number(),
+    admittedAt: z.number(),
+    source: z
+      .string()
+      .catch("discovery")
+      .default("discovery")
+      .transform((source) => source as AdmissionSource),
+    state: STATE,
+    expiresAt: z.number().catch(0).default(0),
+    admissionId: optionalString,
+    claimToken: optionalString,
+    endedClaimToken: optionalString,
+    claimedUntil: optionalNumber,
+    heldUntil: optionalNumber,
+    lastError: optionalString,
+    lastErrorAt: optionalNumber,
+    failedStep: optionalString,
+    failures: optionalNumber,
+    ...EXPIRY,
+  })
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...entry }): AdmissionEntry => ({
+    ...defined(entry),
+    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
+  }));
+
+const SUMMARY_ROW = z
+  .object({
+    identity: z.string().catch("").default(""),
+    term: z.number().catch(0).default(0),
+    state: STATE,
+    lastError: optionalString,
+    lastErrorAt: optionalNumber,
+    failedStep: optionalString,
+    failures: optionalNumber,
+    ...EXPIRY,
+  })
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...row }): AdmissionSummaryRow => ({
+    ...defined(row),
+    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
+  }));
+
 function decodeEntry(item: Record<string, AttributeValue> | undefined): AdmissionEntry | undefined {
-  if (!item?.site?.S || !item.identity?.S || !item.term?.N || !item.admittedAt?.N) return undefined;
-  const optionalNumber = (value: AttributeValue | undefined) => (value?.N === undefined ? undefined : Number(value.N));
-  const entry: AdmissionEntry = {
-    site: item.site.S,
-    identity: item.identity.S,
-    term: Number(item.term.N),
-    admittedAt: Number(item.admittedAt.N),
-    source: (item.source?.S ?? "discovery") as AdmissionSource,
-    state: (item.state?.S ?? "queued") as AdmissionState,
-    expiresAt: Number(item.expiresAt?.N ?? 0),
-  };
-  if (item.admissionId?.S !== undefined) entry.admissionId = item.admissionId.S;
-  if (item.claimToken?.S !== undefined) entry.claimToken = item.claimToken.S;
-  if (item.endedClaimToken?.S !== undefined) entry.endedClaimToken = item.endedClaimToken.S;
-  const claimedUntil = optionalNumber(item.claimedUntil);
-  if (claimedUntil !== undefined) entry.claimedUntil = claimedUntil;
-  const heldUntil = optionalNumber(item.heldUntil);
-  if (heldUntil !== undefined) entry.heldUntil = heldUntil;
-  if (item.lastError?.S !== undefined) entry.lastError = item.lastError.S;
-  const lastErrorAt = optionalNumber(item.lastErrorAt);
-  if (lastErrorAt !== undefined) entry.lastErrorAt = lastErrorAt;
-  if (item.failedStep?.S !== undefined) entry.failedStep = item.failedStep.S;
-  const failures = optionalNumber(item.failures);
-  if (failures !== undefined) entry.failures = failures;
-  Object.assign(entry, decodeExpiry(item));
-  return entry;
-}
-
-function decodeSummaryRow(item: Record<string, AttributeValue>): AdmissionSummaryRow {
-  const row: AdmissionSummaryRow = {
-    identity: item.identity?.S ?? "",
-    term: Number(item.term?.N ?? 0),
-    state: (item.state?.S ?? "queued") as AdmissionState,
-  };
-  if (item.lastError?.S !== undefined) row.lastError = item.lastError.S;
-  if (item.lastErrorAt?.N !== undefined) row.lastErrorAt = Number(item.lastErrorAt.N);
-  if (item.failedStep?.S !== undefined) row.failedStep = item.failedStep.S;
-  if (item.failures?.N !== undefined) row.failures = Number(item.failures.N);
-  return Object.assign(row, decodeExpiry(item));
-}
-
-function decodeExpiry(item: Record<string, AttributeValue>): Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt"> {
-  const kind = item.expiryKind?.S;
-  if (item.credentialsExpireAt?.N === undefined || (kind !== "certificate" && kind !== "server_jwt")) return {};
-  return {
-    credentialsExpireAt: Number(item.credentialsExpireAt.N),
-    expiryKind: kind,
-    ...(item.credentialsIssuedAt?.N === undefined ? {} : { credentialsIssuedAt: Number(item.credentialsIssuedAt.N) }),
-  };
+  return readItem(ENTRY, item);
 }
 
 /** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */

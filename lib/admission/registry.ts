@@ -64,7 +64,7 @@ export interface AdmissionEntry extends AdmissionKey {
 }
 
 /** Which credential of a provisioned host expires first: the helper's x509 certificate or the server JWT we signed. */
-export type ExpiryKind = "certificate" | "server_jwt";
+type ExpiryKind = "certificate" | "server_jwt";
 
 /** When a provisioned host's credentials stop working (epoch ms), which one that is, and when they were issued. */
 export interface CredentialsExpiry {
@@ -217,7 +217,7 @@ export interface AdmissionSettings {
   parkMs?: number;
 }
 
-export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000 } as const;
+const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000 } as const;
 
 /** Keeps the status report small however many hosts keep failing. */
 export const LAST_ERRORS_SHOWN = 50;

@@ -13,7 +13,7 @@ import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch
 import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./use-case-ports";
 
-export interface HostWorkSettings {
+interface HostWorkSettings {
   /** This deployment's id, as it appears as the holder in the lease item. */
   deploymentId: string;
   /** Hosts provisioned at once (`workers`). */

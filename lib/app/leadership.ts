@@ -26,7 +26,7 @@ export interface KeepLeaseResult {
   wonTerms: number[];
 }
 
-export interface LeadershipSettings {
+interface LeadershipSettings {
   leaderElection: boolean;
   /** The provisioner's identity (logged with its startup event). */
   identity: string;

@@ -82,7 +82,7 @@ export interface BridgeResult {
   paused: boolean;
 }
 
-export interface LifecycleBridgeSettings {
+interface LifecycleBridgeSettings {
   leaderElection: boolean;
   site: string;
   deploymentId: string;

@@ -33,10 +33,10 @@ export interface StatusQueues {
   lifecycleDlq: MessageQueue;
 }
 
-export type QueueName = keyof StatusQueues;
+type QueueName = keyof StatusQueues;
 
 /** A queue's depth, or why it could not be read. */
-export type QueueDepth = QueueCounts | { error: string };
+type QueueDepth = QueueCounts | { error: string };
 
 export interface StatusReport {
   site: string;
@@ -64,7 +64,7 @@ export interface StatusDeps {
 }
 
 /** The four queues' depths at once; one that cannot be read says why instead of failing the report. */
-export async function queueDepths(queues: StatusQueues): Promise<Record<QueueName, QueueDepth>> {
+async function queueDepths(queues: StatusQueues): Promise<Record<QueueName, QueueDepth>> {
   const depth = (queue: MessageQueue): Promise<QueueDepth> => queue.counts().catch((error: unknown) => ({ error: messageOf(error) }));
   const [hostWork, hostWorkDlq, lifecycle, lifecycleDlq] = await Promise.all([
     depth(queues.hostWork),
@@ -155,7 +155,7 @@ export interface DeadLetterQueue {
   remove(message: DeadLetterMessage): Promise<void>;
 }
 
-export interface OperatorQueues {
+interface OperatorQueues {
   hostWork: MessageQueue;
   hostWorkDlq: MessageQueue & DeadLetterQueue;
   lifecycle: MessageQueue;

@@ -6,9 +6,9 @@
  * other's changes. Also the pure rules over it: which hosts are due, in which order.
  */
 import type { HostExpiry } from "../admission/registry";
-import { ProvisionerError } from "../errors";
+import { RenewalContentionError } from "../errors";
 
-export interface InFlightRenewal {
+interface InFlightRenewal {
   /** Wall-clock epoch ms the reprovision request was vouched for by the gate. */
   sentAt: number;
   /** The lease term it was sent under. */
@@ -25,7 +25,7 @@ export interface RenewalOutcome {
 }
 
 /** An operator's `choria-provisioner renew`, carried out by the leader's next run under `term`. */
-export interface RenewalRequest {
+interface RenewalRequest {
   term: number;
   requestedAt: number;
   by?: string;
@@ -62,11 +62,6 @@ export interface RenewalStore {
   /** Stores `state` as version `version + 1` if the stored version is still `version`; false if another writer came first. */
   write(site: string, state: RenewalState, version: number): Promise<boolean>;
 }
-
-export class RenewalStoreError extends ProvisionerError {}
-
-/** Another writer kept winning the version check. */
-export class RenewalContentionError extends RenewalStoreError {}
 
 /**
  * Reads, changes and writes the site's state until the write lands (a lost version check reads
@@ -159,7 +154,7 @@ export interface ExpiryReport {
 
 const HOUR_MS = 3_600_000;
 /** How many of the next hosts due status lists. */
-export const NEXT_DUE_SHOWN = 10;
+const NEXT_DUE_SHOWN = 10;
 
 /** Counts are cumulative: a host expiring in 3 h is within 24 h, 7 d and 30 d. */
 export function expiryReport(hosts: readonly HostExpiry[], now: number): ExpiryReport {

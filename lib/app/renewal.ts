@@ -17,10 +17,9 @@
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
 import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
-import { RpcNotSentError } from "../choria/errors";
+import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
-import { AttemptExceedsLeaseError, messageOf, PausedError, RpcStatusError } from "../errors";
 import type { LeaseGate } from "../lease/gate";
 import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
 import { mapLimited } from "./concurrency";
@@ -35,9 +34,9 @@ import {
   type RenewBefore,
 } from "./renewal-state";
 
-export const REPROVISION_RPC = "choria_provision#reprovision";
+const REPROVISION_RPC = "choria_provision#reprovision";
 /** One reprovision attempt: the Go client's discovery timeout plus the agent's DDL timeout. */
-export const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_provision;
+const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_provision;
 /** Requests in flight on the broker at once within one run. */
 const SEND_CONCURRENCY = 32;
 const MINUTE_MS = 60_000;

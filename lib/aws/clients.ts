@@ -25,8 +25,8 @@ const STORE_MAX_ATTEMPTS = 2;
 const RETRY_BACKOFF_ALLOWANCE_MS = 500;
 /** The longest one admission-store call takes to fail on a stalled path. */
 export const STORE_CLIENT_FAILS_WITHIN_MS = STORE_MAX_ATTEMPTS * STORE_REQUEST_TIMEOUT_MS + RETRY_BACKOFF_ALLOWANCE_MS;
-/** The longest one queue call takes to fail on a stalled path. */
-export const SQS_CLIENT_FAILS_WITHIN_MS = STORE_CLIENT_FAILS_WITHIN_MS;
+/** The longest one queue call takes to fail on a stalled path (the queues' clients share the store timeouts). */
+export const SQS_CLIENT_FAILS_WITHIN_MS = STORE_MAX_ATTEMPTS * STORE_REQUEST_TIMEOUT_MS + RETRY_BACKOFF_ALLOWANCE_MS;
 const DEFAULT_REGION = "us-east-1";
 
 /** Region and, for a local emulator, its endpoint and static credentials; nothing set means the SDK's defaults. */

@@ -4,7 +4,8 @@
  * of its own. The state is JSON in `state`; `version` makes each write conditional on the one read.
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { emptyRenewalState, RenewalStoreError, type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/renewal-state";
+import { emptyRenewalState, type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/renewal-state";
+import { RenewalStoreError } from "../errors";
 
 export interface DynamoDbRenewalStoreOptions {
   client: DynamoDBClient;

@@ -5,7 +5,7 @@ import { LambdaHelperRunner, type HelperInvoke } from "../helper/lambda-runner";
 import type { HelperRunner } from "../ports";
 
 /** Builds the synchronous (RequestResponse) Lambda invocation the LambdaHelperRunner calls. */
-export function createLambdaInvoke(functionName: string, client: LambdaClient = new LambdaClient({})): HelperInvoke {
+function createLambdaInvoke(functionName: string, client: LambdaClient = new LambdaClient({})): HelperInvoke {
   return async (payload, { signal }) => {
     const response = await client.send(
       new InvokeCommand({ FunctionName: functionName, InvocationType: "RequestResponse", Payload: payload }),

@@ -46,7 +46,7 @@ export function wrapHandler<TFunction extends Closable, TEvent, TResult>(
     .use(logMetrics(metrics, { throwOnEmptyMetrics: false }));
 }
 
-export function invocationContext(context: Partial<Context> | undefined): InvocationContext {
+function invocationContext(context: Partial<Context> | undefined): InvocationContext {
   const started = Date.now();
   const remainingMs =
     typeof context?.getRemainingTimeInMillis === "function"

@@ -7,7 +7,7 @@ import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
-import { messageOf, ProvisionerError } from "../errors";
+import { messageOf, StackNotFoundError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { Operator, RenewalOperator } from "../app/operator";
@@ -17,10 +17,7 @@ import { endpointConfig } from "./clients";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";
 import { SqsMessageQueue } from "./sqs-queue";
 
-/** A table or queue that is not there: names it and where it was looked for. */
-export class StackNotFoundError extends ProvisionerError {}
-
-export type QueueName = "hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq";
+type QueueName = "hostWork" | "hostWorkDlq" | "lifecycle" | "lifecycleDlq";
 
 /** What one operator command reads and writes. */
 export interface StackNeeds {

@@ -1,6 +1,7 @@
 import { getParameter } from "@aws-lambda-powertools/parameters/ssm";
 import { getSecret } from "@aws-lambda-powertools/parameters/secrets";
-import { SecretResolutionError, formatSecretReference, type SecretReference, type SecretResolver } from "../config/secrets";
+import { formatSecretReference, type SecretReference, type SecretResolver } from "../config/secrets";
+import { SecretResolutionError } from "../errors";
 
 export interface PowertoolsSecretResolverOptions {
   /** Seconds a fetched value is cached across warm invocations (Powertools `maxAge`). */

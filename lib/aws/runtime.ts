@@ -18,7 +18,7 @@ export interface PowertoolsRuntime {
 let runtime: PowertoolsRuntime | undefined;
 
 /** Tracing is off unless running in Lambda and not switched off (POWERTOOLS_TRACE_ENABLED=false, `sls invoke local`). */
-export function tracingEnabled(env: NodeJS.ProcessEnv): boolean {
+function tracingEnabled(env: NodeJS.ProcessEnv): boolean {
   return env.POWERTOOLS_TRACE_ENABLED !== "false" && Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_LOCAL !== "true";
 }
 

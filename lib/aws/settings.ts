@@ -1,15 +1,5 @@
 import type { FunctionName } from "../config/secrets";
-import { ProvisionerError } from "../errors";
-
-/** An environment variable the functions need is missing or invalid; `variable` names it. */
-export class AppSettingsError extends ProvisionerError {
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(`invalid environment variable ${variable}: ${message}`);
-  }
-}
+import { AppSettingsError } from "../errors";
 
 /** Where the functions find their tables, queues and broker stream; see docs/lifecycle.md and the app contract. */
 export interface AppSettings {

@@ -1,7 +1,7 @@
 /**
  * The table and queue names serverless.yml gives a stage (`custom.names`), so the operator CLI,
  * the local services and `npm run local -- --keep-running` name things as a deployment does.
- * test/integration/deploy/template.test.ts holds this to the packaged template.
+ * test/deploy/template.test.ts holds this to the packaged template.
  */
 export function stageResourceNames(stage: string) {
   const prefix = `choria-provisioner-${stage}`;

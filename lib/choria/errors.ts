@@ -1,4 +1,4 @@
-import { InvalidInputError, RpcTransportError } from "../errors";
+import { InvalidInputError } from "../errors";
 
 /** A Choria envelope failed to decode; `layer` names the onion layer that was wrong. */
 export class EnvelopeError extends InvalidInputError {
@@ -10,10 +10,3 @@ export class EnvelopeError extends InvalidInputError {
     super(`invalid ${layer}: ${message}`, options);
   }
 }
-
-/**
- * The attempt's send-by instant passed (or the attempt settled) before its request could be
- * published: nothing was sent. Here, beside the protocol, because the use cases tell it apart (an
- * unsent renewal is retried at once) and they may not import the NATS adapter that raises it.
- */
-export class RpcNotSentError extends RpcTransportError {}

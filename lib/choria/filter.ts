@@ -4,7 +4,7 @@
  */
 import { EnvelopeError } from "./errors";
 
-export interface FactFilter {
+interface FactFilter {
   fact: string;
   operator: string;
   value: string;

@@ -17,7 +17,7 @@ function hasControlCharacter(text: string): boolean {
 }
 
 /** Longest identity accepted; DNS names stop at 253 and the subject must stay well under max_payload. */
-export const MAX_IDENTITY_LENGTH = 255;
+const MAX_IDENTITY_LENGTH = 255;
 
 export function identityProblem(identity: string): string | undefined {
   if (identity.length === 0) return "is empty";

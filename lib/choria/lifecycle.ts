@@ -19,7 +19,7 @@ const LEGACY_PROTOCOL = /^choria:lifecycle:([a-z]+):1$/;
 /** Only these event types carry `version` (upgraded adds `new_version`). */
 const VERSIONED: ReadonlySet<LifecycleType> = new Set(["startup", "alive", "upgraded"]);
 
-export interface GovernorDetails {
+interface GovernorDetails {
   governor: string;
   sequence: number;
   eventType: string;
@@ -53,7 +53,7 @@ export function lifecycleSubject(type: LifecycleType, component: string): string
   return `choria.lifecycle.event.${type}.${component}`;
 }
 
-export function lifecycleProtocol(type: LifecycleType): string {
+function lifecycleProtocol(type: LifecycleType): string {
   return `${PROTOCOL_PREFIX}${type}`;
 }
 

@@ -35,7 +35,6 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
 
 /** The discovery ping payload: base64 of `ping`, because servers base64-decode payloads (§5). */
 export const DISCOVERY_PING = new TextEncoder().encode("cGluZw==");
-export const DISCOVERY_PONG = new TextEncoder().encode("pong");
 
 /** How a request is signed. Provisioning-mode servers never verify, but the schema wants fillers. */
 export type RequestSigner =

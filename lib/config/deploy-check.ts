@@ -23,9 +23,9 @@ import {
 } from "./secrets";
 
 /** Files shipped in every function's bundle: `config/files/x.pem` is `/var/task/config/files/x.pem` on Lambda. */
-export const SHIPPED_DIR = "config/files/";
+const SHIPPED_DIR = "config/files/";
 /** Where Lambda mounts layers; a helper layer built from a directory puts its `bin/` at `/opt/bin`. */
-export const LAYER_ROOT = "/opt/";
+const LAYER_ROOT = "/opt/";
 
 export interface DeployCheckOptions {
   /** Accept literal secrets (a local or throw-away deployment); they are still reported. */

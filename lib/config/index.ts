@@ -1,22 +1,18 @@
 export { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
-export { REDACTED } from "../observability/redact";
-export { leaseSettingsOf, parseConfig, type ParseConfigOptions } from "./config";
-export type { FeatureFlags, LeaseSection, LogLevel, ProvisionerConfig, TlsSettings } from "./types";
+export { leaseSettingsOf, parseConfig } from "./config";
+export type { ProvisionerConfig } from "./types";
 export { DurationError, parseDuration } from "./duration";
-export { SETTINGS, secretValues, type KeySpec, type ReferenceSetting, type SecretKey, type Setting } from "./keys";
-export { loadConfig, type LoadConfigOptions } from "./load";
+export { SETTINGS, secretValues, type KeySpec } from "./keys";
+export { loadConfig } from "./load";
 export {
-  FUNCTION_NAMES,
   FUNCTION_SETTINGS,
   KEY_FILE_SETTINGS,
   REFERENCE_SETTINGS,
   SECRET_KEYS,
-  SecretResolutionError,
   formatSecretReference,
   functionUses,
   parseSecretReference,
   type FunctionName,
   type SecretReference,
   type SecretResolver,
-  type SecretStore,
 } from "./secrets";

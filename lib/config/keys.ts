@@ -73,7 +73,7 @@ const optionalText = emptyIsUnset(text.optional());
  * The request TTL is also the lease's delivery horizon: a takeover waits it out past the expiry,
  * so a TTL of hours would leave a site without a leader for hours after a crash.
  */
-export const MAX_RPC_TTL_SECONDS = 300;
+const MAX_RPC_TTL_SECONDS = 300;
 const flag = z.boolean();
 const port = z.number().int().min(0).max(65535);
 /** Durations are strings parsed by `parseDuration`; an empty one is 0s, as in Go. */

@@ -1,9 +1,8 @@
-import { ProvisionerError } from "../errors";
 import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
 import { REFERENCE_SHAPES, describeShape } from "./shapes";
 
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
-export type SecretStore = "ssm" | "secretsmanager";
+type SecretStore = "ssm" | "secretsmanager";
 
 export interface SecretReference {
   store: SecretStore;
@@ -18,9 +17,6 @@ export interface SecretReference {
 export interface SecretResolver {
   resolve(reference: SecretReference): Promise<string>;
 }
-
-/** A secret store could not give a value; the message names the reference, never a value. */
-export class SecretResolutionError extends ProvisionerError {}
 
 /** Configuration keys whose values are credentials (lib/config/keys.ts `secret`): redacted from every rendering of the config. */
 export const SECRET_KEYS = settingsWhere<SecretKey>((spec) => spec.secret === true);

@@ -2,7 +2,7 @@
  * The shape of the validated configuration, apart from the code that builds it (config.ts) and the
  * key table (keys.ts) that describes it: both depend on these types, and this module on neither.
  */
-export type LogLevel = "debug" | "info" | "warn" | "error";
+type LogLevel = "debug" | "info" | "warn" | "error";
 
 export interface FeatureFlags {
   readonly pki: boolean;
@@ -12,7 +12,7 @@ export interface FeatureFlags {
 }
 
 /** Each is a file path, or the PEM itself when it came from a secret store (lib/app `keyMaterial`). */
-export interface TlsSettings {
+interface TlsSettings {
   readonly ca: string | undefined;
   readonly cert: string | undefined;
   readonly key: string | undefined;

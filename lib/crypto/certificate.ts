@@ -2,7 +2,7 @@
 import { X509Certificate } from "node:crypto";
 import { ProvisionerError } from "../errors";
 
-export class CertificateError extends ProvisionerError {}
+class CertificateError extends ProvisionerError {}
 
 /**
  * The validity of the first certificate of a PEM bundle (the node's own; the rest is its chain), as

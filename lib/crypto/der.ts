@@ -3,6 +3,8 @@
  * single-byte tags. Anything else is rejected as malformed rather than guessed at.
  */
 
+import { ProvisionerError } from "../errors";
+
 export const TAG = {
   integer: 0x02,
   bitString: 0x03,
@@ -16,7 +18,8 @@ export const TAG = {
   set: 0x31,
 } as const;
 
-export class DerError extends Error {}
+/** DER that cannot be encoded or decoded as the certificate code needs it. */
+export class DerError extends ProvisionerError {}
 
 function encodeLength(length: number): Uint8Array {
   if (length < 0x80) return Uint8Array.of(length);

@@ -3,16 +3,21 @@
  * and a key or signature that decodes "partly" must fail here exactly as it does in Go.
  */
 
+import { ProvisionerError } from "../errors";
+
+/** Text that is not valid in its encoding; the message is Go's, so both reject alike and say so alike. */
+export class EncodingError extends ProvisionerError {}
+
 const HEX_PATTERN = /^[0-9a-fA-F]*$/;
 const BASE64URL_PATTERN = /^[A-Za-z0-9_-]*$/;
 
 /** Decodes hex like Go's encoding/hex: even length, hex digits of either case, nothing else. */
 export function decodeHex(text: string): Uint8Array {
   if (text.length % 2 !== 0) {
-    throw new Error("encoding/hex: odd length hex string");
+    throw new EncodingError("encoding/hex: odd length hex string");
   }
   if (!HEX_PATTERN.test(text)) {
-    throw new Error("encoding/hex: invalid byte");
+    throw new EncodingError("encoding/hex: invalid byte");
   }
   return new Uint8Array(Buffer.from(text, "hex"));
 }
@@ -31,7 +36,7 @@ const GO_IGNORED_NEWLINES = /[\r\n]/g;
 export function decodeBase64Url(text: string): Uint8Array {
   const data = text.replace(GO_IGNORED_NEWLINES, "");
   if (!BASE64URL_PATTERN.test(data) || data.length % 4 === 1) {
-    throw new Error("illegal base64url data");
+    throw new EncodingError("illegal base64url data");
   }
   return new Uint8Array(Buffer.from(data, "base64url"));
 }

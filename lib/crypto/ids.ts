@@ -1,7 +1,8 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { EncodingError } from "./encoding";
 
 /** KSUID epoch (2014-05-13T16:53:20Z) in Unix seconds. */
-export const KSUID_EPOCH_SECONDS = 1_400_000_000;
+const KSUID_EPOCH_SECONDS = 1_400_000_000;
 const KSUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const KSUID_LENGTH = 27;
 const KSUID_BYTES = 20;
@@ -37,18 +38,18 @@ export function ksuid(date: Date = new Date(), random?: Uint8Array): string {
 /** Decodes a KSUID into its 20 bytes; throws on a wrong length, foreign characters or overflow. */
 export function parseKsuid(id: string): Uint8Array {
   if (id.length !== KSUID_LENGTH) {
-    throw new Error("invalid ksuid format");
+    throw new EncodingError("invalid ksuid format");
   }
   let value = 0n;
   for (const char of id) {
     const digit = KSUID_ALPHABET.indexOf(char);
     if (digit < 0) {
-      throw new Error("invalid ksuid format");
+      throw new EncodingError("invalid ksuid format");
     }
     value = value * 62n + BigInt(digit);
   }
   if (value > KSUID_MAX) {
-    throw new Error("invalid ksuid format");
+    throw new EncodingError("invalid ksuid format");
   }
   return new Uint8Array(Buffer.from(value.toString(16).padStart(KSUID_BYTES * 2, "0"), "hex"));
 }

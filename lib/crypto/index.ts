@@ -4,11 +4,8 @@
  * encryption, nonce signatures, CSRs and rpm version comparison.
  */
 export { decodeBase64Url, decodeHex, encodeBase64Url, encodeHex } from "./encoding";
-export { KSUID_EPOCH_SECONDS, ksuid, ksuidTime, parseKsuid, replySubjectHash, uuidHex } from "./ids";
+export { ksuid, ksuidTime, parseKsuid, replySubjectHash, uuidHex } from "./ids";
 export {
-  ED25519_PUBLIC_KEY_BYTES,
-  ED25519_SEED_BYTES,
-  ED25519_SIGNATURE_BYTES,
   ed25519PrivateKeyFromSeed,
   ed25519PublicKeyFromRaw,
   ed25519SigningKey,
@@ -19,7 +16,6 @@ export {
   type SigningKey,
 } from "./keys";
 export {
-  ALLOWED_JWT_ALGS,
   decodeJwt,
   helperJwtClaims,
   jwtVerifierFromContent,
@@ -28,30 +24,20 @@ export {
   signJwt,
   verifyJwtSignature,
   verifyProvisioningJwt,
-  type DecodedJwt,
-  type JwtAlg,
   type JwtVerifier,
   type ProvisioningClaims,
 } from "./jwt";
 export {
   addChainIssuerData,
   buildServerClaims,
-  CHAIN_ISSUER_PREFIX,
   mintChainIssuerToken,
   mintProvisioningJwt,
-  ORG_ISSUER_PREFIX,
-  SERVER_JWT_ISSUER,
   serverJwtSettings,
   verifyChainedServerJwt,
-  type ChainIssuerTokenInput,
-  type ServerClaims,
-  type ServerClaimsInput,
-  type ServerJwtSettings,
-  type ServerPermissions,
 } from "./server-jwt";
 export { EcdhError, generateX25519KeyPair, x25519PublicKey, x25519SharedSecret } from "./ecdh";
 export { decryptLegacyPem, deriveLegacyPemKey, encryptLegacyPem, LegacyPemError } from "./legacy-pem";
 export { signNonce, verifyNonceSignature } from "./nonce";
-export { createCsr, DEFAULT_CERT_DENY_LIST, parseCsr, rsaPublicKeyPkcs1Pem, validateCsr, verifyCsrSignature, type CsrInput } from "./csr";
+export { createCsr, DEFAULT_CERT_DENY_LIST, parseCsr, rsaPublicKeyPkcs1Pem, validateCsr, verifyCsrSignature } from "./csr";
 export { compareVersions, rpmvercmp } from "./version";
-export { CertificateError, certificateValidity } from "./certificate";
+export { certificateValidity } from "./certificate";

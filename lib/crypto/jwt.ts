@@ -5,8 +5,8 @@ import { decodeBase64Url, decodeHex, encodeBase64Url } from "./encoding";
 import { ED25519_PUBLIC_KEY_BYTES, ed25519PublicKeyFromRaw, type SigningKey } from "./keys";
 
 /** The only algorithms Choria accepts; HMAC tokens (HS*) must never verify. */
-export const ALLOWED_JWT_ALGS = ["RS256", "RS384", "RS512", "EdDSA"] as const;
-export type JwtAlg = (typeof ALLOWED_JWT_ALGS)[number];
+const ALLOWED_JWT_ALGS = ["RS256", "RS384", "RS512", "EdDSA"] as const;
+type JwtAlg = (typeof ALLOWED_JWT_ALGS)[number];
 
 const RSA_DIGEST: Record<Exclude<JwtAlg, "EdDSA">, string> = { RS256: "sha256", RS384: "sha384", RS512: "sha512" };
 

@@ -2,7 +2,7 @@ import { createPrivateKey, createPublicKey, KeyObject, randomBytes } from "node:
 import { JwtError } from "../errors";
 import { decodeHex, encodeHex } from "./encoding";
 
-export const ED25519_SEED_BYTES = 32;
+const ED25519_SEED_BYTES = 32;
 export const ED25519_PUBLIC_KEY_BYTES = 32;
 export const ED25519_SIGNATURE_BYTES = 64;
 

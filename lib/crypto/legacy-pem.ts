@@ -16,7 +16,7 @@ interface PemBlock {
 }
 
 /** The first PEM block of `text` with its RFC 1421 headers; throws when there is none. */
-export function decodeFirstPemBlock(text: string): PemBlock {
+function decodeFirstPemBlock(text: string): PemBlock {
   const match = /-----BEGIN ([^-\r\n]+)-----\r?\n([\s\S]*?)-----END \1-----/.exec(text);
   if (!match) {
     throw new LegacyPemError("no PEM block found");

@@ -6,12 +6,12 @@ import { ksuid, ksuidTime } from "./ids";
 import { assertChainIssuerNotExpired, checkRegisteredTimes, decodeJwt, signJwt, type ProvisioningClaims, verifyJwtSignature } from "./jwt";
 import { ED25519_PUBLIC_KEY_BYTES, ed25519PublicKeyFromRaw, type SigningKey } from "./keys";
 
-export const SERVER_JWT_ISSUER = "Choria Provisioner";
-export const ORG_ISSUER_PREFIX = "I-";
-export const CHAIN_ISSUER_PREFIX = "C-";
+const SERVER_JWT_ISSUER = "Choria Provisioner";
+const ORG_ISSUER_PREFIX = "I-";
+const CHAIN_ISSUER_PREFIX = "C-";
 const ONE_HOUR_MS = 3_600_000;
 
-export interface ServerPermissions {
+interface ServerPermissions {
   submission?: boolean;
   streams?: boolean;
   governor?: boolean;

@@ -12,7 +12,7 @@ export const AGENT_TIMEOUT_MS = {
   rpcutil: 2_000,
 } as const;
 
-export type PlannedAgent = keyof typeof AGENT_TIMEOUT_MS;
+type PlannedAgent = keyof typeof AGENT_TIMEOUT_MS;
 
 export interface RpcPlan {
   agent: PlannedAgent;
@@ -50,6 +50,3 @@ export const HELPER_TIMEOUT_MS = 10_000;
 
 /** Restart splay the Go provisioner asks for: the node restarts after exactly 2 s. */
 export const RESTART_SPLAY_SECONDS = 1;
-
-/** How long a provisioned host stays "known" before it may be admitted again (Go `done` delay). */
-export const KNOWN_AFTER_SUCCESS_MS = 60_000;

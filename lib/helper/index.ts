@@ -1,9 +1,4 @@
-export { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
-export { ExecHelperRunner, type ExecHelperRunnerOptions } from "./exec-runner";
-export {
-  LambdaHelperRunner,
-  type HelperInvoke,
-  type HelperInvokeResult,
-  type LambdaHelperRunnerOptions,
-} from "./lambda-runner";
+export { decodeHelperResponse, encodeHelperRequest } from "./codec";
+export { ExecHelperRunner } from "./exec-runner";
+export { LambdaHelperRunner, type HelperInvoke } from "./lambda-runner";
 export { splitCommandLine } from "./shellwords";

@@ -12,20 +12,11 @@ import {
   waitUntilTableExists,
   type AttributeValue,
   type DynamoDBClient,
-  type UpdateItemCommandInput,
 } from "@aws-sdk/client-dynamodb";
+import { z } from "zod";
+import { readItem, writeExpressions, type WriteSpec } from "./dynamodb-expression";
+import { LeaseStoreError } from "../errors";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";
-
-const NAMES = {
-  "#site": "site",
-  "#holder": "holder",
-  "#term": "term",
-  "#expiresAt": "expiresAt",
-  "#announcedTerm": "announcedTerm",
-  "#released": "released",
-  "#skewBound": "skewBoundMs",
-  "#horizon": "deliveryHorizonMs",
-};
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map
@@ -33,16 +24,38 @@ const NAMES = {
  */
 const PEER_PREFIX = "peers.";
 
-/** The SET clause and values that record a holder's bounds and presence (`#peer` names `peers.<holder>`). */
-function boundsUpdate(bounds: HolderBounds): { set: string; values: Record<string, AttributeValue> } {
-  return {
-    set: "#skewBound = :skewBound, #horizon = :horizon, #peer = :seenAt",
-    values: {
-      ":skewBound": { N: String(bounds.skewBoundMs) },
-      ":horizon": { N: String(bounds.deliveryHorizonMs) },
-      ":seenAt": { N: String(bounds.seenAt) },
-    },
-  };
+/** What a claim or an extension records of its holder: its bounds and its presence. */
+function boundsSet(holder: string, bounds: HolderBounds): WriteSpec["set"] {
+  return { skewBoundMs: bounds.skewBoundMs, deliveryHorizonMs: bounds.deliveryHorizonMs, [`${PEER_PREFIX}${holder}`]: bounds.seenAt };
+}
+
+/** An optional attribute of a wrong type is read as absent, as a missing one is. */
+const optionalNumber = z.number().optional().catch(undefined);
+
+const LEASE_ITEM = z
+  .looseObject({
+    site: z.string().min(1),
+    holder: z.string(),
+    term: z.number(),
+    expiresAt: z.number(),
+    announcedTerm: optionalNumber,
+    released: z.boolean().optional().catch(undefined),
+    skewBoundMs: optionalNumber,
+    deliveryHorizonMs: optionalNumber,
+  })
+  .transform(({ site, holder, term, expiresAt, announcedTerm, released, skewBoundMs, deliveryHorizonMs, ...rest }): LeaseItem => {
+    const item: LeaseItem = { site, holder, term, expiresAt };
+    if (announcedTerm !== undefined) item.announcedTerm = announcedTerm;
+    if (released) item.released = true;
+    if (skewBoundMs !== undefined) item.skewBoundMs = skewBoundMs;
+    if (deliveryHorizonMs !== undefined) item.deliveryHorizonMs = deliveryHorizonMs;
+    const peers = Object.entries(rest).filter((entry): entry is [string, number] => entry[0].startsWith(PEER_PREFIX) && typeof entry[1] === "number");
+    if (peers.length > 0) item.peers = Object.fromEntries(peers.map(([name, seenAt]) => [name.slice(PEER_PREFIX.length), seenAt]));
+    return item;
+  });
+
+function decodeLeaseItem(item: Record<string, AttributeValue> | undefined): LeaseItem | undefined {
+  return readItem(LEASE_ITEM, item);
 }
 
 export interface DynamoDbLeaseStoreOptions {
@@ -54,44 +67,22 @@ export class DynamoDbLeaseStore implements LeaseStore {
   constructor(private readonly options: DynamoDbLeaseStoreOptions) {}
 
   claim(request: ClaimRequest): Promise<ConditionalWrite> {
-    const bounds = boundsUpdate(request);
-    return this.update(
-      request.site,
-      {
-        UpdateExpression: `SET #holder = :holder, #expiresAt = :expiresAt, ${bounds.set} REMOVE #released ADD #term :one`,
-        ConditionExpression: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
-        ExpressionAttributeValues: {
-          ":holder": { S: request.holder },
-          ":expiresAt": { N: String(request.expiresAt) },
-          ":expiredBefore": { N: String(request.expiredBefore) },
-          ":one": { N: "1" },
-          ...bounds.values,
-        },
-      },
-      request.holder,
-    );
+    return this.update(request.site, {
+      set: { holder: request.holder, expiresAt: request.expiresAt, ...boundsSet(request.holder, request) },
+      remove: ["released"],
+      add: { term: 1 },
+      condition: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
+      conditionValues: { expiredBefore: request.expiredBefore },
+    });
   }
 
   extend(request: ExtendRequest): Promise<ConditionalWrite> {
-    const values: Record<string, AttributeValue> = {
-      ":holder": { S: request.holder },
-      ":expiresAt": { N: String(request.expiresAt) },
-    };
-    let condition = "#holder = :holder AND #expiresAt < :expiresAt AND attribute_not_exists(#released)";
-    if (request.term !== undefined) {
-      condition += " AND #term = :term";
-      values[":term"] = { N: String(request.term) };
-    }
-    const bounds = boundsUpdate(request);
-    return this.update(
-      request.site,
-      {
-        UpdateExpression: `SET #expiresAt = :expiresAt, ${bounds.set}`,
-        ConditionExpression: condition,
-        ExpressionAttributeValues: { ...values, ...bounds.values },
-      },
-      request.holder,
-    );
+    const term = request.term === undefined ? "" : " AND #term = :term";
+    return this.update(request.site, {
+      set: { expiresAt: request.expiresAt, ...boundsSet(request.holder, request) },
+      condition: `#holder = :holder AND #expiresAt < :expiresAt AND attribute_not_exists(#released)${term}`,
+      conditionValues: { holder: request.holder, expiresAt: request.expiresAt, ...(request.term === undefined ? {} : { term: request.term }) },
+    });
   }
 
   async recordPeer(request: PeerRequest): Promise<void> {
@@ -100,10 +91,7 @@ export class DynamoDbLeaseStore implements LeaseStore {
         new UpdateItemCommand({
           TableName: this.options.tableName,
           Key: { site: { S: request.site } },
-          UpdateExpression: "SET #peer = :seenAt",
-          ConditionExpression: "attribute_exists(#site)",
-          ExpressionAttributeNames: { "#peer": `${PEER_PREFIX}${request.deployment}`, "#site": "site" },
-          ExpressionAttributeValues: { ":seenAt": { N: String(request.seenAt) } },
+          ...writeExpressions({ set: { [`${PEER_PREFIX}${request.deployment}`]: request.seenAt }, condition: "attribute_exists(#site)" }),
         }),
       );
     } catch (error) {
@@ -114,17 +102,17 @@ export class DynamoDbLeaseStore implements LeaseStore {
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
     return this.update(request.site, {
-      UpdateExpression: "SET #released = :released",
-      ConditionExpression: "#holder = :holder AND #term = :term",
-      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) }, ":released": { BOOL: true } },
+      set: { released: true },
+      condition: "#holder = :holder AND #term = :term",
+      conditionValues: { holder: request.holder, term: request.term },
     });
   }
 
   markAnnounced(request: AnnounceRequest): Promise<ConditionalWrite> {
     return this.update(request.site, {
-      UpdateExpression: "SET #announcedTerm = :term",
-      ConditionExpression: "#holder = :holder AND #term = :term AND (attribute_not_exists(#announcedTerm) OR #announcedTerm < :term)",
-      ExpressionAttributeValues: { ":holder": { S: request.holder }, ":term": { N: String(request.term) } },
+      set: { announcedTerm: request.term },
+      condition: "#holder = :holder AND #term = :term AND (attribute_not_exists(#announcedTerm) OR #announcedTerm < :term)",
+      conditionValues: { holder: request.holder, term: request.term },
     });
   }
 
@@ -135,47 +123,25 @@ export class DynamoDbLeaseStore implements LeaseStore {
     return decodeLeaseItem(Item);
   }
 
-  /** `peer`: the deployment whose `peers.<id>` attribute `#peer` names, for writes that record one. */
-  private async update(
-    site: string,
-    input: Pick<UpdateItemCommandInput, "UpdateExpression" | "ConditionExpression" | "ExpressionAttributeValues">,
-    peer?: string,
-  ): Promise<ConditionalWrite> {
-    const names: Record<string, string> = Object.fromEntries(
-      Object.entries(NAMES).filter(([placeholder]) => `${input.UpdateExpression} ${input.ConditionExpression}`.includes(placeholder)),
-    );
-    if (peer !== undefined) names["#peer"] = `${PEER_PREFIX}${peer}`;
+  private async update(site: string, write: WriteSpec): Promise<ConditionalWrite> {
     try {
       const { Attributes } = await this.options.client.send(
         new UpdateItemCommand({
-          ...input,
+          ...writeExpressions(write),
           TableName: this.options.tableName,
           Key: { site: { S: site } },
-          ExpressionAttributeNames: names,
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
       );
       const item = decodeLeaseItem(Attributes);
-      if (!item) throw new Error(`DynamoDB returned no lease item for site ${site} after an applied update`);
+      if (!item) throw new LeaseStoreError(`DynamoDB returned no lease item for site ${site} after an applied update`);
       return { applied: true, item };
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) return { applied: false, current: decodeLeaseItem(error.Item) };
       throw error;
     }
   }
-}
-
-function decodeLeaseItem(item: Record<string, AttributeValue> | undefined): LeaseItem | undefined {
-  if (!item?.site?.S || item.holder?.S === undefined || !item.term?.N || !item.expiresAt?.N) return undefined;
-  const decoded: LeaseItem = { site: item.site.S, holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
-  if (item.announcedTerm?.N) decoded.announcedTerm = Number(item.announcedTerm.N);
-  if (item.released?.BOOL) decoded.released = true;
-  if (item.skewBoundMs?.N) decoded.skewBoundMs = Number(item.skewBoundMs.N);
-  if (item.deliveryHorizonMs?.N) decoded.deliveryHorizonMs = Number(item.deliveryHorizonMs.N);
-  const peers = Object.entries(item).filter(([name, value]) => name.startsWith(PEER_PREFIX) && value.N !== undefined);
-  if (peers.length > 0) decoded.peers = Object.fromEntries(peers.map(([name, value]) => [name.slice(PEER_PREFIX.length), Number(value.N)]));
-  return decoded;
 }
 
 /** Creates the lease table (on-demand) and waits until it is active; for tests, benchmarks and the local run. */
@@ -191,6 +157,6 @@ export async function createLeaseTable(client: DynamoDBClient, tableName: string
   await waitUntilActive(client, tableName);
 }
 
-export async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
+async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
   await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
 }

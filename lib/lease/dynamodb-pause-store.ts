@@ -1,6 +1,26 @@
 /** The pause switches as items of the lease table (lib/lease/pause.ts says what a switch is). */
 import { GetItemCommand, PutItemCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
+import { z } from "zod";
+import { readItem, writeExpressions } from "./dynamodb-expression";
 import { PAUSE_KEY_PREFIX, pauseKey, type PauseState, type PauseStore } from "./pause";
+
+/** A pause switch item; `site` is its key in the lease table, `pausedSite` the site it pauses. */
+const PAUSE_ITEM = z
+  .object({
+    pausedSite: z.string().min(1),
+    deploymentId: z.string().min(1),
+    paused: z.boolean(),
+    changedAt: z.number().catch(0).default(0),
+    by: z.string().optional().catch(undefined),
+    reason: z.string().optional().catch(undefined),
+  })
+  .transform(({ pausedSite, deploymentId, paused, changedAt, by, reason }): PauseState => {
+    const state: PauseState = { site: pausedSite, deploymentId, paused, changedAt };
+    if (by) state.by = by;
+    if (reason) state.reason = reason;
+    return state;
+  });
 
 export class DynamoDbPauseStore implements PauseStore {
   constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
@@ -13,16 +33,16 @@ export class DynamoDbPauseStore implements PauseStore {
   }
 
   async write(state: PauseState): Promise<void> {
-    const item: Record<string, AttributeValue> = {
-      site: { S: pauseKey(state.site, state.deploymentId) },
-      pausedSite: { S: state.site },
-      deploymentId: { S: state.deploymentId },
-      paused: { BOOL: state.paused },
-      changedAt: { N: String(state.changedAt) },
+    const item = {
+      site: pauseKey(state.site, state.deploymentId),
+      pausedSite: state.site,
+      deploymentId: state.deploymentId,
+      paused: state.paused,
+      changedAt: state.changedAt,
+      by: state.by || undefined,
+      reason: state.reason || undefined,
     };
-    if (state.by) item.by = { S: state.by };
-    if (state.reason) item.reason = { S: state.reason };
-    await this.options.client.send(new PutItemCommand({ TableName: this.options.tableName, Item: item }));
+    await this.options.client.send(new PutItemCommand({ TableName: this.options.tableName, Item: marshall(item, { removeUndefinedValues: true }) }));
   }
 
   async list(site: string): Promise<PauseState[]> {
@@ -33,9 +53,7 @@ export class DynamoDbPauseStore implements PauseStore {
       const page = await this.options.client.send(
         new ScanCommand({
           TableName: this.options.tableName,
-          FilterExpression: "begins_with(#site, :prefix)",
-          ExpressionAttributeNames: { "#site": "site" },
-          ExpressionAttributeValues: { ":prefix": { S: `${PAUSE_KEY_PREFIX}${encodeURIComponent(site)}#` } },
+          ...filterOf(writeExpressions({ condition: "begins_with(#site, :prefix)", conditionValues: { prefix: `${PAUSE_KEY_PREFIX}${encodeURIComponent(site)}#` } })),
           ConsistentRead: true,
           ExclusiveStartKey: startKey,
         }),
@@ -51,14 +69,10 @@ export class DynamoDbPauseStore implements PauseStore {
 }
 
 function decode(item: Record<string, AttributeValue> | undefined): PauseState | undefined {
-  if (!item?.pausedSite?.S || !item.deploymentId?.S || item.paused?.BOOL === undefined) return undefined;
-  const state: PauseState = {
-    site: item.pausedSite.S,
-    deploymentId: item.deploymentId.S,
-    paused: item.paused.BOOL,
-    changedAt: Number(item.changedAt?.N ?? 0),
-  };
-  if (item.by?.S) state.by = item.by.S;
-  if (item.reason?.S) state.reason = item.reason.S;
-  return state;
+  return readItem(PAUSE_ITEM, item);
+}
+
+/** A scan's filter is written as a condition is. */
+function filterOf({ ConditionExpression, ExpressionAttributeNames, ExpressionAttributeValues }: ReturnType<typeof writeExpressions>) {
+  return { FilterExpression: ConditionExpression, ExpressionAttributeNames, ExpressionAttributeValues };
 }

@@ -221,7 +221,7 @@ export const TAKEOVER_MARGIN_MS = 60_000;
  * last renewal that is lease duration + skew + rpc_ttl + the margin. An absent item was never taken,
  * so there is no instant to count from: it does not count.
  */
-export function unheldTooLong(item: LeaseItem | undefined, settings: LeaseSettings, now: number): boolean {
+function unheldTooLong(item: LeaseItem | undefined, settings: LeaseSettings, now: number): boolean {
   if (item === undefined) return false;
   const skew = Math.max(settings.skewBoundMs, item.skewBoundMs ?? 0);
   const horizon = Math.max(settings.deliveryHorizonMs ?? 0, item.deliveryHorizonMs ?? 0);

@@ -6,13 +6,13 @@
 import type { NatsConnection } from "nats";
 import type { Broker } from "../app/use-case-ports";
 import type { ChoriaRpc, Clock } from "../ports";
-import { publishStartupEvent, type SharedBrokerConnection } from "./connection";
+import { BrokerConnectionError, publishStartupEvent, type SharedBrokerConnection } from "./connection";
 import type { DiscoveryResult } from "../app/use-case-ports";
 import { BroadcastDiscoverer } from "./discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "./rpc-client";
 
 /** The version announced in the provisioner's startup event. */
-export const PROVISIONER_VERSION = "0.1.0";
+const PROVISIONER_VERSION = "0.1.0";
 
 export interface ChoriaBrokerSettings {
   /** The provisioner's identity, announced in its startup event. */
@@ -27,7 +27,7 @@ export interface ChoriaBrokerSettings {
  * names), so a flood of forged replies arriving first does not hide the real nodes' replies from
  * the known-names-first selection that then picks at most the cap.
  */
-export function collectionBound(discoveryMaxNodes: number): number {
+function collectionBound(discoveryMaxNodes: number): number {
   return Math.max(4 * discoveryMaxNodes, 50_000);
 }
 
@@ -36,7 +36,7 @@ export class ChoriaBroker implements Broker {
   /** Delegates to the client of the connection prepared last; the engine holds this one object. */
   readonly rpc: ChoriaRpc = {
     call: (call) => {
-      if (!this.bound) throw new Error("the broker connection was not prepared before provisioning");
+      if (!this.bound) throw new BrokerConnectionError("the broker connection was not prepared before provisioning");
       return this.bound.rpc.call(call);
     },
   };

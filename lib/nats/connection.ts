@@ -13,9 +13,9 @@ import { type Clock, systemClock } from "../ports";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../choria/lifecycle";
 
 /** The NATS user the broker maps to the provisioning account when the password matches. */
-export const PROVISIONER_USER = "provisioner";
+const PROVISIONER_USER = "provisioner";
 
-export interface BrokerTlsSettings {
+interface BrokerTlsSettings {
   /** PEM text of the CA bundle that signed the broker's certificate. */
   ca?: string;
   /** PEM client certificate and key for mTLS (x509 networks). */
@@ -49,7 +49,7 @@ export interface BrokerConnectionSettings {
 /** The broker refused or could not be reached. The message names servers, never credentials. */
 export class BrokerConnectionError extends ProvisionerError {}
 
-export function splitServers(servers: string | string[]): string[] {
+function splitServers(servers: string | string[]): string[] {
   const list = (Array.isArray(servers) ? servers : servers.split(",")).map((server) => server.trim()).filter(Boolean);
   return list;
 }

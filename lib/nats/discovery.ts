@@ -16,11 +16,11 @@ import { identityProblem } from "../choria/identity";
 import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "../choria/protocol";
 import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
 
-export const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
-export const DISCOVERY_IDLE_MS = 300;
+const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
+const DISCOVERY_IDLE_MS = 300;
 
 /** Discovery could not be sent (connection closed, publish refused). Empty results are not errors. */
-export class DiscoveryError extends ProvisionerError {}
+class DiscoveryError extends ProvisionerError {}
 
 export interface TimerHandle {
   cancel(): void;
@@ -31,7 +31,7 @@ export interface Scheduler {
   schedule(delayMs: number, callback: () => void): TimerHandle;
 }
 
-export const realScheduler: Scheduler = {
+const realScheduler: Scheduler = {
   schedule(delayMs, callback) {
     const timer = setTimeout(callback, delayMs);
     return { cancel: () => clearTimeout(timer) };

@@ -21,10 +21,9 @@
  * Nothing here logs request or reply data: choria_provision requests carry the provisioning token.
  */
 import type { NatsConnection, Subscription } from "nats";
-import { InvalidInputError, RpcError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
+import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
 import { ksuid, uuidHex } from "../crypto";
-import { RpcNotSentError } from "../choria/errors";
 import { agentFilter } from "../choria/filter";
 import { assertValidIdentity } from "../choria/identity";
 import {
@@ -38,7 +37,7 @@ import {
   type RequestSigner,
 } from "../choria/protocol";
 
-export const PROVISIONING_COLLECTIVE = "provisioning";
+const PROVISIONING_COLLECTIVE = "provisioning";
 /**
  * The shortest TTL v1 servers accept (their request schema's minimum); v2 allows 1 s. Nodes run a
  * request only if `now - ttl < time < now + ttl` on their own clock, so the TTL bounds how long

@@ -1,13 +1,3 @@
-export {
-  createConsoleLogger,
-  type ConsoleLoggerOptions,
-  type LoggerOptions,
-  type LogLevel,
-} from "./logger";
-export {
-  DEFAULT_NAMESPACE,
-  InMemoryMetrics,
-  type MetricEmission,
-  type MetricKind,
-} from "./metrics";
+export { createConsoleLogger, type LoggerOptions, type LogLevel } from "./logger";
+export { DEFAULT_NAMESPACE, InMemoryMetrics } from "./metrics";
 export { REDACTED, Redactor, isSecretAttributeName } from "./redact";

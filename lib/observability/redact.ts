@@ -31,7 +31,7 @@ const SECRET_WORDS = new Set([
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)\S*@/gi;
 
 /** A URL, or text holding URLs, with any `user:password@` replaced by `[redacted]@`. */
-export function maskUserinfo(text: string): string {
+function maskUserinfo(text: string): string {
   return text.replace(URL_USERINFO, `$1${REDACTED}@`);
 }
 

@@ -8,7 +8,7 @@ Prints one line per check and a closing "N passed, N failed" line; exits 1 on an
 The emulator does not create every resource type (docs/deploy.md, "Deploying to a local emulator"):
 alarms, Lambda event invoke configs, the admission table's TTL, function architectures and layer
 attachments are checked in the packaged template instead
-(test/integration/deploy/template.test.ts).
+(test/deploy/template.test.ts).
 """
 
 import ast

@@ -75,7 +75,7 @@ export interface LocalServices extends LocalAws {
   readonly nats: RunningNats;
 }
 
-export async function startServices(dynamoEndpoint?: string): Promise<LocalServices> {
+async function startServices(dynamoEndpoint?: string): Promise<LocalServices> {
   const [nats, aws] = await Promise.all([startNats(), startLocalAws(dynamoEndpoint)]);
   return {
     ...aws,

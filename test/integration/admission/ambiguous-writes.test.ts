@@ -14,12 +14,12 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { deliverOnce, lambdaContext, receive, servicesForSuite, type LocalResources } from "../../support/aws";
 import { startDelayProxy, type DelayProxy } from "../../support/delay-proxy";
 import { hostAndPort } from "../../support/stall-proxy";
-import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
+import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";
 
 const SITE = "ambiguous";
 const HOST = "slow-claim.example.net";
-/** The claim's UpdateExpression, as the DynamoDB store sends it. */
-const CLAIM_MARKER = "SET #state = :provisioning";
+/** Part of the claim's UpdateExpression as the DynamoDB store sends it: only a claim sets claimedUntil. */
+const CLAIM_MARKER = "#claimedUntil = :claimedUntil";
 
 const services = servicesForSuite();
 let proxy: DelayProxy;

@@ -5,8 +5,8 @@ import { ADMISSION_TTL_ATTRIBUTE, createAdmissionTable, DynamoDbAdmissionStore }
 import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { RecordingMetrics } from "../../support/fakes";
-import { describeExpiryRules } from "../../unit/admission/expiry-rules";
-import { describeRegistryRules } from "../../unit/admission/registry-rules";
+import { describeExpiryRules } from "../../support/contracts/expiry-rules";
+import { describeRegistryRules } from "../../support/contracts/registry-rules";
 
 const TABLE = `admission-it-${randomUUID()}`;
 let client: DynamoDBClient;

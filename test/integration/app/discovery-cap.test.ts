@@ -18,7 +18,7 @@ import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
 import { lambdaContext, receive, sqsEvent, servicesForSuite } from "../../support/aws";
-import { startDeployment, TOKEN, HELPER } from "../handlers/support";
+import { startDeployment, TOKEN, HELPER } from "../../support/handlers";
 
 const services = servicesForSuite();
 let hostile: NatsConnection;

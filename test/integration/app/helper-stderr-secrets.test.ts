@@ -15,7 +15,7 @@ import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { makeHandler as statusHandler } from "../../../handlers/status";
 import { lambdaContext, receive, sqsEvent, servicesForSuite, type LocalResources } from "../../support/aws";
-import { startDeployment, TOKEN, type Deployment } from "../handlers/support";
+import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";
 
 const LIMIT = 3;
 const NATS_TOKEN = "configured-nats-token-0815-secret";

@@ -13,7 +13,7 @@ import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { createTables, receive, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
-import { startDeployment, type Deployment } from "../handlers/support";
+import { startDeployment, type Deployment } from "../../support/handlers";
 
 const SUBJECT = lifecycleSubject("startup", "provision_mode_server");
 const EVENTS = 40;

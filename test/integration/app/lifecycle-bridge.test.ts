@@ -5,7 +5,7 @@ import { startNats } from "../../../dev/local/services";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { receive, localAwsForSuite, type Queues } from "../../support/aws";
 import { cleanupsAfterEach } from "../../support/suite";
-import { startDeployment, type Deployment } from "../handlers/support";
+import { startDeployment, type Deployment } from "../../support/handlers";
 
 const aws = localAwsForSuite();
 const cleanups = cleanupsAfterEach();

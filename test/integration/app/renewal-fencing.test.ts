@@ -23,8 +23,8 @@ import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock } from "../../../lib/ports";
 import { CappedWaitRpc, realClock, RecordingLogger, RecordingMetrics } from "../../support/fakes";
 import { brokerForSuite } from "../../support/suite";
-import { renewalSettings } from "../../unit/app/renewal-support";
-import { rpcClient } from "../simulator/support";
+import { renewalSettings } from "../../support/renewal";
+import { rpcClient } from "../../support/simulator";
 
 const TOKEN = "renewal-fencing-token";
 const HOUR_MS = 3_600_000;

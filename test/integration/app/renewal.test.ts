@@ -13,8 +13,8 @@ import { EXTRA_METRIC, systemClock } from "../../../lib/ports";
 import { startFleet, type Fleet, type NodeFaults } from "../../../dev/simulator";
 import { CappedWaitRpc, FakeGate, RecordingLogger, RecordingMetrics } from "../../support/fakes";
 import { brokerForSuite } from "../../support/suite";
-import { renewalSettings } from "../../unit/app/renewal-support";
-import { rpcClient } from "../simulator/support";
+import { renewalSettings } from "../../support/renewal";
+import { rpcClient } from "../../support/simulator";
 
 const TOKEN = "renewal-fleet-token";
 const TERM = 9;

@@ -16,7 +16,7 @@ import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { cleanupsAfterEach } from "../../support/suite";
-import { HELPER, TOKEN } from "../handlers/support";
+import { HELPER, TOKEN } from "../../support/handlers";
 
 const services = servicesForSuite();
 const cleanups = cleanupsAfterEach();

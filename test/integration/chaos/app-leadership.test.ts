@@ -14,9 +14,9 @@ import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
-import { scaledClock } from "./deployments";
-import { recordScenario } from "./scenario";
-import { CountingHelper, TOKEN } from "./support";
+import { scaledClock } from "../../support/chaos/deployments";
+import { recordScenario } from "../../support/chaos/scenario";
+import { CountingHelper, TOKEN } from "../../support/chaos/support";
 
 const NODES = 16;
 

@@ -14,8 +14,8 @@ import { CsrError, InvalidInputError, JwtError, NonceSignatureError, RpcProtocol
 import type { ChoriaRpc, HostWork } from "../../../lib/ports";
 import type { NodeFaults } from "../../../dev/simulator";
 import { ed25519SigningKey, generateEd25519Seed } from "../../../lib/crypto";
-import { recordScenario } from "./scenario";
-import { CALLER_ID, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "./support";
+import { recordScenario } from "../../support/chaos/scenario";
+import { CALLER_ID, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "../../support/chaos/support";
 import { CappedWaitRpc, RecordingLogger } from "../../support/fakes";
 
 /**

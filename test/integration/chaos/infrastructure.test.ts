@@ -24,8 +24,8 @@ import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { cleanupsAfterEach } from "../../support/suite";
-import { recordScenario } from "./scenario";
-import { CountingHelper } from "./support";
+import { recordScenario } from "../../support/chaos/scenario";
+import { CountingHelper } from "../../support/chaos/support";
 
 const TOKEN = "chaos-infrastructure-token";
 

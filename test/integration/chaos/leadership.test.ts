@@ -18,9 +18,9 @@ import { createLeaseTable } from "../../../lib/lease/dynamodb-lease-store";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { seededRandom } from "../../support/random";
-import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions, type Published } from "./deployments";
-import { recordScenario, type FaultClass } from "./scenario";
-import { TOKEN } from "./support";
+import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions, type Published } from "../../support/chaos/deployments";
+import { recordScenario, type FaultClass } from "../../support/chaos/scenario";
+import { TOKEN } from "../../support/chaos/support";
 
 const NODES = 24;
 /** Real-time bound on one scenario converging; a takeover is ~7 s of real time at SCALE. */

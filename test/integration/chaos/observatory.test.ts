@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Fleet, RpcRecord } from "../../../dev/simulator";
-import { Observatory } from "./deployments";
+import { Observatory } from "../../support/chaos/deployments";
 
 function fleetWith(record: RpcRecord[]): Fleet {
   return { record } as unknown as Fleet;

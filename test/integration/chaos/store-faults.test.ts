@@ -17,8 +17,8 @@ import { deliverOnce, receive, remainingTime, servicesForSuite, type Queues } fr
 import { localAppSettings } from "../../support/app-settings";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
 import { cleanupsAfterEach } from "../../support/suite";
-import { recordScenario } from "./scenario";
-import { CountingHelper } from "./support";
+import { recordScenario } from "../../support/chaos/scenario";
+import { CountingHelper } from "../../support/chaos/support";
 
 const TOKEN = "chaos-store-token";
 

@@ -5,7 +5,7 @@ import { decodeRequest, encodeReply, type IncomingRequest, type ProtocolVersion,
 const { privateKey } = generateKeyPairSync("ed25519");
 
 /** v1: provisioning-mode nodes never verify, so the insecure fillers; v2: a real Ed25519 signature. */
-export function signerFor(version: ProtocolVersion): RequestSigner {
+function signerFor(version: ProtocolVersion): RequestSigner {
   return version === 1
     ? { version: 1, kind: "insecure" }
     : { version: 2, callerJwt: "header.claims.signature", sign: (bytes) => sign(null, bytes, privateKey) };

@@ -6,7 +6,7 @@
  */
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { RpcNotSentError } from "../../../lib/choria/errors";
+import { RpcNotSentError } from "../../../lib/errors";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { RpcTimeoutError, RpcTransportError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";

@@ -16,7 +16,7 @@ import { makeHandler as statusHandler } from "../../../handlers/status";
 import { createTables, deleteMessages, lambdaContext, receive, sqsEvent, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
 import { realClock, type JumpingClock } from "../../support/fakes";
 import { cleanupsAfterEach } from "../../support/suite";
-import { send, startDeployment, TOKEN, type Deployment } from "./support";
+import { send, startDeployment, TOKEN, type Deployment } from "../../support/handlers";
 
 /** The fleet most tests start with: three nodes the example helper configures and one it defers. */
 const FLEET = ["n1.example.net", "n2.example.net", "n3.example.net", "defer-n4.example.net"];

@@ -1,161 +1,44 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
+import { LeaseStoreError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
+import { describeLeaseStoreRules } from "../../support/contracts/lease-store-rules";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const TABLE = `lease-it-${randomUUID()}`;
 
 describe("lease on DynamoDB Local", () => {
   let client: DynamoDBClient;
-  let store: DynamoDbLeaseStore;
 
   beforeAll(async () => {
     client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: inject("dynamoEndpoint") });
     await createLeaseTable(client, TABLE);
-    store = new DynamoDbLeaseStore({ client, tableName: TABLE });
   });
   afterAll(() => client?.destroy());
 
-  function deployment(site: string, deploymentId: string, time: VirtualClock, offsetMs = 0, leaseStore = store) {
-    const metrics = new RecordingMetrics();
-    const logger = new RecordingLogger();
-    const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId });
-    const gate = createLeaseGate(settings, { store: leaseStore, metrics, logger, clock: time.skewed(offsetMs) });
-    return { gate, metrics, logger };
-  }
+  describeLeaseStoreRules("DynamoDB Local", () => new DynamoDbLeaseStore({ client, tableName: TABLE }));
 
-  async function storedItem(site: string) {
+  it("keeps the lease as one item per site: holder, term and expiry as attributes, a peer as peers.<id>", async () => {
+    const site = `attributes-${randomUUID()}`;
+    const time = new VirtualClock();
+    const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId: "prod-eu" });
+    const gate = createLeaseGate(settings, { store: new DynamoDbLeaseStore({ client, tableName: TABLE }), metrics: new RecordingMetrics(), clock: time.skewed() });
+
+    await gate.acquireOrRenew();
+
     const { Item } = await client.send(new GetItemCommand({ TableName: TABLE, Key: { site: { S: site } }, ConsistentRead: true }));
-    return { holder: Item?.holder?.S, term: Number(Item?.term?.N), expiresAt: Number(Item?.expiresAt?.N) };
-  }
-
-  it("acquires an absent lease with term 1 and reports the new term", async () => {
-    const site = `acquire-${randomUUID()}`;
-    const time = new VirtualClock();
-    const leader = deployment(site, "prod-eu", time);
-
-    const outcome = await leader.gate.acquireOrRenew();
-
-    expect(outcome).toMatchObject({ holding: true, term: 1, wonNewTerm: true });
-    expect(await storedItem(site)).toEqual({ holder: "prod-eu", term: 1, expiresAt: time.trueTime + 30_000 });
-    expect(leader.metrics.lastGauge(METRIC.paused)).toBe(0);
-    await expect(leader.gate.assertOpen(1, 5_000)).resolves.toMatchObject({ term: expect.any(Number) });
-  });
-
-  it("renews its own lease under the same term and pushes the expiry out", async () => {
-    const site = `renew-${randomUUID()}`;
-    const time = new VirtualClock();
-    const leader = deployment(site, "prod-eu", time);
-    await leader.gate.acquireOrRenew();
-    time.advance(10_000);
-
-    const outcome = await leader.gate.acquireOrRenew();
-
-    expect(outcome).toMatchObject({ holding: true, term: 1, wonNewTerm: false });
-    expect((await storedItem(site)).expiresAt).toBe(time.trueTime + 30_000);
-  });
-
-  it("keeps a standby paused while the leader's lease is live", async () => {
-    const site = `standby-${randomUUID()}`;
-    const time = new VirtualClock();
-    await deployment(site, "prod-eu", time).gate.acquireOrRenew();
-    const standby = deployment(site, "prod-us", time);
-
-    const outcome = await standby.gate.acquireOrRenew();
-
-    expect(outcome).toMatchObject({ holding: false, current: { holder: "prod-eu", term: 1 } });
-    await expect(standby.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
-    expect(standby.metrics.lastGauge(METRIC.paused)).toBe(1);
-    expect(await standby.gate.currentTerm()).toBeUndefined();
-  });
-
-  it("takes over an expired lease only after expiry plus the skew bound, bumping the term", async () => {
-    const site = `takeover-${randomUUID()}`;
-    const time = new VirtualClock();
-    const leader = deployment(site, "prod-eu", time);
-    const challenger = deployment(site, "prod-us", time);
-    await leader.gate.acquireOrRenew();
-
-    time.advance(30_000 + 5_000);
-    const early = await challenger.gate.acquireOrRenew();
-    time.advance(1);
-    const late = await challenger.gate.acquireOrRenew();
-
-    expect(early.holding).toBe(false);
-    expect(late).toMatchObject({ holding: true, term: 2, wonNewTerm: true });
-    await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
-    expect(await leader.gate.acquireOrRenew()).toMatchObject({ holding: false, current: { holder: "prod-us", term: 2 } });
-  });
-
-  it("releases on a graceful stop: the leader closes at once, nobody renews, the standby takes the next term once the old expiry has passed", async () => {
-    const site = `release-${randomUUID()}`;
-    const time = new VirtualClock();
-    const leader = deployment(site, "prod-eu", time);
-    const standby = deployment(site, "prod-us", time);
-    await leader.gate.acquireOrRenew();
-
-    const released = await leader.gate.release();
-    const early = await standby.gate.acquireOrRenew();
-    time.advance(35_001);
-    const outcome = await standby.gate.acquireOrRenew();
-
-    expect(released).toBe(true);
-    await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
-    expect(early.holding).toBe(false);
-    expect(outcome).toMatchObject({ holding: true, term: 2, wonNewTerm: true });
-  });
-
-  it.each([2, 3, 5])("lets exactly one of %i contending deployments win", async (contenders) => {
-    const site = `contention-${contenders}-${randomUUID()}`;
-    const time = new VirtualClock();
-    const deployments = Array.from({ length: contenders }, (_, index) => deployment(site, `deployment-${index}`, time, index * 700));
-
-    const outcomes = await Promise.all(deployments.map(({ gate }) => gate.acquireOrRenew()));
-
-    const winners = outcomes.filter((outcome) => outcome.holding);
-    expect(winners).toHaveLength(1);
-    expect(winners[0]).toMatchObject({ term: 1, wonNewTerm: true });
-    const winnerId = deployments[outcomes.indexOf(winners[0]!)];
-    expect((await storedItem(site)).holder).toBe(`deployment-${deployments.indexOf(winnerId!)}`);
-  });
-
-  it("lets every concurrent invocation of the leading deployment renew", async () => {
-    const site = `invocations-${randomUUID()}`;
-    const time = new VirtualClock();
-    await deployment(site, "prod-eu", time).gate.acquireOrRenew();
-    const invocations = Array.from({ length: 4 }, (_, index) => deployment(site, "prod-eu", time, index * 300));
-    time.advance(10_000);
-
-    const outcomes = await Promise.all(invocations.map(({ gate }) => gate.acquireOrRenew()));
-    const gates = await Promise.allSettled(invocations.map(({ gate }) => gate.assertOpen(1, 5_000)));
-
-    expect(outcomes.every((outcome) => outcome.holding && outcome.term === 1)).toBe(true);
-    expect(gates.map((gate) => gate.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "fulfilled"]);
-  });
-
-  it("rejects work admitted under an older term once the deployment holds a newer one", async () => {
-    const site = `stale-${randomUUID()}`;
-    const time = new VirtualClock();
-    const leader = deployment(site, "prod-eu", time);
-    const other = deployment(site, "prod-us", time);
-    await leader.gate.acquireOrRenew();
-    await leader.gate.release();
-    time.advance(35_001);
-    await other.gate.acquireOrRenew();
-    await other.gate.release();
-    time.advance(35_001);
-
-    const outcome = await leader.gate.acquireOrRenew();
-
-    expect(outcome).toMatchObject({ holding: true, term: 3, wonNewTerm: true });
-    await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(leader.gate.assertOpen(3, 1_000)).resolves.toMatchObject({ term: expect.any(Number) });
+    expect(Item).toMatchObject({
+      site: { S: site },
+      holder: { S: "prod-eu" },
+      term: { N: "1" },
+      expiresAt: { N: String(time.trueTime + 30_000) },
+      "peers.prod-eu": { N: expect.any(String) },
+    });
   });
 });
 

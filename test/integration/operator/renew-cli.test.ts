@@ -20,7 +20,7 @@ import type { Clock } from "../../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";
 import { operatorCli, takeLease } from "../../support/operator-cli";
-import { renewalSettings } from "../../unit/app/renewal-support";
+import { renewalSettings } from "../../support/renewal";
 
 const SITE = "ops";
 const HOUR_MS = 3_600_000;

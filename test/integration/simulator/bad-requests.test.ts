@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uuidHex } from "../../../lib/crypto";
 import { type Fleet, startFleet } from "../../../dev/simulator";
-import { FLEET_TOKEN, rpcClient } from "./support";
+import { FLEET_TOKEN, rpcClient } from "../../support/simulator";
 import { brokerForSuite } from "../../support/suite";
 
 const IDENTITY = "strict.example.net";

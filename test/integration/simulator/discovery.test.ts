@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseLifecycleEvent, type LifecycleEvent } from "../../../lib/choria/lifecycle";
 import { type Fleet, startFleet } from "../../../dev/simulator";
-import { discoverer, FLEET_TOKEN } from "./support";
+import { discoverer, FLEET_TOKEN } from "../../support/simulator";
 import { brokerForSuite } from "../../support/suite";
 
 describe("fleet discovery and announcements", () => {

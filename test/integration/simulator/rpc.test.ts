@@ -13,7 +13,7 @@ import {
   x25519SharedSecret,
 } from "../../../lib/crypto";
 import { type Fleet, type NodeFaults, startFleet } from "../../../dev/simulator";
-import { rpcClient } from "./support";
+import { rpcClient } from "../../support/simulator";
 import { brokerForSuite } from "../../support/suite";
 
 const TOKEN = "s3cret";

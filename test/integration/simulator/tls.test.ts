@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ed25519SigningKey, generateEd25519Seed, loadJwtVerifier, verifyProvisioningJwt } from "../../../lib/crypto";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { type FleetOptions, startFleet } from "../../../dev/simulator";
-import { discoverer, FLEET_TOKEN, rpcClient } from "./support";
+import { discoverer, FLEET_TOKEN, rpcClient } from "../../support/simulator";
 
 const run = promisify(execFile);
 const signer = ed25519SigningKey(generateEd25519Seed());

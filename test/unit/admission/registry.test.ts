@@ -1,6 +1,6 @@
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { describeExpiryRules } from "./expiry-rules";
-import { describeRegistryRules } from "./registry-rules";
+import { describeExpiryRules } from "../../support/contracts/expiry-rules";
+import { describeRegistryRules } from "../../support/contracts/registry-rules";
 
 describeRegistryRules("the in-memory store", () => new MemoryAdmissionStore());
 describeExpiryRules("the in-memory store", () => new MemoryAdmissionStore());

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
-import { AppSettingsError, appSettingsFromEnv } from "../../../lib/aws/settings";
+import { appSettingsFromEnv } from "../../../lib/aws/settings";
+import { AppSettingsError } from "../../../lib/errors";
 import { Limiter } from "../../../lib/app/concurrency";
 import { InvalidInputError } from "../../../lib/errors";
 

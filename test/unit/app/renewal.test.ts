@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { dueHosts, emptyRenewalState, expiryReport, renewableAt, spreadOf } from "../../../lib/app/renewal-state";
-import { RpcNotSentError } from "../../../lib/choria/errors";
+import { RpcNotSentError } from "../../../lib/errors";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "./renewal-support";
+import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "../../support/renewal";
 
 const DAY_MS = 24 * HOUR_MS;
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { AppSettingsError, appSettingsFromEnv, tableArnRegion } from "../../../lib/aws/settings";
+import { appSettingsFromEnv, tableArnRegion } from "../../../lib/aws/settings";
+import { AppSettingsError } from "../../../lib/errors";
 
 const ENV = {
   PROVISIONER_CONFIG_YAML: "site: lon",

@@ -8,7 +8,7 @@ import { loadConfig, parseConfig } from "../../../lib/config";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { ConfigError } from "../../../lib/errors";
 import { createConsoleLogger } from "../../../lib/observability";
-import { captureOutput } from "../observability/capture";
+import { captureOutput } from "../../support/capture";
 
 const PASSWORD = "Pa55w0rd-in-the-url";
 

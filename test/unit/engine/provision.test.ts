@@ -24,7 +24,7 @@ import {
   type EngineSettings,
   type ProvisionOutcome,
 } from "../../../lib/engine";
-import { RpcNotSentError } from "../../../lib/choria/errors";
+import { RpcNotSentError } from "../../../lib/errors";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { EXTRA_METRIC, METRIC, type HelperResponse } from "../../../lib/ports";
 import { selfSignedCertificate } from "../../support/certificate";

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { parseConfig, SETTINGS } from "../../../lib/config";
 import { ConfigError } from "../../../lib/errors";
-import { recordScenario } from "../../integration/chaos/scenario";
+import { recordScenario } from "../../support/chaos/scenario";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };
 const CANDIDATES: unknown[] = [42, "text", true, ["text"], { nested: "text" }, -1, 1.5];

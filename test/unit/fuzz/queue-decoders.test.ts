@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { isValidIdentity } from "../../../lib/choria/identity";
 import { InvalidInputError } from "../../../lib/errors";
-import { recordScenario } from "../../integration/chaos/scenario";
+import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, mutatedText } from "./support";
 
 const hostileName = fc.oneof(

@@ -22,7 +22,7 @@ import {
 } from "../../../lib/crypto";
 import { ConfigError, CsrError, HelperError, JwtError } from "../../../lib/errors";
 import { decodeHelperResponse } from "../../../lib/helper";
-import { recordScenario } from "../../integration/chaos/scenario";
+import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, expectOnlyAsync, mutatedBytes, mutatedText } from "./support";
 
 const encoder = new TextEncoder();

@@ -21,7 +21,7 @@ import {
   type ProtocolVersion,
 } from "../../../lib/choria/protocol";
 import { InvalidInputError } from "../../../lib/errors";
-import { recordScenario } from "../../integration/chaos/scenario";
+import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, mutatedBytes } from "./support";
 
 const encoder = new TextEncoder();

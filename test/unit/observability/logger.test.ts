@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, secretValues } from "../../../lib/config";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { createConsoleLogger } from "../../../lib/observability";
-import { captureOutput } from "./capture";
+import { captureOutput } from "../../support/capture";
 
 const SECRETS = {
   token: "provision-token-123456",

@@ -1,8 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { createPowertoolsMetrics } from "../../../lib/aws/powertools-metrics";
 import { InMemoryMetrics } from "../../../lib/observability";
-import { captureOutput } from "./capture";
+import { captureOutput } from "../../support/capture";
 
 interface EmfRecord {
   _aws: { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string; Unit: string }> }> };
@@ -10,6 +10,16 @@ interface EmfRecord {
 }
 
 describe("createPowertoolsMetrics", () => {
+  // Powertools reads the switch when an instance is built; the local stack's modules set it to
+  // "true" at import (dev/local/quiet-powertools.ts), and unit files share one process.
+  beforeEach(() => {
+    vi.stubEnv("POWERTOOLS_METRICS_DISABLED", "false");
+  });
+
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
   it("emits EMF with the site dimension, and rpc-labelled observations on their own record", () => {
     // Arrange
     const metrics = createPowertoolsMetrics({ site: "lon", namespace: "ChoriaProvisionerTest" });

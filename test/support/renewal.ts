@@ -5,13 +5,13 @@
  * `choria_provision#reprovision` and record, node side, every request they ran and when they were
  * out of service.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { AdmissionRegistry, type CredentialsExpiry } from "../../../lib/admission/registry";
-import { Renewal, type RenewalSettings } from "../../../lib/app/renewal";
-import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
-import type { Standing } from "../../../lib/lease/gate";
-import type { RpcCall } from "../../../lib/ports";
-import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "../../support/fakes";
+import { MemoryAdmissionStore } from "../../lib/admission/memory-admission-store";
+import { AdmissionRegistry, type CredentialsExpiry } from "../../lib/admission/registry";
+import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
+import { MemoryRenewalStore } from "../../lib/app/renewal-state";
+import type { Standing } from "../../lib/lease/gate";
+import type { RpcCall } from "../../lib/ports";
+import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";
 
 export const SITE = "lab";
 export const TOKEN = "renewal-test-token";
@@ -21,7 +21,7 @@ export const MINUTE_MS = 60_000;
 export const HOUR_MS = 60 * MINUTE_MS;
 
 /** What one node saw: each reprovision it ran (node clock) and when it was provisioned again. */
-export interface NodeRecord {
+interface NodeRecord {
   reprovisionedAt: number[];
   backAt: number[];
 }

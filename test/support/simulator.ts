@@ -1,15 +1,15 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import type { NatsConnection } from "nats";
-import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
-import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
-import { type ChoriaClientSettings, NatsChoriaRpc } from "../../../lib/nats/rpc-client";
+import { BroadcastDiscoverer } from "../../lib/nats/discovery";
+import type { ProtocolVersion, RequestSigner } from "../../lib/choria/protocol";
+import { type ChoriaClientSettings, NatsChoriaRpc } from "../../lib/nats/rpc-client";
 
 const callerKey = generateKeyPairSync("ed25519").privateKey;
 
 /** The fleets' provisioning token (`cht`): a node whose JWT has none never enters provisioning mode. */
 export const FLEET_TOKEN = "simulator-provisioning-token";
 
-export function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
+function clientSettings(version: ProtocolVersion, extra: Partial<ChoriaClientSettings> = {}): ChoriaClientSettings {
   const signer: RequestSigner =
     version === 1
       ? { version: 1, kind: "insecure" }

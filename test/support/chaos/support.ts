@@ -7,16 +7,16 @@
  */
 import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/nats/rpc-client";
-import { engineSettings } from "../../support/engine-settings";
+import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
-import { noMetrics, realClock } from "../../support/fakes";
-import { FleetHarness } from "../../support/fleet-harness";
-import { helperResponseWith } from "../../support/helper-response";
+import { noMetrics, realClock } from "../fakes";
+import { FleetHarness } from "../fleet-harness";
+import { helperResponseWith } from "../helper-response";
 
-export function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
+function configuringResponse(identity: string, extra: Partial<HelperResponse> = {}): HelperResponse {
   return helperResponseWith({ configuration: { identity, "plugin.choria.server.provision": "false", loglevel: "info" }, ...extra });
 }
 
@@ -37,7 +37,7 @@ export class CountingHelper implements HelperRunner {
 type ErrorClass = abstract new (...args: never[]) => Error;
 
 /** The error and every `cause` below it. */
-export function errorChain(error: unknown): unknown[] {
+function errorChain(error: unknown): unknown[] {
   const chain: unknown[] = [];
   for (let current = error; current !== undefined && chain.length < 10; current = (current as { cause?: unknown }).cause) chain.push(current);
   return chain;
@@ -64,7 +64,7 @@ const BACKOFF_SCALE = 20;
 const shortBackoffClock = realClock({ sleepDivisor: BACKOFF_SCALE });
 
 /** The gate of a deployment that holds its lease throughout (the hostile-input tests are not about leadership). */
-export const openGate: PauseGate = {
+const openGate: PauseGate = {
   assertOpen: async (term, attemptTimeoutMs) => ({ term, stampedAt: Date.now(), endsBy: performance.now() + attemptTimeoutMs }),
 };
 

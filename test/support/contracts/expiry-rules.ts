@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { AdmissionRegistry, type AdmissionStore, type CredentialsExpiry } from "../../../lib/admission/registry";
-import { RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;
 const DAY_MS = 24 * 3_600_000;

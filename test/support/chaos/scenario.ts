@@ -5,7 +5,7 @@
  */
 import type { RunnerTestCase } from "vitest";
 
-export type ChaosArea = "leadership" | "infrastructure" | "hostile-node" | "hostile-helper" | "config" | "fuzz";
+type ChaosArea = "leadership" | "infrastructure" | "hostile-node" | "hostile-helper" | "config" | "fuzz";
 
 /** The kind of fault a leadership or infrastructure scenario injects, for the per-class counts. */
 export type FaultClass =

@@ -1,10 +1,10 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { AppSettings } from "../../../lib/aws/settings";
-import { createApp, type App } from "../../../dev/local/create-app";
-import { InMemoryMetrics } from "../../../lib/observability";
-import { silentLogger, type Clock, type Logger } from "../../../lib/ports";
-import { localAppSettings } from "../../support/app-settings";
-import type { LocalResources } from "../../support/aws";
+import type { AppSettings } from "../../lib/aws/settings";
+import { createApp, type App } from "../../dev/local/create-app";
+import { InMemoryMetrics } from "../../lib/observability";
+import { silentLogger, type Clock, type Logger } from "../../lib/ports";
+import { localAppSettings } from "./app-settings";
+import type { LocalResources } from "./aws";
 
 export const HELPER = "node examples/helpers/provision-helper.mjs";
 /** The provisioning token of the fleet and of every deployment. */

@@ -10,12 +10,12 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FUNCTION_NAMES } from "../../../lib/config/secrets";
-import { stageResourceNames } from "../../../lib/aws/stage-resources";
-import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
+import { FUNCTION_NAMES } from "../../lib/config/secrets";
+import { stageResourceNames } from "../../lib/aws/stage-resources";
+import { EXTRA_METRIC, METRIC } from "../../lib/ports";
 
 const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, "../../..");
+const ROOT = resolve(import.meta.dirname, "../..");
 const SLS = join(ROOT, "node_modules/.bin/sls");
 const require = createRequire(import.meta.url);
 

@@ -28,7 +28,7 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
-import { engineSettings } from "../../support/engine-settings";
+import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
@@ -39,15 +39,15 @@ import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
-import { noMetrics } from "../../support/fakes";
-import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";
+import { noMetrics } from "../fakes";
+import { hostAndPort, startStallProxy, type StallProxy } from "../stall-proxy";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
 export const SCALE = 10;
 /** The request TTL the deployments send (the v1 minimum) and so the lease's delivery horizon. */
-export const RPC_TTL_SECONDS = 30;
+const RPC_TTL_SECONDS = 30;
 export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
-export const INTERVAL_MS = 60_000;
+const INTERVAL_MS = 60_000;
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
 const EPOCH = { real: performance.now(), wall: Date.now() };

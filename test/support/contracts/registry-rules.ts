@@ -15,7 +15,7 @@ import {
   type HostClaim,
 } from "../../../lib/admission/registry";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;
 const CLAIM_TTL = 120_000;
