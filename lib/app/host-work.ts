@@ -8,7 +8,7 @@ import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admis
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
-import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./ports";
@@ -38,7 +38,18 @@ export interface HostWorkDeps {
   metrics: Metrics;
   /** Per invocation: more host work from the queue while its batch runs (lib/app/batch.ts BatchRefill). */
   refill?: (remainingMs: () => number) => BatchRefill;
+  /** Paces the lease re-reads after a store blip (LEASE_BLIP_PAUSES_MS). */
+  clock?: Clock;
 }
+
+/**
+ * The pauses before the lease is read again, inside the same invocation, when the lease store did
+ * not answer a round (a timeout under load, gone a second later). Without them every host of the
+ * invocation went back to the queue for the whole retry delay (30 s, then 60 s) though nothing was
+ * wrong with it. Each re-read is a full gate round, so nothing is sent outside a confirmed term;
+ * a store that stays away still sends the work back, after at most these pauses and one round each.
+ */
+export const LEASE_BLIP_PAUSES_MS: readonly number[] = [1_000, 3_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
 export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
@@ -51,11 +62,31 @@ export class HostWorkProcessor {
   constructor(private readonly deps: HostWorkDeps) {}
 
   async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
-    const standing = this.knownStanding(await this.deps.gate.standing());
     const remainingMs = () => ctx.remainingMs() - this.deps.settings.deadlineMarginMs;
+    const standing = await this.readStanding(remainingMs);
     // Taken work is handled under the standing read here, like the batch: the engine's gate still checks the lease before every RPC.
     const refill = standing.kind === "leading" ? this.deps.refill?.(remainingMs) : undefined;
     return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger, refill);
+  }
+
+  /**
+   * The standing the batch runs under. One the round could not establish (the store did not
+   * answer, or our own lease was not confirmed) is read again after each blip pause while the
+   * invocation has time for it, before the whole batch is sent back as not known.
+   */
+  private async readStanding(remainingMs: () => number): Promise<Standing> {
+    let standing = this.knownStanding(await this.deps.gate.standing());
+    for (const pauseMs of LEASE_BLIP_PAUSES_MS) {
+      if (standing.kind !== "unknown" || remainingMs() <= pauseMs) break;
+      this.deps.logger.info(`the lease standing is not known; reading it again in ${pauseMs} ms`, { error: messageOf(standing.error) });
+      await this.clock.sleep(pauseMs);
+      standing = this.knownStanding(await this.deps.gate.standing());
+    }
+    return standing;
+  }
+
+  private get clock(): Clock {
+    return this.deps.clock ?? systemClock;
   }
 
   /**
@@ -122,14 +153,20 @@ export class HostWorkProcessor {
       await this.giveBack(claim, message, `the broker could not be reached: ${messageOf(error)}`);
       throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
     }
-    const outcome = await this.deps.engine.provision(work, { remainingMs });
+    let outcome = await this.deps.engine.provision(work, { remainingMs });
+    // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
+    for (const pauseMs of LEASE_BLIP_PAUSES_MS) {
+      if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
+      logger.info(`the lease store did not answer; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
+      await this.clock.sleep(pauseMs);
+      outcome = await this.deps.engine.provision(work, { remainingMs });
+    }
     await this.finish(claim, message, outcome);
   }
 
   private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {
     const { identity, term } = claim.work;
-    const storeBlip = outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
-    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || storeBlip) {
+    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
       // A lease store that could not be read is not a lost lease: the host comes back, with the reason.
       await this.giveBack(claim, message, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
@@ -216,6 +253,11 @@ export class HostWorkProcessor {
 
 /** A lease round answered "standby" without showing another holder: the batch goes back. */
 class LeaseStandingUnknownError extends ProvisionerError {}
+
+/** The gate closed because the lease store could not be read, not because the lease was lost. */
+function isLeaseStoreBlip(outcome: ProvisionOutcome): boolean {
+  return outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
+}
 
 /** Whether `kind` is the error or anywhere in its cause chain. */
 function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error): boolean {

@@ -74,6 +74,30 @@ export function unreachableLeaseStore(): LeaseStore {
   return { claim: fail, extend: fail, release: fail, markAnnounced: fail, recordPeer: fail, read: fail };
 }
 
+/** A working lease store that fails its next calls when told to (a DynamoDB that stops answering for a moment). */
+export function blippingLeaseStore(store: LeaseStore = new MemoryLeaseStore()): LeaseStore & { failNextCalls(count: number): void; failedCalls(): number } {
+  let failing = 0;
+  let failed = 0;
+  const call = <T>(run: () => Promise<T>): Promise<T> => {
+    if (failing === 0) return run();
+    failing--;
+    failed++;
+    return Promise.reject(new Error("TimeoutError: Request did not complete within 1500 ms"));
+  };
+  return {
+    claim: (request) => call(() => store.claim(request)),
+    extend: (request) => call(() => store.extend(request)),
+    release: (request) => call(() => store.release(request)),
+    markAnnounced: (request) => call(() => store.markAnnounced(request)),
+    recordPeer: (request) => call(() => store.recordPeer(request)),
+    read: (site) => call(() => store.read(site)),
+    failNextCalls: (count) => {
+      failing = count;
+    },
+    failedCalls: () => failed,
+  };
+}
+
 /** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */
 export function admissionStoreFailingFor(store: AdmissionStore, identity: string): AdmissionStore {
   return new Proxy(store, {
