@@ -38,18 +38,19 @@ export interface HostWorkDeps {
   metrics: Metrics;
   /** Per invocation: more host work from the queue while its batch runs (lib/app/batch.ts BatchRefill). */
   refill?: (remainingMs: () => number) => BatchRefill;
-  /** Paces the lease re-reads after a store blip (LEASE_BLIP_PAUSES_MS). */
+  /** Paces the re-reads after a store blip (STORE_BLIP_PAUSES_MS). */
   clock?: Clock;
 }
 
 /**
- * The pauses before the lease is read again, inside the same invocation, when the lease store did
- * not answer a round (a timeout under load, gone a second later). Without them every host of the
- * invocation went back to the queue for the whole retry delay (30 s, then 60 s) though nothing was
- * wrong with it. Each re-read is a full gate round, so nothing is sent outside a confirmed term;
- * a store that stays away still sends the work back, after at most these pauses and one round each.
+ * The pauses before the lease is read again (or the host claimed again), inside the same
+ * invocation, when the lease store did not answer a round or the admission store a claim (a timeout
+ * under load, gone a second later). Without them every host of the invocation went back to the
+ * queue for the whole retry delay (30 s, then 60 s) though nothing was wrong with it. Each re-read
+ * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
+ * sends the work back, after at most these pauses and one more try each.
  */
-export const LEASE_BLIP_PAUSES_MS: readonly number[] = [1_000, 3_000];
+export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 3_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
 export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
@@ -76,7 +77,7 @@ export class HostWorkProcessor {
    */
   private async readStanding(remainingMs: () => number): Promise<Standing> {
     let standing = this.knownStanding(await this.deps.gate.standing());
-    for (const pauseMs of LEASE_BLIP_PAUSES_MS) {
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       if (standing.kind !== "unknown" || remainingMs() <= pauseMs) break;
       this.deps.logger.info(`the lease standing is not known; reading it again in ${pauseMs} ms`, { error: messageOf(standing.error) });
       await this.clock.sleep(pauseMs);
@@ -104,7 +105,7 @@ export class HostWorkProcessor {
   }
 
   private async handleOne(message: QueueMessage, standing: Standing, remainingMs: () => number): Promise<void> {
-    const { logger, metrics, registry } = this.deps;
+    const { logger, metrics } = this.deps;
     let work: HostWork;
     try {
       work = decodeHostWork(message.body);
@@ -129,7 +130,7 @@ export class HostWorkProcessor {
 
     let begun;
     try {
-      begun = await registry.begin(work, standing.term);
+      begun = await this.claimHost(work, standing.term, remainingMs);
     } catch (error) {
       await this.retryLater(message, attributes);
       throw new RetryLaterError(`could not claim ${work.identity}: ${messageOf(error)}`, { cause: error });
@@ -155,13 +156,31 @@ export class HostWorkProcessor {
     }
     let outcome = await this.deps.engine.provision(work, { remainingMs });
     // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
-    for (const pauseMs of LEASE_BLIP_PAUSES_MS) {
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
       logger.info(`the lease store did not answer; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
       await this.clock.sleep(pauseMs);
       outcome = await this.deps.engine.provision(work, { remainingMs });
     }
     await this.finish(claim, message, outcome);
+  }
+
+  /**
+   * The claim, tried again after each blip pause when the admission store did not answer: the
+   * registry has already given back a claim whose outcome stayed unknown (its token never claims
+   * again), so a new claim here is what the next delivery would do, without the retry delay.
+   */
+  private async claimHost(work: HostWork, term: number, remainingMs: () => number) {
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
+      try {
+        return await this.deps.registry.begin(work, term);
+      } catch (error) {
+        if (remainingMs() <= pauseMs) throw error;
+        this.deps.logger.info(`could not claim the host; claiming again in ${pauseMs} ms`, { identity: work.identity, term, error: messageOf(error) });
+        await this.clock.sleep(pauseMs);
+      }
+    }
+    return this.deps.registry.begin(work, term);
   }
 
   private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {

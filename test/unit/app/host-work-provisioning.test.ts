@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { HostWorkProcessor, LEASE_BLIP_PAUSES_MS } from "../../../lib/app/host-work";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { HostWorkProcessor, STORE_BLIP_PAUSES_MS } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/ports";
 import type { ProvisionEngine, ProvisionOutcome } from "../../../lib/engine";
@@ -11,7 +12,7 @@ import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds } from "../../support/fakes";
-import { blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
+import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 
@@ -280,10 +281,30 @@ describe("host work: provisioning one queued host", () => {
 
     // Assert: one try and one per pause, then back to the queue; the claim is given back with the lease store as the reason.
     expect(result.failedMessageIds).toEqual([message!.id]);
-    expect(engine.tries).toHaveLength(1 + LEASE_BLIP_PAUSES_MS.length);
-    expect(w.clock.now() - started).toBe(LEASE_BLIP_PAUSES_MS.reduce((sum, pause) => sum + pause, 0));
+    expect(engine.tries).toHaveLength(1 + STORE_BLIP_PAUSES_MS.length);
+    expect(w.clock.now() - started).toBe(STORE_BLIP_PAUSES_MS.reduce((sum, pause) => sum + pause, 0));
     expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message!.receiptHandle, seconds: 10 }]);
     expect(await stateOf(w, "a.example.net")).toMatchObject({ state: "queued", lastError: expect.stringContaining("lease store") });
+  });
+
+  it("claims the host again in the same invocation when the admission store did not answer the claim", async () => {
+    // Arrange: the claim write and the read that would settle it get no answer; the store answers again after that.
+    const w = world();
+    const messages = await admitted(w, "a.example.net");
+    const blipping = blippingAdmissionStore(w.admissionStore);
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: blipping.store, metrics: w.metrics, clock: w.clock, logger: w.logger });
+    blipping.failing.calls = 2;
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor({ ...w, registry }, engine).handle(messages, context());
+
+    // Assert: provisioned now, not sent back for the retry delay.
+    expect(blipping.failing.failed).toBe(2);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.delays).toEqual([]);
+    expect(engine.provisioned.map((work) => work.identity)).toEqual(["a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
   });
 
   it("does not pause for a lease re-read the invocation has no time left for", async () => {

@@ -98,6 +98,26 @@ export function blippingLeaseStore(store: LeaseStore = new MemoryLeaseStore()): 
   };
 }
 
+/** The store, failing its next `failing.calls` calls of any kind (an admission table that stops answering for a moment). */
+export function blippingAdmissionStore(store: AdmissionStore): { store: AdmissionStore; failing: { calls: number; failed: number } } {
+  const failing = { calls: 0, failed: 0 };
+  const wrapped = new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (failing.calls > 0) {
+          failing.calls--;
+          failing.failed++;
+          return Promise.reject(new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout"));
+        }
+        return (value as (...args: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: wrapped, failing };
+}
+
 /** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */
 export function admissionStoreFailingFor(store: AdmissionStore, identity: string): AdmissionStore {
   return new Proxy(store, {
