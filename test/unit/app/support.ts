@@ -4,7 +4,7 @@
  * virtual clock. Deployments built on the same stores and clock contest one lease.
  */
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionRegistry, type AdmissionKey, type AdmissionStore, type AdmitRequest } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
@@ -116,6 +116,36 @@ export function blippingAdmissionStore(store: AdmissionStore): { store: Admissio
     },
   });
   return { store: wrapped, failing };
+}
+
+/**
+ * The admission table under a burst: the first admit write of each host lands but its answer is
+ * lost, and the read that would settle it gets no answer either; the store answers normally after that.
+ */
+export function answerLostOnce(store: AdmissionStore): AdmissionStore {
+  const lost = new Set<string>();
+  const unanswered = new Set<string>();
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (property === "admit") {
+        return async (request: AdmitRequest) => {
+          const result = await target.admit(request);
+          if (lost.has(request.entry.identity)) return result;
+          lost.add(request.entry.identity);
+          throw new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout");
+        };
+      }
+      if (property === "read") {
+        return async (key: AdmissionKey) => {
+          if (unanswered.has(key.identity)) return target.read(key);
+          unanswered.add(key.identity);
+          throw new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout");
+        };
+      }
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */
