@@ -7,7 +7,7 @@
 import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate";
+import { LeaseValidityShortError, type LeaseGate, type Standing } from "../lease/gate";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
@@ -45,8 +45,9 @@ export interface HostWorkDeps {
 /**
  * The pauses before the lease is read again (or the host claimed again), inside the same
  * invocation, when the lease store did not answer a round or the admission store a claim (a timeout
- * under load, gone a second later). Without them every host of the invocation went back to the
- * queue for the whole retry delay (30 s, then 60 s) though nothing was wrong with it. Each re-read
+ * under load, gone a second later), or a slow renewal left less validity than the attempt needs.
+ * Without them every host of the invocation went back to the queue for the whole retry delay (30 s,
+ * then 60 s), or was dropped for the next discovery, though nothing was wrong with it. Each re-read
  * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
  * sends the work back, after at most these pauses and one more try each.
  */
@@ -158,7 +159,7 @@ export class HostWorkProcessor {
     // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
     for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
-      logger.info(`the lease store did not answer; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
+      logger.info(`the lease could not be confirmed for the attempt; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
       await this.clock.sleep(pauseMs);
       outcome = await this.deps.engine.provision(work, { remainingMs });
     }
@@ -186,7 +187,7 @@ export class HostWorkProcessor {
   private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {
     const { identity, term } = claim.work;
     if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
-      // A lease store that could not be read is not a lost lease: the host comes back, with the reason.
+      // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
       await this.giveBack(claim, message, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
     }
@@ -273,9 +274,12 @@ export class HostWorkProcessor {
 /** A lease round answered "standby" without showing another holder: the batch goes back. */
 class LeaseStandingUnknownError extends ProvisionerError {}
 
-/** The gate closed because the lease store could not be read, not because the lease was lost. */
+/**
+ * The gate closed for a moment, not because the lease was lost: the lease store could not be read,
+ * or a renewal that answered slowly left less validity than the attempt needs.
+ */
 function isLeaseStoreBlip(outcome: ProvisionOutcome): boolean {
-  return outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
+  return outcome.kind === "paused" && (causedBy(outcome.error, LeaseStoreError) || causedBy(outcome.error, LeaseValidityShortError));
 }
 
 /** Whether `kind` is the error or anywhere in its cause chain. */

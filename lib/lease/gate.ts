@@ -11,6 +11,13 @@ import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lea
 import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
+/**
+ * The term is ours, but the validity left after the last round does not cover the attempt (a
+ * renewal that took seconds to answer under load counts from before it was sent). Not a lost lease:
+ * a later round gives a fresh validity.
+ */
+export class LeaseValidityShortError extends PausedError {}
+
 /** The term every piece of work carries when leader election is off. */
 export const UNELECTED_TERM = 0;
 
@@ -143,7 +150,7 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
           throw new LeaseLostError(`work admitted under lease term ${term} is stale: the current term is ${held.term}`);
         }
         if (held.validForMs < attemptTimeoutMs) {
-          throw new PausedError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
+          throw new LeaseValidityShortError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
         }
         return { term, stampedAt: clock.now(), endsBy: clock.monotonic() + attemptTimeoutMs };
       } finally {

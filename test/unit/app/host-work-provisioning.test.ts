@@ -11,7 +11,9 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
-import { FakeEngine, failedIds } from "../../support/fakes";
+import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
+import type { LeaseStore } from "../../../lib/lease/lease";
+import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
@@ -29,6 +31,18 @@ function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers
     metrics: w.metrics,
     clock: w.clock,
   });
+}
+
+/** The store's calls as plain functions bound to it, to override one of them. */
+function bindAll(store: MemoryLeaseStore): LeaseStore {
+  return {
+    claim: (request) => store.claim(request),
+    extend: (request) => store.extend(request),
+    release: (request) => store.release(request),
+    markAnnounced: (request) => store.markAnnounced(request),
+    recordPeer: (request) => store.recordPeer(request),
+    read: (site) => store.read(site),
+  };
 }
 
 /** An engine whose every host takes one gate read (as the real engine does before an RPC attempt) and is provisioned if it opens. */
@@ -244,6 +258,39 @@ describe("host work: provisioning one queued host", () => {
     expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
     expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
     expect(leaseStore.failedCalls()).toBe(2);
+  });
+
+  it("provisions the host in the same invocation when a slow renewal left less validity than the attempt, instead of dropping it", async () => {
+    // Arrange: validity 25 s - 10 s, so the 22 s attempt renews first; that renewal takes 5 s to
+    // answer, which leaves 20 s (it counts from before it was sent). The lease stays ours throughout.
+    const clock = new VirtualClock();
+    const memory = new MemoryLeaseStore();
+    let slowRenewals = 0;
+    const leaseStore: LeaseStore = {
+      ...bindAll(memory),
+      extend: async (request) => {
+        if (slowRenewals > 0) {
+          slowRenewals--;
+          clock.advance(5_000);
+        }
+        return memory.extend(request);
+      },
+    };
+    const w = world({ shared: shared({ clock, leaseStore }) });
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    slowRenewals = 1;
+    const engine = gateReadingEngine(w, 22_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: provisioned on the next gate read (a fresh renewal), not dropped for the next discovery.
+    expect(slowRenewals).toBe(0);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
   });
 
   it("reads the standing again after a lease round at the start of the batch gets no answer, instead of sending the batch back", async () => {
