@@ -7,7 +7,7 @@
 import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
-import { LeaseValidityShortError, type LeaseGate, type Standing } from "../lease/gate";
+import { LeaseUnconfirmedError, LeaseValidityShortError, type LeaseGate, type Standing } from "../lease/gate";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
@@ -51,7 +51,7 @@ export interface HostWorkDeps {
  * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
  * sends the work back, after at most these pauses and one more try each.
  */
-export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 3_000];
+export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
 export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
@@ -276,10 +276,14 @@ class LeaseStandingUnknownError extends ProvisionerError {}
 
 /**
  * The gate closed for a moment, not because the lease was lost: the lease store could not be read,
- * or a renewal that answered slowly left less validity than the attempt needs.
+ * a renewal that answered slowly left less validity than the attempt needs, or a round could not
+ * confirm the lease the item shows this deployment holding.
  */
 function isLeaseStoreBlip(outcome: ProvisionOutcome): boolean {
-  return outcome.kind === "paused" && (causedBy(outcome.error, LeaseStoreError) || causedBy(outcome.error, LeaseValidityShortError));
+  return (
+    outcome.kind === "paused" &&
+    [LeaseStoreError, LeaseValidityShortError, LeaseUnconfirmedError].some((kind) => causedBy(outcome.error, kind))
+  );
 }
 
 /** Whether `kind` is the error or anywhere in its cause chain. */

@@ -293,6 +293,38 @@ describe("host work: provisioning one queued host", () => {
     expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
   });
 
+  it("does not drop the host when a renewal's answer was lost and the settling read still showed the old expiry (ours, unconfirmed)", async () => {
+    // Arrange: the renewal before the attempt throws before it lands; the read that settles it finds
+    // the item naming this deployment with the earlier expiry, so the round cannot confirm the lease.
+    const memory = new MemoryLeaseStore();
+    let lostRenewals = 0;
+    const leaseStore: LeaseStore = {
+      ...bindAll(memory),
+      extend: async (request) => {
+        if (lostRenewals > 0) {
+          lostRenewals--;
+          throw new Error("TimeoutError: Request did not complete within 1500 ms");
+        }
+        return memory.extend(request);
+      },
+    };
+    const w = world({ shared: shared({ leaseStore }) });
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    lostRenewals = 1;
+    const engine = gateReadingEngine(w, 20_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: tried again after the pause and provisioned, never dropped as a standby's.
+    expect(lostRenewals).toBe(0);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect(w.logger.at("info").map((line) => line.message)).not.toContain("paused mid-provisioning; dropping the work, the leader rediscovers the host");
+  });
+
   it("reads the standing again after a lease round at the start of the batch gets no answer, instead of sending the batch back", async () => {
     // Arrange: a new invocation trusts no earlier round, so its standing read is a store round, and that round fails.
     const leaseStore = blippingLeaseStore();
