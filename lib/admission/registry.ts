@@ -205,6 +205,22 @@ export interface AdmissionStore {
 
 export class AdmissionStoreError extends ProvisionerError {}
 
+/**
+ * An admission whose write and settling read both went unanswered: it may still land, and would
+ * then hold the host for an interval with no work queued. `resend` sends the very same admission
+ * (its id and time) again: it lands then, or meets its own late copy, which the id recognises;
+ * either way it returns the work to queue. It throws as admit does when the store still does not answer.
+ */
+export class AdmissionOutcomeUnknownError extends AdmissionStoreError {
+  constructor(
+    readonly identity: string,
+    cause: AdmissionStoreError,
+    readonly resend: () => Promise<HostWork | undefined>,
+  ) {
+    super(cause.message, { cause: cause.cause ?? cause });
+  }
+}
+
 export interface AdmissionSettings {
   site: string;
   /** The discovery `interval` (Go: minimum 1 minute). */
@@ -300,15 +316,24 @@ export class AdmissionRegistry {
     // for an interval with no work queued. The store answered the read, so sending the same admission
     // once more is cheap and settles it: it lands now, or fails on our own late copy, which settle
     // recognises by the admission id. When the store did not answer at all, the error goes up at once
-    // (the invocation's time is bounded) and the next discovery admits the host.
-    let result = await send();
-    // No entry at all: the write threw and the read came before it landed (a condition never fails on no entry).
-    if (!result.applied && result.current === undefined) result = await send();
-    if (!result.applied) {
-      this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
-      return undefined;
+    // (the invocation's time is bounded) as AdmissionOutcomeUnknownError, whose caller may send the
+    // same admission again once it knows it has the time (AdmissionFlow does).
+    const attempt = async (): Promise<HostWork | undefined> => {
+      let result = await send();
+      // No entry at all: the write threw and the read came before it landed (a condition never fails on no entry).
+      if (!result.applied && result.current === undefined) result = await send();
+      if (!result.applied) {
+        this.logger.debug("host admitted recently, not admitting it again", { identity, term, admittedAt: result.current?.admittedAt });
+        return undefined;
+      }
+      return { identity, term, admittedAt: now, source };
+    };
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!(error instanceof AdmissionStoreError)) throw error;
+      throw new AdmissionOutcomeUnknownError(identity, error, attempt);
     }
-    return { identity, term, admittedAt: now, source };
   }
 
   /**

@@ -4,10 +4,10 @@
  * is withdrawn so the next discovery or event admits the host again: nothing is lost, only delayed.
  * Discovery, lifecycle events and the operator's reprovision all go through here.
  */
-import type { AdmissionRegistry } from "../admission/registry";
+import { AdmissionOutcomeUnknownError, type AdmissionRegistry } from "../admission/registry";
 import { identityProblem } from "../choria/identity";
 import { messageOf } from "../errors";
-import type { HostWork, Logger } from "../ports";
+import { systemClock, type Clock, type HostWork, type Logger } from "../ports";
 import { encodeHostWork } from "./host-work-message";
 import type { MessageQueue } from "./use-case-ports";
 
@@ -15,6 +15,13 @@ export interface AdmissionFlowDeps {
   registry: Pick<AdmissionRegistry, "admit" | "withdraw" | "forgetUnlessClaimed">;
   hostWork: MessageQueue;
   logger: Logger;
+  /**
+   * An admission whose outcome stayed unknown is sent again after `pauseMs`, when the caller's
+   * remaining time still covers `withinMs` after the pause (the longest one admission takes to fail
+   * against a stalled store); otherwise it fails at once, as without this.
+   */
+  resendUnknown?: { pauseMs: number; withinMs: number };
+  clock?: Clock;
 }
 
 export interface AdmissionResult {
@@ -32,13 +39,26 @@ export type ReadmitOutcome = { identity: string; queued: true } | { identity: st
 export class AdmissionFlow {
   constructor(private readonly deps: AdmissionFlowDeps) {}
 
-  /** Admits the hosts under `term` (a host admitted within the interval is skipped) and queues their work. */
-  async admitAndEnqueue(identities: readonly string[], source: HostWork["source"], term: number): Promise<AdmissionResult> {
+  /**
+   * Admits the hosts under `term` (a host admitted within the interval is skipped) and queues their
+   * work. With `remainingMs`, an admission whose outcome stayed unknown is sent again while the time
+   * allows (resendUnknown): it may have landed late, and its host would then sit admitted with no
+   * work queued until the next discovery an interval later.
+   */
+  async admitAndEnqueue(identities: readonly string[], source: HostWork["source"], term: number, remainingMs?: () => number): Promise<AdmissionResult> {
     const failed: AdmissionResult["failed"] = [];
     const works = await Promise.all(
       identities.map(async (identity) => {
         try {
-          return await this.deps.registry.admit(identity, source, term);
+          try {
+            return await this.deps.registry.admit(identity, source, term);
+          } catch (error) {
+            if (!(error instanceof AdmissionOutcomeUnknownError) || !this.mayResend(remainingMs)) throw error;
+            const { pauseMs } = this.deps.resendUnknown as { pauseMs: number };
+            this.deps.logger.info(`the outcome of the admission stayed unknown; sending it again in ${pauseMs} ms`, { identity, term, error: messageOf(error) });
+            await (this.deps.clock ?? systemClock).sleep(pauseMs);
+            return await error.resend();
+          }
         } catch (error) {
           this.deps.logger.error("could not admit host", { identity, term, error: messageOf(error) });
           failed.push({ identity, error });
@@ -49,6 +69,11 @@ export class AdmissionFlow {
     const admitted = works.filter((work): work is HostWork => work !== undefined);
     const notQueued = await this.enqueue(admitted);
     return { queued: admitted.filter((work) => !notQueued.includes(work)), notQueued, failed };
+  }
+
+  private mayResend(remainingMs: (() => number) | undefined): boolean {
+    const resend = this.deps.resendUnknown;
+    return resend !== undefined && remainingMs !== undefined && remainingMs() >= resend.pauseMs + resend.withinMs;
   }
 
   /**

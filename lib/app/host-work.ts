@@ -7,8 +7,8 @@
 import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, messageOf, ProvisionerError } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate";
-import { EXTRA_METRIC, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
+import { LeaseUnconfirmedError, LeaseValidityShortError, type LeaseGate, type Standing } from "../lease/gate";
+import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./use-case-ports";
@@ -38,7 +38,20 @@ export interface HostWorkDeps {
   metrics: Metrics;
   /** Per invocation: more host work from the queue while its batch runs (lib/app/batch.ts BatchRefill). */
   refill?: (remainingMs: () => number) => BatchRefill;
+  /** Paces the re-reads after a store blip (STORE_BLIP_PAUSES_MS). */
+  clock?: Clock;
 }
+
+/**
+ * The pauses before the lease is read again (or the host claimed again), inside the same
+ * invocation, when the lease store did not answer a round or the admission store a claim (a timeout
+ * under load, gone a second later), or a slow renewal left less validity than the attempt needs.
+ * Without them every host of the invocation went back to the queue for the whole retry delay (30 s,
+ * then 60 s), or was dropped for the next discovery, though nothing was wrong with it. Each re-read
+ * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
+ * sends the work back, after at most these pauses and one more try each.
+ */
+export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
 export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
@@ -51,11 +64,31 @@ export class HostWorkProcessor {
   constructor(private readonly deps: HostWorkDeps) {}
 
   async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
-    const standing = this.knownStanding(await this.deps.gate.standing());
     const remainingMs = () => ctx.remainingMs() - this.deps.settings.deadlineMarginMs;
+    const standing = await this.readStanding(remainingMs);
     // Taken work is handled under the standing read here, like the batch: the engine's gate still checks the lease before every RPC.
     const refill = standing.kind === "leading" ? this.deps.refill?.(remainingMs) : undefined;
     return runBatch(messages, Math.max(1, this.deps.settings.workers), (message) => this.handleOne(message, standing, remainingMs), this.deps.logger, refill);
+  }
+
+  /**
+   * The standing the batch runs under. One the round could not establish (the store did not
+   * answer, or our own lease was not confirmed) is read again after each blip pause while the
+   * invocation has time for it, before the whole batch is sent back as not known.
+   */
+  private async readStanding(remainingMs: () => number): Promise<Standing> {
+    let standing = this.knownStanding(await this.deps.gate.standing());
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
+      if (standing.kind !== "unknown" || remainingMs() <= pauseMs) break;
+      this.deps.logger.info(`the lease standing is not known; reading it again in ${pauseMs} ms`, { error: messageOf(standing.error) });
+      await this.clock.sleep(pauseMs);
+      standing = this.knownStanding(await this.deps.gate.standing());
+    }
+    return standing;
+  }
+
+  private get clock(): Clock {
+    return this.deps.clock ?? systemClock;
   }
 
   /**
@@ -73,7 +106,7 @@ export class HostWorkProcessor {
   }
 
   private async handleOne(message: QueueMessage, standing: Standing, remainingMs: () => number): Promise<void> {
-    const { logger, metrics, registry } = this.deps;
+    const { logger, metrics } = this.deps;
     let work: HostWork;
     try {
       work = decodeHostWork(message.body);
@@ -98,7 +131,7 @@ export class HostWorkProcessor {
 
     let begun;
     try {
-      begun = await registry.begin(work, standing.term);
+      begun = await this.claimHost(work, standing.term, remainingMs);
     } catch (error) {
       await this.delayRedelivery(message, attributes);
       throw new RetryLaterError(`could not claim ${work.identity}: ${messageOf(error)}`, { cause: error });
@@ -122,15 +155,39 @@ export class HostWorkProcessor {
       await this.giveBack(claim, message, `the broker could not be reached: ${messageOf(error)}`);
       throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
     }
-    const outcome = await this.deps.engine.provision(work, { remainingMs });
+    let outcome = await this.deps.engine.provision(work, { remainingMs });
+    // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
+      if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
+      logger.info(`the lease could not be confirmed for the attempt; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
+      await this.clock.sleep(pauseMs);
+      outcome = await this.deps.engine.provision(work, { remainingMs });
+    }
     await this.finish(claim, message, outcome);
+  }
+
+  /**
+   * The claim, tried again after each blip pause when the admission store did not answer: the
+   * registry has already given back a claim whose outcome stayed unknown (its token never claims
+   * again), so a new claim here is what the next delivery would do, without the retry delay.
+   */
+  private async claimHost(work: HostWork, term: number, remainingMs: () => number) {
+    for (const pauseMs of STORE_BLIP_PAUSES_MS) {
+      try {
+        return await this.deps.registry.begin(work, term);
+      } catch (error) {
+        if (remainingMs() <= pauseMs) throw error;
+        this.deps.logger.info(`could not claim the host; claiming again in ${pauseMs} ms`, { identity: work.identity, term, error: messageOf(error) });
+        await this.clock.sleep(pauseMs);
+      }
+    }
+    return this.deps.registry.begin(work, term);
   }
 
   private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {
     const { identity, term } = claim.work;
-    const storeBlip = outcome.kind === "paused" && causedBy(outcome.error, LeaseStoreError);
-    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || storeBlip) {
-      // A lease store that could not be read is not a lost lease: the host comes back, with the reason.
+    if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
+      // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
       await this.giveBack(claim, message, outcome.error.message);
       throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
     }
@@ -216,6 +273,18 @@ export class HostWorkProcessor {
 
 /** A lease round answered "standby" without showing another holder: the batch goes back. */
 class LeaseStandingUnknownError extends ProvisionerError {}
+
+/**
+ * The gate closed for a moment, not because the lease was lost: the lease store could not be read,
+ * a renewal that answered slowly left less validity than the attempt needs, or a round could not
+ * confirm the lease the item shows this deployment holding.
+ */
+function isLeaseStoreBlip(outcome: ProvisionOutcome): boolean {
+  return (
+    outcome.kind === "paused" &&
+    [LeaseStoreError, LeaseValidityShortError, LeaseUnconfirmedError].some((kind) => causedBy(outcome.error, kind))
+  );
+}
 
 /** Whether `kind` is the error or anywhere in its cause chain. */
 function causedBy(error: unknown, kind: abstract new (...args: never[]) => Error): boolean {

@@ -162,7 +162,7 @@ export class Leadership {
         leftForNextCycle += chunk.length;
         return;
       }
-      const result = await admission.admitAndEnqueue(chunk, "discovery", term);
+      const result = await admission.admitAndEnqueue(chunk, "discovery", term, remainingMs);
       // As in Go, the counter counts hosts admitted, not every reply.
       metrics.count(METRIC.discovered, result.queued.length + result.notQueued.length);
       queued += result.queued.length;

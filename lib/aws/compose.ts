@@ -27,13 +27,15 @@ import type { PauseStore } from "../lease/pause";
 import { createLeaseGate, type LeaseGate } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
-import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig } from "./clients";
+import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "./clients";
 import { createLogger } from "./powertools-logger";
 import { createPowertoolsMetrics } from "./powertools-metrics";
 import { SqsMessageQueue } from "./sqs-queue";
 
 /** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
 const LEASE_ROUND_TIMEOUT_MS = 4_000;
+/** The pause before an admission whose outcome stayed unknown is sent again: a store blip under load passes in about a second. */
+const ADMISSION_RESEND_PAUSE_MS = 1_000;
 
 export interface AppOverrides {
   clock?: Clock;
@@ -162,9 +164,19 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
   };
 }
 
-/** The one admit-and-enqueue flow of discovery, lifecycle events and reprovision. */
+/**
+ * The one admit-and-enqueue flow of discovery, lifecycle events and reprovision. An admission whose
+ * outcome stayed unknown is sent again only while the caller's time still covers a whole admission
+ * against a stalled store (a write and its settling read, each at the store client's bound).
+ */
 export function admissionFlow(parts: FunctionParts): AdmissionFlow {
-  return new AdmissionFlow({ registry: parts.registry, hostWork: parts.queues.hostWork, logger: parts.logger });
+  return new AdmissionFlow({
+    registry: parts.registry,
+    hostWork: parts.queues.hostWork,
+    logger: parts.logger,
+    clock: parts.clock,
+    resendUnknown: { pauseMs: ADMISSION_RESEND_PAUSE_MS, withinMs: 2 * STORE_CLIENT_FAILS_WITHIN_MS },
+  });
 }
 
 /**

@@ -11,6 +11,20 @@ import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lea
 import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
+/**
+ * The term is ours, but the validity left after the last round does not cover the attempt (a
+ * renewal that took seconds to answer under load counts from before it was sent). Not a lost lease:
+ * a later round gives a fresh validity.
+ */
+export class LeaseValidityShortError extends PausedError {}
+
+/**
+ * The lease item names this deployment as its live holder, but the last round could not confirm
+ * it for this invocation (a renewal whose write timed out and whose settling read found it not yet
+ * applied, or a round of an earlier invocation). Not known to be lost, so no work may be dropped for it.
+ */
+export class LeaseUnconfirmedError extends PausedError {}
+
 /** The term every piece of work carries when leader election is off. */
 export const UNELECTED_TERM = 0;
 
@@ -113,11 +127,21 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
   }
   const announced = new Set<number>();
 
-  async function validHolding(minValidMs: number): Promise<{ term: number; validForMs: number } | undefined> {
+  /** The holding that covers `minValidMs`, renewing first if needed; else the round's outcome, when one ran. */
+  async function validHolding(minValidMs: number): Promise<{ held?: { term: number; validForMs: number }; outcome?: LeaseOutcome }> {
     const held = usableHolding();
-    if (held && held.validForMs >= minValidMs) return held;
-    await acquireOrRenew();
-    return usableHolding();
+    if (held && held.validForMs >= minValidMs) return { held };
+    const outcome = await acquireOrRenew();
+    const now = usableHolding();
+    return now ? { held: now, outcome } : { outcome };
+  }
+
+  /** This deployment holds the lease as far as the round saw, but could not confirm it for this invocation. */
+  function ownButUnconfirmed(outcome: LeaseOutcome | undefined): boolean {
+    if (!outcome || pausedByOperator) return false;
+    if (outcome.holding) return true;
+    const current = outcome.current;
+    return current !== undefined && current.holder === settings.deploymentId && !current.released;
   }
 
   return {
@@ -132,18 +156,22 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
             `an attempt of ${attemptTimeoutMs} ms cannot fit in one lease validity of ${maxValidityMs} ms (lease duration minus skew bound)`,
           );
         }
-        let held;
+        let found;
         try {
-          held = await validHolding(attemptTimeoutMs);
+          found = await validHolding(attemptTimeoutMs);
         } catch (error) {
           throw new PausedError(`paused: the lease store for site ${settings.site} could not be reached`, { cause: error });
+        }
+        const held = found.held;
+        if (!held && ownButUnconfirmed(found.outcome)) {
+          throw new LeaseUnconfirmedError(`paused: the lease of site ${settings.site} names deployment ${settings.deploymentId} as holder, but this round could not confirm it`);
         }
         if (!held) throw new PausedError(`paused: deployment ${settings.deploymentId} does not hold the lease for site ${settings.site}`);
         if (held.term !== term) {
           throw new LeaseLostError(`work admitted under lease term ${term} is stale: the current term is ${held.term}`);
         }
         if (held.validForMs < attemptTimeoutMs) {
-          throw new PausedError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
+          throw new LeaseValidityShortError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
         }
         return { term, stampedAt: clock.now(), endsBy: clock.monotonic() + attemptTimeoutMs };
       } finally {

@@ -49,6 +49,7 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
     hostWorkDlq: parts.queues.hostWorkDlq,
     logger: parts.logger,
     metrics: parts.metrics,
+    clock: parts.clock,
     refill: (remainingMs) =>
       new SqsBatchRefill({
         client: parts.sqsClient,

@@ -72,8 +72,8 @@ async function rig(nodes: number, configOverride: { helperTimeoutMs?: number } =
   return { app, coldApp: container, fleet, queues, proxy, site: prefix };
 }
 
-async function deliver(app: App, queueUrl: string): Promise<{ received: number; failed: number }> {
-  const { received, failed } = await deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(60_000) }));
+async function deliver(app: App, queueUrl: string, budgetMs = 60_000): Promise<{ received: number; failed: number }> {
+  const { received, failed } = await deliverOnce(services.sqsApi, queueUrl, (event) => app.handleHostWorkBatch(event, { remainingMs: remainingTime(budgetMs) }));
   return { received, failed };
 }
 
@@ -107,15 +107,38 @@ describe("lease store faults", () => {
     recordScenario(task, { area: "infrastructure", load: 2, faults: 1, hostsLost: unprovisioned(run.fleet).length });
   });
 
-  it("a store blip at the start of a provision batch returns every item to the queue; none is deleted and every host ends configured", async ({ task }) => {
+  it("a store blip at the start of a provision batch is waited out in the invocation: every host of the batch is configured, none goes back", async ({ task }) => {
     // Arrange
     const run = await rig(6);
     const discovered = await run.app.discover(ctx());
     const provision = await run.coldApp();
     run.proxy.blip(3_000);
 
-    // Act: a cold provision container's batch meets the blip.
+    // Act: a cold provision container's batch meets the blip; it reads the standing again after the pauses.
     const blipped = await deliver(provision, run.queues.hostWork);
+
+    const configuredInThatInvocation = run.fleet.identities.length - unprovisioned(run.fleet).length;
+    await drain(run);
+
+    // Assert: observed at the nodes (the batch's hosts configured by that one invocation) and at the DLQ.
+    expect(discovered.admitted).toBe(6);
+    expect(blipped.received).toBeGreaterThan(0);
+    expect(blipped.failed).toBe(0);
+    expect(configuredInThatInvocation).toBe(blipped.received);
+    expect(unprovisioned(run.fleet)).toEqual([]);
+    expect(await receive(services.sqsApi, run.queues.hostWorkDlq, 10)).toEqual([]);
+    recordScenario(task, { area: "infrastructure", load: 6, faults: 1, hostsLost: unprovisioned(run.fleet).length });
+  });
+
+  it("a store blip at the start of a provision batch with no time left to read the lease again returns every item to the queue; none is deleted and every host ends configured", async ({ task }) => {
+    // Arrange
+    const run = await rig(6);
+    const discovered = await run.app.discover(ctx());
+    const provision = await run.coldApp();
+    run.proxy.blip(3_000);
+
+    // Act: 1.5 s left, less the 1 s margin: shorter than the first pause before a re-read.
+    const blipped = await deliver(provision, run.queues.hostWork, 1_500);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     await drain(run);
 

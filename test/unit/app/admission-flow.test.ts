@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { admissionStoreFailingFor, INTERVAL_MS, SITE, world } from "./support";
+import { admissionStoreFailingFor, answerLostOnce, INTERVAL_MS, SITE, world, type World } from "./support";
 
 const refusedByQueue = { accepted: false as const, permanent: false, reason: "throttled" };
 
@@ -72,6 +72,66 @@ describe("the admission flow: admitAndEnqueue", () => {
     expect(result.queued.map((work) => work.identity)).toEqual(["good.example.net"]);
     const logged = w.logger.at("error").find((line) => line.message === "could not admit host");
     expect(logged?.attributes).toMatchObject({ identity: "bad.example.net", term: 1 });
+  });
+});
+
+describe("the admission flow: an admission whose outcome stayed unknown", () => {
+  const RESEND = { pauseMs: 1_000, withinMs: 13_000 };
+
+  function flowOver(w: World, store: AdmissionStore): AdmissionFlow {
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store, metrics: w.metrics, clock: w.clock, logger: w.logger });
+    return new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: RESEND });
+  }
+
+  it("is sent again while the caller has the time, and the work of the admission that landed late is queued now", async () => {
+    // Arrange
+    const w = world();
+    const flow = flowOver(w, answerLostOnce(w.admissionStore));
+    const startedAt = w.clock.now();
+
+    // Act
+    const result = await flow.admitAndEnqueue(["a.example.net", "b.example.net"], "discovery", 1, () => 20_000);
+
+    // Assert: queued with the admission that is in the table, so the worker's claim matches it.
+    expect(result.failed).toEqual([]);
+    expect(result.queued.map((work) => work.identity)).toEqual(["a.example.net", "b.example.net"]);
+    const queued = w.queues.hostWork.bodies().map(decodeHostWork);
+    for (const work of queued) {
+      const entry = await w.admissionStore.read({ site: SITE, identity: work.identity });
+      expect(entry).toMatchObject({ state: "queued", term: 1, admittedAt: work.admittedAt });
+      expect(work.admittedAt).toBe(startedAt);
+    }
+    const claim = await w.registry.begin(queued[0]!, 1);
+    expect(claim.status).toBe("claimed");
+  });
+
+  it("fails at once, as before, when the caller's time does not cover another whole admission", async () => {
+    // Arrange
+    const w = world();
+    const flow = flowOver(w, answerLostOnce(w.admissionStore));
+
+    // Act: less than the pause plus one admission against a stalled store.
+    const result = await flow.admitAndEnqueue(["a.example.net"], "discovery", 1, () => RESEND.pauseMs + RESEND.withinMs - 1);
+
+    // Assert: reported as failed (never dropped as admitted), nothing queued, no pause taken.
+    expect(result.failed.map((failure) => failure.identity)).toEqual(["a.example.net"]);
+    expect(result.queued).toEqual([]);
+    expect(w.queues.hostWork.sent).toEqual([]);
+    expect(w.clock.sleeps).toEqual([]);
+  });
+
+  it("is reported as failed when the store still does not answer the second time", async () => {
+    // Arrange
+    const w = world();
+    const flow = flowOver(w, admissionStoreFailingFor(w.admissionStore, "a.example.net"));
+
+    // Act
+    const result = await flow.admitAndEnqueue(["a.example.net"], "discovery", 1, () => 20_000);
+
+    // Assert
+    expect(result.failed.map((failure) => failure.identity)).toEqual(["a.example.net"]);
+    expect(w.queues.hostWork.sent).toEqual([]);
+    expect(w.clock.sleeps).toEqual([RESEND.pauseMs]);
   });
 });
 

@@ -1,20 +1,24 @@
 import { describe, expect, it } from "vitest";
-import { HostWorkProcessor } from "../../../lib/app/host-work";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { HostWorkProcessor, STORE_BLIP_PAUSES_MS } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/use-case-ports";
-import type { ProvisionOutcome } from "../../../lib/engine";
+import type { ProvisionEngine, ProvisionOutcome } from "../../../lib/engine";
 import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
+import { assertGateOpen } from "../../../lib/engine/retry";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
-import { FakeEngine, failedIds } from "../../support/fakes";
-import { context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
+import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
+import type { LeaseStore } from "../../../lib/lease/lease";
+import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 
-function processor(w: World, engine: FakeEngine, workers = 4): HostWorkProcessor {
+function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4): HostWorkProcessor {
   return new HostWorkProcessor({
     settings: { deploymentId: w.deploymentId, workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
     gate: w.gate,
@@ -25,7 +29,38 @@ function processor(w: World, engine: FakeEngine, workers = 4): HostWorkProcessor
     hostWorkDlq: w.queues.hostWorkDlq,
     logger: w.logger,
     metrics: w.metrics,
+    clock: w.clock,
   });
+}
+
+/** The store's calls as plain functions bound to it, to override one of them. */
+function bindAll(store: MemoryLeaseStore): LeaseStore {
+  return {
+    claim: (request) => store.claim(request),
+    extend: (request) => store.extend(request),
+    release: (request) => store.release(request),
+    markAnnounced: (request) => store.markAnnounced(request),
+    recordPeer: (request) => store.recordPeer(request),
+    read: (site) => store.read(site),
+  };
+}
+
+/** An engine whose every host takes one gate read (as the real engine does before an RPC attempt) and is provisioned if it opens. */
+function gateReadingEngine(w: World, attemptMs: number): Pick<ProvisionEngine, "provision"> & { tries: string[] } {
+  const tries: string[] = [];
+  return {
+    tries,
+    provision: async (work) => {
+      tries.push(work.identity);
+      try {
+        await assertGateOpen(w.gate, work.term, attemptMs, "choria_provision#jwt");
+      } catch (error) {
+        if (error instanceof PausedError) return { kind: "paused", identity: work.identity, step: "jwt", error };
+        throw error;
+      }
+      return { kind: "provisioned", identity: work.identity };
+    },
+  };
 }
 
 /** Admits the hosts under the deployment's current term and returns their queued work as deliveries. */
@@ -202,6 +237,171 @@ describe("host work: provisioning one queued host", () => {
     expect(result.failedMessageIds).toEqual([message.id]);
     expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message.receiptHandle, seconds: 30 }]);
     expect(engine.provisioned).toEqual([]);
+  });
+
+  it("provisions the host in the same invocation when one lease round mid-provisioning gets no answer from the store", async () => {
+    // Arrange: the lease confirmed at admission, then left with less validity (25 s - 10 s) than the
+    // 20 s attempt needs, so the gate renews first; the store answers nothing for that one round.
+    const leaseStore = blippingLeaseStore();
+    const w = world({ shared: shared({ leaseStore }) });
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    leaseStore.failNextCalls(2); // the renewal and the read that would settle it
+    const engine = gateReadingEngine(w, 20_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: provisioned on the second gate read, nothing went back to the queue for the retry delay.
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.delays).toEqual([]);
+    expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect(leaseStore.failedCalls()).toBe(2);
+  });
+
+  it("provisions the host in the same invocation when a slow renewal left less validity than the attempt, instead of dropping it", async () => {
+    // Arrange: validity 25 s - 10 s, so the 22 s attempt renews first; that renewal takes 5 s to
+    // answer, which leaves 20 s (it counts from before it was sent). The lease stays ours throughout.
+    const clock = new VirtualClock();
+    const memory = new MemoryLeaseStore();
+    let slowRenewals = 0;
+    const leaseStore: LeaseStore = {
+      ...bindAll(memory),
+      extend: async (request) => {
+        if (slowRenewals > 0) {
+          slowRenewals--;
+          clock.advance(5_000);
+        }
+        return memory.extend(request);
+      },
+    };
+    const w = world({ shared: shared({ clock, leaseStore }) });
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    slowRenewals = 1;
+    const engine = gateReadingEngine(w, 22_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: provisioned on the next gate read (a fresh renewal), not dropped for the next discovery.
+    expect(slowRenewals).toBe(0);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect(w.metrics.total(EXTRA_METRIC.staleWorkDiscarded)).toBe(0);
+  });
+
+  it("does not drop the host when a renewal's answer was lost and the settling read still showed the old expiry (ours, unconfirmed)", async () => {
+    // Arrange: the renewal before the attempt throws before it lands; the read that settles it finds
+    // the item naming this deployment with the earlier expiry, so the round cannot confirm the lease.
+    const memory = new MemoryLeaseStore();
+    let lostRenewals = 0;
+    const leaseStore: LeaseStore = {
+      ...bindAll(memory),
+      extend: async (request) => {
+        if (lostRenewals > 0) {
+          lostRenewals--;
+          throw new Error("TimeoutError: Request did not complete within 1500 ms");
+        }
+        return memory.extend(request);
+      },
+    };
+    const w = world({ shared: shared({ leaseStore }) });
+    const messages = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    lostRenewals = 1;
+    const engine = gateReadingEngine(w, 20_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: tried again after the pause and provisioned, never dropped as a standby's.
+    expect(lostRenewals).toBe(0);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(engine.tries).toEqual(["a.example.net", "a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect(w.logger.at("info").map((line) => line.message)).not.toContain("paused mid-provisioning; dropping the work, the leader rediscovers the host");
+  });
+
+  it("reads the standing again after a lease round at the start of the batch gets no answer, instead of sending the batch back", async () => {
+    // Arrange: a new invocation trusts no earlier round, so its standing read is a store round, and that round fails.
+    const leaseStore = blippingLeaseStore();
+    const w = world({ shared: shared({ leaseStore }) });
+    const messages = await admitted(w, "a.example.net", "b.example.net");
+    w.gate.beginInvocation();
+    leaseStore.failNextCalls(2);
+    const engine = gateReadingEngine(w, 20_000);
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.delays).toEqual([]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+    expect((await stateOf(w, "b.example.net"))?.state).toBe("provisioned");
+    expect(leaseStore.failedCalls()).toBe(2);
+  });
+
+  it("still gives the host back, with the reason and the retry delay, when the lease store stays away past the re-reads", async () => {
+    // Arrange
+    const leaseStore = blippingLeaseStore();
+    const w = world({ shared: shared({ leaseStore }) });
+    const [message] = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    leaseStore.failNextCalls(Number.POSITIVE_INFINITY);
+    const engine = gateReadingEngine(w, 20_000);
+    const started = w.clock.now();
+
+    // Act
+    const result = await processor(w, engine).handle([message!], context());
+
+    // Assert: one try and one per pause, then back to the queue; the claim is given back with the lease store as the reason.
+    expect(result.failedMessageIds).toEqual([message!.id]);
+    expect(engine.tries).toHaveLength(1 + STORE_BLIP_PAUSES_MS.length);
+    expect(w.clock.now() - started).toBe(STORE_BLIP_PAUSES_MS.reduce((sum, pause) => sum + pause, 0));
+    expect(w.queues.hostWork.delays).toEqual([{ receiptHandle: message!.receiptHandle, seconds: 10 }]);
+    expect(await stateOf(w, "a.example.net")).toMatchObject({ state: "queued", lastError: expect.stringContaining("lease store") });
+  });
+
+  it("claims the host again in the same invocation when the admission store did not answer the claim", async () => {
+    // Arrange: the claim write and the read that would settle it get no answer; the store answers again after that.
+    const w = world();
+    const messages = await admitted(w, "a.example.net");
+    const blipping = blippingAdmissionStore(w.admissionStore);
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: blipping.store, metrics: w.metrics, clock: w.clock, logger: w.logger });
+    blipping.failing.calls = 2;
+    const engine = new FakeEngine();
+
+    // Act
+    const result = await processor({ ...w, registry }, engine).handle(messages, context());
+
+    // Assert: provisioned now, not sent back for the retry delay.
+    expect(blipping.failing.failed).toBe(2);
+    expect(result.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.delays).toEqual([]);
+    expect(engine.provisioned.map((work) => work.identity)).toEqual(["a.example.net"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+  });
+
+  it("does not pause for a lease re-read the invocation has no time left for", async () => {
+    // Arrange
+    const leaseStore = blippingLeaseStore();
+    const w = world({ shared: shared({ leaseStore }) });
+    const [message] = await admitted(w, "a.example.net");
+    w.clock.advance(10_000);
+    leaseStore.failNextCalls(2);
+    const engine = gateReadingEngine(w, 20_000);
+
+    // Act: 1.5 s left less the 1 s margin: shorter than the first pause.
+    const result = await processor(w, engine).handle([message!], context(1_500));
+
+    // Assert
+    expect(result.failedMessageIds).toEqual([message!.id]);
+    expect(engine.tries).toHaveLength(1);
+    expect(w.clock.sleeps).toEqual([]);
   });
 
   it("gives work back after a transport failure, however often, without counting it toward parking", async () => {

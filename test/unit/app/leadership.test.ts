@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { Leadership } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { context, shared, unreachableLeaseStore, world, type World } from "./support";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { AdmissionFlow } from "../../../lib/app/admission-flow";
+import { answerLostOnce, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 function leadership(w: World, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
   const useCase = new Leadership({
@@ -45,6 +47,22 @@ describe("leadership: discover", () => {
     expect(w.metrics.total(METRIC.discovered)).toBe(3);
     expect(w.metrics.total(METRIC.discoverCycles)).toBe(1);
     expect(w.metrics.lastGauge(METRIC.workQueueEntries)).toBe(3);
+  });
+
+  it("queues the work of admissions whose answers were lost in a burst, in the same discovery, not an interval later", async () => {
+    // Arrange: every admission lands, but its answer and the settling read's are lost once.
+    const w = world();
+    w.broker.identities = ["a.example.net", "b.example.net", "c.example.net"];
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: answerLostOnce(w.admissionStore), metrics: w.metrics, clock: w.clock, logger: w.logger });
+    const admission = new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: { pauseMs: 1_000, withinMs: 13_000 } });
+    const useCase = leadership({ ...w, admission });
+
+    // Act: a 30 s discovery.
+    const result = await useCase.discover(context(30_000));
+
+    // Assert
+    expect(result).toMatchObject({ paused: false, discovered: 3, admitted: 3 });
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity).sort()).toEqual(["a.example.net", "b.example.net", "c.example.net"]);
   });
 
   it("admits and queues in chunks: 25 nodes are all queued", async () => {

@@ -4,7 +4,7 @@
  * virtual clock. Deployments built on the same stores and clock contest one lease.
  */
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionRegistry, type AdmissionKey, type AdmissionStore, type AdmitRequest } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
@@ -72,6 +72,80 @@ export function unreachableLeaseStore(): LeaseStore {
     throw new Error("connect ETIMEDOUT");
   };
   return { claim: fail, extend: fail, release: fail, markAnnounced: fail, recordPeer: fail, read: fail };
+}
+
+/** A working lease store that fails its next calls when told to (a DynamoDB that stops answering for a moment). */
+export function blippingLeaseStore(store: LeaseStore = new MemoryLeaseStore()): LeaseStore & { failNextCalls(count: number): void; failedCalls(): number } {
+  let failing = 0;
+  let failed = 0;
+  const call = <T>(run: () => Promise<T>): Promise<T> => {
+    if (failing === 0) return run();
+    failing--;
+    failed++;
+    return Promise.reject(new Error("TimeoutError: Request did not complete within 1500 ms"));
+  };
+  return {
+    claim: (request) => call(() => store.claim(request)),
+    extend: (request) => call(() => store.extend(request)),
+    release: (request) => call(() => store.release(request)),
+    markAnnounced: (request) => call(() => store.markAnnounced(request)),
+    recordPeer: (request) => call(() => store.recordPeer(request)),
+    read: (site) => call(() => store.read(site)),
+    failNextCalls: (count) => {
+      failing = count;
+    },
+    failedCalls: () => failed,
+  };
+}
+
+/** The store, failing its next `failing.calls` calls of any kind (an admission table that stops answering for a moment). */
+export function blippingAdmissionStore(store: AdmissionStore): { store: AdmissionStore; failing: { calls: number; failed: number } } {
+  const failing = { calls: 0, failed: 0 };
+  const wrapped = new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (failing.calls > 0) {
+          failing.calls--;
+          failing.failed++;
+          return Promise.reject(new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout"));
+        }
+        return (value as (...args: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: wrapped, failing };
+}
+
+/**
+ * The admission table under a burst: the first admit write of each host lands but its answer is
+ * lost, and the read that would settle it gets no answer either; the store answers normally after that.
+ */
+export function answerLostOnce(store: AdmissionStore): AdmissionStore {
+  const lost = new Set<string>();
+  const unanswered = new Set<string>();
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (property === "admit") {
+        return async (request: AdmitRequest) => {
+          const result = await target.admit(request);
+          if (lost.has(request.entry.identity)) return result;
+          lost.add(request.entry.identity);
+          throw new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout");
+        };
+      }
+      if (property === "read") {
+        return async (key: AdmissionKey) => {
+          if (unanswered.has(key.identity)) return target.read(key);
+          unanswered.add(key.identity);
+          throw new Error("TimeoutError: a request has exceeded the configured 3000 ms requestTimeout");
+        };
+      }
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** The store, except that every call about `identity` fails (a throttled or unreachable table for that key). */
