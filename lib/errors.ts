@@ -98,6 +98,20 @@ export class PausedError extends ProvisionerError {}
 export class LeaseLostError extends PausedError {}
 
 /**
+ * The term is ours, but the validity left after the last round does not cover the attempt (a
+ * renewal that took seconds to answer under load counts from before it was sent). Not a lost lease:
+ * a later round gives a fresh validity.
+ */
+export class LeaseValidityShortError extends PausedError {}
+
+/**
+ * The lease item names this deployment as its live holder, but the last round could not confirm
+ * it for this invocation (a renewal whose write timed out and whose settling read found it not yet
+ * applied, or a round of an earlier invocation). Not known to be lost, so no work may be dropped for it.
+ */
+export class LeaseUnconfirmedError extends PausedError {}
+
+/**
  * An attempt (or helper run) is longer than one lease validity can ever cover: the gate would
  * never open for it. Not a pause: the work is parked in the dead-letter queue with this reason.
  */

@@ -5,25 +5,11 @@
  * lease's own monotonic deadline: when that is too short the gate renews first, and any store
  * failure reads closed.
  */
-import { AttemptExceedsLeaseError, LeaseLostError, LeaseStoreError, PausedError } from "../errors";
+import { AttemptExceedsLeaseError, LeaseLostError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, PausedError } from "../errors";
 import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lease";
 import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
-
-/**
- * The term is ours, but the validity left after the last round does not cover the attempt (a
- * renewal that took seconds to answer under load counts from before it was sent). Not a lost lease:
- * a later round gives a fresh validity.
- */
-export class LeaseValidityShortError extends PausedError {}
-
-/**
- * The lease item names this deployment as its live holder, but the last round could not confirm
- * it for this invocation (a renewal whose write timed out and whose settling read found it not yet
- * applied, or a round of an earlier invocation). Not known to be lost, so no work may be dropped for it.
- */
-export class LeaseUnconfirmedError extends PausedError {}
 
 /** The term every piece of work carries when leader election is off. */
 export const UNELECTED_TERM = 0;
