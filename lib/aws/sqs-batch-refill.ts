@@ -2,8 +2,13 @@
  * The provision function's BatchRefill over SQS: more host work from the queue its event source
  * reads (ReceiveMessage without waiting, so an empty queue ends refilling at once), and the removal
  * of what it finished (the event source only deletes the records it delivered).
+ *
+ * A receive is taken with a short visibility, and only what it answered is then held for the rest
+ * of the invocation. A receive whose answer is lost (the client gave up on a slow answer after SQS
+ * had already handed the messages out) would otherwise hide them for the queue's visibility
+ * timeout, six times the function's, with nobody working on them.
  */
-import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { ChangeMessageVisibilityBatchCommand, DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { BatchRefill } from "../app/batch";
 import type { QueueMessage } from "../app/use-case-ports";
 
@@ -24,7 +29,14 @@ export interface SqsBatchRefillOptions {
   windowMs: number;
   /** Monotonic milliseconds. */
   monotonic: () => number;
+  /** How long a receive hides what it takes until the take is confirmed; default RECEIVE_VISIBILITY_SECONDS. */
+  receiveVisibilitySeconds?: number;
 }
+
+/** Longer than a receive can take to answer (the queue client's attempts and their timeouts). */
+const RECEIVE_VISIBILITY_SECONDS = 30;
+/** A message in hand stays hidden a little past the invocation's deadline, so nobody else takes it while it is worked on. */
+const HELD_PAST_DEADLINE_SECONDS = 30;
 
 /** SQS answers at most ten messages per receive. */
 const RECEIVE_MAX = 10;
@@ -46,10 +58,26 @@ export class SqsBatchRefill implements BatchRefill {
         QueueUrl: this.options.queueUrl,
         MaxNumberOfMessages: Math.min(RECEIVE_MAX, Math.max(1, max)),
         WaitTimeSeconds: 0,
+        VisibilityTimeout: this.options.receiveVisibilitySeconds ?? RECEIVE_VISIBILITY_SECONDS,
         MessageSystemAttributeNames: ["ApproximateReceiveCount"],
       }),
     );
-    return (reply.Messages ?? []).map((message) => ({
+    const received = reply.Messages ?? [];
+    if (received.length === 0) return [];
+    // What could not be held is not worked on here: it comes back to the queue after the short
+    // visibility, instead of being worked on while another invocation can take it too.
+    const hold = await this.options.client.send(
+      new ChangeMessageVisibilityBatchCommand({
+        QueueUrl: this.options.queueUrl,
+        Entries: received.map((message, index) => ({
+          Id: String(index),
+          ReceiptHandle: message.ReceiptHandle ?? "",
+          VisibilityTimeout: Math.ceil(this.options.remainingMs() / 1000) + HELD_PAST_DEADLINE_SECONDS,
+        })),
+      }),
+    );
+    const held = new Set((hold.Successful ?? []).map((entry) => entry.Id));
+    return received.filter((_, index) => held.has(String(index))).map((message) => ({
       id: message.MessageId ?? "",
       body: message.Body ?? "",
       receiveCount: Number(message.Attributes?.ApproximateReceiveCount ?? 1),

@@ -1,9 +1,19 @@
 /** The provision function's refill against fauxqs: what it takes leaves the queue only when completed. */
-import { GetQueueAttributesCommand, SendMessageBatchCommand } from "@aws-sdk/client-sqs";
+import { GetQueueAttributesCommand, SendMessageBatchCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSqs, type RunningSqs } from "../../../dev/local/services";
+import { LOCAL_AWS, startSqs, type RunningSqs } from "../../../dev/local/services";
 import { SqsBatchRefill } from "../../../lib/aws/sqs-batch-refill";
 import { sqsClient } from "../../support/aws";
+import { startDelayProxy } from "../../support/delay-proxy";
+
+const sleep = (ms: number) => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
+
+async function inQueue(client: SQSClient, queueUrl: string) {
+  const counts = await client.send(
+    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"] }),
+  );
+  return { visible: Number(counts.Attributes?.ApproximateNumberOfMessages), inFlight: Number(counts.Attributes?.ApproximateNumberOfMessagesNotVisible) };
+}
 
 describe("SqsBatchRefill", () => {
   let sqs: RunningSqs;
@@ -45,6 +55,64 @@ describe("SqsBatchRefill", () => {
     expect(openWithTime).toBe(true);
     expect(openAfterWindow).toBe(false);
     expect(refill.open()).toBe(false);
+    client.destroy();
+  });
+
+  it("gives back, after its short visibility, what a receive handed out when its answer never reached us", async () => {
+    // Arrange: the queue hides a received message for 600 s; the refill's receive hides it for 5 s
+    // until the take is confirmed. The receive's answer is held past the client's 1 s timeout.
+    const queueUrl = sqs.createQueue("refill-lost-receive", { VisibilityTimeout: "600" });
+    const direct = sqsClient(sqs.url);
+    await direct.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: ["x", "y"].map((body) => ({ Id: body, MessageBody: body })) }));
+    const target = new URL(sqs.url);
+    const proxy = await startDelayProxy({ host: target.hostname, port: Number(target.port) });
+    const impatient = new SQSClient({ ...LOCAL_AWS, endpoint: proxy.endpoint, maxAttempts: 1, requestHandler: { requestTimeout: 1_000, throwOnRequestTimeout: true } });
+    const options = { queueUrl, remainingMs: () => 200_000, stopBeforeDeadlineMs: 120_000, windowMs: 20_000, monotonic: () => 0, receiveVisibilitySeconds: 5 };
+    const refill = new SqsBatchRefill({ client: impatient, ...options });
+    proxy.holdNextAnswer("ReceiveMessage", 6_000);
+
+    // Act
+    const lost = await refill.take(10).then(
+      () => "answered",
+      () => "lost",
+    );
+    const hidden = await inQueue(direct, queueUrl);
+    await sleep(6_000);
+    const retaken = await new SqsBatchRefill({ client: direct, ...options }).take(10);
+
+    // Assert
+    expect(lost).toBe("lost");
+    expect(proxy.held).toBe(1);
+    expect(hidden).toEqual({ visible: 0, inFlight: 2 });
+    expect(retaken.map((message) => message.body).sort()).toEqual(["x", "y"]);
+    impatient.destroy();
+    direct.destroy();
+    await proxy.close();
+  });
+
+  it("holds what it took for the invocation's time left, past its short receive visibility", async () => {
+    // Arrange
+    const client = sqsClient(sqs.url);
+    const queueUrl = sqs.createQueue("refill-held", { VisibilityTimeout: "600" });
+    await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: ["p", "q"].map((body) => ({ Id: body, MessageBody: body })) }));
+    const refill = new SqsBatchRefill({
+      client,
+      queueUrl,
+      remainingMs: () => 200_000,
+      stopBeforeDeadlineMs: 120_000,
+      windowMs: 20_000,
+      monotonic: () => 0,
+      receiveVisibilitySeconds: 1,
+    });
+
+    // Act
+    const taken = await refill.take(10);
+    await sleep(2_500);
+    const later = await inQueue(client, queueUrl);
+
+    // Assert
+    expect(taken).toHaveLength(2);
+    expect(later).toEqual({ visible: 0, inFlight: 2 });
     client.destroy();
   });
 });
