@@ -159,7 +159,7 @@ export class HostWorkProcessor {
     // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
     for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
-      logger.info(`the lease could not be confirmed for the attempt; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: outcome.error.message });
+      logger.info(`the lease could not be confirmed for the attempt; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: messageOf(outcome.error) });
       await this.clock.sleep(pauseMs);
       outcome = await this.deps.engine.provision(work, { remainingMs });
     }
@@ -188,8 +188,10 @@ export class HostWorkProcessor {
     const { identity, term } = claim.work;
     if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
       // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
-      await this.giveBack(claim, message, outcome.error.message);
-      throw new RetryLaterError(`${identity}: ${outcome.error.message}`);
+      // A pause names its cause (the store's timeout, the renewal's answer); an RPC failure's message already carries its own.
+      const reason = outcome.kind === "paused" ? messageOf(outcome.error) : outcome.error.message;
+      await this.giveBack(claim, message, reason);
+      throw new RetryLaterError(`${identity}: ${reason}`);
     }
     if (outcome.kind === "failed") {
       // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
