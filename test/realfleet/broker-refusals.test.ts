@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BrokerConnectionError, connectBroker } from "../../lib/nats/connection";
 import { brokerConnectOptions, provisionerCredentials, waitUntil, LifecycleWatch } from "../../dev/local/real-fleet-stack";
 import { startRealFleet, type RealFleet } from "../../dev/local/real-fleet";
+import { waitUntilAsync } from "../support/wait";
 
 const GOOD = "good1.refusals.real.example.net";
 const FOREIGN = "foreign1.refusals.real.example.net";
@@ -196,13 +197,3 @@ describe("real Choria broker refusals", () => {
     }
   });
 });
-
-async function waitUntilAsync(what: () => Promise<string | undefined>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const missing = await what();
-    if (missing === undefined) return;
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms: ${missing}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}

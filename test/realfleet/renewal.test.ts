@@ -25,6 +25,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { issueCertificate } from "../../dev/local/real-fleet";
 import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
+import { waitUntilAsync } from "../support/wait";
 
 const run = promisify(execFile);
 
@@ -288,16 +289,6 @@ async function renewedOnce(provisioned: ProvisionedFleet, renewed: string[], ref
   await waitUntilAsync(async () => {
     const ping = await admin.choria(["ping"]);
     return ping.stdout.includes(`${all.length} replies`) ? undefined : `not every node answered the admin's ping: ${ping.stdout}`;
-  }, (TIMEOUT_S + 30) * 1000);
+  }, (TIMEOUT_S + 30) * 1000, 2_000);
   for (const identity of all) events.set(identity, await nodeEvents(provisioned, identity));
-}
-
-async function waitUntilAsync(what: () => Promise<string | undefined>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const missing = await what();
-    if (missing === undefined) return;
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms: ${missing}`);
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
-  }
 }
