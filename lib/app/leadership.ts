@@ -79,12 +79,14 @@ export class Leadership {
 
   /**
    * The lease gate's onWon, once per term for the whole deployment (the marker in the lease item,
-   * not once per container): announce the new leader and look for nodes at once.
+   * not once per container): announce the new leader and look for nodes at once. `remainingMs` is
+   * the time left to the invocation whose round won the term, when it told the gate: with it, the
+   * discovery may send again an admission whose outcome stayed unknown, as a scheduled one does.
    */
-  async onWonTerm(term: number): Promise<void> {
+  async onWonTerm(term: number, remainingMs?: () => number): Promise<void> {
     this.deps.logger.info("announcing the new lease term: publishing the startup event and discovering", { term });
     await this.publishStartup();
-    if (this.discovering === 0) await this.runDiscovery(term);
+    if (this.discovering === 0) await this.runDiscovery(term, remainingMs);
   }
 
   async discover(ctx: InvocationContext): Promise<DiscoverResult> {
@@ -94,7 +96,7 @@ export class Leadership {
       await this.announceUnelected();
       let outcome;
       try {
-        outcome = await gate.acquireOrRenew();
+        outcome = await gate.acquireOrRenew(() => ctx.remainingMs() - settings.deadlineMarginMs);
       } catch (error) {
         logger.warn("paused: the lease store could not be reached, not discovering", { error: messageOf(error) });
         return { paused: true, discovered: 0, admitted: 0 };

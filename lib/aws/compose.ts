@@ -72,7 +72,7 @@ export interface FunctionParts {
   /** The operator's pause switches (same table); absent when leader election is off. */
   readonly pauseStore: PauseStore | undefined;
   /** `announce` is called with every term this function's gate wins (leadership registers it). */
-  announceWonTerms(announce: (term: number) => void | Promise<void>): void;
+  announceWonTerms(announce: (term: number, remainingMs?: () => number) => void | Promise<void>): void;
   /** Runs `close` first when the function closes (e.g. the broker connection). */
   closing(close: () => Promise<void>): void;
   close(): Promise<void>;
@@ -127,14 +127,14 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     lifecycleDlq: queue(settings.lifecycleDlqUrl),
   };
   // The gate's onWon needs leadership, which needs the gate: leadership registers itself later.
-  const won: { announce?: (term: number) => void | Promise<void> } = {};
+  const won: { announce?: (term: number, remainingMs?: () => number) => void | Promise<void> } = {};
   const { gate, leaseStore, pauseStore } = createAppLeaseGate(config, {
     client: leaseClient,
     tableName: settings.leaseTable,
     metrics,
     clock,
     logger,
-    onWon: (term) => won.announce?.(term),
+    onWon: (term, remainingMs) => won.announce?.(term, remainingMs),
   });
   const closers: Array<() => Promise<void>> = [];
   return {
@@ -203,7 +203,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
     logger: parts.logger,
     metrics: parts.metrics,
   });
-  parts.announceWonTerms((term) => leadership.onWonTerm(term));
+  parts.announceWonTerms((term, remainingMs) => leadership.onWonTerm(term, remainingMs));
   return leadership;
 }
 
@@ -219,7 +219,7 @@ export interface AppLeaseGateDeps {
   metrics: Metrics;
   clock: Clock;
   logger: Logger;
-  onWon?: (term: number) => void | Promise<void>;
+  onWon?: (term: number, remainingMs?: () => number) => void | Promise<void>;
 }
 
 /**

@@ -36,8 +36,11 @@ export interface LeaseGate extends PauseGate {
   currentTerm(): Promise<number | undefined>;
   /** As currentTerm, telling a standby apart from an unreachable store. */
   standing(): Promise<Standing>;
-  /** One acquire/renew/contest round; calls `onWon` when it wins a new term. Throws LeaseStoreError. */
-  acquireOrRenew(): Promise<LeaseOutcome>;
+  /**
+   * One acquire/renew/contest round; calls `onWon` when it wins a new term, with `remainingMs`, the
+   * time the calling invocation still has (when it knows it). Throws LeaseStoreError.
+   */
+  acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome>;
   /** Gives the term up (see Lease.release): no renewals any more, this gate closes at once. */
   release(): Promise<boolean>;
 }
@@ -49,7 +52,7 @@ export interface LeaseGateDeps {
   clock?: Clock;
   logger?: Logger;
   /** Called once per term across the whole deployment (the marker in the lease item): trigger a discovery and publish the startup event. */
-  onWon?: (term: number) => void | Promise<void>;
+  onWon?: (term: number, remainingMs?: () => number) => void | Promise<void>;
   /** The operator's pause switch (lib/lease/pause.ts), read before every lease round. */
   pause?: PauseStore;
 }
@@ -88,7 +91,7 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
     return paused;
   }
 
-  async function acquireOrRenew(): Promise<LeaseOutcome> {
+  async function acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> {
     try {
       if (await operatorPaused()) {
         // A paused deployment does not contest, but still looks: when every deployment of the site
@@ -101,7 +104,7 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
       if (outcome.holding && outcome.wonNewTerm && deps.onWon && !announced.has(outcome.term)) {
         announced.add(outcome.term);
         try {
-          await deps.onWon(outcome.term);
+          await deps.onWon(outcome.term, remainingMs);
         } catch (error) {
           logger.error("handling a newly won lease term failed", { site: settings.site, term: outcome.term, error: String(error) });
         }

@@ -10,7 +10,7 @@ import type { LeaseOutcome } from "./lease";
 
 export interface LeaseKeeperOptions {
   /** A Lease or a LeaseGate; a LeaseGate also keeps the paused gauge and its own onWon. */
-  lease: { acquireOrRenew(): Promise<LeaseOutcome> };
+  lease: { acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> };
   clock: Clock;
   /** Monotonic ms (on `clock`) by which the loop must have returned, e.g. now + remaining time - margin. */
   until: number;
@@ -45,7 +45,8 @@ export async function runLeaseKeeper(options: LeaseKeeperOptions): Promise<Lease
     if (signal?.aborted) break;
     summary.rounds++;
     try {
-      const outcome = await lease.acquireOrRenew();
+      // A term won here is announced inside this round: its discovery has the keeper's time left.
+      const outcome = await lease.acquireOrRenew(() => until - clock.monotonic());
       if (outcome.holding) {
         summary.heldRounds++;
         if (outcome.wonNewTerm) {

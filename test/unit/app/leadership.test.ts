@@ -25,7 +25,7 @@ function leadership(w: World, overrides: { deadlineMarginMs?: number; discoveryM
     logger: w.logger,
     metrics: w.metrics,
   });
-  w.onWon.handler = (term) => useCase.onWonTerm(term);
+  w.onWon.handler = (term, remainingMs) => useCase.onWonTerm(term, remainingMs);
   return useCase;
 }
 
@@ -62,6 +62,23 @@ describe("leadership: discover", () => {
 
     // Assert
     expect(result).toMatchObject({ paused: false, discovered: 3, admitted: 3 });
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity).sort()).toEqual(["a.example.net", "b.example.net", "c.example.net"]);
+  });
+
+  it("the discovery that announces a term the lease keeper won sends again the admissions whose answers were lost", async () => {
+    // Arrange: the keeper's round wins the term; every admission lands, but its answer and the
+    // settling read's are lost once. Without the keeper's time left, these hosts waited two intervals.
+    const w = world();
+    w.broker.identities = ["a.example.net", "b.example.net", "c.example.net"];
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: answerLostOnce(w.admissionStore), metrics: w.metrics, clock: w.clock, logger: w.logger });
+    const admission = new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: { pauseMs: 1_000, withinMs: 13_000 } });
+    const useCase = leadership({ ...w, admission });
+
+    // Act: one keeper invocation of a minute.
+    await useCase.keepLease(context(60_000));
+
+    // Assert
+    expect(w.broker.startupsPublished).toBe(1);
     expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity).sort()).toEqual(["a.example.net", "b.example.net", "c.example.net"]);
   });
 

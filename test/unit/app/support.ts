@@ -38,7 +38,7 @@ export interface World extends Shared {
   admission: AdmissionFlow;
   broker: FakeBroker;
   /** What the gate calls when a round wins a new term (set by the test, e.g. to Leadership.onWonTerm). */
-  onWon: { handler?: (term: number) => Promise<void> };
+  onWon: { handler?: (term: number, remainingMs?: () => number) => Promise<void> };
 }
 
 export function world(options: { deploymentId?: string; leaderElection?: boolean; shared?: Shared } = {}): World {
@@ -53,7 +53,7 @@ export function world(options: { deploymentId?: string; leaderElection?: boolean
     metrics,
     clock: base.clock,
     logger,
-    onWon: (term) => onWon.handler?.(term),
+    onWon: (term, remainingMs) => onWon.handler?.(term, remainingMs),
   });
   const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: base.admissionStore, metrics, clock: base.clock, logger });
   const queues = {
