@@ -56,13 +56,16 @@ export function watchStopSignals(handlers: StopSignalHandlers, options: StopSign
   watch.unref();
 }
 
-/** Whether this process's parent relays the signals it receives to it (npm, the tsx CLI). */
-function parentRelaysSignals(parentPid: number = process.ppid): boolean {
+/**
+ * Whether this process's parent relays the signals it receives to it (npm, the tsx CLI). Where
+ * /proc cannot tell (macOS), npm's own mark on its scripts' environment does.
+ */
+export function parentRelaysSignals(parentPid: number = process.ppid, env: NodeJS.ProcessEnv = process.env): boolean {
   let argv: string[];
   try {
     argv = readFileSync(`/proc/${parentPid}/cmdline`, "utf8").split("\0").filter((arg) => arg !== "");
   } catch {
-    return false;
+    return env.npm_lifecycle_event !== undefined;
   }
   return relaysSignals(argv);
 }

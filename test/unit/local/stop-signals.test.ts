@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
-import { relaysSignals, watchStopSignals } from "../../../dev/local/stop-signals";
+import { parentRelaysSignals, relaysSignals, watchStopSignals } from "../../../dev/local/stop-signals";
 
 function watched(deliveriesPerPress: number) {
   const signals = new EventEmitter();
@@ -45,5 +45,12 @@ describe("stop signals", () => {
     expect(relaysSignals(["node", "/work/node_modules/tsx/dist/cli.mjs", "scripts/local.ts"])).toBe(true);
     expect(relaysSignals(["sh", "-c", "node --import tsx scripts/local-services.ts"])).toBe(false);
     expect(relaysSignals(["bash"])).toBe(false);
+  });
+
+  it("falls back to npm's mark on the environment where the parent's command line cannot be read", () => {
+    const unreadable = 2 ** 30;
+
+    expect(parentRelaysSignals(unreadable, { npm_lifecycle_event: "local" })).toBe(true);
+    expect(parentRelaysSignals(unreadable, {})).toBe(false);
   });
 });
