@@ -5,7 +5,7 @@
  * appear, during the run, after it with --keep-running (the export block), and after Ctrl-C.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
@@ -22,10 +22,14 @@ async function logGrows(file: string, needle: string, count: number): Promise<vo
 describe("npm run local in a terminal", () => {
   it("keeps the live line free of EMF JSON during the run, with --keep-running and after Ctrl-C", async () => {
     // script -e: its exit code is the command's; stdin is ours, so "\x03" is a real Ctrl-C on the pty.
+    // script runs the command with $SHELL -c, in the terminal's foreground process group. `exec`: an
+    // interactive shell keeps itself out of its job's group; bash -c would exec a lone command anyway,
+    // but dash (/bin/sh, script's choice where SHELL is unset) stays and dies of the Ctrl-C itself,
+    // and script then reports 130 while the run is still stopping. SHELL is pinned to that case.
     const child = spawn(
       "script",
-      ["-qfec", "npm run local -- --fast --nodes 10 --helper inline --keep-running --timeout 300", "/dev/null"],
-      { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, npm_config_update_notifier: "false", COLUMNS: "200" } },
+      ["-qfec", "exec npm run local -- --fast --nodes 10 --helper inline --keep-running --timeout 300", "/dev/null"],
+      { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, npm_config_update_notifier: "false", COLUMNS: "200", SHELL: "/bin/sh" } },
     );
     // The pseudo-terminal carries both of the run's streams on script's stdout.
     const io = processOutput(child, { stdoutOnly: true });
@@ -50,5 +54,7 @@ describe("npm run local in a terminal", () => {
     expect(segments.filter((segment) => segment.includes("[") && segment.includes("provisioned")).length).toBeGreaterThan(0);
     expect(segments.filter((segment) => /\{"|"_aws"/.test(segment))).toEqual([]);
     expect(code, text).toBe(0);
+    // The orderly stop ran to its end: the work dir with the key files is gone.
+    expect(existsSync(workDir as string)).toBe(false);
   }, 240_000);
 });

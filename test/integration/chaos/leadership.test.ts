@@ -306,7 +306,11 @@ describe("leadership faults, observed at the node", () => {
     await waitFor(() => unprovisioned(run.fleet).length === 0, "every node provisioned");
 
     // Assert
-    expect(run.observatory.terms.map((term) => term.deployment)).toEqual(["slow", "fast"]);
+    // The leader's first term, the standby's last. A machine that starves a deployment past its lease
+    // (3 s of real time at SCALE) may add terms in between; what must hold whatever the terms is that
+    // no node runs anything across them.
+    const holders = run.observatory.terms.map((term) => term.deployment);
+    expect([holders[0], holders.at(-1)], holders.join(" ")).toEqual(["slow", "fast"]);
     record(task, run, "skew-within-bound", 2, assertSafe(run));
   });
 
