@@ -9,12 +9,22 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runLocal, type RunSummary } from "../../dev/local/run";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
 import { METRIC } from "../../lib/ports";
+import { RecordingLogger } from "../support/fakes";
+
+/** What the deployments said about the lease, for a failure message. */
+const leaseLines = (logger: RecordingLogger) =>
+  logger.records
+    .filter((record) => record.level !== "debug" && /lease|term|paused|standby/i.test(record.message))
+    .slice(-30)
+    .map((record) => `${record.level} ${record.message} ${JSON.stringify(record.attributes ?? {})}`)
+    .join("\n");
 
 const NODES = 200;
 const DEPLOYMENTS = ["blue", "green"];
 const callerOf = (deployment: string) => `choria=provisioner-${deployment}`;
 
 describe("local stack end to end", () => {
+  const logger = new RecordingLogger();
   let stack: LocalStack;
   let summary: RunSummary;
 
@@ -29,6 +39,12 @@ describe("local stack end to end", () => {
       fleet: { recordDiscovery: true },
       dynamoDbEndpoint: inject("dynamoEndpoint"),
       waitTimeSeconds: 1,
+      // These tests are about the standby staying paused while the leader lives; a takeover is the
+      // chaos and kill-leader suites' subject. With fast mode's 30 s lease, a machine that starves the
+      // leader's renewals for its lease plus the delivery horizon (~61 s) makes the standby a
+      // rightful holder; ten minutes puts that out of a loaded run's reach.
+      timings: { lease: { duration: "600s", renew_interval: "2s", skew_bound: "1s" } },
+      logger,
     });
     // The run returns as soon as every node is provisioned. Its bound follows the stack's own: work
     // that went back returns by the next 15 s discovery or the 70 s host-work visibility (fast
@@ -76,7 +92,7 @@ describe("local stack end to end", () => {
       [...callers.entries()].filter(([caller]) => caller.endsWith(`.${callerOf(id)}`)).reduce((sum, [, count]) => sum + count, 0);
     const standbyMetrics = stack.deployments.find((deployment) => deployment.id === standby)?.metrics;
 
-    expect(summary.leaseChanges.map((change) => change.holder)).toEqual([leader]);
+    expect(summary.leaseChanges.map((change) => change.holder), `${JSON.stringify(summary.leaseChanges)}\n${leaseLines(logger)}`).toEqual([leader]);
     expect(fromDeployment(leader ?? "")).toBeGreaterThanOrEqual(NODES * 2);
     expect(fromDeployment(standby ?? "")).toBe(0);
     expect([...callers.keys()].filter((caller) => caller !== "" && !DEPLOYMENTS.some((id) => caller.endsWith(`.${callerOf(id)}`)))).toEqual([]);
