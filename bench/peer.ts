@@ -262,7 +262,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     };
     let provisioner: Child;
     let profileDir: string | undefined;
+    // The wait for a quiet machine comes right before a side starts working: Go discovers as soon as
+    // it is spawned, ours once told to start (after its start-up).
     if (spec.side === "go") {
+      await waitForQuietMachine();
       provisioner = await startGo(spec, shared.goBin as string, helperCommand, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
       cleanup.push(() => stopChild(provisioner, () => provisioner.process.kill("SIGTERM")));
     } else {
@@ -286,8 +289,8 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
         if (report.type === "admitted") for (const [identity, at] of report.hosts) admit(identity, at);
       });
       await waitForMessage(ours, "ready", 120_000);
+      await waitForQuietMachine();
     }
-    await waitForQuietMachine();
     const loadStart = loadavg()[0] ?? 0;
     const loadSamples = [loadStart];
     const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
