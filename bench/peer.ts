@@ -659,7 +659,8 @@ async function appendStages(report: Report): Promise<void> {
   const path = join(REPO_ROOT, "reports/pipeline-stages.md");
   const existing = existsSync(path) ? await readFile(path, "utf8") : STAGES_HEADER;
   const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim();
-  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim() !== "";
+  // The reports this run has just written are not changes to what was measured.
+  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim() !== "";
   // An exported copy of a commit (no .git) has no commit to name: the label says which.
   const where = commit ? `, commit ${commit}${dirty ? " with uncommitted changes" : ""}` : "";
   const lines = ["", `## ${options.label ?? (commit ? `commit ${commit}` : "unlabelled run")}`, "", `${report.generated}${where}, Node ${report.node}, ${report.cpus} cores.`];
