@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
-import { AdmissionFlow } from "../../../lib/app/admission-flow";
+import type { AdmissionStore } from "../../../lib/admission/registry";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { admissionStoreFailingFor, answerLostOnce, INTERVAL_MS, SITE, world, type World } from "./support";
+import { admissionFlowOver, admissionStoreFailingFor, answerLostOnce, INTERVAL_MS, RESEND_UNKNOWN, SITE, world, type World } from "./support";
 
 const refusedByQueue = { accepted: false as const, permanent: false, reason: "throttled" };
 
@@ -61,8 +60,7 @@ describe("the admission flow: admitAndEnqueue", () => {
     // Arrange
     const w = world();
     const store = admissionStoreFailingFor(w.admissionStore, "bad.example.net");
-    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store, metrics: w.metrics, clock: w.clock, logger: w.logger });
-    const flow = new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger });
+    const flow = admissionFlowOver(w, store);
 
     // Act
     const result = await flow.admitAndEnqueue(["bad.example.net", "good.example.net"], "discovery", 1);
@@ -76,12 +74,7 @@ describe("the admission flow: admitAndEnqueue", () => {
 });
 
 describe("the admission flow: an admission whose outcome stayed unknown", () => {
-  const RESEND = { pauseMs: 1_000, withinMs: 13_000 };
-
-  function flowOver(w: World, store: AdmissionStore): AdmissionFlow {
-    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store, metrics: w.metrics, clock: w.clock, logger: w.logger });
-    return new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: RESEND });
-  }
+  const flowOver = (w: World, store: AdmissionStore) => admissionFlowOver(w, store, { resendUnknown: RESEND_UNKNOWN });
 
   it("is sent again while the caller has the time, and the work of the admission that landed late is queued now", async () => {
     // Arrange
@@ -111,7 +104,7 @@ describe("the admission flow: an admission whose outcome stayed unknown", () => 
     const flow = flowOver(w, answerLostOnce(w.admissionStore));
 
     // Act: less than the pause plus one admission against a stalled store.
-    const result = await flow.admitAndEnqueue(["a.example.net"], "discovery", 1, () => RESEND.pauseMs + RESEND.withinMs - 1);
+    const result = await flow.admitAndEnqueue(["a.example.net"], "discovery", 1, () => RESEND_UNKNOWN.pauseMs + RESEND_UNKNOWN.withinMs - 1);
 
     // Assert: reported as failed (never dropped as admitted), nothing queued, no pause taken.
     expect(result.failed.map((failure) => failure.identity)).toEqual(["a.example.net"]);
@@ -131,7 +124,7 @@ describe("the admission flow: an admission whose outcome stayed unknown", () => 
     // Assert
     expect(result.failed.map((failure) => failure.identity)).toEqual(["a.example.net"]);
     expect(w.queues.hostWork.sent).toEqual([]);
-    expect(w.clock.sleeps).toEqual([RESEND.pauseMs]);
+    expect(w.clock.sleeps).toEqual([RESEND_UNKNOWN.pauseMs]);
   });
 });
 

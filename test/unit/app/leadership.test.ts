@@ -2,9 +2,7 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { Leadership } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { AdmissionFlow } from "../../../lib/app/admission-flow";
-import { answerLostOnce, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
+import { admissionFlowOver, answerLostOnce, context, RESEND_UNKNOWN, shared, unreachableLeaseStore, world, type World } from "./support";
 
 function leadership(w: World, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
   const useCase = new Leadership({
@@ -53,8 +51,7 @@ describe("leadership: discover", () => {
     // Arrange: every admission lands, but its answer and the settling read's are lost once.
     const w = world();
     w.broker.identities = ["a.example.net", "b.example.net", "c.example.net"];
-    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: answerLostOnce(w.admissionStore), metrics: w.metrics, clock: w.clock, logger: w.logger });
-    const admission = new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: { pauseMs: 1_000, withinMs: 13_000 } });
+    const admission = admissionFlowOver(w, answerLostOnce(w.admissionStore), { resendUnknown: RESEND_UNKNOWN });
     const useCase = leadership({ ...w, admission });
 
     // Act: a 30 s discovery.
@@ -70,8 +67,7 @@ describe("leadership: discover", () => {
     // settling read's are lost once. Without the keeper's time left, these hosts waited two intervals.
     const w = world();
     w.broker.identities = ["a.example.net", "b.example.net", "c.example.net"];
-    const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store: answerLostOnce(w.admissionStore), metrics: w.metrics, clock: w.clock, logger: w.logger });
-    const admission = new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, clock: w.clock, resendUnknown: { pauseMs: 1_000, withinMs: 13_000 } });
+    const admission = admissionFlowOver(w, answerLostOnce(w.admissionStore), { resendUnknown: RESEND_UNKNOWN });
     const useCase = leadership({ ...w, admission });
 
     // Act: one keeper invocation of a minute.

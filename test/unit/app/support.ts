@@ -118,6 +118,15 @@ export function blippingAdmissionStore(store: AdmissionStore): { store: Admissio
   return { store: wrapped, failing };
 }
 
+/** How long an admission whose answer was lost is sent again for, in the tests that lose answers. */
+export const RESEND_UNKNOWN = { pauseMs: 1_000, withinMs: 13_000 };
+
+/** The world's admission flow, over another admission store (one that fails or loses answers). */
+export function admissionFlowOver(w: World, store: AdmissionStore, options: { resendUnknown?: typeof RESEND_UNKNOWN } = {}): AdmissionFlow {
+  const registry = new AdmissionRegistry({ site: SITE, intervalMs: INTERVAL_MS }, { store, metrics: w.metrics, clock: w.clock, logger: w.logger });
+  return new AdmissionFlow({ registry, hostWork: w.queues.hostWork, logger: w.logger, ...(options.resendUnknown ? { clock: w.clock, resendUnknown: options.resendUnknown } : {}) });
+}
+
 /**
  * The admission table under a burst: the first admit write of each host lands but its answer is
  * lost, and the read that would settle it gets no answer either; the store answers normally after that.
