@@ -24,7 +24,7 @@ import type { RandomSource } from "../engine";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import type { PauseStore } from "../lease/pause";
-import { createLeaseGate, type LeaseGate } from "../lease/gate";
+import { createLeaseGate, type LeaseGate, type OnWonTerm } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "./clients";
@@ -72,7 +72,7 @@ export interface FunctionParts {
   /** The operator's pause switches (same table); absent when leader election is off. */
   readonly pauseStore: PauseStore | undefined;
   /** `announce` is called with every term this function's gate wins (leadership registers it). */
-  announceWonTerms(announce: (term: number, remainingMs?: () => number) => void | Promise<void>): void;
+  announceWonTerms(announce: OnWonTerm): void;
   /** Runs `close` first when the function closes (e.g. the broker connection). */
   closing(close: () => Promise<void>): void;
   close(): Promise<void>;
@@ -127,7 +127,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     lifecycleDlq: queue(settings.lifecycleDlqUrl),
   };
   // The gate's onWon needs leadership, which needs the gate: leadership registers itself later.
-  const won: { announce?: (term: number, remainingMs?: () => number) => void | Promise<void> } = {};
+  const won: { announce?: OnWonTerm } = {};
   const { gate, leaseStore, pauseStore } = createAppLeaseGate(config, {
     client: leaseClient,
     tableName: settings.leaseTable,
@@ -219,7 +219,7 @@ export interface AppLeaseGateDeps {
   metrics: Metrics;
   clock: Clock;
   logger: Logger;
-  onWon?: (term: number, remainingMs?: () => number) => void | Promise<void>;
+  onWon?: OnWonTerm;
 }
 
 /**

@@ -45,6 +45,9 @@ export interface LeaseGate extends PauseGate {
   release(): Promise<boolean>;
 }
 
+/** What a won term is announced to: the term, and the time the winning invocation still has (when it knows it). */
+export type OnWonTerm = (term: number, remainingMs?: () => number) => void | Promise<void>;
+
 export interface LeaseGateDeps {
   /** Required when leader election is on. */
   store?: LeaseStore;
@@ -52,7 +55,7 @@ export interface LeaseGateDeps {
   clock?: Clock;
   logger?: Logger;
   /** Called once per term across the whole deployment (the marker in the lease item): trigger a discovery and publish the startup event. */
-  onWon?: (term: number, remainingMs?: () => number) => void | Promise<void>;
+  onWon?: OnWonTerm;
   /** The operator's pause switch (lib/lease/pause.ts), read before every lease round. */
   pause?: PauseStore;
 }
