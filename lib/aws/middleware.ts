@@ -1,12 +1,16 @@
 /**
- * The one middy stack every handler uses: Powertools tracer, logger (Lambda context and request
- * id on every line) and metrics (EMF flushed after each invocation). Everything here is built at
- * module scope once per container; each function is composed on its first invocation.
+ * The one middy stack every handler uses: Powertools logger (Lambda context and request id on
+ * every line) and metrics (EMF flushed after each invocation). Everything here is built at module
+ * scope once per container; each function is composed on its first invocation.
+ *
+ * No Powertools tracer: Lambda's active tracing (serverless.yml) records each invocation without
+ * it, and the X-Ray SDK it loads installs an async hook with destroy tracking on every promise of
+ * the container whether tracing is on or not (about 8 % of a provision container's main thread in
+ * bench:peer's profile; test/unit/aws/function-bundles.test.ts keeps such packages out).
  */
 import middy from "@middy/core";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import { captureLambdaHandler } from "@aws-lambda-powertools/tracer/middleware";
 import type { Context } from "aws-lambda";
 import type { InvocationContext } from "../app/use-case-ports";
 import { powertoolsRuntime } from "./runtime";
@@ -32,7 +36,7 @@ export function wrapHandler<TFunction extends Closable, TEvent, TResult>(
   getFunction: () => Promise<TFunction>,
   action: FunctionAction<TFunction, TEvent, TResult>,
 ) {
-  const { logger, metrics, tracer } = powertoolsRuntime();
+  const { logger, metrics } = powertoolsRuntime();
   return middy(async (event: TEvent, context: Context): Promise<TResult> => {
     const fn = await getFunction();
     try {
@@ -41,7 +45,6 @@ export function wrapHandler<TFunction extends Closable, TEvent, TResult>(
       if (closeAfterInvocation) await fn.close();
     }
   })
-    .use(captureLambdaHandler(tracer, { captureResponse: false }))
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .use(logMetrics(metrics, { throwOnEmptyMetrics: false }));
 }

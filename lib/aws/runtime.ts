@@ -5,22 +5,15 @@
  */
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
-import { Tracer } from "@aws-lambda-powertools/tracer";
 import { APP_DEFAULTS, appSettingsFromEnv, type AppSettings } from "./settings";
 import type { AppOverrides } from "./compose";
 
 export interface PowertoolsRuntime {
   logger: PowertoolsLogger;
   metrics: PowertoolsMetrics;
-  tracer: Tracer;
 }
 
 let runtime: PowertoolsRuntime | undefined;
-
-/** Tracing is off unless running in Lambda and not switched off (POWERTOOLS_TRACE_ENABLED=false, `sls invoke local`). */
-function tracingEnabled(env: NodeJS.ProcessEnv): boolean {
-  return env.POWERTOOLS_TRACE_ENABLED !== "false" && Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_LOCAL !== "true";
-}
 
 export function powertoolsRuntime(env: NodeJS.ProcessEnv = process.env): PowertoolsRuntime {
   runtime ??= {
@@ -29,7 +22,6 @@ export function powertoolsRuntime(env: NodeJS.ProcessEnv = process.env): Powerto
       namespace: env.POWERTOOLS_METRICS_NAMESPACE || APP_DEFAULTS.metricsNamespace,
       serviceName: env.POWERTOOLS_SERVICE_NAME || APP_DEFAULTS.serviceName,
     }),
-    tracer: new Tracer({ serviceName: env.POWERTOOLS_SERVICE_NAME || APP_DEFAULTS.serviceName, enabled: tracingEnabled(env) }),
   };
   return runtime;
 }

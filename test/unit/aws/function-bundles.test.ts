@@ -3,6 +3,7 @@
  * read the lease, the registry and the queues, so their bundles carry no engine, crypto, helper or
  * broker code. Read from esbuild's metafile, built as serverless.yml builds the functions.
  */
+import { readdirSync } from "node:fs";
 import { resolve } from "node:path";
 import { build } from "esbuild";
 import { functionBundleOptions } from "../../../scripts/function-bundle-options";
@@ -29,6 +30,13 @@ const SHARED_FACTS = new Set([
   "lib/crypto/csr.ts",
 ]);
 const SHARED_FACTS_MAX_BYTES = 2_048;
+/**
+ * Packages that install a process-wide async hook with destroy tracking when they load: every
+ * promise of the container then pays for it (the X-Ray SDK's cls-hooked made an `await` about 14x
+ * dearer and took about 8 % of a provision container's main thread in bench:peer's profile).
+ */
+const PROMISE_TRACKING_HOOKS = /^node_modules\/(cls-hooked|aws-xray-sdk-core|async-hook-jl)\//;
+const HANDLERS = readdirSync(resolve(ROOT, "handlers")).map((name) => `handlers/${name}`);
 
 async function bundledInputs(handler: string): Promise<Array<{ path: string; bytes: number }>> {
   const result = await build({
@@ -53,6 +61,12 @@ describe("function bundles", () => {
     const forbidden = inputs.filter(({ path }) => NOT_IN_OPERATOR_FUNCTIONS.test(path));
     expect(forbidden.filter(({ path }) => !SHARED_FACTS.has(path)).map(({ path }) => path)).toEqual([]);
     expect(forbidden.reduce((sum, { bytes }) => sum + bytes, 0)).toBeLessThanOrEqual(SHARED_FACTS_MAX_BYTES);
+  });
+
+  it.each(HANDLERS)("%s loads no package that hooks every promise", async (handler) => {
+    const inputs = await bundledInputs(handler);
+
+    expect(inputs.filter(({ path }) => PROMISE_TRACKING_HOOKS.test(path)).map(({ path }) => path)).toEqual([]);
   });
 
   it("handlers/provision.ts carries the engine, the helper runners and the broker client", async () => {
