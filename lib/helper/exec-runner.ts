@@ -1,7 +1,7 @@
-import { spawn } from "node:child_process";
 import { HelperError } from "../errors";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../ports";
 import { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
+import { helperEnvironment, HelperStartError, launchHelper, type LaunchOutcome } from "./launcher-thread";
 import { redactHelperText } from "./redact-output";
 import { splitCommandLine } from "./shellwords";
 
@@ -11,7 +11,7 @@ export interface ExecHelperRunnerOptions {
   /** Default 10 s, as in the Go daemon. */
   timeoutMs?: number;
   maxOutputBytes?: number;
-  /** Extra environment for the helper; the provisioner's own environment is inherited. */
+  /** Extra environment for the helper; the provisioner's own environment (as at the first run) is inherited. */
   env?: Record<string, string>;
   /**
    * Every known secret value (the configuration's `secretValues`): masked in the stderr an error
@@ -27,17 +27,10 @@ const DEFAULT_TIMEOUT_MS = 10_000;
  */
 const STDERR_KEPT_BYTES = 16 * 1024;
 
-interface Outcome {
-  stdout: Buffer;
-  stderrTail: string;
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  failure?: "timeout" | "too-large";
-}
-
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON
- * on stdout. The child leads its own process group so a timeout kills everything it started.
+ * on stdout. The child leads its own process group so a timeout kills everything it started. It is
+ * started from the launcher thread (./launcher-thread.ts), so the fork never stalls the main thread.
  * Errors name the program as configured (the whole path: `/opt/x` for `/opt/bin/x` is the usual
  * layer mistake) and carry stderr's tail with every known secret masked, never stdin (it holds JWT
  * claims). The caller prefixes the step ("helper: ..."), so messages do not say "helper" again.
@@ -48,6 +41,8 @@ export class ExecHelperRunner implements HelperRunner {
   private readonly timeoutMs: number;
   private readonly maxOutputBytes: number;
   private readonly secretValues: readonly string[];
+  /** The provisioner's environment at the first run, with the configured extra variables. */
+  private envId: number | undefined;
 
   constructor(private readonly options: ExecHelperRunnerOptions) {
     this.argv = splitCommandLine(options.command);
@@ -84,65 +79,27 @@ export class ExecHelperRunner implements HelperRunner {
     return decodeHelperResponse(outcome.stdout, this.program);
   }
 
-  private execute(input: Uint8Array): Promise<Outcome> {
+  private async execute(input: Uint8Array): Promise<LaunchOutcome> {
     const [file, ...args] = this.argv as [string, ...string[]];
-    return new Promise((resolve, reject) => {
-      const child = spawn(file, args, {
-        stdio: ["pipe", "pipe", "pipe"],
-        detached: true,
-        env: { ...process.env, ...this.options.env },
+    try {
+      return await launchHelper({
+        file,
+        args,
+        envId: (this.envId ??= helperEnvironment({ ...process.env, ...this.options.env })),
+        input,
+        timeoutMs: this.timeoutMs,
+        maxOutputBytes: this.maxOutputBytes,
+        stderrKeptBytes: STDERR_KEPT_BYTES,
       });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let stderrTail = Buffer.alloc(0);
-      let failure: Outcome["failure"];
-
-      const killGroup = (reason: NonNullable<Outcome["failure"]>) => {
-        failure ??= reason;
-        try {
-          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-        } catch {
-          // The group is already gone.
-        }
-      };
-      const timer = setTimeout(() => killGroup("timeout"), this.timeoutMs);
-
-      child.on("error", (error) => {
-        clearTimeout(timer);
-        reject(new HelperError(`cannot start ${this.program}: ${startProblem(this.program, error as NodeJS.ErrnoException)}`, { cause: error }));
-      });
-      child.stdout.on("data", (chunk: Buffer) => {
-        size += chunk.byteLength;
-        if (size > this.maxOutputBytes) {
-          killGroup("too-large");
-          return;
-        }
-        chunks.push(chunk);
-      });
-      child.stderr.on("data", (chunk: Buffer) => {
-        stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-STDERR_KEPT_BYTES);
-      });
-      child.on("close", (exitCode, signal) => {
-        clearTimeout(timer);
-        resolve({
-          stdout: Buffer.concat(chunks),
-          stderrTail: stderrTail.toString("utf8").trim(),
-          exitCode,
-          signal,
-          failure,
-        });
-      });
-
-      // A helper that ignores stdin closes the pipe early; like Go, that is not an error by itself.
-      child.stdin.on("error", () => {});
-      child.stdin.end(input);
-    });
+    } catch (error) {
+      if (error instanceof HelperStartError) throw new HelperError(`cannot start ${this.program}: ${startProblem(this.program, error.code)}`, { cause: error });
+      throw error;
+    }
   }
 }
 
 /** Why a program could not start, in words, with the code for searching. */
-function startProblem(program: string, error: NodeJS.ErrnoException): string {
-  const code = error.code ?? error.message;
+function startProblem(program: string, code: string): string {
   if (code === "ENOENT") {
     // Layers are mounted at /opt; a layer built from a directory has its executables in /opt/bin.
     const layerHint = program.startsWith("/opt/") && !program.startsWith("/opt/bin/") ? "; a helper layer's executables are in /opt/bin" : "";

@@ -1,4 +1,5 @@
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -332,5 +333,32 @@ describe("ExecHelperRunner failures", () => {
 
     // Assert
     expect(construct).toThrow(HelperError);
+  });
+});
+
+describe("ExecHelperRunner off the main thread", () => {
+  it("starts the helper from its launcher thread: the main thread's spawn is never called", async () => {
+    // Arrange: the main thread's child_process.spawn (and the ES module binding of it) now throws.
+    const childProcess = createRequire(import.meta.url)("node:child_process") as typeof import("node:child_process");
+    const mainThreadSpawn = childProcess.spawn;
+    let mainThreadSpawns = 0;
+    childProcess.spawn = (() => {
+      mainThreadSpawns += 1;
+      throw new Error("spawn on the main thread");
+    }) as typeof childProcess.spawn;
+    syncBuiltinESMExports();
+    const runner = new ExecHelperRunner({ command: SHELL_HELPER, timeoutMs: TIMEOUT_MS });
+
+    try {
+      // Act
+      const responses = await Promise.all(["n1.example.net", "n2.example.net", "n3.example.net"].map((identity) => runner.run(request(identity))));
+
+      // Assert
+      expect(responses.map((response) => response.configuration?.identity)).toEqual(["n1.example.net", "n2.example.net", "n3.example.net"]);
+      expect(mainThreadSpawns).toBe(0);
+    } finally {
+      childProcess.spawn = mainThreadSpawn;
+      syncBuiltinESMExports();
+    }
   });
 });
