@@ -29,6 +29,8 @@ export interface OursSettings {
   maxConcurrency: number;
   workers: number;
   helper: string;
+  /** `discovery_new_names_per_interval`: the fleet's size, so one discovery admits it whole as Go's does. */
+  newNamesPerInterval: number;
 }
 
 export type OursReport =
@@ -112,6 +114,7 @@ async function main(): Promise<void> {
     dynamoDbEndpoint: settings.dynamoDbUrl,
     provisioningSigner: ed25519SigningKey(decodeHex(settings.signerSeedHex)),
     helper: { command: settings.helper },
+    config: () => ({ discovery_new_names_per_interval: settings.newNamesPerInterval }),
     maxConcurrency: settings.maxConcurrency,
     workers: settings.workers,
     waitTimeSeconds: 1,

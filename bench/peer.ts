@@ -281,6 +281,9 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
         maxConcurrency: spec.setting.maxConcurrency ?? 5,
         workers: spec.setting.workers,
         helper: helperCommand,
+        // Go admits every discovered node at once; ours' default bound on new names per discovery
+        // (a defence against forged replies) would spread a larger fleet over several intervals.
+        newNamesPerInterval: spec.nodes,
       };
       const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
       provisioner = ours;
@@ -505,7 +508,9 @@ function markdown(report: Report): string {
     "- **Ours**: bench/peer-ours.ts, one process holding the App and the real handlers under the emulated Lambda runtime (schedules and SQS",
     "  pollers), AWS timings (1-minute schedules, lease 30 s / 10 s / 5 s), the swept provision concurrency x `workers`. DynamoDB Local (a JVM)",
     "  and fauxqs run in other processes. Its process also carries the local stack's counting proxies in front of DynamoDB and SQS and the",
-    "  pollers' SQS clients, which AWS would run elsewhere: they are counted against ours.",
+    "  pollers' SQS clients, which AWS would run elsewhere: they are counted against ours. `discovery_new_names_per_interval` is the fleet's",
+    "  size: Go admits every discovered node at once, and ours' default (1,000 new names per discovery, a bound on forged replies) would",
+    "  admit a 5,000-node fleet over five intervals. DynamoDB Local's JVM runs C1 only with the serial collector (dev/local/services.ts).",
     "- **hosts/min**: restarted hosts / time from the first admission to the last restart acknowledged at a node.",
     "- **admission-to-restart**: per host, from its (last) admission to the node recording the `restart` request. Go: the time its",
     "  `Adding <identity> to the work queue` log line reached the benchmark; ours: `admittedAt` of the host-work message that provisioned it.",
