@@ -40,7 +40,7 @@ Options (environment variable in brackets):
   --timeout <s>             per-run bound [PEER_TIMEOUT_S, default max(180, 120 + 0.1 s per node)]
   --load-wait <s>           wait up to this long before each run for the load to fall to the core count [PEER_LOAD_WAIT_S, default 60]
   --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
-  --markdown-only           rewrite reports/peer.md from reports/peer.json and exit
+  --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its runs, and exit
   --help                    print this and exit
 `;
 

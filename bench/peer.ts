@@ -702,8 +702,10 @@ function upgradeReport(report: Report): Report {
 async function main(): Promise<void> {
   if (process.argv.includes("--markdown-only")) {
     const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
+    // The fleet summaries follow the runs, so runs merged from two invocations are summarised as one report.
+    await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(recorded, null, 2)}\n`);
     await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(recorded));
-    process.stdout.write("rewrote reports/peer.md from reports/peer.json\n");
+    process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its runs\n");
     return;
   }
   const started = Date.now();
