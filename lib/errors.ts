@@ -13,7 +13,7 @@ const MAX_CAUSES = 5;
  * carries is not repeated. Secrets are masked by the loggers, which know their values.
  */
 export function messageOf(error: unknown): string {
-  let text = describe(error);
+  let text = describe(error) || "a value that is not an Error was thrown";
   const seen = new Set<unknown>([error]);
   let cause = causeOf(error);
   for (let depth = 0; cause !== undefined && !seen.has(cause) && depth < MAX_CAUSES; depth += 1) {
@@ -28,7 +28,7 @@ export function messageOf(error: unknown): string {
 
 /** One link of the chain: the message, else the error code or name (Node's AggregateError for ECONNREFUSED has an empty message). */
 function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
+  if (!(error instanceof Error)) return describeValue(error);
   const code = (error as { code?: unknown }).code;
   const named = error.name !== "Error" && !error.message.includes(error.name) ? error.name : undefined;
   if (error.message !== "") {
@@ -40,6 +40,16 @@ function describe(error: unknown): string {
     if (inner.length > 0) return [...new Set(inner)].join("; ");
   }
   return typeof code === "string" ? code : error.name;
+}
+
+/**
+ * A thrown or attached value that is not an Error (an abort signal's reason, say): a primitive as
+ * it is, an object by its `message` when it has one. `String()` of an object says `[object Object]`.
+ */
+function describeValue(value: unknown): string {
+  if (typeof value !== "object" || value === null) return String(value);
+  const message = (value as { message?: unknown }).message;
+  return typeof message === "string" ? message : "";
 }
 
 /**

@@ -61,6 +61,30 @@ describe("messageOf", () => {
     expect(message).toBe("invalid host-work message: not JSON");
   });
 
+  it.each([
+    ["an object with no message", { reason: 1 }, "the bridge run failed: TimeoutError: The operation was aborted."],
+    ["an object with a message", { message: "deadline passed" }, "the bridge run failed: TimeoutError: The operation was aborted.: deadline passed"],
+    ["a string", "deadline passed", "the bridge run failed: TimeoutError: The operation was aborted.: deadline passed"],
+  ])("describes a cause that is not an Error (%s) by what it says, never as [object Object]", (_what, reason, expected) => {
+    // Arrange: an abort whose cause is the signal's reason, as an aborted request carries it.
+    const aborted = Object.assign(new Error("The operation was aborted.", { cause: reason }), { name: "TimeoutError" });
+    const error = new Error("the bridge run failed", { cause: aborted });
+
+    // Act
+    const message = messageOf(error);
+
+    // Assert
+    expect(message).toBe(expected);
+  });
+
+  it("says a non-Error value was thrown when it has nothing to say", () => {
+    // Act
+    const message = messageOf({ code: 7 });
+
+    // Assert
+    expect(message).toBe("a value that is not an Error was thrown");
+  });
+
   it("stops at a cause that points back into the chain", () => {
     // Arrange
     const first = new Error("first");
