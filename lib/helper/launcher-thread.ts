@@ -157,8 +157,11 @@ class LauncherThread {
     const worker = new Worker(THREAD_SOURCE, { eval: true, stdout: false, stderr: false });
     worker.unref();
     worker.on("message", (reply: Reply) => this.settle(reply));
+    // "error" is followed by "exit": only the first ends this thread's runs, and by the second a
+    // new thread may already hold runs of its own.
     const fail = (why: string, cause?: unknown) => {
-      if (this.worker === worker) this.worker = undefined;
+      if (this.worker !== worker) return;
+      this.worker = undefined;
       const error = new HelperError(`the helper launcher thread ${why}; the run's outcome is unknown`, cause === undefined ? undefined : { cause });
       for (const { reject } of this.pending.values()) reject(error);
       this.pending.clear();
