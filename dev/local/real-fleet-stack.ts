@@ -70,18 +70,31 @@ interface LogRecord {
 /** Keeps what the stack's functions log (info and above), so tests read their log lines. */
 class RecordingLogger implements Logger {
   readonly records: LogRecord[] = [];
+  private readonly triggers: Array<{ message: string; action: (record: LogRecord) => void }> = [];
   debug(): void {}
   info(message: string, attributes?: LogAttributes): void {
-    this.records.push({ level: "info", message, attributes });
+    this.record({ level: "info", message, attributes });
   }
   warn(message: string, attributes?: LogAttributes): void {
-    this.records.push({ level: "warn", message, attributes });
+    this.record({ level: "warn", message, attributes });
   }
   error(message: string, attributes?: LogAttributes): void {
-    this.records.push({ level: "error", message, attributes });
+    this.record({ level: "error", message, attributes });
   }
   of(message: string): LogRecord[] {
     return this.records.filter((record) => record.message === message);
+  }
+  /**
+   * Runs `action` the first time `message` is logged, before the logging code goes on: a fault
+   * injected at an exact point of the sequence (e.g. a crash between two RPCs).
+   */
+  onFirst(message: string, action: (record: LogRecord) => void): void {
+    this.triggers.push({ message, action });
+  }
+  private record(record: LogRecord): void {
+    this.records.push(record);
+    const index = this.triggers.findIndex((trigger) => trigger.message === record.message);
+    if (index >= 0) this.triggers.splice(index, 1)[0]!.action(record);
   }
 }
 

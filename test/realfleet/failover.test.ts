@@ -1,9 +1,13 @@
 /**
- * A leader and a standby deployment provision a real go-choria fleet (protocol v2, jwt + ed25519);
- * the leader crashes mid-run, as soon as the first node reports it was configured. Nodes started
+ * A leader and a standby deployment provision a real go-choria fleet (protocol v2, jwt + ed25519).
+ * The leader crashes at the worst point of a host's sequence: it has configured its first host and
+ * is about to restart it. Its other hosts are admitted and queued under its term. Nodes started
  * after the crash are provisioned by the standby once it won the lease. What counts is what the
- * nodes saw: each node's log shows exactly one configuration rewrite and one restart, and every
- * node left provisioning mode and arrived on the target broker.
+ * nodes saw: the host the crash caught half done is configured again by the new leader (a
+ * configuration from the old term is not taken for the new term's) and restarted once; every other
+ * node is configured and restarted exactly once; all leave provisioning mode and arrive on the
+ * target broker. Our own log says which term sent what: nothing from the old term comes once the new
+ * term has started sending.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { METRIC } from "../../lib/ports";
@@ -17,6 +21,7 @@ describe("real fleet, leader crash with a standby", () => {
   let provisioned: ProvisionedFleet;
   let leaderBefore: { holder: string; term: number };
   let leaderAfter: { holder: string; term: number };
+  let halfDone = "";
   const figures: Record<string, number | string> = {};
 
   beforeAll(async () => {
@@ -34,16 +39,22 @@ describe("real fleet, leader crash with a standby", () => {
     const started = Date.now();
     stack.start();
 
-    const configured = () => provisioned.provisioningEvents.of("provisioned", "provision_mode_server").length;
-    await waitUntil(() => (configured() > 0 ? undefined : "no node was configured"), 180_000);
-    const lease = await stack.lease();
-    if (!lease) throw new Error("a node was provisioned without a lease");
+    const lease = await waitForLease(stack, 180_000);
     leaderBefore = { holder: lease.holder, term: lease.term };
     const leader = stack.deployments.find((deployment) => deployment.id === lease.holder);
     if (!leader) throw new Error(`lease holder ${lease.holder} is not a deployment`);
-    const crashedAt = Date.now();
-    figures.configuredBeforeCrash = configured();
-    leader.kill();
+    // The crash lands as the leader logs that it restarts its first host, before that restart's
+    // deadline check: the host is configured and never restarted by this term.
+    let crashedAt = 0;
+    provisioned.logs.onFirst("Restarting node", (record) => {
+      halfDone = String(record.attributes?.identity);
+      crashedAt = Date.now();
+      leader.kill();
+    });
+    await waitUntil(() => (crashedAt > 0 ? undefined : "the leader restarted no node"), 180_000);
+    figures.halfDone = halfDone;
+    const atCrash = await stack.lease();
+    if (atCrash?.holder !== lease.holder || atCrash.term !== lease.term) throw new Error(`the lease moved before the crash: ${lease.holder}@${lease.term}, then ${atCrash?.holder}@${atCrash?.term}`);
     for (const identity of AFTER_CRASH) await fleet.addNode(identity);
 
     await waitForArrivals(provisioned, ALL, 240_000);
@@ -66,10 +77,11 @@ describe("real fleet, leader crash with a standby", () => {
     expect(leaderAfter.term).toBeGreaterThan(leaderBefore.term);
   });
 
-  it("configures and restarts every node exactly once, and none is left in provisioning mode", async () => {
+  it("configures the half-done host again and every other node once, and restarts each exactly once", async () => {
+    expect(FIRST).toContain(halfDone);
     for (const identity of ALL) {
       const node = provisioned.fleet.nodes.get(identity)!;
-      expect({ identity, ...(await provisioningActions(node)) }).toEqual({ identity, configured: 1, restarted: 1 });
+      expect({ identity, ...(await provisioningActions(node)) }).toEqual({ identity, configured: identity === halfDone ? 2 : 1, restarted: 1 });
       expect((await node.config())?.["plugin.choria.server.provision"]).toBe("false");
       expect(node.running).toBe(true);
     }
@@ -77,8 +89,33 @@ describe("real fleet, leader crash with a standby", () => {
     expect(arrivals.sort()).toEqual([...ALL].sort());
   });
 
-  it("publishes one provisioned event per node from provisioning mode", () => {
-    const provisionedEvents = provisioned.provisioningEvents.of("provisioned", "provision_mode_server").map((event) => event.identity);
-    expect(provisionedEvents.sort()).toEqual([...ALL].sort());
+  it("counts no host as provisioned by the crashed leader", () => {
+    const crashed = provisioned.stack.deployments.find((deployment) => deployment.id === leaderBefore.holder)!;
+    const standby = provisioned.stack.deployments.find((deployment) => deployment.id === leaderAfter.holder)!;
+    expect({ crashed: crashed.metrics.total(METRIC.provisioned), standby: standby.metrics.total(METRIC.provisioned) }).toEqual({ crashed: 0, standby: ALL.length });
   });
+
+  it("sends nothing from the old term once the new term has sent anything", () => {
+    const sends = provisioned.logs.records.filter((record) => record.message === "Configuring node" || record.message === "Restarting node");
+    const terms = sends.map((record) => Number(record.attributes?.term));
+    expect(terms[0]).toBe(leaderBefore.term);
+    expect(terms.at(-1)).toBe(leaderAfter.term);
+    const older = terms.findIndex((term, index) => index > 0 && term < terms[index - 1]!);
+    expect(older, `a send from term ${terms[older]} after one from term ${terms[older - 1]}`).toBe(-1);
+  });
+
+  it("publishes one provisioned event per configuration a node received", async () => {
+    const events = provisioned.provisioningEvents.of("provisioned", "provision_mode_server").map((event) => event.identity);
+    expect(events.sort()).toEqual([...ALL, halfDone].sort());
+  });
+
+  async function waitForLease(stack: ProvisionedFleet["stack"], timeoutMs: number) {
+    let lease: Awaited<ReturnType<ProvisionedFleet["stack"]["lease"]>>;
+    const deadline = Date.now() + timeoutMs;
+    while (!(lease = await stack.lease())) {
+      if (Date.now() > deadline) throw new Error(`no deployment took the lease within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return lease;
+  }
 });
