@@ -21,6 +21,12 @@ export interface PeerOptions {
   loadWaitS: number;
   /** Heading of this run's section in reports/pipeline-stages.md. */
   label: string | undefined;
+  /** Real go-choria servers per real-fleet run; 0: the real fleet is not run. */
+  realFleetNodes: number;
+  /** Runs per side on the real fleet, alternated. */
+  realFleetRounds: number;
+  /** Only the real-fleet runs, merged into the recorded reports/peer.json. */
+  realFleetOnly: boolean;
 }
 
 export const PEER_USAGE = `Usage: npm run bench:peer -- [options]
@@ -40,6 +46,9 @@ Options (environment variable in brackets):
   --timeout <s>             per-run bound [PEER_TIMEOUT_S, default max(180, 120 + 0.1 s per node)]
   --load-wait <s>           wait up to this long before each run for the load to fall to the core count [PEER_LOAD_WAIT_S, default 60]
   --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
+  --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 30]
+  --real-fleet-rounds <n>   runs per side on the real fleet [PEER_REAL_FLEET_ROUNDS, default 3]
+  --real-fleet-only         run only the real fleet and merge it into the recorded reports/peer.json
   --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its runs, and exit
   --help                    print this and exit
 `;
@@ -68,6 +77,18 @@ function helpers(text: string): HelperKind[] {
   return kinds as HelperKind[];
 }
 
+function positive(text: string, name: string): number {
+  const value = wholeNumber(text, name);
+  if (value === 0) throw new PeerOptionsError(`${name} takes a whole number > 0, got "${text}"`);
+  return value;
+}
+
+function wholeNumber(text: string, name: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) throw new PeerOptionsError(`${name} takes a whole number >= 0, got "${text}"`);
+  return value;
+}
+
 function seconds(text: string, name: string): number {
   const value = Number(text);
   if (!Number.isFinite(value) || value < 0) throw new PeerOptionsError(`${name} takes seconds (a number >= 0), got "${text}"`);
@@ -91,6 +112,9 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
         timeout: { type: "string" },
         "load-wait": { type: "string" },
         label: { type: "string" },
+        "real-fleet": { type: "string" },
+        "real-fleet-rounds": { type: "string" },
+        "real-fleet-only": { type: "boolean" },
       },
       strict: true,
       allowPositionals: false,
@@ -99,7 +123,7 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     throw new PeerOptionsError(error instanceof Error ? error.message : String(error), { cause: error });
   }
   const timeout = parsed.timeout ?? env.PEER_TIMEOUT_S;
-  return {
+  const options: PeerOptions = {
     help: parsed.help ?? false,
     markdownOnly: parsed["markdown-only"] ?? false,
     sizes: numbers(parsed.sizes ?? env.PEER_SIZES ?? "1000,5000", "--sizes"),
@@ -111,5 +135,10 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     timeoutS: timeout === undefined ? undefined : seconds(timeout, "--timeout"),
     loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "60", "--load-wait"),
     label: parsed.label,
+    realFleetNodes: wholeNumber(parsed["real-fleet"] ?? env.PEER_REAL_FLEET_NODES ?? "30", "--real-fleet"),
+    realFleetRounds: positive(parsed["real-fleet-rounds"] ?? env.PEER_REAL_FLEET_ROUNDS ?? "3", "--real-fleet-rounds"),
+    realFleetOnly: parsed["real-fleet-only"] ?? false,
   };
+  if (options.realFleetOnly && options.realFleetNodes === 0) throw new PeerOptionsError("--real-fleet-only needs --real-fleet above 0");
+  return options;
 }

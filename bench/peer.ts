@@ -36,6 +36,7 @@ import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type Cp
 import type { FleetReport } from "./peer-fleet";
 import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
+import { realFleetMarkdown, runRealFleet, summariseRealFleet, type RealFleetReport, type RealFleetRun } from "./peer-realfleet";
 import { best, summarise, type FleetSummary, type HelperKind, type Side } from "./peer-summary";
 import { breakdown, stagesTable, type StageBreakdown } from "./stages";
 
@@ -457,7 +458,7 @@ interface Report {
   cpus: number;
   node: string;
   go_provisioner: { binary: string | null; unavailable_reason?: string };
-  real_fleet: { run: boolean; reason?: string };
+  real_fleet: RealFleetReport;
   cut: string[];
   fleets: FleetSummary[];
   runs: RunResult[];
@@ -495,7 +496,7 @@ function markdown(report: Report): string {
       "",
     );
   }
-  lines.push(`**Real go-choria fleet:** ${report.real_fleet.run ? "run (rows above)." : `not run: ${report.real_fleet.reason}`}`, "");
+  lines.push(...realFleetMarkdown(report.real_fleet, report.cpus));
   if (report.cut.length > 0) lines.push("**Cut from the full matrix:** " + report.cut.join("; "), "");
   lines.push(
     "## How it was measured",
@@ -640,10 +641,50 @@ function findings(report: Report): string[] {
   return out;
 }
 
-async function realFleetAvailable(): Promise<{ run: boolean; reason?: string }> {
-  const harness = join(REPO_ROOT, "dev/local/real-fleet.ts");
-  if (!existsSync(harness)) return { run: false, reason: "the real-fleet harness (dev/local/real-fleet.ts) is not on this branch; the hook is `realFleetAvailable()` in bench/peer.ts" };
-  return { run: false, reason: "the real-fleet harness is present but bench/peer.ts does not drive it yet" };
+/** The setting a recorded run used, as runOnce takes it. */
+function settingOf(r: RunResult): RunSpec["setting"] {
+  const [maxConcurrency, workers] = r.setting.split(" x ").map(Number);
+  return r.side === "go" ? { workers: Number(r.setting.replace("workers ", "")) } : { maxConcurrency: maxConcurrency ?? 10, workers: workers ?? 10 };
+}
+
+/** Each side's best setting from the simulator sweep for the real fleet, or the first swept when a side has no complete run. */
+function realFleetSettings(goBest: RunResult | undefined, oursBest: RunResult | undefined): { goWorkers: number; ours: { maxConcurrency: number; workers: number } } {
+  const ours = oursBest ? settingOf(oursBest) : undefined;
+  return {
+    goWorkers: goBest ? settingOf(goBest).workers : (GO_WORKERS[0] ?? 64),
+    ours: ours?.maxConcurrency !== undefined ? { maxConcurrency: ours.maxConcurrency, workers: ours.workers } : (OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }),
+  };
+}
+
+/** Why the real fleet cannot run here, or undefined when it can (go-choria built or cached by build-choria.sh). */
+function realFleetUnavailable(goBin: string | undefined): string | undefined {
+  if (options.realFleetNodes === 0) return "--real-fleet 0";
+  if (process.getuid?.() !== 0) return "the real fleet needs root (each server runs in its own UTS and mount namespace)";
+  if (!goBin) return "no Go provisioner binary";
+  const build = spawnSync("bash", [join(REPO_ROOT, "scripts/peers/build-choria.sh")], { encoding: "utf8" });
+  if (build.status !== 0) return `scripts/peers/build-choria.sh failed: ${(build.stderr || build.stdout).trim().split("\n").slice(-3).join(" ")}`;
+  return undefined;
+}
+
+/** The two sides on the real go-choria fleet, alternated, each with its setting from the simulator sweep. */
+async function realFleetComparison(goBin: string | undefined, settings: { goWorkers: number; ours: { maxConcurrency: number; workers: number } }): Promise<RealFleetReport> {
+  const reason = realFleetUnavailable(goBin);
+  if (reason) {
+    process.stdout.write(`\nreal fleet not run: ${reason}\n`);
+    return { run: false, reason };
+  }
+  const runs: RealFleetRun[] = [];
+  const timeoutS = options.timeoutS ?? 300;
+  for (let round = 1; round <= options.realFleetRounds; round++) {
+    for (const side of ["go", "ours"] as const) {
+      process.stdout.write(`\n== ${side} on the real fleet: ${options.realFleetNodes} go-choria servers, round ${round}/${options.realFleetRounds}\n`);
+      await waitForQuietMachine();
+      const run = await runRealFleet(REPO_ROOT, { side, nodes: options.realFleetNodes, goBin, goWorkers: settings.goWorkers, ours: settings.ours, timeoutS });
+      process.stdout.write(`  ${run.provisioned}/${run.nodes} in ${run.seconds ?? "-"} s, load ${run.load_average_1m.start} at start${run.problem ? `; ${run.problem}` : ""}\n`);
+      runs.push(run);
+    }
+  }
+  return { run: true, runs, summary: summariseRealFleet(runs, CORES) };
 }
 
 const STAGES_HEADER = `# Where one host's time goes (ours, emulated pipeline)
@@ -711,6 +752,16 @@ async function main(): Promise<void> {
   const started = Date.now();
   const go = goProvisioner();
   if (go.reason) process.stdout.write(`Go provisioner unavailable: ${go.reason}\n`);
+  if (options.realFleetOnly) {
+    const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
+    const sweepFleet = recorded.fleets[0]?.fleet ?? `simulator-${SIZES[0]}`;
+    const settings = realFleetSettings(best(recorded.runs, "go", sweepFleet, "bash"), best(recorded.runs, "ours", sweepFleet, "bash"));
+    const report: Report = { ...recorded, real_fleet: await realFleetComparison(go.bin, settings) };
+    await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
+    await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
+    process.stdout.write(`\nwrote the real fleet into reports/peer.json and reports/peer.md (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
+    return;
+  }
   const dynamoDb = await startDynamoDbLocal();
   const helpers: Shared["helpers"] = { bash: options.helpers.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
   if (options.helpers.includes("compiled")) {
@@ -723,10 +774,6 @@ async function main(): Promise<void> {
   const shared: Shared = { dynamoDb, goBin: go.bin, helpers };
   const results: RunResult[] = [];
   const cut: string[] = [];
-  const settingOf = (r: RunResult) => {
-    const [maxConcurrency, workers] = r.setting.split(" x ").map(Number);
-    return r.side === "go" ? { workers: Number(r.setting.replace("workers ", "")) } : { maxConcurrency, workers: workers ?? 10 };
-  };
   // The sweep runs with the first helper asked for; the other helper runs each side's best setting.
   const [sweepHelper, ...otherHelpers] = options.helpers.filter((kind) => helpers[kind] !== undefined);
   try {
@@ -768,7 +815,9 @@ async function main(): Promise<void> {
   } finally {
     await dynamoDb.stop();
   }
-  const realFleet = await realFleetAvailable();
+  const sweepFleet = `simulator-${SIZES[0]}`;
+  const sweepHelperKind = sweepHelper ?? "bash";
+  const realFleet = await realFleetComparison(go.bin, realFleetSettings(best(results, "go", sweepFleet, sweepHelperKind), best(results, "ours", sweepFleet, sweepHelperKind)));
   const report: Report = {
     generated: new Date().toISOString(),
     wall_seconds: (Date.now() - started) / 1000,

@@ -27,6 +27,8 @@ const USAGE = `Usage: npm run realfleet -- [options]
   --standby          run a second (standby) deployment
   --go-provisioner PATH  provision with the Go Choria Provisioner binary at PATH
                      (scripts/peers/build-provisioner.sh) instead of the stack; protocol 1 only
+  --go-workers N     the Go provisioner's workers (default 4)
+  --ours CxW         the stack's provision concurrency x workers per invocation (default: the stack's)
   --timeout S        give up after S seconds (default 300)
   --help
 
@@ -45,6 +47,8 @@ const { values } = parseArgs({
     features: { type: "string" },
     standby: { type: "boolean" },
     "go-provisioner": { type: "string" },
+    "go-workers": { type: "string" },
+    ours: { type: "string" },
     timeout: { type: "string" },
     help: { type: "boolean" },
   },
@@ -63,6 +67,18 @@ for (const feature of features) if (!["jwt", "ed25519", "pki"].includes(feature)
 const goProvisioner = values["go-provisioner"];
 if (goProvisioner !== undefined && protocol !== "1") fail("--go-provisioner runs protocol 1 fleets only (--protocol 1)");
 if (goProvisioner !== undefined && !existsSync(goProvisioner)) fail(`--go-provisioner: no binary at ${goProvisioner}`);
+const goWorkers = Number(values["go-workers"] ?? 4);
+if (!Number.isInteger(goWorkers) || goWorkers < 1) fail(`--go-workers must be a positive whole number, got "${values["go-workers"]}"`);
+if (values["go-workers"] !== undefined && goProvisioner === undefined) fail("--go-workers needs --go-provisioner");
+function oursSetting(text: string): { maxConcurrency: number; workers: number } {
+  const [maxConcurrency, workers] = text.split("x").map(Number);
+  if (!Number.isInteger(maxConcurrency) || !Number.isInteger(workers) || !maxConcurrency || !workers || maxConcurrency < 1 || workers < 1) {
+    fail(`--ours takes <concurrency>x<workers> such as 10x10, got "${text}"`);
+  }
+  return { maxConcurrency, workers };
+}
+const ours = values.ours === undefined ? undefined : oursSetting(values.ours);
+if (values.ours !== undefined && goProvisioner !== undefined) fail("--ours sets the stack, which --go-provisioner leaves idle");
 const timeoutSeconds = Number(values.timeout ?? 300);
 if (!(timeoutSeconds > 0)) fail(`--timeout must be a positive number, got "${values.timeout}"`);
 
@@ -73,6 +89,7 @@ const provisioned = await provisionedFleet({
   protocolV2: protocol === "2",
   features: features as FeatureName[],
   deployments: values.standby ? ["primary", "standby"] : ["primary"],
+  ...(ours ? { stack: ours } : {}),
 });
 let stopping = false;
 let goDaemon: ChildProcess | undefined;
@@ -96,7 +113,7 @@ if (goProvisioner === undefined) {
   provisioned.stack.start();
 } else {
   // The stack stays idle; the Go daemon joins the same broker as user provisioner with the password.
-  const files = await goProvisionerFiles(provisioned.fleet, { features: features as FeatureName[], dir: await mkdtemp(join(provisioned.fleet.dir, "go-provisioner-")) });
+  const files = await goProvisionerFiles(provisioned.fleet, { features: features as FeatureName[], workers: goWorkers, dir: await mkdtemp(join(provisioned.fleet.dir, "go-provisioner-")) });
   goDaemon = spawn("setpriv", ["--pdeathsig", "TERM", "--", goProvisioner, "run", "--config", files.configFile, "--choria-config", files.choriaConfigFile], {
     env: { ...process.env, ...files.env },
     stdio: "ignore",

@@ -90,5 +90,13 @@ describe("bench:peer options", () => {
     expect(() => parsePeerOptions(["--bogus"], {})).toThrow(PeerOptionsError);
     expect(() => parsePeerOptions(["--ours", "10"], {})).toThrow('--ours takes <concurrency>x<workers> pairs such as 10x10, got "10"');
     expect(() => parsePeerOptions(["--helpers", "python"], {})).toThrow('--helpers takes bash and/or compiled, got "python"');
+    expect(() => parsePeerOptions(["--real-fleet", "2.5"], {})).toThrow('--real-fleet takes a whole number >= 0, got "2.5"');
+    expect(() => parsePeerOptions(["--real-fleet-rounds", "0"], {})).toThrow('--real-fleet-rounds takes a whole number > 0, got "0"');
+    expect(() => parsePeerOptions(["--real-fleet", "0", "--real-fleet-only"], {})).toThrow("--real-fleet-only needs --real-fleet above 0");
+  });
+
+  it("runs 3 rounds of 30 real servers unless told otherwise", () => {
+    expect(parsePeerOptions([], {})).toMatchObject({ realFleetNodes: 30, realFleetRounds: 3, realFleetOnly: false });
+    expect(parsePeerOptions(["--real-fleet", "50", "--real-fleet-only"], { PEER_REAL_FLEET_ROUNDS: "2" })).toMatchObject({ realFleetNodes: 50, realFleetRounds: 2, realFleetOnly: true });
   });
 });
