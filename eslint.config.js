@@ -43,7 +43,18 @@ export default tseslint.config(
   {
     files: ["**/*.ts", "**/*.mts"],
     plugins: { layers },
-    rules: { "layers/direction": "error", "layers/no-cycle": "error" },
+    rules: {
+      "layers/direction": "error",
+      "layers/no-cycle": "error",
+      // test/unit/aws/function-bundles.test.ts checks the bundles for the effect.
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "ImportDeclaration[source.value='zod'][importKind!='type'] > ImportSpecifier[imported.name='z'][importKind!='type']",
+          message: 'Write `import * as z from "zod"`: the named `z` export is the whole namespace object, so the bundle keeps every zod locale (about 260 KiB).',
+        },
+      ],
+    },
   },
   {
     files: ["lib/**/*.ts"],

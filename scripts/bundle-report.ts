@@ -234,8 +234,9 @@ function markdown(after: TreeReport, before: TreeReport | undefined, meta: Recor
     `|---|${trees.map(() => "---:|---:|---:|").join("")}---|`,
     ...after.bundles.map((f) => {
       const cells = trees.map((t) => {
-        const g = t.bundles.find((b) => b.function === f.function) as BundleFigures;
-        return ` ${kib(g.bundleBytes)} | ${kib(g.zipBytes)} | ${coldText(g)} |`;
+        const g = t.bundles.find((b) => b.function === f.function);
+        // A function the other tree does not have (added since) has nothing to compare.
+        return g ? ` ${kib(g.bundleBytes)} | ${kib(g.zipBytes)} | ${coldText(g)} |` : " - | - | - |";
       });
       return `| ${f.function} |${cells.join("")} ${carried(f)} |`;
     }),

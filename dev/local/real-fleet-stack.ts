@@ -65,6 +65,8 @@ interface LogRecord {
   level: "debug" | "info" | "warn" | "error";
   message: string;
   attributes: LogAttributes | undefined;
+  /** Epoch ms it was logged. */
+  at: number;
 }
 
 /** Keeps what the stack's functions log (info and above), so tests read their log lines. */
@@ -73,13 +75,13 @@ class RecordingLogger implements Logger {
   private readonly triggers: Array<{ message: string; action: (record: LogRecord) => void }> = [];
   debug(): void {}
   info(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "info", message, attributes });
+    this.record({ level: "info", message, attributes, at: Date.now() });
   }
   warn(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "warn", message, attributes });
+    this.record({ level: "warn", message, attributes, at: Date.now() });
   }
   error(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "error", message, attributes });
+    this.record({ level: "error", message, attributes, at: Date.now() });
   }
   of(message: string): LogRecord[] {
     return this.records.filter((record) => record.message === message);

@@ -17,7 +17,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import type {
   AdmissionEntry,
   AdmissionKey,

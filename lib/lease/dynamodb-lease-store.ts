@@ -13,7 +13,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { readItem, writeExpressions, type WriteSpec } from "./dynamodb-expression";
 import { LeaseStoreError } from "../errors";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";

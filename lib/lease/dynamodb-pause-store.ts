@@ -1,7 +1,7 @@
 /** The pause switches as items of the lease table (lib/lease/pause.ts says what a switch is). */
 import { GetItemCommand, PutItemCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { readItem, writeExpressions } from "./dynamodb-expression";
 import { PAUSE_KEY_PREFIX, pauseKey, type PauseState, type PauseStore } from "./pause";
 

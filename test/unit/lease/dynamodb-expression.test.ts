@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import { DynamoDbExpressionError, readItem, writeExpressions } from "../../../lib/lease/dynamodb-expression";
 
 describe("DynamoDB write expressions", () => {
