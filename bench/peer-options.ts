@@ -46,7 +46,7 @@ Options (environment variable in brackets):
   --timeout <s>             per-run bound [PEER_TIMEOUT_S, default max(180, 120 + 0.1 s per node)]
   --load-wait <s>           wait up to this long before each run for the load to fall to the core count [PEER_LOAD_WAIT_S, default 60]
   --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
-  --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 30]
+  --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 50]
   --real-fleet-rounds <n>   runs per side on the real fleet [PEER_REAL_FLEET_ROUNDS, default 3]
   --real-fleet-only         run only the real fleet and merge it into the recorded reports/peer.json
   --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its runs, and exit
@@ -135,7 +135,7 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     timeoutS: timeout === undefined ? undefined : seconds(timeout, "--timeout"),
     loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "60", "--load-wait"),
     label: parsed.label,
-    realFleetNodes: wholeNumber(parsed["real-fleet"] ?? env.PEER_REAL_FLEET_NODES ?? "30", "--real-fleet"),
+    realFleetNodes: wholeNumber(parsed["real-fleet"] ?? env.PEER_REAL_FLEET_NODES ?? "50", "--real-fleet"),
     realFleetRounds: positive(parsed["real-fleet-rounds"] ?? env.PEER_REAL_FLEET_ROUNDS ?? "3", "--real-fleet-rounds"),
     realFleetOnly: parsed["real-fleet-only"] ?? false,
   };

@@ -83,7 +83,7 @@ export function summariseRealFleet(runs: RealFleetRun[], cores: number): RealFle
   if (!go) notComparable.push("no complete run of the Go provisioner");
   if (!ours) notComparable.push("no complete run of ours");
   for (const run of [go, ours]) {
-    if (run && run.load_average_1m.start > cores) notComparable.push(`${run.side}'s fastest run started at load ${run.load_average_1m.start}, above the ${cores} cores`);
+    if (run && run.load_average_1m.start > cores) notComparable.push(`${run.side === "go" ? "Go's" : "ours'"} fastest run started at load ${run.load_average_1m.start}, above the ${cores} cores`);
   }
   const ratio = notComparable.length === 0 && go?.seconds && ours?.seconds ? Math.round((go.seconds / ours.seconds) * 100) / 100 : null;
   return {

@@ -636,7 +636,7 @@ function findings(report: Report): string[] {
   );
   const refused = report.runs.reduce((sum, r) => sum + r.refused_requests, 0);
   out.push(
-    `**The simulator and the real Go provisioner.** Over every Go run the simulated nodes refused or dropped ${refused} of the Go provisioner's requests (discovery, \`jwt\`, \`gen25519\`, \`rpcutil#inventory\`, \`configure\` with a server JWT and policies, \`restart\` with splay): it accepted everything go-choria's generated clients sent, on protocol v1 without TLS.${report.generated < STRICT_SIMULATOR_MERGED ? ` ${SIMULATOR_NOTE}` : ""} Not exercised: a TLS broker (\`choria_insecure: true\` makes the Go daemon dial plain NATS; TLS needs its file security provider with certificates) and protocol v2 signed requests.`,
+    `**The simulator and the real Go provisioner.** Over every Go run the simulated nodes refused or dropped ${refused} of the Go provisioner's requests (discovery, \`jwt\`, \`gen25519\`, \`rpcutil#inventory\`, \`configure\` with a server JWT and policies, \`restart\` with splay): it accepted everything go-choria's generated clients sent, on protocol v1 without TLS.${report.generated < STRICT_SIMULATOR_MERGED ? ` ${SIMULATOR_NOTE}` : ""} Not exercised on the simulator: a TLS broker (\`choria_insecure: true\` makes the Go daemon dial plain NATS) and protocol v2 signed requests; ${report.real_fleet.run ? "the real fleet's section has both sides over TLS on go-choria's broker (protocol v1)" : "the real fleet, which has both sides over TLS, was not run"}.`,
   );
   return out;
 }

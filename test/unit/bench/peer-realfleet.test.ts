@@ -61,7 +61,7 @@ describe("bench:peer on the real fleet", () => {
 
     // Assert
     expect(summary.ratio_time).toBeNull();
-    expect(summary.not_comparable).toEqual(["no complete run of ours", "go's fastest run started at load 4.5, above the 2 cores"]);
+    expect(summary.not_comparable).toEqual(["no complete run of ours", "Go's fastest run started at load 4.5, above the 2 cores"]);
     expect(realFleetMarkdown({ run: true, runs, summary }, 2).join("\n")).toContain("- **no ratio:** no complete run of ours");
   });
 

@@ -95,8 +95,8 @@ describe("bench:peer options", () => {
     expect(() => parsePeerOptions(["--real-fleet", "0", "--real-fleet-only"], {})).toThrow("--real-fleet-only needs --real-fleet above 0");
   });
 
-  it("runs 3 rounds of 30 real servers unless told otherwise", () => {
-    expect(parsePeerOptions([], {})).toMatchObject({ realFleetNodes: 30, realFleetRounds: 3, realFleetOnly: false });
+  it("runs 3 rounds of 50 real servers unless told otherwise", () => {
+    expect(parsePeerOptions([], {})).toMatchObject({ realFleetNodes: 50, realFleetRounds: 3, realFleetOnly: false });
     expect(parsePeerOptions(["--real-fleet", "50", "--real-fleet-only"], { PEER_REAL_FLEET_ROUNDS: "2" })).toMatchObject({ realFleetNodes: 50, realFleetRounds: 2, realFleetOnly: true });
   });
 });
