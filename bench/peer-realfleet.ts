@@ -156,7 +156,7 @@ export function realFleetMarkdown(report: RealFleetReport, cores: number): strin
     "",
     `${s.nodes} go-choria servers per run (\`scripts/realfleet.ts --protocol 1\`, jwt + pki): each in its own namespace, go-choria's own broker for the`,
     "provisioning network (TLS, provisioning account, broker password) and the target network, the real-fleet helper on both sides.",
-    "Time is from the provisioner's start (Go: its spawn, which discovers at once; ours: the stack's start, whose first discovery runs at once)",
+    "Time is from the provisioner's start (Go: its spawn, which discovers at once; ours: the stack's start, whose first lease round is followed by discovery)",
     "to the last node's startup event on the target broker, so it includes each node's 2 s restart splay and its restart. Runs alternate the sides.",
     "",
     `| Go s to all provisioned | ours s | ratio (Go / ours, above 1: ours sooner) | highest start load |`,

@@ -65,8 +65,6 @@ interface LogRecord {
   level: "debug" | "info" | "warn" | "error";
   message: string;
   attributes: LogAttributes | undefined;
-  /** Epoch ms it was logged. */
-  at: number;
 }
 
 /** Keeps what the stack's functions log (info and above), so tests read their log lines. */
@@ -75,13 +73,13 @@ class RecordingLogger implements Logger {
   private readonly triggers: Array<{ message: string; action: (record: LogRecord) => void }> = [];
   debug(): void {}
   info(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "info", message, attributes, at: Date.now() });
+    this.record({ level: "info", message, attributes });
   }
   warn(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "warn", message, attributes, at: Date.now() });
+    this.record({ level: "warn", message, attributes });
   }
   error(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "error", message, attributes, at: Date.now() });
+    this.record({ level: "error", message, attributes });
   }
   of(message: string): LogRecord[] {
     return this.records.filter((record) => record.message === message);

@@ -51,7 +51,7 @@ describe("real fleet, leader crash with a standby", () => {
       crashedAt = Date.now();
       leader.kill();
     });
-    await waitUntil(() => (crashedAt > 0 ? undefined : "the leader restarted no node"), 180_000);
+    await waitUntil(() => (crashedAt > 0 ? undefined : "the leader reached no host's restart"), 180_000);
     figures.halfDone = halfDone;
     const atCrash = await stack.lease();
     if (atCrash?.holder !== lease.holder || atCrash.term !== lease.term) throw new Error(`the lease moved before the crash: ${lease.holder}@${lease.term}, then ${atCrash?.holder}@${atCrash?.term}`);
