@@ -54,7 +54,7 @@ type Reply = { id: number; outcome: Omit<LaunchOutcome, "stdout"> & { stdout: Ui
  * and a stringified TypeScript function would carry the transpiler's helpers (`__name`) with it.
  * It only uses Node's built-in modules.
  */
-const THREAD_SOURCE = String.raw`
+export const LAUNCHER_THREAD_SOURCE = String.raw`
 const { parentPort } = require("node:worker_threads");
 const { spawn } = require("node:child_process");
 
@@ -125,13 +125,19 @@ interface Pending {
   reject(error: Error): void;
 }
 
-/** One launcher thread for the process, shared by every ExecHelperRunner. */
-class LauncherThread {
+/**
+ * Runs helpers on one thread at a time, started on the first run and again after one died. The
+ * process has one (below), shared by every ExecHelperRunner; tests make their own around a program
+ * that dies on demand.
+ */
+export class LauncherThread {
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
   /** Environments by id, sent to each new thread once (a run names its environment by id). */
   private readonly envs = new Map<number, Record<string, string | undefined>>();
   private nextId = 1;
+
+  constructor(private readonly source: string = LAUNCHER_THREAD_SOURCE) {}
 
   /** Registers a helper's environment; runs then name it by the returned id instead of carrying it. */
   environment(env: Record<string, string | undefined>): number {
@@ -154,7 +160,7 @@ class LauncherThread {
 
   private started(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(THREAD_SOURCE, { eval: true, stdout: false, stderr: false });
+    const worker = new Worker(this.source, { eval: true, stdout: false, stderr: false });
     worker.unref();
     worker.on("message", (reply: Reply) => this.settle(reply));
     // "error" is followed by "exit": only the first ends this thread's runs, and by the second a
