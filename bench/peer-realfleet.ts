@@ -9,6 +9,7 @@
  */
 import { spawn } from "node:child_process";
 import { loadavg } from "node:os";
+import { createInterface } from "node:readline";
 import type { Side } from "./peer-summary";
 
 export interface RealFleetRun {
@@ -122,13 +123,13 @@ export async function runRealFleet(repoRoot: string, spec: RealFleetRunSpec): Pr
   const sampler = setInterval(() => (max = Math.max(max, loadavg()[0] ?? 0)), 5_000);
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
-  const relay = (chunk: Buffer) => {
-    const text = chunk.toString("utf8");
-    output += text;
-    process.stdout.write(text.replace(/^(?=.)/gm, `  [${spec.side}] `));
+  // Whole lines, so the side's prefix never lands inside a line split across two reads.
+  const relay = (line: string) => {
+    output += `${line}\n`;
+    process.stdout.write(`  [${spec.side}] ${line}\n`);
   };
-  child.stdout.on("data", relay);
-  child.stderr.on("data", relay);
+  createInterface({ input: child.stdout }).on("line", relay);
+  createInterface({ input: child.stderr }).on("line", relay);
   const exitCode = await new Promise<number | null>((done) => child.once("close", (code) => done(code)));
   clearInterval(sampler);
   const read = readRealFleetOutput(output, spec.nodes);
