@@ -48,6 +48,8 @@ async function main(): Promise<void> {
   let fleet: Fleet | undefined;
 
   let stopped = false;
+  // Set once every server is up (below); main reaches its await only then.
+  let stopRequested!: Promise<void>;
   // Every server is stopped even when another one's stop fails; the failures are reported after.
   const stopAll = async (): Promise<string[]> => {
     const failures: string[] = [];
@@ -99,6 +101,9 @@ async function main(): Promise<void> {
       fleet = await startFleet({ natsUrl: nats.url, count: fleetSize, token: LOCAL_TOKEN, identityPrefix: "node", domain: "local.example.net" });
     }
 
+    // Heard before the first line that says the services are up, so a Ctrl-C right after it is
+    // this orderly stop and never the default action that leaves the servers behind.
+    stopRequested = untilStopped();
     const exports: Record<string, string> = {
       PROVISIONER_BROKER_URLS: nats.url,
       DYNAMODB_ENDPOINT: dynamo.url,
@@ -117,7 +122,7 @@ async function main(): Promise<void> {
     throw error;
   }
 
-  await untilStopped();
+  await stopRequested;
   console.log("# stopping local services");
   const failures = await stopAll();
   if (failures.length > 0) throw new Error(`stopped, but not cleanly: ${failures.join("; ")}`);

@@ -156,6 +156,26 @@ describe("signals", () => {
     expect(existsSync(workDir)).toBe(false);
   }, 240_000);
 
+  it("a Ctrl-C the moment scripts/local-services.ts says its servers are up is its orderly stop", async () => {
+    const child = spawn("npm", ["run", "local:services", "--", "--fleet", "2"], {
+      cwd: ROOT,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, npm_config_update_notifier: "false" },
+    });
+    const io = output(child);
+    // No wait after the first line of the ready banner: the script must already be listening.
+    await io.waitFor(/# local services for stage/);
+
+    process.kill(-(child.pid as number), "SIGINT");
+    const code = await exited(child);
+    await closed(child);
+
+    expect(io.text(), io.text()).toContain("# stopping local services");
+    expect(io.text(), io.text()).toContain("# stopped");
+    expect(code).toBe(130);
+  }, 240_000);
+
   it("one Ctrl-C stops scripts/local-services.ts and its servers", async () => {
     const child = spawn("npm", ["run", "local:services", "--", "--fleet", "2"], {
       cwd: ROOT,
