@@ -81,6 +81,15 @@ function startLocalRun(): ChildProcess {
   });
 }
 
+function startLocalServices(): ChildProcess {
+  return spawn("npm", ["run", "local:services", "--", "--fleet", "2"], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, npm_config_update_notifier: "false" },
+  });
+}
+
 async function whenUp(child: ChildProcess, io: ReturnType<typeof output>) {
   const [, workDir] = await io.waitFor(/work dir (\S+);/);
   // The fleet and the handlers are running once the first progress line is out.
@@ -157,12 +166,7 @@ describe("signals", () => {
   }, 240_000);
 
   it("a Ctrl-C the moment scripts/local-services.ts says its servers are up is its orderly stop", async () => {
-    const child = spawn("npm", ["run", "local:services", "--", "--fleet", "2"], {
-      cwd: ROOT,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, npm_config_update_notifier: "false" },
-    });
+    const child = startLocalServices();
     const io = output(child);
     // No wait after the first line of the ready banner: the script must already be listening.
     await io.waitFor(/# local services for stage/);
@@ -177,12 +181,7 @@ describe("signals", () => {
   }, 240_000);
 
   it("one Ctrl-C stops scripts/local-services.ts and its servers", async () => {
-    const child = spawn("npm", ["run", "local:services", "--", "--fleet", "2"], {
-      cwd: ROOT,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, npm_config_update_notifier: "false" },
-    });
+    const child = startLocalServices();
     const io = output(child);
     await io.waitFor(/# nodes: /);
     const started = descendants(child.pid as number);
