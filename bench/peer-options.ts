@@ -61,14 +61,17 @@ function numbers(text: string, name: string): number[] {
   return values;
 }
 
+/** One `<concurrency>x<workers>` pair, both whole numbers of at least 1 (scripts/realfleet.ts takes one too). */
+export function oursSetting(pair: string): { maxConcurrency: number; workers: number } {
+  const [concurrency, workers] = pair.split("x").map(Number);
+  if (!Number.isInteger(concurrency) || !Number.isInteger(workers) || concurrency === undefined || workers === undefined || concurrency < 1 || workers < 1) {
+    throw new PeerOptionsError(`--ours takes <concurrency>x<workers> pairs such as 10x10, got "${pair}"`);
+  }
+  return { maxConcurrency: concurrency, workers };
+}
+
 function settings(text: string): PeerOptions["oursSettings"] {
-  return text.split(",").map((pair) => {
-    const [concurrency, workers] = pair.split("x").map(Number);
-    if (!Number.isInteger(concurrency) || !Number.isInteger(workers) || !concurrency || !workers) {
-      throw new PeerOptionsError(`--ours takes <concurrency>x<workers> pairs such as 10x10, got "${pair}"`);
-    }
-    return { maxConcurrency: concurrency, workers };
-  });
+  return text.split(",").map(oursSetting);
 }
 
 function helpers(text: string): HelperKind[] {

@@ -14,6 +14,7 @@ import { mkdtemp } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { fleetMemory } from "../dev/local/real-fleet";
+import { oursSetting, PeerOptionsError } from "../bench/peer-options";
 import { goProvisionerFiles, provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
 import type { FeatureName } from "../dev/local/stack";
 
@@ -70,14 +71,15 @@ if (goProvisioner !== undefined && !existsSync(goProvisioner)) fail(`--go-provis
 const goWorkers = Number(values["go-workers"] ?? 4);
 if (!Number.isInteger(goWorkers) || goWorkers < 1) fail(`--go-workers must be a positive whole number, got "${values["go-workers"]}"`);
 if (values["go-workers"] !== undefined && goProvisioner === undefined) fail("--go-workers needs --go-provisioner");
-function oursSetting(text: string): { maxConcurrency: number; workers: number } {
-  const [maxConcurrency, workers] = text.split("x").map(Number);
-  if (!Number.isInteger(maxConcurrency) || !Number.isInteger(workers) || !maxConcurrency || !workers || maxConcurrency < 1 || workers < 1) {
-    fail(`--ours takes <concurrency>x<workers> such as 10x10, got "${text}"`);
+function oursSettingOption(text: string): { maxConcurrency: number; workers: number } {
+  try {
+    return oursSetting(text);
+  } catch (error) {
+    if (error instanceof PeerOptionsError) fail(error.message);
+    throw error;
   }
-  return { maxConcurrency, workers };
 }
-const ours = values.ours === undefined ? undefined : oursSetting(values.ours);
+const ours = values.ours === undefined ? undefined : oursSettingOption(values.ours);
 if (values.ours !== undefined && goProvisioner !== undefined) fail("--ours sets the stack, which --go-provisioner leaves idle");
 const timeoutSeconds = Number(values.timeout ?? 300);
 if (!(timeoutSeconds > 0)) fail(`--timeout must be a positive number, got "${values.timeout}"`);
