@@ -89,6 +89,7 @@ describe("bench:peer options", () => {
   it("an unknown flag or a malformed value is a PeerOptionsError naming it", () => {
     expect(() => parsePeerOptions(["--bogus"], {})).toThrow(PeerOptionsError);
     expect(() => parsePeerOptions(["--ours", "10"], {})).toThrow('--ours takes <concurrency>x<workers> pairs such as 10x10, got "10"');
+    expect(() => parsePeerOptions(["--ours=10x10,-1x5"], {})).toThrow('--ours takes <concurrency>x<workers> pairs such as 10x10, got "-1x5"');
     expect(() => parsePeerOptions(["--helpers", "python"], {})).toThrow('--helpers takes bash and/or compiled, got "python"');
     expect(() => parsePeerOptions(["--real-fleet", "2.5"], {})).toThrow('--real-fleet takes a whole number >= 0, got "2.5"');
     expect(() => parsePeerOptions(["--real-fleet-rounds", "0"], {})).toThrow('--real-fleet-rounds takes a whole number > 0, got "0"');
