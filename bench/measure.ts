@@ -42,6 +42,9 @@ export function procMemory(pid: number | "self" | undefined, field: "VmRSS" | "V
 }
 
 /** Nearest-rank percentile of an ascending list. */
+/** Two decimals, as the reports print figures. */
+export const round2 = (value: number) => Math.round(value * 100) / 100;
+
 export function percentile(sorted: number[], p: number): number | undefined {
   if (sorted.length === 0) return undefined;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];

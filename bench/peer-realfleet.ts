@@ -10,6 +10,7 @@
 import { spawn } from "node:child_process";
 import { loadavg } from "node:os";
 import { createInterface } from "node:readline";
+import { round2 } from "./measure";
 import type { Side } from "./peer-summary";
 
 export interface RealFleetRun {
@@ -106,7 +107,6 @@ export interface RealFleetRunSpec {
   timeoutS: number;
 }
 
-const round2 = (value: number) => Math.round(value * 100) / 100;
 
 /** One run of scripts/realfleet.ts for one side; its output goes to ours with a prefix. */
 export async function runRealFleet(repoRoot: string, spec: RealFleetRunSpec): Promise<RealFleetRun> {

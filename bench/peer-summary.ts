@@ -8,6 +8,7 @@
  *   bound measured the hosts it reached, not the fleet;
  * otherwise the ratio is null and `not_comparable` says why.
  */
+import { round2 } from "./measure";
 
 export type Side = "go" | "ours";
 export type HelperKind = "bash" | "compiled";
@@ -45,7 +46,6 @@ export interface FleetSummary {
   not_comparable?: string[];
 }
 
-const round2 = (value: number) => Math.round(value * 100) / 100;
 const SIDE_NAME: Record<Side, string> = { go: "Go's", ours: "ours'" };
 
 /** A side's best run on a fleet with a helper: complete runs first, then the most hosts/min. Profiled runs are not measured runs. */

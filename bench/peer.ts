@@ -32,7 +32,7 @@ import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../lib/crypto
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { buildCompiledHelper } from "./compiled-helper";
-import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
+import { cpuSeconds, percentile, procMemory, procStat, round2, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
 import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
@@ -450,7 +450,6 @@ async function startGo(spec: RunSpec, bin: string, helper: string, workDir: stri
   return go;
 }
 
-const round2 = (value: number) => Math.round(value * 100) / 100;
 
 interface Report {
   generated: string;

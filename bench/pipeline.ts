@@ -17,7 +17,7 @@ import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../dev/local/stack";
-import { cpuSeconds, percentile, procMemory, procStat, summariseProfile, type CpuProfile } from "./measure";
+import { cpuSeconds, percentile, procMemory, procStat, round2, summariseProfile, type CpuProfile } from "./measure";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -283,7 +283,6 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
   }
 }
 
-const round2 = (value: number) => Math.round(value * 100) / 100;
 const round6 = (value: number) => Math.round(value * 1e6) / 1e6;
 function round<T extends Record<string, number>>(values: T): T {
   return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, round2(value)])) as T;
