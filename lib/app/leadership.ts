@@ -42,7 +42,7 @@ interface LeadershipSettings {
 
 export interface LeadershipDeps {
   settings: LeadershipSettings;
-  gate: Pick<LeaseGate, "acquireOrRenew">;
+  gate: Pick<LeaseGate, "acquireOrRenew" | "assertOpen">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /** Which discovered names are known, so they are admitted before new ones. */
@@ -159,9 +159,20 @@ export class Leadership {
     logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
+    let leftOutOfTerm = 0;
+    let termLost: string | undefined;
     await mapLimited(chunked(identities, DISCOVERY_CHUNK), DISCOVERY_CHUNKS_IN_FLIGHT, async (chunk) => {
       if (remainingMs && remainingMs() < DISCOVERY_CHUNK_BUDGET_MS) {
         leftForNextCycle += chunk.length;
+        return;
+      }
+      // A discovery may admit for most of a minute, longer than one lease round is valid for. Work
+      // admitted under a term that has ended is refused as stale, and its host is not admitted
+      // again for an interval, so each chunk goes out only under a term confirmed for this
+      // invocation for as long as the chunk may take.
+      if (leftOutOfTerm === 0) termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
+      if (termLost !== undefined) {
+        leftOutOfTerm += chunk.length;
         return;
       }
       const result = await admission.admitAndEnqueue(chunk, "discovery", term, remainingMs);
@@ -172,8 +183,24 @@ export class Leadership {
     if (leftForNextCycle > 0) {
       logger.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
     }
+    if (leftOutOfTerm > 0) {
+      logger.warn("stopped admitting: the lease term could not be confirmed; the next leader's discovery finds the rest", { term, leftOutOfTerm, reason: termLost });
+    }
     await this.gaugeQueue();
     return { term, discovered: identities.length, admitted: queued };
+  }
+
+  /**
+   * Undefined while `term` is this deployment's for at least `forMs` more, confirmed for this
+   * invocation (a lease round when the last confirmation runs out sooner); else why not.
+   */
+  private async termLostWithin(term: number, forMs: number): Promise<string | undefined> {
+    try {
+      await this.deps.gate.assertOpen(term, forMs);
+      return undefined;
+    } catch (error) {
+      return messageOf(error);
+    }
   }
 
   /** Known names first, then new ones up to the budget, all within the cap; what is left out is counted. */

@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { Leadership } from "../../../lib/app/leadership";
+import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { admissionFlowOver, answerLostOnce, context, RESEND_UNKNOWN, shared, unreachableLeaseStore, world, type World } from "./support";
+import { admissionFlowOver, answerLostOnce, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
-function leadership(w: World, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
+/** The use case over a world; `admission` may be a stand-in (one that takes time, say). */
+function leadership(w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] }, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
   const useCase = new Leadership({
     settings: {
       leaderElection: w.leaderElection,
@@ -107,17 +108,7 @@ describe("leadership: discover", () => {
         return w.admission.admitAndEnqueue(...args);
       },
     };
-    const useCase = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
-      gate: w.gate,
-      broker: w.broker,
-      admission: slow,
-      registry: w.registry,
-      hostWork: w.queues.hostWork,
-      clock: w.clock,
-      logger: w.logger,
-      metrics: w.metrics,
-    });
+    const useCase = leadership({ ...w, admission: slow });
 
     // Act
     const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
@@ -126,6 +117,51 @@ describe("leadership: discover", () => {
     expect(result.admitted).toBe(1_000);
     expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(1_000);
     expect(w.logger.at("warn").map((line) => line.message)).not.toContain("stopped admitting before the invocation deadline; the next discovery finds the rest");
+  });
+
+  it("admits only under a term confirmed for the time a chunk may take, so a deposed leader queues no stale work", async () => {
+    // Arrange: east leads term 1 and discovers 1,000 nodes. Each chunk of ten takes 2 s of virtual
+    // time (the budget a chunk is given; calls in flight overlapping), so admitting them all takes
+    // 40 s, past the 25 s the lease round at the start is valid for (30 s lease, 5 s skew bound).
+    // From 5 s on, east's lease store stops answering: its lease runs out at 30 s, and west may take
+    // over once the skew bound has passed too.
+    const leaseStore = blippingLeaseStore();
+    const site = shared({ leaseStore });
+    const east = world({ deploymentId: "east", shared: site });
+    const identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
+    east.broker.identities = identities;
+    const startedAt = east.clock.now();
+    const slow = {
+      admitAndEnqueue: async (...args: Parameters<typeof east.admission.admitAndEnqueue>) => {
+        const endsAt = east.clock.now() + 2_000;
+        await new Promise((done) => setImmediate(done));
+        east.clock.trueTime = Math.max(east.clock.trueTime, endsAt);
+        if (east.clock.now() - startedAt >= 5_000) leaseStore.failNextCalls(Number.POSITIVE_INFINITY);
+        return east.admission.admitAndEnqueue(...args);
+      },
+    };
+    const deadline = startedAt + 55_000;
+
+    // Act: east's discovery, then west's once the lease is claimable.
+    const eastResult = await leadership({ ...east, admission: slow }).discover({ remainingMs: () => deadline - east.clock.now() });
+    leaseStore.failNextCalls(0);
+    east.clock.trueTime = Math.max(east.clock.trueTime, startedAt + 45_000);
+    const west = world({ deploymentId: "west", shared: site });
+    west.broker.identities = identities;
+    const westResult = await leadership(west).discover(context(55_000));
+
+    // Assert: east admitted only while term 1 was confirmed for a chunk's 2 s, so all of its work
+    // could still run; west, the next leader, admitted the whole fleet under term 2 (a newer term
+    // admits a host again at once).
+    const eastWork = east.queues.hostWork.bodies().map(decodeHostWork);
+    expect(eastWork.length).toBe(eastResult.admitted);
+    expect(eastWork.length).toBeLessThan(1_000);
+    expect(eastWork.filter((work) => work.admittedAt - startedAt > 25_000)).toEqual([]);
+    expect(new Set(eastWork.map((work) => work.term))).toEqual(new Set([1]));
+    expect(east.logger.at("warn").map((line) => line.message)).toContain("stopped admitting: the lease term could not be confirmed; the next leader's discovery finds the rest");
+    const westWork = west.queues.hostWork.bodies().map(decodeHostWork);
+    expect(westResult).toMatchObject({ paused: false, term: 2, admitted: 1_000 });
+    expect(new Set(westWork.map((work) => work.term))).toEqual(new Set([2]));
   });
 
   it("is paused while another deployment holds the lease: nothing is discovered or queued", async () => {
@@ -291,6 +327,40 @@ describe("leadership: keepLease", () => {
     expect(w.clock.monotonic() - started).toBeLessThanOrEqual(33_000);
     expect(w.broker.startupsPublished).toBe(1);
     expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["a.example.net"]);
+  });
+
+  it("keeps the won term through an announcing discovery that admits for longer than the lease lasts", async () => {
+    // Arrange: the keeper's first round wins term 1, whose announcement discovers 1,000 nodes inside
+    // that round. Each chunk of ten takes 2 s of virtual time (five in flight), so the admission
+    // takes 40 s, past the 30 s lease, while the keeper's loop waits for it.
+    // Each chunk also looks at the lease item: a lapse is when a standby could have taken over.
+    const w = world();
+    w.broker.identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
+    let lapsedAt: number | undefined;
+    const slow = {
+      admitAndEnqueue: async (...args: Parameters<typeof w.admission.admitAndEnqueue>) => {
+        const endsAt = w.clock.now() + 2_000;
+        await new Promise((done) => setImmediate(done));
+        w.clock.trueTime = Math.max(w.clock.trueTime, endsAt);
+        const lease = await w.leaseStore.read(SITE);
+        if (lease && lease.expiresAt < w.clock.now()) lapsedAt ??= w.clock.now();
+        return w.admission.admitAndEnqueue(...args);
+      },
+    };
+    const useCase = leadership({ ...w, admission: slow });
+
+    // Act: one keeper invocation of 70 s.
+    const result = await useCase.keepLease(context(70_000));
+
+    // Assert: the discovery renewed the lease as it went, so term 1 never lapsed: no second term
+    // was won, and every host's work is term 1's, the current term.
+    expect(lapsedAt).toBeUndefined();
+    expect(result.wonTerms).toEqual([1]);
+    expect(result.heldRounds).toBe(result.rounds);
+    const work = w.queues.hostWork.bodies().map(decodeHostWork);
+    expect(work).toHaveLength(1_000);
+    expect(new Set(work.map((entry) => entry.term))).toEqual(new Set([1]));
+    expect(await w.gate.currentTerm()).toBe(1);
   });
 
   it("a standby keeps contesting without winning or announcing", async () => {
