@@ -2,7 +2,7 @@
  * Measuring helpers the benchmarks share: a process's CPU and memory from /proc, percentiles, and
  * a V8 CPU profile's top self time.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /** Linux USER_HZ: /proc/<pid>/stat counts CPU time in these ticks. */
 export const CLOCK_TICKS_PER_SECOND = 100;
@@ -24,6 +24,35 @@ export function procStat(pid: number | "self"): ProcStat | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The pids of the processes whose parent is `pid` (a scan of /proc). */
+export function childPids(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const text = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // Fields after the command: state, then ppid.
+      if (Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[1]) === pid) children.push(Number(entry));
+    } catch {
+      // Gone while the scan ran.
+    }
+  }
+  return children;
+}
+
+/** The ticks of several processes together (each one's own and its reaped children's). */
+export function sumStats(stats: ReadonlyArray<ProcStat | undefined>): ProcStat {
+  const sum = { utime: 0, stime: 0, cutime: 0, cstime: 0 };
+  for (const stat of stats) {
+    if (!stat) continue;
+    sum.utime += stat.utime;
+    sum.stime += stat.stime;
+    sum.cutime += stat.cutime;
+    sum.cstime += stat.cstime;
+  }
+  return sum;
 }
 
 /** CPU seconds of the process itself, or (children) of its reaped children. */

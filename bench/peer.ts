@@ -12,8 +12,9 @@
  * (bench/peer-fleet.ts): a node holds its provisioning lock for 2 minutes per caller, so the two
  * provisioners never share a fleet. The provisioner under test is one process: the Go binary, or
  * bench/peer-ours.ts (the real handlers under the emulated Lambda runtime). Its CPU comes from
- * /proc/<pid>/stat (utime + stime, from the start of the run to the last node's restart), its peak
- * memory from VmHWM; helper processes it reaped are reported apart (cutime + cstime). The fleet,
+ * /proc/<pid>/stat (utime + stime, from the start of the run to the last node's restart; ours' with
+ * its helper launcher process), its peak memory from VmHWM; reaped helper processes are reported
+ * apart (cutime + cstime). The fleet,
  * nats-server, DynamoDB Local and fauxqs run in other processes and are not counted.
  *
  * The sweep (Go `workers`; ours provision concurrency x workers) runs at the first size; the larger
@@ -32,7 +33,7 @@ import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../lib/crypto
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { buildCompiledHelper } from "./compiled-helper";
-import { cpuSeconds, percentile, procMemory, procStat, round2, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
+import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
 import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
@@ -299,7 +300,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const loadSamples = [loadStart];
     const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
     cleanup.push(async () => clearInterval(sampler));
-    const cpuBefore = procStat(provisioner.pid);
+    // Ours starts helpers through its launcher process, a long-lived child: its own CPU is ours',
+    // its reaped children are the helpers. Go forks each helper itself.
+    const provisionerStat = () => sumStats([procStat(provisioner.pid), ...(spec.side === "ours" ? childPids(provisioner.pid).map(procStat) : [])]);
+    const cpuBefore = provisionerStat();
     const benchmarkCpuBefore = process.cpuUsage();
     if (spec.side === "ours") provisioner.process.send({ type: "start" });
     const startedAt = Date.now();
@@ -317,9 +321,9 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     // The last fleet report may still be in flight.
     await new Promise((done) => setTimeout(done, 300));
     if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
-    const cpuAfter = procStat(provisioner.pid);
+    const cpuAfter = provisionerStat();
     const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
-    const peakMemory = procMemory(provisioner.pid, "VmHWM");
+    const peakMemory = procMemory(provisioner.pid, "VmHWM") + (spec.side === "ours" ? childPids(provisioner.pid).reduce((sum, pid) => sum + procMemory(pid, "VmHWM"), 0) : 0);
     const fleetCpu = cpuSeconds(procStat(fleet.pid)) - fleetCpuBefore;
     const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
     const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
@@ -515,10 +519,11 @@ function markdown(report: Report): string {
     "- **admission-to-restart**: per host, from its (last) admission to the node recording the `restart` request. Go: the time its",
     "  `Adding <identity> to the work queue` log line reached the benchmark; ours: `admittedAt` of the host-work message that provisioned it.",
     "- **CPU ms/host**: the provisioner process's utime + stime from `/proc/<pid>/stat`, from the start of the run to the last restart, over",
-    "  restarted hosts. Helper processes it ran and reaped (cutime + cstime) are shown apart; they are the same script on both sides.",
+    "  restarted hosts; for ours with its helper launcher's (a child process that starts the helpers). Helper processes reaped (cutime +",
+    "  cstime: Go's own, the launcher's for ours) are shown apart; they are the same script on both sides.",
     "  Not counted: the fleet, nats-server, DynamoDB Local, fauxqs (their figures are in peer.json). Ours is read after its start-up (module",
     "  loading, queue creation), Go's from its spawn.",
-    "- **peak memory**: VmHWM of the provisioner process.",
+    "- **peak memory**: VmHWM of the provisioner process (for ours plus its helper launcher's).",
     "- **bounds**: the sweep runs at the first size only; each run stops at max(180 s, 120 s + 0.1 s per node) (`PEER_TIMEOUT_S`), and a run",
     "  stopped there is marked, its hosts/min over the hosts it did restart. One unmeasured 200-node run of ours first warms DynamoDB Local's JVM.",
     "",

@@ -1,7 +1,7 @@
 import { HelperError } from "../errors";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../ports";
 import { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
-import { helperEnvironment, HelperStartError, launchHelper, type LaunchOutcome } from "./launcher-thread";
+import { helperEnvironment, HelperStartError, launchHelper, type LaunchOutcome } from "./launcher";
 import { redactHelperText } from "./redact-output";
 import { splitCommandLine } from "./shellwords";
 
@@ -30,7 +30,7 @@ const STDERR_KEPT_BYTES = 16 * 1024;
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON
  * on stdout. The child leads its own process group so a timeout kills everything it started. It is
- * started from the launcher thread (./launcher-thread.ts), so the fork never stalls the main thread.
+ * started by the launcher process (./launcher.ts), a small process whose fork costs little.
  * Errors name the program as configured (the whole path: `/opt/x` for `/opt/bin/x` is the usual
  * layer mistake) and carry stderr's tail with every known secret masked, never stdin (it holds JWT
  * claims). The caller prefixes the step ("helper: ..."), so messages do not say "helper" again.

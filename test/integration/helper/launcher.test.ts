@@ -1,0 +1,116 @@
+/**
+ * The launcher process's crash path: a launcher that dies leaves its runs' outcomes unknown, which
+ * is a HelperError naming the death (never a silent hang), and the next run gets a new launcher.
+ * The launcher's program here is the real one behind a listener that kills it when a run names the
+ * file "/die" (process.exit) or "/throw" (an uncaught exception, reported over IPC before the exit).
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { HelperError } from "../../../lib/errors";
+import { HelperLauncher, LAUNCHER_SOURCE, type LaunchRequest } from "../../../lib/helper/launcher";
+
+const DYING_SOURCE = `
+process.on("message", (request) => {
+  if (request.file === "/die") process.exit(3);
+  if (request.file === "/throw") throw new Error("launcher broke");
+});
+${LAUNCHER_SOURCE}`;
+
+function run(file: string, args: string[] = [], envId = 1): LaunchRequest {
+  return { file, args, envId, input: new Uint8Array(), timeoutMs: 10_000, maxOutputBytes: 1 << 20, stderrKeptBytes: 1024 };
+}
+
+async function errorOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+}
+
+describe("helper launcher process", () => {
+  it("rejects the runs of a launcher that exited, naming its exit code, and starts a new launcher for the next run", async () => {
+    // Arrange
+    const launcher = new HelperLauncher(DYING_SOURCE);
+    const envId = launcher.environment({ PATH: process.env.PATH });
+
+    // Act
+    const dead = await errorOf(launcher.launch(run("/die", [], envId)));
+    const next = await launcher.launch(run("/bin/echo", ["after the crash"], envId));
+
+    // Assert
+    expect(dead).toBeInstanceOf(HelperError);
+    expect((dead as Error).message).toBe("the helper launcher exited with code 3; the run's outcome is unknown");
+    expect({ stdout: next.stdout.toString("utf8"), exitCode: next.exitCode }).toEqual({ stdout: "after the crash\n", exitCode: 0 });
+  });
+
+  it("gives a launcher's uncaught error as the cause, and the next run gets a new launcher", async () => {
+    // Arrange
+    const launcher = new HelperLauncher(DYING_SOURCE);
+    const envId = launcher.environment({ PATH: process.env.PATH });
+    let replacement: Promise<unknown> | undefined;
+
+    // Act: the replacement run is launched as soon as the first is rejected.
+    const broken = await errorOf(
+      launcher.launch(run("/throw", [], envId)).catch((error: unknown) => {
+        replacement = launcher.launch(run("/bin/echo", ["still here"], envId));
+        throw error;
+      }),
+    );
+    const next = await replacement;
+
+    // Assert
+    expect((broken as Error).message).toBe("the helper launcher exited with code 70; the run's outcome is unknown");
+    expect(((broken as Error).cause as Error).message).toBe("launcher broke");
+    expect(next).toMatchObject({ exitCode: 0 });
+    expect((next as { stdout: Buffer }).stdout.toString("utf8")).toBe("still here\n");
+  });
+});
+
+describe("helper launcher process, its provisioner gone", () => {
+  it("kills its helpers' process groups and exits when the provisioner dies", async () => {
+    // Arrange: a provisioner of its own (a bare Node process) starts the real launcher and runs a
+    // helper that records its pid, then sleeps. The test kills that provisioner with SIGKILL.
+    const dir = await mkdtemp(join(tmpdir(), "launcher-"));
+    const pidFile = join(dir, "helper.pid");
+    const provisioner = `
+      const { spawn } = require("node:child_process");
+      const launcher = spawn(process.execPath, ["-e", ${JSON.stringify(LAUNCHER_SOURCE)}], { stdio: ["ignore", "ignore", "ignore", "ipc"], serialization: "advanced", env: {} });
+      launcher.send({ envId: 1, env: { PATH: process.env.PATH } });
+      launcher.send({ id: 1, file: "/bin/sh", args: ["-c", "echo $$ > ${pidFile}; exec sleep 30"], envId: 1, input: new Uint8Array(), timeoutMs: 30000, maxOutputBytes: 1024, stderrKeptBytes: 1024 });
+      setInterval(() => {}, 1000);
+    `;
+    const parent = spawn(process.execPath, ["-e", provisioner], { stdio: "ignore" });
+    const helperPid = await eventually(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()) || undefined);
+
+    // Act
+    parent.kill("SIGKILL");
+
+    // Assert: the helper is gone within the launcher's reaction to its closed channel.
+    await eventually(async () => (alive(helperPid) ? undefined : true));
+    expect(alive(helperPid)).toBe(false);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `probe` every 50 ms for up to 10 s until it gives a value. */
+async function eventually<T>(probe: () => Promise<T | undefined>): Promise<T> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error("timed out waiting");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
