@@ -166,11 +166,11 @@ export class Leadership {
         leftForNextCycle += chunk.length;
         return;
       }
-      // A discovery may admit for most of a minute, longer than one lease round is valid for. Work
-      // admitted under a term that has ended is refused as stale, and its host is not admitted
-      // again for an interval, so each chunk goes out only under a term confirmed for this
-      // invocation for as long as the chunk may take.
-      if (leftOutOfTerm === 0) termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
+      // A discovery may admit for most of a minute, longer than one lease round is valid for, and
+      // a won term's discovery runs inside the keeper's round, which renews only after it. So each
+      // chunk goes out only under a term confirmed for this invocation for as long as the chunk may
+      // take: the read renews the lease when needed, and a deposed leader queues no stale work.
+      termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
       if (termLost !== undefined) {
         leftOutOfTerm += chunk.length;
         return;
