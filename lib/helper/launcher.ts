@@ -6,9 +6,9 @@
  * the forking thread waits for that. For the provision function's 150-280 MB process that is
  * about 10 ms of CPU per start beside the helper's own work (a 277 MB Node process: 6.4 ms in the
  * parent and 27.5 ms in a `jq -n 1` child, against 1.7 ms and 21.5 ms from a 56 MB one), where Go
- * uses clone(CLONE_VFORK) and copies nothing. The launcher is a bare Node process (about 40 MB)
- * started from the same binary with its program as `-e` text, so nothing else is shipped; it is
- * one per container, started on the first run and again after one died. The helper still gets
+ * uses clone(CLONE_VFORK) and copies nothing. The launcher is a bare Node process (about 45 MB
+ * resident) started from the same binary with its program as `-e` text, so nothing else is
+ * shipped; it is one per container, started on the first run and again after one died. The helper still gets
  * the provisioner's environment (each run names one registered here), its working directory and
  * limits (the launcher inherits them), and no other descriptor than its three pipes.
  *
