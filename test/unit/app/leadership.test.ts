@@ -28,6 +28,22 @@ function leadership(w: Omit<World, "admission"> & { admission: LeadershipDeps["a
   return useCase;
 }
 
+/**
+ * The world's admission flow, each call taking `callMs` of virtual time (calls in flight together
+ * overlap: a call ends at its start + callMs), then `afterEach` before it admits.
+ */
+function slowAdmission(w: World, callMs: number, afterEach: () => void | Promise<void> = () => undefined): LeadershipDeps["admission"] {
+  return {
+    admitAndEnqueue: async (...args) => {
+      const endsAt = w.clock.now() + callMs;
+      await new Promise((done) => setImmediate(done));
+      w.clock.trueTime = Math.max(w.clock.trueTime, endsAt);
+      await afterEach();
+      return w.admission.admitAndEnqueue(...args);
+    },
+  };
+}
+
 describe("leadership: discover", () => {
   it("takes the lease, announces the new term once and queues term-stamped work for every node it finds", async () => {
     // Arrange
@@ -100,15 +116,7 @@ describe("leadership: discover", () => {
     const w = world();
     w.broker.identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
     const deadline = w.clock.now() + 30_000;
-    const slow = {
-      admitAndEnqueue: async (...args: Parameters<typeof w.admission.admitAndEnqueue>) => {
-        const endsAt = w.clock.now() + 1_000;
-        await new Promise((done) => setImmediate(done));
-        w.clock.trueTime = Math.max(w.clock.trueTime, endsAt);
-        return w.admission.admitAndEnqueue(...args);
-      },
-    };
-    const useCase = leadership({ ...w, admission: slow });
+    const useCase = leadership({ ...w, admission: slowAdmission(w, 1_000) });
 
     // Act
     const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
@@ -131,15 +139,9 @@ describe("leadership: discover", () => {
     const identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
     east.broker.identities = identities;
     const startedAt = east.clock.now();
-    const slow = {
-      admitAndEnqueue: async (...args: Parameters<typeof east.admission.admitAndEnqueue>) => {
-        const endsAt = east.clock.now() + 2_000;
-        await new Promise((done) => setImmediate(done));
-        east.clock.trueTime = Math.max(east.clock.trueTime, endsAt);
-        if (east.clock.now() - startedAt >= 5_000) leaseStore.failNextCalls(Number.POSITIVE_INFINITY);
-        return east.admission.admitAndEnqueue(...args);
-      },
-    };
+    const slow = slowAdmission(east, 2_000, () => {
+      if (east.clock.now() - startedAt >= 5_000) leaseStore.failNextCalls(Number.POSITIVE_INFINITY);
+    });
     const deadline = startedAt + 55_000;
 
     // Act: east's discovery, then west's once the lease is claimable.
@@ -337,16 +339,10 @@ describe("leadership: keepLease", () => {
     const w = world();
     w.broker.identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
     let lapsedAt: number | undefined;
-    const slow = {
-      admitAndEnqueue: async (...args: Parameters<typeof w.admission.admitAndEnqueue>) => {
-        const endsAt = w.clock.now() + 2_000;
-        await new Promise((done) => setImmediate(done));
-        w.clock.trueTime = Math.max(w.clock.trueTime, endsAt);
-        const lease = await w.leaseStore.read(SITE);
-        if (lease && lease.expiresAt < w.clock.now()) lapsedAt ??= w.clock.now();
-        return w.admission.admitAndEnqueue(...args);
-      },
-    };
+    const slow = slowAdmission(w, 2_000, async () => {
+      const lease = await w.leaseStore.read(SITE);
+      if (lease && lease.expiresAt < w.clock.now()) lapsedAt ??= w.clock.now();
+    });
     const useCase = leadership({ ...w, admission: slow });
 
     // Act: one keeper invocation of 70 s.
