@@ -64,15 +64,17 @@ const { spawn } = require("node:child_process");
 const envs = new Map();
 const groups = new Set();
 
+const killGroup = (pid) => {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // The group is already gone.
+  }
+};
+
 // The provisioner is gone: nobody is waiting for these helpers, and nobody would time them out.
 process.on("disconnect", () => {
-  for (const pid of groups) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // The group is already gone.
-    }
-  }
+  for (const pid of groups) killGroup(pid);
   process.exit(0);
 });
 
@@ -112,15 +114,11 @@ process.on("message", (request) => {
   let size = 0;
   let stderrTail = Buffer.alloc(0);
   let failure;
-  const killGroup = (reason) => {
+  const stop = (reason) => {
     if (failure === undefined) failure = reason;
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-    } catch {
-      // The group is already gone.
-    }
+    if (child.pid !== undefined) killGroup(child.pid);
   };
-  const timer = setTimeout(() => killGroup("timeout"), timeoutMs);
+  const timer = setTimeout(() => stop("timeout"), timeoutMs);
   child.on("error", (error) => {
     clearTimeout(timer);
     groups.delete(child.pid);
@@ -129,7 +127,7 @@ process.on("message", (request) => {
   child.stdout.on("data", (chunk) => {
     size += chunk.byteLength;
     if (size > maxOutputBytes) {
-      killGroup("too-large");
+      stop("too-large");
       return;
     }
     chunks.push(chunk);

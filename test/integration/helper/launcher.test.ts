@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
 import { HelperLauncher, LAUNCHER_SOURCE, type LaunchRequest } from "../../../lib/helper/launcher";
@@ -71,18 +72,17 @@ describe("helper launcher process", () => {
 
 describe("helper launcher process, its provisioner gone", () => {
   it("kills its helpers' process groups and exits when the provisioner dies", async () => {
-    // Arrange: a provisioner of its own (a bare Node process) starts the real launcher and runs a
-    // helper that records its pid, then sleeps. The test kills that provisioner with SIGKILL.
+    // Arrange: a provisioner of its own (a Node process with the real HelperLauncher) runs a helper
+    // that records its pid, then sleeps. The test kills that provisioner with SIGKILL.
     const dir = await mkdtemp(join(tmpdir(), "launcher-"));
     const pidFile = join(dir, "helper.pid");
     const provisioner = `
-      const { spawn } = require("node:child_process");
-      const launcher = spawn(process.execPath, ["-e", ${JSON.stringify(LAUNCHER_SOURCE)}], { stdio: ["ignore", "ignore", "ignore", "ipc"], serialization: "advanced", env: {} });
-      launcher.send({ envId: 1, env: { PATH: process.env.PATH } });
-      launcher.send({ id: 1, file: "/bin/sh", args: ["-c", "echo $$ > ${pidFile}; exec sleep 30"], envId: 1, input: new Uint8Array(), timeoutMs: 30000, maxOutputBytes: 1024, stderrKeptBytes: 1024 });
-      setInterval(() => {}, 1000);
+      import { HelperLauncher } from ${JSON.stringify(fileURLToPath(new URL("../../../lib/helper/launcher.ts", import.meta.url)))};
+      const launcher = new HelperLauncher();
+      const envId = launcher.environment({ PATH: process.env.PATH });
+      void launcher.launch({ file: "/bin/sh", args: ["-c", "echo $$ > ${pidFile}; exec sleep 30"], envId, input: new Uint8Array(), timeoutMs: 30000, maxOutputBytes: 1024, stderrKeptBytes: 1024 });
     `;
-    const parent = spawn(process.execPath, ["-e", provisioner], { stdio: "ignore" });
+    const parent = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", provisioner], { stdio: "ignore" });
     const helperPid = await eventually(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()) || undefined);
 
     // Act
