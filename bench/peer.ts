@@ -300,9 +300,10 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const loadSamples = [loadStart];
     const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
     cleanup.push(async () => clearInterval(sampler));
-    // Ours starts helpers through its launcher process, a long-lived child: its own CPU is ours',
-    // its reaped children are the helpers. Go forks each helper itself.
-    const provisionerStat = () => sumStats([procStat(provisioner.pid), ...(spec.side === "ours" ? childPids(provisioner.pid).map(procStat) : [])]);
+    // Ours starts helpers through its launcher process, a long-lived child: its own CPU and memory
+    // are ours', its reaped children are the helpers. Go forks each helper itself.
+    const provisionerPids = () => [provisioner.pid, ...(spec.side === "ours" ? childPids(provisioner.pid) : [])];
+    const provisionerStat = () => sumStats(provisionerPids().map(procStat));
     const cpuBefore = provisionerStat();
     const benchmarkCpuBefore = process.cpuUsage();
     if (spec.side === "ours") provisioner.process.send({ type: "start" });
@@ -323,7 +324,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
     const cpuAfter = provisionerStat();
     const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
-    const peakMemory = procMemory(provisioner.pid, "VmHWM") + (spec.side === "ours" ? childPids(provisioner.pid).reduce((sum, pid) => sum + procMemory(pid, "VmHWM"), 0) : 0);
+    const peakMemory = provisionerPids().reduce((sum, pid) => sum + procMemory(pid, "VmHWM"), 0);
     const fleetCpu = cpuSeconds(procStat(fleet.pid)) - fleetCpuBefore;
     const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
     const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
