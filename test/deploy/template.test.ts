@@ -484,6 +484,11 @@ describe("IAM", () => {
       expect(grants(role, "sqs:SendMessage", "HostWorkQueue"), role).toBe(admitting.includes(role));
       expect(grants(role, "dynamodb:PutItem", "AdmissionTable"), role).toBe(admitting.includes(role) || role === "ProvisionRole");
     }
+    // A discovery reads the registry's known names (Query) and paces itself on the queue's depth.
+    for (const role of admitting) {
+      expect(grants(role, "dynamodb:Query", "AdmissionTable"), role).toBe(true);
+      expect(grants(role, "sqs:GetQueueAttributes", "HostWorkQueue"), role).toBe(true);
+    }
     expect(grants("LifecycleBridgeRole", "sqs:SendMessage", "LifecycleQueue")).toBe(true);
   });
 
