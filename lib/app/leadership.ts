@@ -9,6 +9,7 @@ import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
+import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
 import { selectDiscovered } from "./discovery-selection";
 import type { Broker, InvocationContext, MessageQueue } from "./use-case-ports";
@@ -34,6 +35,8 @@ interface LeadershipSettings {
   discoveryMaxNodes: number;
   /** `discovery_new_names_per_interval`: names the registry does not know that one discovery admits at most. */
   discoveryNewNamesPerInterval: number;
+  /** `discovery_backlog`: measured work a discovery keeps waiting in the host-work queue, in ms; 0: no pacing. */
+  discoveryBacklogMs: number;
   /** How often the keeper renews or contests the lease. */
   renewIntervalMs: number;
   /** Ms kept back from the Lambda deadline. */
@@ -47,7 +50,7 @@ export interface LeadershipDeps {
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /** Which discovered names are known, so they are admitted before new ones. */
   registry: Pick<AdmissionRegistry, "knownIdentities">;
-  /** Its depth is reported after each discovery. */
+  /** Its depth paces admission and is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
   clock: Clock;
   logger: Logger;
@@ -69,6 +72,13 @@ const DISCOVERY_CHUNK = 10;
 const DISCOVERY_CHUNKS_IN_FLIGHT = 5;
 /** Time one chunk (ten conditional writes and one SendMessageBatch) may need before the deadline. */
 const DISCOVERY_CHUNK_BUDGET_MS = 2_000;
+/**
+ * Hosts a paced discovery always lets wait: the chunks it has in flight, so the queue's consumers
+ * are never starved while the first rate is measured.
+ */
+const DISCOVERY_BACKLOG_FLOOR = DISCOVERY_CHUNK * DISCOVERY_CHUNKS_IN_FLIGHT;
+/** How often a paced discovery waiting for room reads the queue's counts. */
+const DISCOVERY_BACKLOG_POLL_MS = 500;
 
 export class Leadership {
   /** discover() calls in progress: a term won inside one does not start a second discovery. */
@@ -129,7 +139,8 @@ export class Leadership {
 
   /**
    * Admits and queues discovered hosts chunk by chunk, so provisioning starts while discovery is
-   * still admitting. Near the deadline it stops admitting: a host never admitted is found again by
+   * still admitting, and no faster than the hosts are worked off (BacklogPacer) when the invocation
+   * has a deadline. Near the deadline it stops admitting: a host never admitted is found again by
    * the next discovery, whereas one admitted but never queued would wait out a whole interval.
    */
   private async runDiscovery(term: number, remainingMs?: () => number): Promise<Omit<DiscoverResult, "paused">> {
@@ -159,35 +170,72 @@ export class Leadership {
     logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
+    let leftPaced = 0;
     let leftOutOfTerm = 0;
     let termLost: string | undefined;
+    // Without a deadline a wait for room would have no end; what the floor admits needs no pacing.
+    const pacer = remainingMs && identities.length > DISCOVERY_BACKLOG_FLOOR ? await this.startPacer(term) : undefined;
+    const mayWait = () => (remainingMs?.() ?? 0) >= DISCOVERY_CHUNK_BUDGET_MS + DISCOVERY_BACKLOG_POLL_MS;
     await mapLimited(chunked(identities, DISCOVERY_CHUNK), DISCOVERY_CHUNKS_IN_FLIGHT, async (chunk) => {
       if (remainingMs && remainingMs() < DISCOVERY_CHUNK_BUDGET_MS) {
         leftForNextCycle += chunk.length;
         return;
       }
-      // A discovery may admit for most of a minute, longer than one lease round is valid for, and
-      // a won term's discovery runs inside the keeper's round, which renews only after it. So each
-      // chunk goes out only under a term confirmed for this invocation for as long as the chunk may
-      // take: the read renews the lease when needed, and a deposed leader queues no stale work.
-      termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
-      if (termLost !== undefined) {
-        leftOutOfTerm += chunk.length;
+      if (pacer && !(await pacer.roomFor(chunk.length, mayWait))) {
+        leftPaced += chunk.length;
         return;
       }
-      const result = await admission.admitAndEnqueue(chunk, "discovery", term, remainingMs);
-      // As in Go, the counter counts hosts admitted, not every reply.
-      metrics.count(METRIC.discovered, result.queued.length + result.notQueued.length);
-      queued += result.queued.length;
+      let queuedHere = 0;
+      try {
+        // A discovery may admit for most of a minute, longer than one lease round is valid for, and
+        // a won term's discovery runs inside the keeper's round, which renews only after it. So each
+        // chunk goes out only under a term confirmed for this invocation for as long as the chunk may
+        // take: the read renews the lease when needed, and a deposed leader queues no stale work.
+        termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
+        if (termLost !== undefined) {
+          leftOutOfTerm += chunk.length;
+          return;
+        }
+        const result = await admission.admitAndEnqueue(chunk, "discovery", term, remainingMs);
+        // As in Go, the counter counts hosts admitted, not every reply.
+        metrics.count(METRIC.discovered, result.queued.length + result.notQueued.length);
+        queuedHere = result.queued.length;
+      } finally {
+        pacer?.settled(chunk.length, queuedHere);
+      }
+      queued += queuedHere;
     });
     if (leftForNextCycle > 0) {
       logger.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
+    }
+    if (leftPaced > 0 && pacer) {
+      // The normal end of a discovery of a fleet larger than the provisioners work off in one.
+      logger.info(`admitted as fast as hosts were worked off; the next discovery admits the other ${leftPaced}`, {
+        term,
+        admitted: queued,
+        leftPaced,
+        waitingBound: pacer.bound(),
+      });
     }
     if (leftOutOfTerm > 0) {
       logger.warn("stopped admitting: the lease term could not be confirmed; the next leader's discovery finds the rest", { term, leftOutOfTerm, reason: termLost });
     }
     await this.gaugeQueue();
     return { term, discovered: identities.length, admitted: queued };
+  }
+
+  /** A pacer over the host-work queue, or undefined when pacing is off or the queue cannot be read. */
+  private async startPacer(term: number): Promise<BacklogPacer | undefined> {
+    const { hostWork, clock, logger, settings } = this.deps;
+    const pacer = new BacklogPacer({
+      queue: hostWork,
+      clock,
+      backlogMs: settings.discoveryBacklogMs,
+      floor: DISCOVERY_BACKLOG_FLOOR,
+      pollMs: DISCOVERY_BACKLOG_POLL_MS,
+      onReadFailure: (error) => logger.warn("could not read the host-work queue's depth; admitting without pacing", { term, error: messageOf(error) }),
+    });
+    return (await pacer.start()) ? pacer : undefined;
   }
 
   /**

@@ -191,6 +191,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
       identity: config.identity,
       discoveryMaxNodes: config.discoveryMaxNodes,
       discoveryNewNamesPerInterval: config.discoveryNewNamesPerInterval,
+      discoveryBacklogMs: config.discoveryBacklogMs,
       renewIntervalMs: config.lease.renewIntervalMs,
       deadlineMarginMs: parts.settings.deadlineMarginMs,
     },

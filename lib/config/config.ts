@@ -120,6 +120,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     discoveryNewNamesPerInterval: raw.discovery_new_names_per_interval,
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
+    discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
     renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);

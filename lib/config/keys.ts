@@ -201,6 +201,7 @@ export const CONFIG_KEYS = {
   }),
   rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), env: "integer", shown: (c) => c.rpcTtl }),
   discovery_timeout: key({ schema: duration("2s"), env: "string", shown: (c) => ms(c.discoveryTimeoutMs) }),
+  discovery_backlog: key({ schema: duration("4s"), env: "string", shown: (c) => ms(c.discoveryBacklogMs) }),
 };
 
 type Table = typeof CONFIG_KEYS;

@@ -99,6 +99,8 @@ export interface ProvisionerConfig {
   /** Request TTL in seconds written into every Choria request envelope. */
   readonly rpcTtl: number;
   readonly discoveryTimeoutMs: number;
+  /** `discovery_backlog`: measured work one discovery keeps waiting in the host-work queue, in ms; 0 admits at once. */
+  readonly discoveryBacklogMs: number;
   readonly renew: RenewSection;
   /** Plain object of the YAML keys with every set secret replaced by "[redacted]". */
   redacted(): Record<string, unknown>;

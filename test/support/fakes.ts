@@ -315,14 +315,27 @@ export class InMemoryQueue implements MessageQueue {
   /** When set, delay() rejects with it. */
   delayError: Error | undefined;
   private nextId = 1;
+  private consumer?: { clock: Clock; periodMs: number; freeAt: number; taken: number; sentAt: number[]; waitsMs: number[] };
 
   constructor(readonly url = "memory://queue") {}
 
+  /**
+   * From now on a consumer modelled on `clock` takes the oldest waiting message off, one every
+   * 1000 / `perSecond` ms while there are any: counts() shows only what it has not taken, and each
+   * message's wait from its send to its taking is recorded in the returned list.
+   */
+  workedOffAt(clock: Clock, perSecond: number): { waitsMs: number[] } {
+    this.consumer = { clock, periodMs: 1_000 / perSecond, freeAt: clock.monotonic(), taken: 0, sentAt: [], waitsMs: [] };
+    return this.consumer;
+  }
+
   async sendEach(messages: readonly OutgoingMessage[]): Promise<SendOutcome[]> {
+    this.workOff();
     return messages.map((message) => {
       const refusal = this.refuse(message);
       if (refusal) return refusal;
       this.sent.push(message);
+      this.consumer?.sentAt.push(this.consumer.clock.monotonic());
       return { accepted: true };
     });
   }
@@ -339,7 +352,21 @@ export class InMemoryQueue implements MessageQueue {
   }
   async counts(): Promise<QueueCounts> {
     if (this.countsError) throw this.countsError;
-    return { visible: this.sent.length, inFlight: 0, delayed: 0 };
+    this.workOff();
+    return { visible: this.sent.length - (this.consumer?.taken ?? 0), inFlight: 0, delayed: 0 };
+  }
+  /** Lets the modelled consumer take every message it would have taken by now. */
+  private workOff(): void {
+    const consumer = this.consumer;
+    if (!consumer) return;
+    const now = consumer.clock.monotonic();
+    for (let sentAt = consumer.sentAt[consumer.taken]; sentAt !== undefined; sentAt = consumer.sentAt[consumer.taken]) {
+      const takenAt = Math.max(sentAt, consumer.freeAt);
+      if (takenAt > now) return;
+      consumer.waitsMs.push(takenAt - sentAt);
+      consumer.freeAt = takenAt + consumer.periodMs;
+      consumer.taken++;
+    }
   }
   bodies(): string[] {
     return this.sent.map((message) => message.body);

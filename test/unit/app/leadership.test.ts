@@ -4,14 +4,21 @@ import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { admissionFlowOver, answerLostOnce, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
-/** The use case over a world; `admission` may be a stand-in (one that takes time, say). */
-function leadership(w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] }, overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number } = {}): Leadership {
+/**
+ * The use case over a world; `admission` may be a stand-in (one that takes time, say). Discovery is
+ * unpaced unless `discoveryBacklogMs` says otherwise: nothing takes work off these queues.
+ */
+function leadership(
+  w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] },
+  overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number; discoveryBacklogMs?: number } = {},
+): Leadership {
   const useCase = new Leadership({
     settings: {
       leaderElection: w.leaderElection,
       identity: `provisioner.${w.deploymentId}`,
       discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
       discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
+      discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
       renewIntervalMs: 10_000,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
@@ -260,7 +267,7 @@ describe("leadership: discover", () => {
     const w = world();
     w.broker.identities = Array.from({ length: 50 }, (_, index) => `forged-${index}.example.net`);
     const useCase = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 5, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
+      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 5, discoveryBacklogMs: 0, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
       gate: w.gate,
       broker: w.broker,
       admission: w.admission,
@@ -308,6 +315,92 @@ describe("leadership: discover", () => {
     // Assert
     expect(result.admitted).toBe(1);
     expect(w.logger.at("error").map((line) => line.message)).toContain("could not publish the provisioner startup event");
+  });
+});
+
+describe("leadership: a discovery paced to the rate hosts are worked off", () => {
+  const BACKLOG_MS = 4_000;
+  const fleet = (size: number) => Array.from({ length: size }, (_, i) => `node-${String(i).padStart(5, "0")}.example.net`);
+
+  it("keeps what waits in the queue to the backlog: no host of 1,000 waits much longer than 4 s, and all are admitted in the invocation", async () => {
+    // Arrange: 1,000 nodes, provisioners working off 25 hosts a second (40 s for the fleet), a 55 s
+    // discovery. Unpaced, the whole fleet is queued at once and the last host waits about 40 s.
+    const w = world();
+    w.broker.identities = fleet(1_000);
+    const worked = w.queues.hostWork.workedOffAt(w.clock, 25);
+    const deadline = w.clock.now() + 55_000;
+    const useCase = leadership(w, { discoveryBacklogMs: BACKLOG_MS });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert: all admitted in this discovery; the longest wait is the backlog plus one read's lag.
+    expect(result.admitted).toBe(1_000);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(1_000);
+    await w.clock.sleep(60_000);
+    await w.queues.hostWork.counts();
+    expect(worked.waitsMs).toHaveLength(1_000);
+    expect(Math.max(...worked.waitsMs)).toBeLessThanOrEqual(BACKLOG_MS + 1_000);
+    expect(w.logger.at("warn")).toEqual([]);
+  });
+
+  it("admits what the invocation can pace and leaves the rest to the next discovery, said at info, not as a deadline warning", async () => {
+    // Arrange: 3,000 nodes at 25 hosts a second is two minutes of work: more than one 55 s discovery.
+    const w = world();
+    w.broker.identities = fleet(3_000);
+    const worked = w.queues.hostWork.workedOffAt(w.clock, 25);
+    const deadline = w.clock.now() + 55_000;
+    const useCase = leadership(w, { discoveryBacklogMs: BACKLOG_MS, discoveryMaxNodes: 3_000, discoveryNewNamesPerInterval: 3_000 });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert: about 55 s of work plus the backlog was admitted, no chunk with under 2 s to go, the rest is left.
+    expect(result.admitted).toBeGreaterThanOrEqual(1_200);
+    expect(result.admitted).toBeLessThanOrEqual(55 * 25 + 4 * 25 + 50);
+    expect(deadline - w.clock.now()).toBeGreaterThanOrEqual(2_000);
+    const left = w.logger.at("info").find((line) => line.message.startsWith("admitted as fast as hosts were worked off"));
+    expect(left?.attributes).toMatchObject({ term: 1, admitted: result.admitted, leftPaced: 3_000 - result.admitted });
+    expect(w.logger.at("warn")).toEqual([]);
+    expect(Math.max(...worked.waitsMs)).toBeLessThanOrEqual(BACKLOG_MS + 1_000);
+  });
+
+  it("admits unpaced, with a warning, when the queue's depth cannot be read", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = fleet(1_000);
+    w.queues.hostWork.countsError = new Error("AccessDenied: sqs:GetQueueAttributes");
+    const deadline = w.clock.now() + 55_000;
+    const useCase = leadership(w, { discoveryBacklogMs: BACKLOG_MS });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert
+    expect(result.admitted).toBe(1_000);
+    expect(w.logger.at("warn").map((line) => [line.message, line.attributes?.error])).toContainEqual([
+      "could not read the host-work queue's depth; admitting without pacing",
+      "AccessDenied: sqs:GetQueueAttributes",
+    ]);
+  });
+
+  it("does not read the queue for a discovery the floor admits whole, nor pace one without a deadline", async () => {
+    // Arrange
+    const small = world();
+    small.broker.identities = fleet(50);
+    small.queues.hostWork.countsError = new Error("must not be read to pace");
+    const noDeadline = world();
+    noDeadline.broker.identities = fleet(500);
+    noDeadline.queues.hostWork.countsError = new Error("must not be read to pace");
+
+    // Act
+    const smallResult = await leadership(small, { discoveryBacklogMs: BACKLOG_MS }).discover({ remainingMs: () => 55_000 });
+    await leadership(noDeadline, { discoveryBacklogMs: BACKLOG_MS }).onWonTerm(7);
+
+    // Assert
+    expect(smallResult.admitted).toBe(50);
+    expect(noDeadline.queues.hostWork.sent).toHaveLength(500);
+    for (const w of [small, noDeadline]) expect(w.logger.at("warn").map((line) => line.message)).not.toContain("could not read the host-work queue's depth; admitting without pacing");
   });
 });
 
