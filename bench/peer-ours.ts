@@ -5,12 +5,17 @@
  * benchmark's nats-server, DynamoDB Local and fauxqs (which run in other processes).
  *
  * Started with an IPC channel; settings in PEER_OURS (JSON, see OursSettings). Reports
- * `{ type: "ready" }` once its queues exist, `{ type: "admitted", hosts: [[identity, admittedAt]] }`
- * for host work as it is queued (taken from the SQS requests, as bench/pipeline.ts does), starts its
- * schedules and pollers on `{ type: "start" }` and stops on `{ type: "stop" }`. On `{ type: "stages" }`
- * it answers with each host's timestamps of its own steps (bench/stages.ts) and the DynamoDB round
- * trips it made, by operation.
+ * `{ type: "ready" }` once its queues exist, starts its schedules and pollers on `{ type: "start" }`
+ * and stops on `{ type: "stop" }`. On `{ type: "stages" }` it answers with each host's timestamps of
+ * its own steps (bench/stages.ts) and the DynamoDB round trips it made, by operation.
+ *
+ * The Apps reach DynamoDB and SQS directly, as on AWS: the local stack's counting proxies would add
+ * an HTTP hop per request to this process's CPU. Admissions are seen at the queue instead (the
+ * benchmark reads fauxqs's message spy), and DynamoDB round trips through Node's HTTP client
+ * diagnostics channels.
  */
+import { subscribe } from "node:diagnostics_channel";
+import type { ClientRequest, IncomingMessage } from "node:http";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { decodeHex, ed25519SigningKey } from "../lib/crypto";
 import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
@@ -35,7 +40,6 @@ export interface OursSettings {
 
 export type OursReport =
   | { type: "ready" }
-  | { type: "admitted"; hosts: Array<[string, number]> }
   | { type: "stages"; hosts: Array<[string, HostStamps]>; dynamoDb: Array<[string, number[]]> }
   | { type: "stopped" };
 
@@ -96,10 +100,34 @@ function stampingLogger(stamps: (identity: string) => HostStamps): Logger {
   };
 }
 
+/**
+ * DynamoDB round trips per operation, from Node's HTTP client diagnostics channels: a request is
+ * published once its body is handed over, and timed to the end of its response. One entry per
+ * HTTP attempt, as a proxy would count them.
+ */
+function timeDynamoDbRequests(dynamoDb: Map<string, number[]>): void {
+  const startedAt = new WeakMap<ClientRequest, { operation: string; at: number }>();
+  subscribe("http.client.request.start", (message) => {
+    const { request } = message as { request: ClientRequest };
+    const target = request.getHeader("x-amz-target");
+    if (typeof target !== "string" || !target.startsWith("DynamoDB_")) return;
+    startedAt.set(request, { operation: target.slice(target.indexOf(".") + 1), at: performance.now() });
+  });
+  subscribe("http.client.response.finish", (message) => {
+    const { request, response } = message as { request: ClientRequest; response: IncomingMessage };
+    const started = startedAt.get(request);
+    if (!started) return;
+    response.once("end", () => {
+      const list = dynamoDb.get(started.operation) ?? [];
+      list.push(performance.now() - started.at);
+      dynamoDb.set(started.operation, list);
+    });
+  });
+}
+
 async function main(): Promise<void> {
   const settings = JSON.parse(process.env.PEER_OURS ?? "{}") as OursSettings;
   const sqs = await remoteSqs(settings.sqsUrl);
-  const pending: Array<[string, number]> = [];
   const hosts = new Map<string, HostStamps>();
   const stamps = (identity: string) => {
     let entry = hosts.get(identity);
@@ -107,7 +135,9 @@ async function main(): Promise<void> {
     return entry;
   };
   const dynamoDb = new Map<string, number[]>();
+  timeDynamoDbRequests(dynamoDb);
   const stack = await startLocalStack({
+    countingProxies: false,
     nodes: 0,
     nats: sharedNats(settings.natsUrl, settings.natsPort),
     sqs,
@@ -117,7 +147,8 @@ async function main(): Promise<void> {
     config: () => ({ discovery_new_names_per_interval: settings.newNamesPerInterval }),
     maxConcurrency: settings.maxConcurrency,
     workers: settings.workers,
-    waitTimeSeconds: 1,
+    // Lambda's pollers long-poll 20 s; a stop aborts the waiting receives.
+    waitTimeSeconds: 20,
     logger: stampingLogger(stamps),
     onDelivery: ({ functionName, records, invokedAt, returnedAt }) => {
       if (!functionName.endsWith("-provision")) return;
@@ -130,34 +161,14 @@ async function main(): Promise<void> {
         Object.assign(entry, { admittedAt: work.admittedAt, sentAt: Number(record.attributes.SentTimestamp), invokedAt, returnedAt });
       }
     },
-    observeReply: ({ operation, ms }) => {
-      // DynamoDB's operations; SQS's are counted by the event sources' pollers too and told apart by name.
-      if (!/Item|Query|Scan|Transact/.test(operation)) return;
-      const list = dynamoDb.get(operation) ?? [];
-      list.push(ms);
-      dynamoDb.set(operation, list);
-    },
-    observe: ({ operation, body }) => {
-      if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
-      if (!body.includes("-host-work")) return;
-      const parsed = JSON.parse(body) as { Entries?: Array<{ MessageBody?: string }>; MessageBody?: string };
-      for (const text of parsed.Entries?.map((entry) => entry.MessageBody) ?? [parsed.MessageBody]) {
-        const work = JSON.parse(text ?? "{}") as { identity?: string; admittedAt?: number };
-        if (work.identity && typeof work.admittedAt === "number") pending.push([work.identity, work.admittedAt]);
-      }
-    },
   });
   await sqs.ready();
-  const flush = setInterval(() => {
-    if (pending.length > 0) send({ type: "admitted", hosts: pending.splice(0) });
-  }, 200);
   send({ type: "ready" });
 
   process.on("message", (message: { type?: string }) => {
     if (message.type === "start") stack.start();
     if (message.type === "stages") send({ type: "stages", hosts: [...hosts], dynamoDb: [...dynamoDb] });
     if (message.type === "stop") {
-      clearInterval(flush);
       void stack.stop().finally(() => {
         send({ type: "stopped" });
         process.exit(0);

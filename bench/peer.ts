@@ -264,6 +264,8 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     };
     let provisioner: Child;
     let profileDir: string | undefined;
+    /** Ours: takes the admissions the queue has seen since the last read. */
+    let readAdmissionsNow = () => undefined as void;
     // The wait for a quiet machine comes right before a side starts working: Go discovers as soon as
     // it is spawned, ours once told to start (after its start-up).
     if (spec.side === "go") {
@@ -271,8 +273,19 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       provisioner = await startGo(spec, shared.goBin as string, helperCommand, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
       cleanup.push(() => stopChild(provisioner, () => provisioner.process.kill("SIGTERM")));
     } else {
-      const sqs = await startSqs();
+      const sqs = await startSqs({ spy: true });
       cleanup.push(() => sqs.stop());
+      // Admissions as they land in the host-work queue (the message carries its admission time).
+      const readAdmissions = () => {
+        for (const message of sqs.spy.take()) {
+          if (message.status !== "published" || !message.queueName.endsWith("-host-work")) continue;
+          const work = JSON.parse(message.body) as { identity?: unknown; admittedAt?: unknown };
+          if (typeof work.identity === "string" && typeof work.admittedAt === "number") admit(work.identity, work.admittedAt);
+        }
+      };
+      const spying = setInterval(readAdmissions, 200);
+      cleanup.push(async () => clearInterval(spying));
+      readAdmissionsNow = readAdmissions;
       profileDir = spec.profile ? join(workDir, "profile") : undefined;
       const settings: OursSettings = {
         natsUrl: nats.url,
@@ -290,9 +303,6 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
       provisioner = ours;
       cleanup.push(() => stopChild(ours, () => ours.process.send({ type: "stop" }), 30_000));
-      ours.process.on("message", (report: OursReport) => {
-        if (report.type === "admitted") for (const [identity, at] of report.hosts) admit(identity, at);
-      });
       await waitForMessage(ours, "ready", 120_000);
       await waitForQuietMachine();
     }
@@ -321,6 +331,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     }
     // The last fleet report may still be in flight.
     await new Promise((done) => setTimeout(done, 300));
+    readAdmissionsNow();
     if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
     const cpuAfter = provisionerStat();
     const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
@@ -511,14 +522,15 @@ function markdown(report: Report): string {
     "- **Go**: `choria-provisioner run` with `leader_election: false`, `interval: 1m`, `loglevel: info` (its admission lines), the swept `workers`.",
     "  It discovers at start, then every minute; each RPC opens its own NATS connection (go-choria's client does).",
     "- **Ours**: bench/peer-ours.ts, one process holding the App and the real handlers under the emulated Lambda runtime (schedules and SQS",
-    "  pollers), AWS timings (1-minute schedules, lease 30 s / 10 s / 5 s), the swept provision concurrency x `workers`. DynamoDB Local (a JVM)",
-    "  and fauxqs run in other processes. Its process also carries the local stack's counting proxies in front of DynamoDB and SQS and the",
-    "  pollers' SQS clients, which AWS would run elsewhere: they are counted against ours. `discovery_new_names_per_interval` is the fleet's",
+    "  pollers, long-polling 20 s as Lambda's do), AWS timings (1-minute schedules, lease 30 s / 10 s / 5 s), the swept provision concurrency x",
+    "  `workers`. DynamoDB Local (a JVM) and fauxqs run in other processes, and the App reaches them directly, as on AWS (no counting proxy).",
+    "  Its process also carries the pollers' SQS clients, which AWS would run elsewhere: they are counted against ours. `discovery_new_names_per_interval` is the fleet's",
     "  size: Go admits every discovered node at once, and ours' default (1,000 new names per discovery, a bound on forged replies) would",
     "  admit a 5,000-node fleet over five intervals. DynamoDB Local's JVM runs C1 only with the serial collector (dev/local/services.ts).",
     "- **hosts/min**: restarted hosts / time from the first admission to the last restart acknowledged at a node.",
     "- **admission-to-restart**: per host, from its (last) admission to the node recording the `restart` request. Go: the time its",
-    "  `Adding <identity> to the work queue` log line reached the benchmark; ours: `admittedAt` of the host-work message that provisioned it.",
+    "  `Adding <identity> to the work queue` log line reached the benchmark; ours: `admittedAt` of the host-work message that provisioned it,",
+    "  as fauxqs's message spy saw the message arrive in the queue.",
     "- **CPU ms/host**: the provisioner process's utime + stime from `/proc/<pid>/stat`, from the start of the run to the last restart, over",
     "  restarted hosts; for ours with its helper launcher's (a child process that starts the helpers). Helper processes reaped (cutime +",
     "  cstime: Go's own, the launcher's for ours) are shown apart; they are the same script on both sides.",
@@ -700,7 +712,8 @@ bench/stages.ts): the host-work message's admission time, SQS's SentTimestamp, t
 source handing the batch to an invocation and the invocation returning, the engine starting the host
 (lease round and claim done) and sending \`configure\` (helper done), and the simulated node's own
 record of answering \`inventory\` and acknowledging \`restart\`. DynamoDB round trips are timed at the
-local stack's counting proxy in front of DynamoDB Local. The machine is shared: the 1-minute load
+local stack's counting proxy in front of DynamoDB Local (from 2026-12-03: in ours' process, from its
+HTTP client's diagnostics channels, with no proxy in between). The machine is shared: the 1-minute load
 average at each run's start is given, and figures from a run that started above the core count
 describe a busy machine.
 `;

@@ -49,7 +49,7 @@ export interface OperationFigure {
 export interface StageBreakdown {
   hosts: number;
   stages: StageFigure[];
-  /** DynamoDB requests per restarted host, with their round-trip times at the counting proxy. */
+  /** DynamoDB requests per restarted host, with their round-trip times (request handed over to the end of its response). */
   dynamodb: OperationFigure[];
 }
 

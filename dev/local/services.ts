@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { ProvisionerError } from "../../lib/errors";
+import type { SqsSpyMessage } from "fauxqs";
 
 export interface RunningService {
   url: string;
@@ -220,11 +221,34 @@ export interface RunningSqs extends RunningService {
   createQueueWithArn(name: string, attributes?: Record<string, string>): { url: string; arn: string };
 }
 
-/** fauxqs, an SQS emulator speaking the current JSON protocol, in this process. */
-export async function startSqs(): Promise<RunningSqs> {
+/** The messages fauxqs was given, as its message spy recorded them (bench:peer: admissions seen at the queue). */
+export interface SqsSpy {
+  /** Every SQS event recorded since the last call, oldest first; the spy's buffer is emptied. */
+  take(): SqsSpyMessage[];
+}
+
+/**
+ * fauxqs, an SQS emulator speaking the current JSON protocol, in this process. With `spy`, its
+ * message spy records every message (taken, and so bounded, by the caller's `take()`).
+ */
+export async function startSqs(options: { spy: true }): Promise<RunningSqs & { spy: SqsSpy }>;
+export async function startSqs(options?: { spy?: false }): Promise<RunningSqs>;
+export async function startSqs(options: { spy?: boolean } = {}): Promise<RunningSqs & { spy?: SqsSpy }> {
   const { startFauxqs } = await import("fauxqs");
-  const server = await startFauxqs({ port: 0, logger: false });
+  // Emptied by every take(), so the buffer only needs to hold what arrives between two of them.
+  const server = await startFauxqs({ port: 0, logger: false, ...(options.spy ? { messageSpies: { bufferSize: 1_000_000 } } : {}) });
+  const spy: SqsSpy | undefined = options.spy
+    ? {
+        take: () => {
+          // fauxqs records in this thread: nothing arrives between the copy and the clear.
+          const recorded = server.spy.getAllMessages();
+          server.spy.clear();
+          return recorded.filter((message): message is SqsSpyMessage => message.service === "sqs");
+        },
+      }
+    : undefined;
   return {
+    ...(spy ? { spy } : {}),
     url: server.address,
     createQueue: (name, attributes) => server.createQueue(name, attributes ? { attributes } : undefined).queueUrl,
     createQueueWithArn: (name, attributes) => {

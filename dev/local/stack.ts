@@ -10,7 +10,9 @@
  * table (the `leaseTable` param) and the broker with its lifecycle stream and the site's one durable
  * consumer. The first deployment starts first and the others only once it leads, as a standby is
  * deployed into a site whose lease is already held. The Apps reach DynamoDB and SQS through counting
- * proxies so the requests they make can be reported without touching the App.
+ * proxies so the requests they make can be reported without touching the App; `countingProxies:
+ * false` connects them directly (bench:peer, where every proxy hop would be charged to the
+ * provisioner's process: on AWS no such hop exists).
  */
 // First: before any function module builds its Powertools instances (see quiet-powertools.ts).
 import "./quiet-powertools";
@@ -164,6 +166,12 @@ export interface LocalStackOptions {
   overrides?: (deployment: string) => Partial<AppOverrides>;
   /** Logger for the Apps and the runtime; default silent. */
   logger?: Logger;
+  /**
+   * Put the counting proxies between the Apps (and the event sources) and DynamoDB / SQS. Default
+   * true. Without them nothing is counted (`traffic` throws), `observe` / `observeReply` cannot be
+   * given and a deployment cannot be `kill()`ed (the proxies are what holds its requests).
+   */
+  countingProxies?: boolean;
   /** Called with every DynamoDB / SQS request the Apps make (bench: admission times). */
   observe?: (request: ObservedRequest) => void;
   /** Called with every reply to those requests, with its round-trip time (bench: DynamoDB round trips). */
@@ -259,7 +267,10 @@ export interface LocalStack {
   readonly fleet: Fleet;
   readonly deployments: LocalDeployment[];
   readonly ledger: InvocationLedger;
-  /** Requests counted by proxies: the Apps' DynamoDB and SQS traffic (all deployments), and the emulated event sources' SQS traffic. */
+  /**
+   * Requests counted by proxies: the Apps' DynamoDB and SQS traffic (all deployments), and the
+   * emulated event sources' SQS traffic. Throws TrafficNotCountedError without `countingProxies`.
+   */
   readonly traffic: { dynamoDb: TrafficCounts; sqsApp: TrafficCounts; sqsEventSources: CountingProxy };
   readonly site: string;
   /** The shared lease table and the first deployment's admission table (each deployment has its own). */
@@ -282,6 +293,14 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+/** A stack started with `countingProxies: false` was asked for what only the proxies can do. */
+export class TrafficNotCountedError extends Error {
+  constructor(what: string) {
+    super(`${what} needs the counting proxies; this stack was started with countingProxies: false`);
+    this.name = "TrafficNotCountedError";
+  }
+}
+
 /** The provisioning token (`cht`) the local fleet's JWT carries and the provisioner sends. */
 export const LOCAL_PROVISIONING_TOKEN = "local-provisioning-token";
 const TOKEN = LOCAL_PROVISIONING_TOKEN;
@@ -298,6 +317,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     cleanup.length = 0;
   };
 
+  const counting = options.countingProxies ?? true;
+  if (!counting && (options.observe || options.observeReply)) throw new TrafficNotCountedError("observe / observeReply");
   try {
     const workDir = await mkdtemp(join(tmpdir(), "choria-local-"));
     cleanup.push(() => rm(workDir, { recursive: true, force: true }));
@@ -323,17 +344,18 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     ];
     const dynamoDbUrl = dynamoDb?.url ?? (external as string);
 
-    const appProxies: Array<{ dynamoDb: CountingProxy; sqs: CountingProxy }> = [];
-    const traffic = {
+    const appProxies: AppProxies[] = [];
+    const sqsEventSources = counting ? await startCountingProxy({ target: sqs.url }) : undefined;
+    if (sqsEventSources) cleanup.push(() => sqsEventSources.stop());
+    const counted = sqsEventSources && {
       dynamoDb: mergedTraffic(() => appProxies.map((proxies) => proxies.dynamoDb)),
       sqsApp: mergedTraffic(() => appProxies.map((proxies) => proxies.sqs)),
-      sqsEventSources: await startCountingProxy({ target: sqs.url }),
+      sqsEventSources,
     };
-    cleanup.push(() => traffic.sqsEventSources.stop());
     const observe = { ...(options.observe ? { observe: options.observe } : {}), ...(options.observeReply ? { observeReply: options.observeReply } : {}) };
 
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDbUrl });
-    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: traffic.sqsEventSources.url });
+    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEventSources?.url ?? sqs.url });
     cleanup.push(async () => {
       dynamoClient.destroy();
       sqsClient.destroy();
@@ -363,12 +385,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const ledger = new InvocationLedger();
     const deployments: LocalDeployment[] = [];
     for (const [index, id] of deploymentIds.entries()) {
-      const proxies = {
-        dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }),
-        sqs: await startCountingProxy({ target: sqs.url, ...observe }),
-      };
-      appProxies.push(proxies);
-      cleanup.push(() => proxies.dynamoDb.stop(), () => proxies.sqs.stop());
+      let proxies: AppProxies | undefined;
+      if (counting) {
+        const started = { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) };
+        proxies = started;
+        appProxies.push(started);
+        cleanup.push(() => started.dynamoDb.stop(), () => started.sqs.stop());
+      }
       const deployment = await startDeployment({
         id,
         site,
@@ -379,6 +402,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         sqs,
         sqsClient,
         tables: tablesOf(id, index),
+        endpoints: proxies ? { dynamoDb: proxies.dynamoDb.url, sqs: proxies.sqs.url } : { dynamoDb: dynamoDbUrl, sqs: sqs.url },
         proxies,
         ledger,
         logger,
@@ -447,7 +471,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       fleet,
       deployments,
       ledger,
-      traffic,
+      get traffic() {
+        if (!counted) throw new TrafficNotCountedError("traffic");
+        return counted;
+      },
       site,
       tables,
       timings,
@@ -563,12 +590,19 @@ interface DeploymentInput {
   sqs: RunningSqs;
   sqsClient: SQSClient;
   tables: { lease: string; admission: string };
-  proxies: { dynamoDb: CountingProxy; sqs: CountingProxy };
+  /** Where the App's SDK clients connect: its counting proxies, or the services themselves. */
+  endpoints: { dynamoDb: string; sqs: string };
+  proxies: AppProxies | undefined;
   ledger: InvocationLedger;
   logger: Logger;
   signerFile: string;
   signingKeyFile: string;
   workDir: string;
+}
+
+interface AppProxies {
+  dynamoDb: CountingProxy;
+  sqs: CountingProxy;
 }
 
 function safeName(id: string): string {
@@ -619,8 +653,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     HOST_WORK_DLQ_URL: hostWork.deadLetterUrl,
     LIFECYCLE_QUEUE_URL: lifecycle.url,
     LIFECYCLE_DLQ_URL: lifecycle.deadLetterUrl,
-    DYNAMODB_ENDPOINT: input.proxies.dynamoDb.url,
-    SQS_ENDPOINT: input.proxies.sqs.url,
+    DYNAMODB_ENDPOINT: input.endpoints.dynamoDb,
+    SQS_ENDPOINT: input.endpoints.sqs,
     AWS_REGION: LOCAL_AWS.region,
     LIFECYCLE_STREAM,
     POWERTOOLS_SERVICE_NAME: prefix,
@@ -729,10 +763,12 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       return crashed;
     },
     kill() {
+      const proxies = input.proxies;
+      if (!proxies) throw new TrafficNotCountedError("kill()");
       crashed = true;
       for (const source of sources) source.kill();
-      input.proxies.dynamoDb.block();
-      input.proxies.sqs.block();
+      proxies.dynamoDb.block();
+      proxies.sqs.block();
     },
   };
   return {
