@@ -6,6 +6,8 @@ import type { AnyMetricName, MetricLabels, Metrics } from "../ports";
 
 /** EMF rejects empty dimension values; the Go daemon's unset site is the empty label. */
 const UNSET_SITE = "unset";
+/** How many `rpc` labels keep their own single-metric instance. */
+const MAX_KEPT_RPC_LABELS = 64;
 
 export interface PowertoolsMetricsOptions {
   site: string;
@@ -36,14 +38,23 @@ export function createPowertoolsMetrics(options: PowertoolsMetricsOptions): Flus
     });
   powertools.setDefaultDimensions({ site });
 
-  const record = (name: AnyMetricName, unit: MetricUnitValue, value: number, labels?: MetricLabels) => {
-    if (labels?.rpc) {
-      const single = powertools.singleMetric();
-      single.addDimension("rpc", labels.rpc);
-      single.addMetric(name, unit, value);
-      return;
+  // One single-metric instance per `rpc` label, kept: building one costs a Console and the
+  // environment reads of a new Metrics, several times per host. A single metric is published
+  // at once and cleared, and its default dimensions (site, rpc) stay for the next.
+  const perRpc = new Map<string, PowertoolsMetrics>();
+  const rpcMetrics = (rpc: string): PowertoolsMetrics => {
+    let single = perRpc.get(rpc);
+    if (!single) {
+      single = powertools.singleMetric();
+      single.setDefaultDimensions({ rpc });
+      // agent#action pairs are a short fixed list; past the bound a label is not kept.
+      if (perRpc.size < MAX_KEPT_RPC_LABELS) perRpc.set(rpc, single);
     }
-    powertools.addMetric(name, unit, value);
+    return single;
+  };
+  const record = (name: AnyMetricName, unit: MetricUnitValue, value: number, labels?: MetricLabels) => {
+    if (labels?.rpc) rpcMetrics(labels.rpc).addMetric(name, unit, value);
+    else powertools.addMetric(name, unit, value);
   };
 
   return {

@@ -49,6 +49,35 @@ describe("createPowertoolsMetrics", () => {
     expect(buffered?._aws.CloudWatchMetrics[0]?.Namespace).toBe("ChoriaProvisionerTest");
   });
 
+  it("keeps one single-metric instance per rpc label, each observation still on its own record", () => {
+    // Arrange
+    const metrics = createPowertoolsMetrics({ site: "lon", namespace: "ChoriaProvisionerTest" });
+    const built = vi.spyOn(metrics.powertools, "singleMetric");
+
+    // Act
+    const lines = captureOutput(() => {
+      metrics.timing(METRIC.rpcTime, 0.5, { rpc: "choria_provision#configure" });
+      metrics.timing(METRIC.rpcTime, 0.1, { rpc: "rpcutil#inventory" });
+      metrics.timing(METRIC.rpcTime, 0.7, { rpc: "choria_provision#configure" });
+      metrics.count(METRIC.rpcErrors, 1, { rpc: "rpcutil#inventory" });
+    });
+
+    // Assert
+    expect(built).toHaveBeenCalledTimes(2);
+    const records = lines.map((line) => JSON.parse(line) as EmfRecord);
+    expect(records.map((record) => [record.rpc, record[METRIC.rpcTime] ?? record[METRIC.rpcErrors]])).toEqual([
+      ["choria_provision#configure", 0.5],
+      ["rpcutil#inventory", 0.1],
+      ["choria_provision#configure", 0.7],
+      ["rpcutil#inventory", 1],
+    ]);
+    for (const record of records) {
+      expect(record.site).toBe("lon");
+      expect(record._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([expect.arrayContaining(["site", "rpc"])]);
+      expect(record._aws.CloudWatchMetrics[0]?.Metrics).toHaveLength(1);
+    }
+  });
+
   it("carries nothing but names, numbers, site and rpc (no secret can reach it)", () => {
     // Arrange
     const metrics = createPowertoolsMetrics({ site: "lon" });
