@@ -14,16 +14,26 @@ export class RetryLaterError extends ProvisionerError {}
 /**
  * More work from the batch's own queue, so a container's workers do not idle while the batch waits
  * for its slowest item: the event source only delivers the next batch once this invocation returns.
- * Messages taken this way are the invocation's own to finish: `complete` removes one that was
- * handled; one whose handling threw is left alone, and comes back after the visibility its handler
- * set (as a reported failure would).
+ * Messages taken this way are the invocation's own to finish: `complete` marks one that was
+ * handled for removal, and `settle` (at the end of the batch) sends what is still to be removed;
+ * one whose handling threw is left alone, and comes back after the visibility its handler set (as a
+ * reported failure would).
  */
 export interface BatchRefill {
   /** Up to `max` more messages; none when the queue has none ready. */
   take(max: number): Promise<QueueMessage[]>;
-  complete(message: QueueMessage): Promise<void>;
+  /** Marks a handled message for removal; the removal may wait to be sent with others. */
+  complete(message: QueueMessage): void;
+  /** Sends every removal not sent yet and answers the messages that could not be removed. */
+  settle(): Promise<RemovalFailure[]>;
   /** Whether taking more is still allowed (time left in the invocation). */
   open(): boolean;
+}
+
+/** A finished message the queue did not remove: it comes back after its visibility timeout. */
+export interface RemovalFailure {
+  message: QueueMessage;
+  reason: string;
 }
 
 interface Item {
@@ -73,13 +83,7 @@ export async function runBatch(
       if (!taken) failed.add(message.id);
       return;
     }
-    if (!taken) return;
-    try {
-      await (refill as BatchRefill).complete(message);
-    } catch (error) {
-      // At least once: it comes back after its visibility timeout, and the registry knows it is done.
-      logger?.warn("could not remove finished host work from the queue", { messageId: message.id, error: messageOf(error) });
-    }
+    if (taken) (refill as BatchRefill).complete(message);
   };
   const worker = async (): Promise<void> => {
     for (let item = await next(); item; item = await next()) {
@@ -94,6 +98,10 @@ export async function runBatch(
   // Without a refill there is no point in more workers than messages.
   const workers = refill ? concurrency : Math.min(concurrency, messages.length);
   await Promise.all(Array.from({ length: workers }, worker));
+  // At least once: what was not removed comes back after its visibility timeout, and the registry knows it is done.
+  for (const { message, reason } of (await refill?.settle()) ?? []) {
+    logger?.warn("could not remove finished host work from the queue", { messageId: message.id, error: reason });
+  }
   return { failedMessageIds: messages.filter((message) => failed.has(message.id)).map((message) => message.id) };
 }
 

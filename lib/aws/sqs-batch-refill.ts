@@ -1,15 +1,19 @@
 /**
  * The provision function's BatchRefill over SQS: more host work from the queue its event source
  * reads (ReceiveMessage without waiting, so an empty queue ends refilling at once), and the removal
- * of what it finished (the event source only deletes the records it delivered).
+ * of what it finished (the event source only deletes the records it delivered), ten to a
+ * DeleteMessageBatch: a removal waits for nine more or for the end of the batch (`settle`). A finished
+ * message stays hidden past the invocation's deadline, so a removal sent at the end is not late; one
+ * never sent (the container died) comes back after that, and the registry knows its host is done.
  *
  * A receive is taken with a short visibility, and only what it answered is then held for the rest
  * of the invocation. A receive whose answer is lost (the client gave up on a slow answer after SQS
  * had already handed the messages out) would otherwise hide them for the queue's visibility
  * timeout, six times the function's, with nobody working on them.
  */
-import { ChangeMessageVisibilityBatchCommand, DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { BatchRefill } from "../app/batch";
+import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import type { BatchRefill, RemovalFailure } from "../app/batch";
+import { messageOf } from "../errors";
 import type { QueueMessage } from "../app/use-case-ports";
 
 export interface SqsBatchRefillOptions {
@@ -38,11 +42,16 @@ const RECEIVE_VISIBILITY_SECONDS = 30;
 /** A message in hand stays hidden a little past the invocation's deadline, so nobody else takes it while it is worked on. */
 const HELD_PAST_DEADLINE_SECONDS = 30;
 
-/** SQS answers at most ten messages per receive. */
+/** SQS answers at most ten messages per receive, and removes at most ten per batch. */
 const RECEIVE_MAX = 10;
+const DELETE_MAX = 10;
 
 export class SqsBatchRefill implements BatchRefill {
   private readonly closesAt: number;
+  /** Finished, not yet sent for removal. */
+  private readonly finished: QueueMessage[] = [];
+  /** Removals sent, each answering the messages it could not remove. */
+  private readonly removals: Array<Promise<RemovalFailure[]>> = [];
 
   constructor(private readonly options: SqsBatchRefillOptions) {
     this.closesAt = options.monotonic() + options.windowMs;
@@ -86,7 +95,34 @@ export class SqsBatchRefill implements BatchRefill {
     }));
   }
 
-  async complete(message: QueueMessage): Promise<void> {
-    await this.options.client.send(new DeleteMessageCommand({ QueueUrl: this.options.queueUrl, ReceiptHandle: message.receiptHandle }));
+  complete(message: QueueMessage): void {
+    this.finished.push(message);
+    if (this.finished.length >= DELETE_MAX) this.sendRemoval();
+  }
+
+  async settle(): Promise<RemovalFailure[]> {
+    while (this.finished.length > 0) this.sendRemoval();
+    return (await Promise.all(this.removals.splice(0))).flat();
+  }
+
+  private sendRemoval(): void {
+    this.removals.push(this.remove(this.finished.splice(0, DELETE_MAX)));
+  }
+
+  private async remove(messages: QueueMessage[]): Promise<RemovalFailure[]> {
+    try {
+      const reply = await this.options.client.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: this.options.queueUrl,
+          Entries: messages.map((message, index) => ({ Id: String(index), ReceiptHandle: message.receiptHandle })),
+        }),
+      );
+      return (reply.Failed ?? []).flatMap((failed) => {
+        const message = messages[Number(failed.Id)];
+        return message ? [{ message, reason: `${failed.Code ?? "failed"}: ${failed.Message ?? "no reason given"}` }] : [];
+      });
+    } catch (error) {
+      return messages.map((message) => ({ message, reason: messageOf(error) }));
+    }
   }
 }

@@ -36,7 +36,8 @@ describe("SqsBatchRefill", () => {
     // Act
     const taken = await refill.take(10);
     const [first] = taken;
-    if (first) await refill.complete(first);
+    if (first) refill.complete(first);
+    const removalFailures = await refill.settle();
     const again = await refill.take(10);
     const counts = await client.send(
       new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"] }),
@@ -50,11 +51,44 @@ describe("SqsBatchRefill", () => {
     // Assert
     expect(taken.map((message) => message.body).sort()).toEqual(["a", "b", "c"]);
     expect(taken.every((message) => message.receiveCount === 1 && message.receiptHandle !== "")).toBe(true);
+    expect(removalFailures).toEqual([]);
     expect(again).toEqual([]);
     expect(counts.Attributes).toMatchObject({ ApproximateNumberOfMessages: "0", ApproximateNumberOfMessagesNotVisible: "2" });
     expect(openWithTime).toBe(true);
     expect(openAfterWindow).toBe(false);
     expect(refill.open()).toBe(false);
+    client.destroy();
+  });
+
+  it("removes finished work ten to a request, and the rest when the batch settles", async () => {
+    // Arrange: twelve messages taken; ten and then one of them finish, one never does.
+    const client = sqsClient(sqs.url);
+    const queueUrl = sqs.createQueue("refill-removals", { VisibilityTimeout: "600" });
+    const bodies = Array.from({ length: 12 }, (_, index) => `m${index}`);
+    for (const entries of [bodies.slice(0, 10), bodies.slice(10)]) {
+      await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries.map((body) => ({ Id: body, MessageBody: body })) }));
+    }
+    const refill = new SqsBatchRefill({ client, queueUrl, remainingMs: () => 200_000, stopBeforeDeadlineMs: 120_000, windowMs: 20_000, monotonic: () => 0 });
+    const taken = [...(await refill.take(10)), ...(await refill.take(10))];
+
+    // Act
+    for (const message of taken.slice(0, 10)) refill.complete(message);
+    let afterTen = await inQueue(client, queueUrl);
+    for (let tries = 0; afterTen.inFlight !== 2 && tries < 50; tries++) {
+      await sleep(100);
+      afterTen = await inQueue(client, queueUrl);
+    }
+    refill.complete(taken[10]!);
+    const beforeSettle = await inQueue(client, queueUrl);
+    const failures = await refill.settle();
+    const afterSettle = await inQueue(client, queueUrl);
+
+    // Assert
+    expect(taken).toHaveLength(12);
+    expect(afterTen).toEqual({ visible: 0, inFlight: 2 });
+    expect(beforeSettle).toEqual({ visible: 0, inFlight: 2 });
+    expect(failures).toEqual([]);
+    expect(afterSettle).toEqual({ visible: 0, inFlight: 1 });
     client.destroy();
   });
 

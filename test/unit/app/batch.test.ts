@@ -52,11 +52,12 @@ describe("a batch of queued messages", () => {
   });
 
   describe("with a refill from the queue", () => {
-    /** The queue behind the batch: `take` hands out what is left, `complete` records what was removed. */
-    function queueRefill(bodies: string[], options: { open?: () => boolean; failTake?: boolean } = {}) {
+    /** The queue behind the batch: `take` hands out what is left, `settle` removes what `complete` marked. */
+    function queueRefill(bodies: string[], options: { open?: () => boolean; failTake?: boolean; failRemoval?: string } = {}) {
       const queue = new InMemoryQueue();
       const left = bodies.map((body) => queue.delivery(body));
       const completed: string[] = [];
+      const marked: QueueMessage[] = [];
       let emptied: () => void = () => undefined;
       const empty = new Promise<void>((resolve) => (emptied = resolve));
       const refill: BatchRefill = {
@@ -66,8 +67,12 @@ describe("a batch of queued messages", () => {
           if (taken.length === 0) emptied();
           return taken;
         },
-        complete: async (message) => {
-          completed.push(message.body);
+        complete: (message) => void marked.push(message),
+        settle: async () => {
+          const removed = marked.splice(0);
+          if (options.failRemoval) return removed.map((message) => ({ message, reason: options.failRemoval as string }));
+          completed.push(...removed.map((message) => message.body));
+          return [];
         },
         open: options.open ?? (() => true),
       };
@@ -116,6 +121,21 @@ describe("a batch of queued messages", () => {
       // Assert
       expect(result.failedMessageIds).toEqual([]);
       expect(left.map((message) => message.body)).toEqual(["q1", "q2"]);
+    });
+
+    it("removals the queue refused are logged with the message and the reason, and the batch still finishes", async () => {
+      // Arrange
+      const { queue, refill } = queueRefill(["q1", "q2"], { failRemoval: "ReceiptHandleIsInvalid: expired" });
+      const logger = new RecordingLogger();
+
+      // Act
+      const result = await runBatch([queue.delivery("b1")], 2, async () => undefined, logger, refill);
+
+      // Assert
+      expect(result.failedMessageIds).toEqual([]);
+      const warnings = logger.at("warn").filter((line) => line.message === "could not remove finished host work from the queue");
+      expect(warnings).toHaveLength(2);
+      expect(warnings.every((line) => line.attributes?.error === "ReceiptHandleIsInvalid: expired")).toBe(true);
     });
 
     it("a take that fails ends refilling and the batch still finishes", async () => {
