@@ -166,7 +166,11 @@ async function main(): Promise<void> {
   send({ type: "ready" });
 
   process.on("message", (message: { type?: string }) => {
-    if (message.type === "start") stack.start();
+    if (message.type === "start") {
+      // Only the run's own round trips: table creation and the like came before.
+      dynamoDb.clear();
+      stack.start();
+    }
     if (message.type === "stages") send({ type: "stages", hosts: [...hosts], dynamoDb: [...dynamoDb] });
     if (message.type === "stop") {
       void stack.stop().finally(() => {
