@@ -35,6 +35,7 @@ import { decodeHelperResponse } from "../../lib/helper";
 import { createPowertoolsMetrics } from "../../lib/aws/powertools-metrics";
 import { InMemoryMetrics } from "../../lib/observability";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
+import { ProvisionerError } from "../../lib/errors";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";
 import { readDeployedDefaults, type DeployedFunction, type QueueDefaults } from "./deployed-defaults";
 import {
@@ -294,10 +295,9 @@ export interface LocalStack {
 }
 
 /** A stack started with `countingProxies: false` was asked for what only the proxies can do. */
-export class TrafficNotCountedError extends Error {
+export class TrafficNotCountedError extends ProvisionerError {
   constructor(what: string) {
     super(`${what} needs the counting proxies; this stack was started with countingProxies: false`);
-    this.name = "TrafficNotCountedError";
   }
 }
 

@@ -73,8 +73,9 @@ describe("SqsBatchRefill", () => {
 
     // Act
     for (const message of taken.slice(0, 10)) refill.complete(message);
+    // The ten go out without settle(); the request lands or fails within the client's attempts.
     let afterTen = await inQueue(client, queueUrl);
-    for (let tries = 0; afterTen.inFlight !== 2 && tries < 50; tries++) {
+    for (let tries = 0; afterTen.inFlight !== 2 && tries < 150; tries++) {
       await sleep(100);
       afterTen = await inQueue(client, queueUrl);
     }
