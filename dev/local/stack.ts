@@ -385,12 +385,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const ledger = new InvocationLedger();
     const deployments: LocalDeployment[] = [];
     for (const [index, id] of deploymentIds.entries()) {
-      let proxies: AppProxies | undefined;
-      if (counting) {
-        const started = { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) };
-        proxies = started;
-        appProxies.push(started);
-        cleanup.push(() => started.dynamoDb.stop(), () => started.sqs.stop());
+      const proxies: AppProxies | undefined = counting
+        ? { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) }
+        : undefined;
+      if (proxies) {
+        appProxies.push(proxies);
+        cleanup.push(() => proxies.dynamoDb.stop(), () => proxies.sqs.stop());
       }
       const deployment = await startDeployment({
         id,
