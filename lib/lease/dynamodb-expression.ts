@@ -35,24 +35,50 @@ export interface WriteExpressions {
 /** An attribute name DynamoDB accepts in a placeholder (`peers.<deployment>` is not one). */
 const PLACEHOLDER_SAFE = /^[A-Za-z0-9_]+$/;
 
+/** A condition's attribute and value references, read once per distinct condition text. */
+interface ConditionReferences {
+  attributes: string[];
+  valueKeys: string[];
+}
+const conditionReferences = new Map<string, ConditionReferences>();
+/** The stores' conditions are a few constant texts; the bound keeps a caller building them from data from growing the cache. */
+const CONDITION_CACHE_LIMIT = 256;
+
+function referencesOf(condition: string): ConditionReferences {
+  let references = conditionReferences.get(condition);
+  if (!references) {
+    references = {
+      attributes: [...new Set([...condition.matchAll(/#([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))],
+      valueKeys: [...new Set([...condition.matchAll(/:([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))],
+    };
+    if (conditionReferences.size < CONDITION_CACHE_LIMIT) conditionReferences.set(condition, references);
+  }
+  return references;
+}
+
 export function writeExpressions(spec: WriteSpec): WriteExpressions {
   const names: Record<string, string> = {};
   const values: Record<string, AttributeValue> = {};
+  // Every store write builds these maps (three per host provisioned), so lookups are by key, not by scanning.
+  const placeholderOfAttribute = new Map<string, string>();
+  let valueCount = 0;
   const nameOf = (attribute: string): string => {
-    const placeholder = PLACEHOLDER_SAFE.test(attribute) ? `#${attribute}` : `#a${Object.keys(names).length}`;
-    const existing = Object.entries(names).find(([, name]) => name === attribute);
-    if (existing) return existing[0];
+    const existing = placeholderOfAttribute.get(attribute);
+    if (existing) return existing;
+    const placeholder = PLACEHOLDER_SAFE.test(attribute) ? `#${attribute}` : `#a${placeholderOfAttribute.size}`;
+    placeholderOfAttribute.set(attribute, placeholder);
     names[placeholder] = attribute;
     return placeholder;
   };
   const valueOf = (key: string, value: Scalar): string => {
-    const placeholder = `:${PLACEHOLDER_SAFE.test(key) ? key : `v${Object.keys(values).length}`}`;
+    const placeholder = `:${PLACEHOLDER_SAFE.test(key) ? key : `v${valueCount}`}`;
     const attribute = convertToAttr(value);
     const existing = values[placeholder];
     // Two parts of one write naming the same placeholder must mean the same value.
     if (existing && JSON.stringify(existing) !== JSON.stringify(attribute)) {
       throw new DynamoDbExpressionError(`the value placeholder ${placeholder} is given two different values`);
     }
+    if (!existing) valueCount++;
     values[placeholder] = attribute;
     return placeholder;
   };
@@ -66,8 +92,10 @@ export function writeExpressions(spec: WriteSpec): WriteExpressions {
 
   let condition: string | undefined;
   if (spec.condition !== undefined) {
-    condition = spec.condition.replace(/#([A-Za-z0-9_]+)/g, (_, attribute: string) => nameOf(attribute));
-    for (const key of new Set([...condition.matchAll(/:([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))) {
+    const references = referencesOf(spec.condition);
+    for (const attribute of references.attributes) nameOf(attribute);
+    condition = spec.condition.replace(/#([A-Za-z0-9_]+)/g, (_, attribute: string) => placeholderOfAttribute.get(attribute) ?? attribute);
+    for (const key of references.valueKeys) {
       const value = spec.conditionValues?.[key];
       if (value === undefined) throw new DynamoDbExpressionError(`the condition uses :${key}, which has no value`);
       valueOf(key, value);
