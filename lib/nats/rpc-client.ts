@@ -153,16 +153,41 @@ function quoted(name: string): string {
 
 type Outcome = { reply: IncomingReply } | { timeout: true };
 
+/**
+ * One PING for all the flushes asked for in one turn of the event loop. A flush proves that the
+ * broker has read everything written before its PING; the PING goes out after the turn in which
+ * it was asked for, so it follows every subscription and publish queued before the request, and
+ * its PONG proves them all. A worker's RPCs start and end together (replies arrive in one socket
+ * read), so one PING serves many calls where each used to send its own, two per call.
+ */
+class SharedFlush {
+  private next: Promise<void> | undefined;
+
+  constructor(private readonly nc: NatsConnection) {}
+
+  request(): Promise<void> {
+    this.next ??= new Promise<void>((resolve, reject) => {
+      setImmediate(() => {
+        this.next = undefined;
+        this.nc.flush().then(resolve, reject);
+      });
+    });
+    return this.next;
+  }
+}
+
 export class NatsChoriaRpc implements ChoriaRpc {
   private readonly settings: ResolvedSettings;
   /** Publishes not yet confirmed by the broker (no PONG after them yet). */
   private unconfirmed = 0;
+  private readonly flushes: SharedFlush;
 
   constructor(
     private readonly nc: NatsConnection,
     settings: ChoriaClientSettings,
   ) {
     this.settings = resolveClientSettings(settings);
+    this.flushes = new SharedFlush(nc);
   }
 
   /** Whether a request may still be sitting in the connection's buffers, unseen by the broker. */
@@ -273,7 +298,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
     this.nc.publish(nodeSubject(collective, call.identity), request);
     send.attempt.published = true;
     this.unconfirmed++;
-    this.nc.flush().then(
+    this.flushes.request().then(
       () => {
         this.unconfirmed--;
         send.attempt.confirmed = true;
@@ -286,7 +311,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
     try {
-      return await Promise.race([this.nc.flush().then(() => true), late]);
+      return await Promise.race([this.flushes.request().then(() => true), late]);
     } finally {
       clearTimeout(timer);
     }
