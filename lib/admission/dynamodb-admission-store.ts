@@ -8,10 +8,8 @@
 import {
   ConditionalCheckFailedException,
   CreateTableCommand,
-  DeleteItemCommand,
   GetItemCommand,
   QueryCommand,
-  UpdateItemCommand,
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
   type AttributeValue,
@@ -37,6 +35,7 @@ import type {
 } from "./registry";
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
+import { DynamoDbDirectWrites } from "../lease/dynamodb-direct-writes";
 
 export const ADMISSION_TTL_ATTRIBUTE = "ttl";
 
@@ -54,7 +53,12 @@ const CREDENTIALS = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"]
 const FAILURE = ["lastError", "lastErrorAt", "failedStep", "failures"] as const;
 
 export class DynamoDbAdmissionStore implements AdmissionStore {
-  constructor(private readonly options: DynamoDbAdmissionStoreOptions) {}
+  /** The conditional writes, three per host provisioned, skip the SDK's per-call pipeline. */
+  private readonly writes: DynamoDbDirectWrites;
+
+  constructor(private readonly options: DynamoDbAdmissionStoreOptions) {
+    this.writes = new DynamoDbDirectWrites(options.client);
+  }
 
   /** An UpdateItem, not a Put, so the failure record and last error survive re-admission. */
   admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
@@ -206,7 +210,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
 
   private update(key: AdmissionKey, write: WriteSpec, returnValues?: "ALL_NEW"): Promise<AdmissionWrite> {
     return this.conditional(
-      new UpdateItemCommand({
+      this.writes.updateItem({
         TableName: this.options.tableName,
         Key: this.key(key),
         ...writeExpressions(write),
@@ -218,14 +222,13 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
 
   private delete(key: AdmissionKey, write: Pick<WriteSpec, "condition" | "conditionValues">): Promise<AdmissionWrite> {
     return this.conditional(
-      new DeleteItemCommand({ TableName: this.options.tableName, Key: this.key(key), ...writeExpressions(write), ReturnValuesOnConditionCheckFailure: "ALL_OLD" }),
+      this.writes.deleteItem({ TableName: this.options.tableName, Key: this.key(key), ...writeExpressions(write), ReturnValuesOnConditionCheckFailure: "ALL_OLD" }),
     );
   }
 
-  private async conditional(command: UpdateItemCommand | DeleteItemCommand): Promise<AdmissionWrite> {
+  private async conditional(write: Promise<{ Attributes?: Record<string, AttributeValue> }>): Promise<AdmissionWrite> {
     try {
-      // The union of command types does not narrow `send`'s overloads; each is a plain write.
-      const { Attributes } = await this.options.client.send(command as UpdateItemCommand);
+      const { Attributes } = await write;
       const entry = decodeEntry(Attributes);
       return entry ? { applied: true, entry } : { applied: true };
     } catch (error) {

@@ -54,10 +54,15 @@ export function createStoreClient(config: DynamoDBClientConfig): DynamoDBClient 
   });
 }
 
-/** The queues' client. */
+/**
+ * The queues' client. It does not compute an MD5 of every message body sent and received: the
+ * queues are reached over TLS, which already rejects a damaged message, and each host's work is
+ * a parsed, validated message (a damaged one is refused by name, never acted on).
+ */
 export function createSqsClient(config: SQSClientConfig): SQSClient {
   return new SQSClient({
     ...config,
+    md5: false,
     maxAttempts: STORE_MAX_ATTEMPTS,
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },
   });
