@@ -8,8 +8,9 @@
  *
  * Everything that decides where and how a request goes is still the SDK client's: its credentials
  * provider (refreshed as it refreshes them), region, endpoint (a configured one, or the one its
- * endpoint rules give for the region, FIPS and dual-stack settings), clock offset, retry strategy
- * (attempts, backoff, retry quota) and HTTP handler (timeouts, keep-alive). The request is signed
+ * endpoint rules give for the region, FIPS and dual-stack settings), clock offset (sampled from
+ * every answer's Date header, as its signer does), retry strategy (attempts, backoff, retry quota)
+ * and HTTP handler (timeouts, keep-alive). The request is signed
  * by the SDK's own SigV4 signer. An error is the SDK's: a failed condition is its
  * ConditionalCheckFailedException carrying the stored item, any other answer a
  * DynamoDBServiceException named by DynamoDB's error type, and a transport failure the handler's
@@ -92,7 +93,9 @@ export class DynamoDbDirectWrites {
       },
       body,
     });
-    const signed = await route.signer.sign(request, { signingDate: new Date(Date.now() + (config.systemClockOffset ?? 0)) });
+    const offsetBefore = config.systemClockOffset ?? 0;
+    const signed = await route.signer.sign(request, { signingDate: new Date(Date.now() + offsetBefore) });
+    const sentAt = Date.now();
     const { response } = await config.requestHandler.handle(signed as HttpRequest);
     const text = await readBody(response.body as AsyncIterable<Uint8Array> | undefined);
     const status = response.statusCode;
@@ -100,7 +103,9 @@ export class DynamoDbDirectWrites {
       const value = response.headers[name];
       return typeof value === "string" ? value : undefined;
     };
-    const $metadata = { httpStatusCode: status, requestId: header("x-amzn-requestid") };
+    const offset = sampleClockOffset(header("date"), header("age"), sentAt, offsetBefore);
+    config.systemClockOffset = offset;
+    const $metadata: { httpStatusCode: number; requestId?: string; clockSkewCorrected?: true } = { httpStatusCode: status, requestId: header("x-amzn-requestid") };
     const parsed = parseJson(text);
     if (status >= 200 && status < 300 && parsed !== undefined) return parsed as DirectWriteOutput;
     const fields = (parsed ?? {}) as { __type?: unknown; message?: unknown; Message?: unknown; Item?: Record<string, AttributeValue> };
@@ -108,6 +113,8 @@ export class DynamoDbDirectWrites {
     const name = type?.split("#").pop()?.split(":")[0] || (status >= 200 && status < 300 ? "UndecodableResponse" : `HttpStatus${status}`);
     const message = typeof fields.message === "string" ? fields.message : typeof fields.Message === "string" ? fields.Message : `DynamoDB answered ${operation} with HTTP ${status}`;
     if (name === "ConditionalCheckFailedException") throw new ConditionalCheckFailedException({ message, $metadata, ...(fields.Item ? { Item: fields.Item } : {}) });
+    // As the SDK's signer does: a refusal for a skewed clock, with the offset now corrected, is retried.
+    if (CLOCK_SKEW_ERRORS.has(name) && Math.abs(offset) >= CLOCK_SKEW_RETRY_MS && offset !== offsetBefore) $metadata.clockSkewCorrected = true;
     throw new DynamoDBServiceException({ name, message, $fault: status >= 500 ? "server" : "client", $metadata });
   }
 
@@ -142,6 +149,25 @@ async function resolveRoute(client: DynamoDBClient): Promise<Route> {
     signer: new SignatureV4({ credentials: config.credentials, region, service: "dynamodb", sha256: config.sha256 }),
     retryStrategy,
   };
+}
+
+/** The errors by which AWS refuses a request signed at a time too far from its own. */
+const CLOCK_SKEW_ERRORS = new Set(["AuthFailure", "InvalidSignatureException", "RequestExpired", "RequestInTheFuture", "RequestTimeTooSkewed", "SignatureDoesNotMatch"]);
+/** The skew from which the SDK retries such a refusal once its clock offset is corrected. */
+const CLOCK_SKEW_RETRY_MS = 240_000;
+/** The SDK ignores a server time from an answer that took longer than this. */
+const STALE_ANSWER_MS = 900_000;
+
+/**
+ * The client's clock offset from DynamoDB's `Date` header, as the SDK samples it on every answer:
+ * not from a cached answer (`Age`) or one that took too long to mean anything.
+ */
+function sampleClockOffset(date: string | undefined, age: string | undefined, sentAt: number, current: number): number {
+  if (date === undefined || age !== undefined) return current;
+  const serverTime = Date.parse(date);
+  const receivedAt = Date.now();
+  if (Number.isNaN(serverTime) || receivedAt - sentAt > STALE_ANSWER_MS) return current;
+  return serverTime - receivedAt;
 }
 
 /** As the SDK's retry middleware classifies a failed attempt. */

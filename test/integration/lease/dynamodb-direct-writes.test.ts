@@ -23,7 +23,7 @@ interface Received {
   body: string;
 }
 
-type Answer = { status: number; body: string };
+type Answer = { status: number; body: string; date?: string };
 
 let server: Server;
 let endpoint: string;
@@ -37,7 +37,7 @@ beforeAll(async () => {
     request.on("end", () => {
       received.push({ method: request.method ?? "", url: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks).toString("utf8") });
       const answer = answers.shift() ?? { status: 200, body: "{}" };
-      response.writeHead(answer.status, { "content-type": "application/x-amz-json-1.0", "x-amzn-requestid": `req-${received.length}` });
+      response.writeHead(answer.status, { "content-type": "application/x-amz-json-1.0", "x-amzn-requestid": `req-${received.length}`, ...(answer.date ? { date: answer.date } : {}) });
       response.end(answer.body);
     });
   });
@@ -196,6 +196,24 @@ describe("DynamoDbDirectWrites on the wire", () => {
     expect(failure).toBeInstanceOf(DynamoDBServiceException);
     expect(failure).toMatchObject({ name: "InternalFailure", message: "try later", $fault: "server", $metadata: { httpStatusCode: 500, requestId: "req-2" } });
     expect(received).toHaveLength(2);
+  });
+
+  it("takes DynamoDB's clock from its answer when a request is refused as skewed, and signs the retry at that time", async () => {
+    // Arrange: DynamoDB's clock is an hour ahead of this one.
+    const serverNow = new Date(Date.now() + 3_600_000);
+    answers = [
+      { status: 400, body: JSON.stringify({ __type: "com.amazon.coral.service#InvalidSignatureException", message: "Signature expired" }), date: serverNow.toUTCString() },
+      { status: 200, body: "{}" },
+    ];
+
+    // Act
+    await writes(3).updateItem(UPDATE);
+
+    // Assert
+    expect(received).toHaveLength(2);
+    const signedAt = received.map((request) => Date.parse(String(request.headers["x-amz-date"]).replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, "$1-$2-$3T$4:$5:$6Z")));
+    expect(Math.abs((signedAt[0] ?? 0) - Date.now())).toBeLessThan(60_000);
+    expect(Math.abs((signedAt[1] ?? 0) - serverNow.getTime())).toBeLessThan(60_000);
   });
 
   it("does not retry a request DynamoDB refuses as invalid, and names why", async () => {
