@@ -1,20 +1,20 @@
 /**
  * The admission table's conditional writes (UpdateItem, DeleteItem), sent as the DynamoDB JSON
  * request they are, without the AWS SDK's per-call pipeline. Three of them run for every host
- * provisioned, and the SDK's pipeline (a dozen middlewares, each copying the client's whole
+ * provisioned, and the SDK's pipeline (its middlewares, several of which copy the client's whole
  * configuration, an endpoint rule evaluation and schema-driven serialisation per call) took about
- * twice the CPU of the request itself: 0.70-0.77 ms a call against 0.39-0.40 ms this way, measured
- * against DynamoDB Local (docs/behaviour.md §1).
+ * as much CPU again as the request itself: 0.70-0.77 ms a call against 0.39-0.40 ms this way,
+ * measured against DynamoDB Local (docs/behaviour.md §1).
  *
  * Everything that decides where and how a request goes is still the SDK client's: its credentials
  * provider (refreshed as it refreshes them), region, endpoint (a configured one, or the one its
  * endpoint rules give for the region, FIPS and dual-stack settings), clock offset (sampled from
  * every answer's Date header, as its signer does), retry strategy (attempts, backoff, retry quota)
- * and HTTP handler (timeouts, keep-alive). The request is signed
- * by the SDK's own SigV4 signer. An error is the SDK's: a failed condition is its
- * ConditionalCheckFailedException carrying the stored item, any other answer a
- * DynamoDBServiceException named by DynamoDB's error type, and a transport failure the handler's
- * own error, so callers and the retry classification see what the SDK would have thrown.
+ * and HTTP handler (timeouts, keep-alive). The request is signed by the SDK's own SigV4 signer. An
+ * error is the SDK's: a failed condition is its ConditionalCheckFailedException carrying the stored
+ * item, any other answer a DynamoDBServiceException named by DynamoDB's error type, and a transport
+ * failure the handler's own error, so callers and the retry classification see what the SDK would
+ * have thrown.
  *
  * Items are JSON as DynamoDB sends them: the tables this writes hold no binary attributes, which
  * the SDK would have turned into bytes.

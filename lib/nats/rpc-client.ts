@@ -157,8 +157,8 @@ type Outcome = { reply: IncomingReply } | { timeout: true };
  * One PING for all the flushes asked for in one turn of the event loop. A flush proves that the
  * broker has read everything written before its PING; the PING goes out after the turn in which
  * it was asked for, so it follows every subscription and publish queued before the request, and
- * its PONG proves them all. A worker's RPCs start and end together (replies arrive in one socket
- * read), so one PING serves many calls where each used to send its own, two per call.
+ * its PONG proves them all. Calls running at once often ask in the same turn (one socket read of
+ * replies resumes several of them), and each used to send two PINGs of its own.
  */
 class SharedFlush {
   private next: Promise<void> | undefined;
