@@ -35,25 +35,18 @@ export interface WriteExpressions {
 /** An attribute name DynamoDB accepts in a placeholder (`peers.<deployment>` is not one). */
 const PLACEHOLDER_SAFE = /^[A-Za-z0-9_]+$/;
 
-/** A condition's attribute and value references, read once per distinct condition text. */
-interface ConditionReferences {
-  attributes: string[];
-  valueKeys: string[];
-}
-const conditionReferences = new Map<string, ConditionReferences>();
+/** The value keys (`:key`) each distinct condition text uses, read once per text. */
+const conditionValueKeys = new Map<string, string[]>();
 /** The stores' conditions are a few constant texts; the bound keeps a caller building them from data from growing the cache. */
 const CONDITION_CACHE_LIMIT = 256;
 
-function referencesOf(condition: string): ConditionReferences {
-  let references = conditionReferences.get(condition);
-  if (!references) {
-    references = {
-      attributes: [...new Set([...condition.matchAll(/#([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))],
-      valueKeys: [...new Set([...condition.matchAll(/:([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))],
-    };
-    if (conditionReferences.size < CONDITION_CACHE_LIMIT) conditionReferences.set(condition, references);
+function valueKeysOf(condition: string): string[] {
+  let keys = conditionValueKeys.get(condition);
+  if (!keys) {
+    keys = [...new Set([...condition.matchAll(/:([A-Za-z0-9_]+)/g)].map((match) => match[1] ?? ""))];
+    if (conditionValueKeys.size < CONDITION_CACHE_LIMIT) conditionValueKeys.set(condition, keys);
   }
-  return references;
+  return keys;
 }
 
 export function writeExpressions(spec: WriteSpec): WriteExpressions {
@@ -92,10 +85,8 @@ export function writeExpressions(spec: WriteSpec): WriteExpressions {
 
   let condition: string | undefined;
   if (spec.condition !== undefined) {
-    const references = referencesOf(spec.condition);
-    for (const attribute of references.attributes) nameOf(attribute);
-    condition = spec.condition.replace(/#([A-Za-z0-9_]+)/g, (_, attribute: string) => placeholderOfAttribute.get(attribute) ?? attribute);
-    for (const key of references.valueKeys) {
+    condition = spec.condition.replace(/#([A-Za-z0-9_]+)/g, (_, attribute: string) => nameOf(attribute));
+    for (const key of valueKeysOf(spec.condition)) {
       const value = spec.conditionValues?.[key];
       if (value === undefined) throw new DynamoDbExpressionError(`the condition uses :${key}, which has no value`);
       valueOf(key, value);
