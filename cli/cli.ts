@@ -31,6 +31,7 @@ const DLQ_HELP = `  dlq list                    host-work dead letters: host, te
                               dead letters as soon as its work is queued
 `;
 import { formatRenewalReport, RENEW_OPTIONS, RENEW_USAGE, RenewUsageError, runRenew } from "./renew";
+import { MERGE_OPTIONS, MergeUsageError, REGISTRY_HELP, runRegistryMerge } from "./registry-merge";
 
 const USAGE = `Usage: choria-provisioner <command> [options]
 
@@ -46,7 +47,7 @@ ${ELECTION_HELP}${DLQ_HELP}  pause [--reason TEXT] [--force]
                               provisioning mode; hosts the registry does not know or has just provisioned
                               are refused unless --force
 
-${RENEW_USAGE}
+${RENEW_USAGE}${REGISTRY_HELP}
 Where the deployment is (flags win over the environment):
   --stage NAME                names as serverless.yml makes them: choria-provisioner-<stage>-lease, ...-host-work, ...
                               (env SLS_STAGE, SLS_LOCAL_STAGE; default dev)
@@ -73,6 +74,7 @@ Output:
 const GROUP_HELP: Record<string, string> = {
   election: `Usage: choria-provisioner election <view|info> [options]\n\n${ELECTION_HELP}\nchoria-provisioner --help lists the options.\n`,
   dlq: `Usage: choria-provisioner dlq <list|requeue> [options]\n\n${DLQ_HELP}\nchoria-provisioner --help lists the options.\n`,
+  registry: `Usage: choria-provisioner registry merge [options]\n\n${REGISTRY_HELP}\nchoria-provisioner --help lists the options.\n`,
 };
 /** Other names of a command, as the Choria CLI has them. */
 const ALIASES: Record<string, string> = { "election info": "election view" };
@@ -108,6 +110,7 @@ const OPTIONS = {
   force: { type: "boolean" },
   help: { type: "boolean" },
   ...RENEW_OPTIONS,
+  ...MERGE_OPTIONS,
 } as const;
 
 const parseCommandLine = (argv: readonly string[]) => parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS });
@@ -174,6 +177,10 @@ const COMMANDS: Record<string, { needs: StackNeeds; run(run: CommandRun): Promis
     needs: { tables: ["lease", "admission"], queues: [] },
     run: ({ opened, values, args, env, print }) => runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME),
   },
+  "registry merge": {
+    needs: { tables: ["admission"], queues: [] },
+    run: ({ opened, values, args, print }) => runRegistryMerge(opened.registryMerge, values, args, print),
+  },
 };
 
 async function setPaused({ opened, values, env, now, print }: CommandRun, paused: boolean): Promise<number> {
@@ -222,7 +229,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     const print = (value: unknown, human: () => string) => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
     return await command.run({ opened, values, args: positionals.slice(name.split(" ").length), env: io.env, now: clock.now(), print });
   } catch (error) {
-    if (error instanceof UsageError || error instanceof RenewUsageError) {
+    if (error instanceof UsageError || error instanceof RenewUsageError || error instanceof MergeUsageError) {
       io.stderr(`choria-provisioner: ${error.message}; ${USAGE_HINT}\n`);
       return 2;
     }

@@ -2,8 +2,8 @@
  * `choria-provisioner renew`: the command's options, usage and printing; the use case (renewal by
  * hand, and resuming renewal after it paused itself) is lib/app/operator.ts's RenewalOperator.
  */
-import type { RenewalReport } from "../lib/app/renewal-state";
-import type { RenewalOperator, RenewRequestResult, RenewSelection } from "../lib/app/operator";
+import type { RenewalReport, RenewSelection } from "../lib/app/renewal-state";
+import type { RenewalOperator, RenewRequestResult } from "../lib/app/operator";
 import { parseDuration } from "../lib/config/duration";
 import { ProvisionerError } from "../lib/errors";
 

@@ -14,10 +14,10 @@
  * - `helperInvokeStatement`, `vpcPolicy`, `alarmActions`, `vpc`, `helperLayer*`: the optional parts as
  *   plain values rather than CloudFormation conditions that would be constant at package time;
  * - `dashboardBody`: the CloudWatch dashboard's JSON;
- * - the site's lease table (`lease*` keys): owned by this stack (one Region, or a multi-Region
- *   strongly consistent global table), or an existing one named by the `leaseTable` param; see
- *   `leaseTopology`. `leaseResources` is the table resource itself, present only when this stack
- *   creates it.
+ * - the site's two tables (`lease*`, `admission*` keys), shared by every deployment of the site:
+ *   each owned by this stack (one Region, or a multi-Region strongly consistent global table), or an
+ *   existing one named by the `leaseTable` / `admissionTable` param; see `siteTables`.
+ *   `siteTableResources` holds the tables this stack creates.
  *
  * CommonJS (.cjs) because osls loads resolver files with `require` and package.json says "module".
  */
@@ -223,135 +223,180 @@ const TABLE_NAME = /^[A-Za-z0-9_.-]{3,255}$/;
 const REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
 
 /**
- * Where the site's lease lives. The lease item is the election between every deployment of a site,
- * so the deployments must share one item, and every write to it must be checked against the one
- * current value. That rules out a standard (multi-Region eventually consistent) global table: each
- * Region checks conditions against its own replica and conflicts resolve last-writer-wins, so two
- * Regions can both win and a term can go back. Three layouts are accepted:
+ * The two tables every deployment of a site shares: the lease (the election) and the admission
+ * table (the site's registry of hosts, their credentials' expiries and renewal's state). A failover
+ * changes which deployment works, never what the site knows, so both must be one per site. Each is
+ * described by the same four params, prefixed `lease` or `admission`:
  *
- * - `own`: this stack creates `<prefix>-lease` in its Region (the default; the first deployment of
- *   a site, or every deployment of a single-deployment site);
- * - `own-global`: this stack creates the lease table as a multi-Region strongly consistent (MRSC)
- *   global table, with `leaseReplicaRegions` (and an optional `leaseWitnessRegion`);
- * - `external`: the `leaseTable` param names an existing table (a name in this account and Region,
- *   or an ARN in any Region or account); no lease table is created and every lease statement
- *   names that table.
+ * - `own`: this stack creates `<prefix>-<suffix>` in its Region (the default; the first deployment
+ *   of a site, or every deployment of a single-deployment site);
+ * - `own-global`: this stack creates it as a multi-Region strongly consistent (MRSC) global table,
+ *   with `<kind>ReplicaRegions` (and an optional `<kind>WitnessRegion`);
+ * - `external`: the `<kind>Table` param names an existing table (a name in this account and
+ *   Region, or an ARN in any Region or account); none is created and every statement names it.
  *
- * A stack that says it is a standby (`standby=true`) must name the site's existing table: with a table of its own it would win its own lease and lead
- * too, configuring every node a second time.
+ * Every write to either is a conditional write checked against the one current value. That rules
+ * out a standard (multi-Region eventually consistent) global table: each Region checks conditions
+ * against its own replica and conflicts resolve last-writer-wins, so two Regions could both win a
+ * term, or both admit and claim one host.
  */
-function leaseTopology({ params, prefix, region, standby = false }) {
-  const external = params.leaseTable.trim();
-  if (standby && !external) {
-    throw new Error(
-      "this stack is a standby (param standby=true) but param leaseTable is empty: it would create a lease " +
-        "table of its own and lead as well. Set leaseTable to the name or ARN of the site's lease table (docs/deploy.md, \"Leader and standby\")",
-    );
-  }
-  const replicaRegions = splitList(params.leaseReplicaRegions);
-  const witnessRegion = params.leaseWitnessRegion.trim();
-  const consistency = params.leaseMultiRegionConsistency.trim().toUpperCase() || "STRONG";
+const SITE_TABLES = {
+  lease: { suffix: "lease", why: "it would create a lease table of its own and lead as well" },
+  admission: {
+    suffix: "admission",
+    why: "it would keep a registry of its own, and after a failover it would renew none of the hosts the other deployments provisioned",
+  },
+};
+
+/** Where one of the site's tables lives; `params` are that table's four params, unprefixed. */
+function siteTableTopology(kind, { params, prefix, region }) {
+  const name = (param) => `${kind}${param}`;
+  const external = params.table.trim();
+  const replicaRegions = splitList(params.replicaRegions);
+  const witnessRegion = params.witnessRegion.trim();
+  const consistency = params.consistency.trim().toUpperCase() || "STRONG";
   if (consistency !== "STRONG") {
     throw new Error(
-      `param leaseMultiRegionConsistency=${params.leaseMultiRegionConsistency}: the lease cannot live in a multi-Region eventually ` +
-        "consistent (standard) global table: each Region checks the lease conditions against its own replica and resolves " +
-        "conflicts last-writer-wins, so two deployments can both win a term. Use one home-Region table (leaseTable=<ARN>) " +
-        "or a multi-Region strongly consistent one (leaseReplicaRegions); see docs/deploy.md",
+      `param ${name("MultiRegionConsistency")}=${params.consistency}: the ${kind} table cannot be a multi-Region eventually ` +
+        "consistent (standard) global table: each Region checks conditions against its own replica and resolves " +
+        `conflicts last-writer-wins, so two deployments can both win. Use one home-Region table (${name("Table")}=<ARN>) ` +
+        `or a multi-Region strongly consistent one (${name("ReplicaRegions")}); see docs/deploy.md`,
     );
   }
   if (external && (replicaRegions.length > 0 || witnessRegion)) {
-    throw new Error("param leaseTable names an existing lease table; leaseReplicaRegions and leaseWitnessRegion only apply to a table this stack creates");
+    throw new Error(`param ${name("Table")} names an existing ${kind} table; ${name("ReplicaRegions")} and ${name("WitnessRegion")} only apply to a table this stack creates`);
   }
   if (witnessRegion && replicaRegions.length === 0) {
-    throw new Error("param leaseWitnessRegion needs leaseReplicaRegions (a witness belongs to a multi-Region strongly consistent table)");
+    throw new Error(`param ${name("WitnessRegion")} needs ${name("ReplicaRegions")} (a witness belongs to a multi-Region strongly consistent table)`);
   }
-
-  if (external) {
-    const arn = TABLE_ARN.exec(external);
-    if (arn) {
-      return { layout: "external", tableName: external, tableArn: external, tableRegion: arn[2] };
-    }
-    if (external.startsWith("arn:")) {
-      throw new Error(`param leaseTable=${external} is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
-    }
-    if (!TABLE_NAME.test(external)) {
-      throw new Error(`param leaseTable=${external} is not a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -) or a table ARN`);
-    }
-    return { layout: "external", tableName: external, tableArn: sub(regionalArn("dynamodb", `table/${external}`)), tableRegion: region };
-  }
-
-  const tableName = `${prefix}-lease`;
+  if (external) return externalTable(name("Table"), external, region);
+  const tableName = `${prefix}-${SITE_TABLES[kind].suffix}`;
   // The roles name the table by ARN, as they do an existing one: one expression in every layout.
   const ownArn = sub(regionalArn("dynamodb", `table/${tableName}`));
-  if (replicaRegions.length === 0) {
-    return { layout: "own", tableName, tableArn: ownArn, tableRegion: region };
+  if (replicaRegions.length === 0) return { layout: "own", tableName, tableArn: ownArn, tableRegion: region };
+  const regions = globalRegions(name, region, replicaRegions, witnessRegion);
+  return { layout: "own-global", tableName, tableArn: ownArn, tableRegion: region, ...regions };
+}
+
+function externalTable(param, external, region) {
+  const arn = TABLE_ARN.exec(external);
+  if (arn) return { layout: "external", tableName: external, tableArn: external, tableRegion: arn[2] };
+  if (external.startsWith("arn:")) {
+    throw new Error(`param ${param}=${external} is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
   }
-  const others = replicaRegions.filter((name) => name !== region);
+  if (!TABLE_NAME.test(external)) {
+    throw new Error(`param ${param}=${external} is not a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -) or a table ARN`);
+  }
+  return { layout: "external", tableName: external, tableArn: sub(regionalArn("dynamodb", `table/${external}`)), tableRegion: region };
+}
+
+/** MRSC: exactly three Regions, either three replicas or two replicas and a witness, in one Region set. */
+function globalRegions(name, region, replicaRegions, witnessRegion) {
+  const others = replicaRegions.filter((candidate) => candidate !== region);
   const all = [region, ...others, ...(witnessRegion ? [witnessRegion] : [])];
-  for (const name of all) {
-    if (!REGION.test(name)) throw new Error(`param leaseReplicaRegions/leaseWitnessRegion: "${name}" is not an AWS Region name`);
+  for (const candidate of all) {
+    if (!REGION.test(candidate)) throw new Error(`param ${name("ReplicaRegions")}/${name("WitnessRegion")}: "${candidate}" is not an AWS Region name`);
   }
   if (new Set(all).size !== all.length) {
-    throw new Error("params leaseReplicaRegions and leaseWitnessRegion: each Region may appear once (the witness is not a replica)");
+    throw new Error(`params ${name("ReplicaRegions")} and ${name("WitnessRegion")}: each Region may appear once (the witness is not a replica)`);
   }
-  // MRSC: exactly three Regions, either three replicas or two replicas and a witness, in one Region set.
   if (all.length !== 3) {
     throw new Error(
-      `a multi-Region strongly consistent lease table spans exactly three Regions (three replicas, or two replicas and a ` +
+      `a multi-Region strongly consistent ${name("")} table spans exactly three Regions (three replicas, or two replicas and a ` +
         `witness); got ${all.join(", ")} (this stack's Region ${region} is always a replica)`,
     );
   }
+  return { replicas: [region, ...others], witnesses: witnessRegion ? [witnessRegion] : [] };
+}
+
+/** The four params of one site table, read through osls. */
+async function siteTableParams(kind, resolveVariable) {
   return {
-    layout: "own-global",
-    tableName,
-    tableArn: ownArn,
-    tableRegion: region,
-    replicas: [region, ...others],
-    witnesses: witnessRegion ? [witnessRegion] : [],
+    table: await resolveVariable(`param:${kind}Table, ''`),
+    replicaRegions: await resolveVariable(`param:${kind}ReplicaRegions, ''`),
+    witnessRegion: await resolveVariable(`param:${kind}WitnessRegion, ''`),
+    consistency: await resolveVariable(`param:${kind}MultiRegionConsistency, 'STRONG'`),
   };
 }
 
 /**
- * The lease table this stack creates, as a `resources` map osls merges into the template: exactly one
- * resource when the stack owns the table, none when `leaseTable` names an existing one (the key is
- * left out, not set to null, which osls's packager cannot handle). `LeaseTable` keeps the logical id
- * and type of the single-Region table existing stacks hold, so an update never replaces it.
+ * Both site tables. A stack that joins a site (it names the site's lease table, or says it is a
+ * standby) must name the site's admission table too, and a standby must name both: with a table
+ * of its own it would lead on its own lease, or lead blind after a failover.
  */
-function leaseResources(lease) {
-  if (lease.layout === "external") return { Resources: {} };
-  const retained = { DeletionPolicy: "Retain", UpdateReplacePolicy: "Retain" };
-  const keyedBySite = {
-    TableName: lease.tableName,
+function siteTables({ params, prefix, region, standby = false }) {
+  const lease = siteTableTopology("lease", { params: params.lease, prefix, region });
+  const admission = siteTableTopology("admission", { params: params.admission, prefix, region });
+  const joining = standby || lease.layout === "external";
+  for (const [kind, table] of [["lease", lease], ["admission", admission]]) {
+    if (!joining || table.layout === "external") continue;
+    const because = standby ? "this stack is a standby (param standby=true)" : "param leaseTable names the site's existing lease table";
+    throw new Error(
+      `${because} but param ${kind}Table is empty: ${SITE_TABLES[kind].why}. Set ${kind}Table to the name or ARN of the site's ` +
+        `${kind} table (the ${kind === "lease" ? "LeaseTableName" : "AdmissionTableName"} output of the stack that owns it; ` +
+        'docs/deploy.md, "Leader and standby")',
+    );
+  }
+  return { lease, admission };
+}
+
+/**
+ * The site tables this stack creates, as a `resources` map osls merges into the template: the
+ * tables it owns, none of those an existing one stands for (a key left out, not set to null, which
+ * osls's packager cannot handle). `LeaseTable` and `AdmissionTable` keep the logical ids and type
+ * existing stacks hold, so an update never replaces them.
+ */
+function siteTableResources({ lease, admission }) {
+  return { Resources: { ...tableResource("Lease", lease, leaseTableProperties), ...tableResource("Admission", admission, admissionTableProperties) } };
+}
+
+const pointInTimeRecovery = { PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } };
+
+function leaseTableProperties(tableName) {
+  return {
+    TableName: tableName,
     BillingMode: "PAY_PER_REQUEST",
     AttributeDefinitions: [{ AttributeName: "site", AttributeType: "S" }],
     KeySchema: [{ AttributeName: "site", KeyType: "HASH" }],
   };
-  const pointInTimeRecovery = { PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } };
-  if (lease.layout === "own") {
-    return {
-      Resources: {
-        LeaseTable: {
-          Type: "AWS::DynamoDB::Table",
-          ...retained,
-          Properties: { ...keyedBySite, ...pointInTimeRecovery, SSESpecification: { SSEEnabled: true } },
-        },
-      },
-    };
+}
+
+/** Hosts keyed by site and identity; entries no rule reads any more run out by TTL. */
+function admissionTableProperties(tableName) {
+  return {
+    TableName: tableName,
+    BillingMode: "PAY_PER_REQUEST",
+    AttributeDefinitions: [
+      { AttributeName: "site", AttributeType: "S" },
+      { AttributeName: "identity", AttributeType: "S" },
+    ],
+    KeySchema: [
+      { AttributeName: "site", KeyType: "HASH" },
+      { AttributeName: "identity", KeyType: "RANGE" },
+    ],
+    TimeToLiveSpecification: { AttributeName: "ttl", Enabled: true },
+  };
+}
+
+function tableResource(id, table, propertiesOf) {
+  if (table.layout === "external") return {};
+  const retained = { DeletionPolicy: "Retain", UpdateReplacePolicy: "Retain" };
+  const properties = propertiesOf(table.tableName);
+  if (table.layout === "own") {
+    return { [`${id}Table`]: { Type: "AWS::DynamoDB::Table", ...retained, Properties: { ...properties, ...pointInTimeRecovery, SSESpecification: { SSEEnabled: true } } } };
   }
   // Multi-Region strongly consistent: every conditional write and consistent read is decided across
   // the Regions, so it stays one lock. Point-in-time recovery on every replica, like the single table.
   return {
-    Resources: {
-      LeaseGlobalTable: {
-        Type: "AWS::DynamoDB::GlobalTable",
-        ...retained,
-        Properties: {
-          ...keyedBySite,
-          MultiRegionConsistency: "STRONG",
-          Replicas: lease.replicas.map((name) => ({ Region: name, ...pointInTimeRecovery })),
-          ...(lease.witnesses.length > 0 ? { GlobalTableWitnesses: lease.witnesses.map((name) => ({ Region: name })) } : {}),
-          SSESpecification: { SSEEnabled: true },
-        },
+    [`${id}GlobalTable`]: {
+      Type: "AWS::DynamoDB::GlobalTable",
+      ...retained,
+      Properties: {
+        ...properties,
+        MultiRegionConsistency: "STRONG",
+        Replicas: table.replicas.map((name) => ({ Region: name, ...pointInTimeRecovery })),
+        ...(table.witnesses.length > 0 ? { GlobalTableWitnesses: table.witnesses.map((name) => ({ Region: name })) } : {}),
+        SSESpecification: { SSEEnabled: true },
       },
     },
   };
@@ -387,13 +432,8 @@ module.exports = async ({ resolveVariable }) => {
     throw new Error(`param helperLayerDir: ${helperLayerDir} is not a directory`);
   }
 
-  const lease = leaseTopology({
-    params: {
-      leaseTable: await resolveVariable("param:leaseTable, ''"),
-      leaseReplicaRegions: await resolveVariable("param:leaseReplicaRegions, ''"),
-      leaseWitnessRegion: await resolveVariable("param:leaseWitnessRegion, ''"),
-      leaseMultiRegionConsistency: await resolveVariable("param:leaseMultiRegionConsistency, 'STRONG'"),
-    },
+  const tables = siteTables({
+    params: { lease: await siteTableParams("lease", resolveVariable), admission: await siteTableParams("admission", resolveVariable) },
     prefix: `${service}-${stage}`,
     region,
     standby,
@@ -453,9 +493,11 @@ module.exports = async ({ resolveVariable }) => {
       : {},
     provisionLayers: helperLayerDir ? [{ Ref: "HelperLambdaLayer" }] : [],
     dashboardBody: dashboardBody({ site, region, functionNames, queues }),
-    leaseTableName: lease.tableName,
-    leaseTableArn: lease.tableArn,
-    leaseResources: leaseResources(lease),
+    leaseTableName: tables.lease.tableName,
+    leaseTableArn: tables.lease.tableArn,
+    admissionTableName: tables.admission.tableName,
+    admissionTableArn: tables.admission.tableArn,
+    siteTableResources: siteTableResources(tables),
   };
 };
 
@@ -479,5 +521,5 @@ module.exports = async (context) => {
 };
 
 module.exports.FUNCTIONS = FUNCTIONS;
-module.exports.leaseTopology = leaseTopology;
-module.exports.leaseResources = leaseResources;
+module.exports.siteTables = siteTables;
+module.exports.siteTableResources = siteTableResources;

@@ -67,7 +67,7 @@ export const EXTRA_METRIC = {
   discoveryNamesDropped: "choria_provisioner_discovery_names_dropped",
   /** Lifecycle events SQS refused for good, sent to the lifecycle DLQ with the reason. */
   lifecycleEventsDeadLettered: "choria_provisioner_lifecycle_events_dead_lettered",
-  /** Hosts sent choria_provision#reprovision by renewal that accepted it. */
+  /** Reprovision requests renewal sent that left for the node, answered or not. */
   renewalsSent: "choria_provisioner_renewals_sent",
   /** Renewed hosts provisioned again with fresh credentials. */
   renewalsCompleted: "choria_provisioner_renewals_completed",
@@ -77,6 +77,10 @@ export const EXTRA_METRIC = {
   renewalPaused: "choria_provisioner_renewal_paused",
   /** Hosts renewal has put out of service that are not provisioned again yet. */
   renewalsInFlight: "choria_provisioner_renewals_in_flight",
+  /** Provisioned hosts whose credentials have expired (status says what to do for each). */
+  credentialsExpired: "choria_provisioner_credentials_expired",
+  /** Hosts not expired yet but in the last quarter of their renewal window (the alarm fires before the first expires). */
+  renewalHostsAtRisk: "choria_provisioner_renewal_hosts_at_risk",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** A lease round found another deployment in the lease item that `lease.peers` does not name. */

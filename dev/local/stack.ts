@@ -5,11 +5,14 @@
  * deployment and binds the real handlers (`makeHandler(() => app)` from handlers/*.ts) to emulated
  * EventBridge schedules and SQS event source mappings (lambda-runtime.ts).
  *
- * Deployments are separate, as `sls deploy` builds them: each has its own queues, its own admission
- * registry and its own function wiring; they share only what production shares, the site's lease
- * table (the `leaseTable` param) and the broker with its lifecycle stream and the site's one durable
- * consumer. The first deployment starts first and the others only once it leads, as a standby is
- * deployed into a site whose lease is already held. The Apps reach DynamoDB and SQS through counting
+ * Deployments are separate, as `sls deploy` builds them: each has its own queues, its own function
+ * wiring and its own clients; they share only what production shares, the site's lease table (the
+ * `leaseTable` param), the site's one admission table (the `admissionTable` param: the admission
+ * registry and renewal's state, so a standby that takes over knows every host its predecessor
+ * provisioned and when its credentials expire) and the broker with its lifecycle stream and the
+ * site's one durable consumer. Both tables belong to the first deployment. The first deployment
+ * starts first and the others only once it leads, as a standby is deployed into a site whose lease
+ * is already held. The Apps reach DynamoDB and SQS through counting
  * proxies so the requests they make can be reported without touching the App; `countingProxies:
  * false` connects them directly (bench:peer, where every proxy hop would be charged to the
  * provisioner's process: on AWS no such hop exists).
@@ -25,7 +28,6 @@ import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
-import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
 import { defaultConsumerName } from "../../lib/aws";
 import { createApp, type App, type AppOverrides } from "./create-app";
@@ -214,7 +216,7 @@ interface FunctionNames {
 
 interface LocalDeployment {
   readonly id: string;
-  /** The shared lease table and this deployment's own admission table. */
+  /** The site's lease and admission tables, the same for every deployment (the first one's). */
   readonly tables: { lease: string; admission: string };
   readonly app: App;
   readonly metrics: InMemoryMetrics;
@@ -274,7 +276,7 @@ export interface LocalStack {
    */
   readonly traffic: { dynamoDb: TrafficCounts; sqsApp: TrafficCounts; sqsEventSources: CountingProxy };
   readonly site: string;
-  /** The shared lease table and the first deployment's admission table (each deployment has its own). */
+  /** The site's lease and admission tables, which every deployment shares. */
   readonly tables: { lease: string; admission: string };
   readonly timings: StackTimings;
   readonly workDir: string;
@@ -362,17 +364,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
     // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables. The first
-    // deployment's registry keeps that name; every other deployment has its own.
+    // deployment owns them; the others name them, as the `leaseTable` and `admissionTable` params do.
     const localNames = stageResourceNames(LOCAL_STAGE);
     const unique = `${site}-${randomUUID().slice(0, 8)}`;
-    const tablesOf = (id: string, index: number) => {
-      const lease = external === undefined ? localNames.leaseTable : `${unique}-lease`;
-      const admission = external === undefined ? localNames.admissionTable : `${unique}-admission`;
-      return { lease, admission: index === 0 ? admission : `${admission}-${safeName(id)}` };
+    const tables = {
+      lease: external === undefined ? localNames.leaseTable : `${unique}-lease`,
+      admission: external === undefined ? localNames.admissionTable : `${unique}-admission`,
     };
-    const tables = tablesOf(deploymentIds[0] ?? "primary", 0);
     await createProvisionerTables(dynamoClient, tables);
-    for (const [index, id] of deploymentIds.entries()) if (index > 0) await createAdmissionTable(dynamoClient, tablesOf(id, index).admission);
     if (options.lifecycleStream ?? true) await createLifecycleStream(nats.url, options.natsCaFile === undefined ? undefined : { ca: await readFile(options.natsCaFile, "utf8") });
 
     // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
@@ -384,7 +383,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const ledger = new InvocationLedger();
     const deployments: LocalDeployment[] = [];
-    for (const [index, id] of deploymentIds.entries()) {
+    for (const id of deploymentIds) {
       const proxies: AppProxies | undefined = counting
         ? { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) }
         : undefined;
@@ -401,7 +400,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         natsUrl: nats.url,
         sqs,
         sqsClient,
-        tables: tablesOf(id, index),
+        tables,
         endpoints: proxies ? { dynamoDb: proxies.dynamoDb.url, sqs: proxies.sqs.url } : { dynamoDb: dynamoDbUrl, sqs: sqs.url },
         proxies,
         ledger,

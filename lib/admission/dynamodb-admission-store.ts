@@ -29,6 +29,7 @@ import type {
   ForgetRequest,
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  MarkRenewalRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
   VoidClaimRequest,
@@ -51,6 +52,7 @@ const ttlOf = (expiresAt: number) => Math.ceil(expiresAt / 1000);
 const CLAIM = ["claimToken", "claimedUntil"] as const;
 const CREDENTIALS = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
 const FAILURE = ["lastError", "lastErrorAt", "failedStep", "failures"] as const;
+const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
 
 export class DynamoDbAdmissionStore implements AdmissionStore {
   /** The conditional writes, three per host provisioned, skip the SDK's per-call pipeline. */
@@ -115,8 +117,18 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         endedClaimToken: request.claimToken,
         ...(credentials ? { credentialsExpireAt: credentials.expiresAt, expiryKind: credentials.kind, credentialsIssuedAt: credentials.issuedAt } : {}),
       },
-      remove: [...CLAIM, ...FAILURE, ...(credentials ? [] : CREDENTIALS)],
+      remove: [...CLAIM, ...FAILURE, ...RENEWAL, ...(credentials ? [] : CREDENTIALS)],
       ...ownClaim(request.claimToken),
+    });
+  }
+
+  markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite> {
+    const { mark } = request;
+    return this.update(request, {
+      ...(mark ? { set: { renewalAttempts: mark.attempts, renewalRetryAt: mark.retryAt, renewalError: mark.reason, renewalErrorAt: mark.at } } : {}),
+      ...(mark ? {} : { remove: RENEWAL }),
+      condition: "#credentialsIssuedAt = :issuedAt",
+      conditionValues: { issuedAt: request.credentialsIssuedAt },
     });
   }
 
@@ -175,7 +187,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       condition: "#site = :site",
       conditionValues: { site },
     });
-    const projection = ["identity", "term", "state", ...FAILURE, ...CREDENTIALS];
+    const projection = ["identity", "term", "state", ...FAILURE, ...CREDENTIALS, ...RENEWAL];
     let startKey: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.options.client.send(
@@ -260,6 +272,8 @@ const EXPIRY = {
   credentialsIssuedAt: optionalNumber,
 };
 
+const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
+
 type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;
 
 function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
@@ -295,6 +309,7 @@ const ENTRY = z
     failedStep: optionalString,
     failures: optionalNumber,
     ...EXPIRY,
+    ...RENEWAL_MARK,
   })
   .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...entry }): AdmissionEntry => ({
     ...defined(entry),
@@ -311,6 +326,7 @@ const SUMMARY_ROW = z
     failedStep: optionalString,
     failures: optionalNumber,
     ...EXPIRY,
+    ...RENEWAL_MARK,
   })
   .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...row }): AdmissionSummaryRow => ({
     ...defined(row),

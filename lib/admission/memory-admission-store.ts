@@ -14,10 +14,13 @@ import type {
   ForgetRequest,
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
+  MarkRenewalRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
   VoidClaimRequest,
 } from "./registry";
+
+const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
@@ -64,12 +67,21 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
     for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
-    for (const field of ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const) delete current[field];
+    for (const field of ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt", ...RENEWAL] as const) delete current[field];
     Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
     if (request.credentials) {
       const { expiresAt, kind, issuedAt } = request.credentials;
       Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt });
     }
+    return { applied: true };
+  }
+
+  async markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current === undefined || current.credentialsIssuedAt !== request.credentialsIssuedAt) return { applied: false, current: copy(current) };
+    for (const field of RENEWAL) delete current[field];
+    const { mark } = request;
+    if (mark) Object.assign(current, { renewalAttempts: mark.attempts, renewalRetryAt: mark.retryAt, renewalError: mark.reason, renewalErrorAt: mark.at });
     return { applied: true };
   }
 
@@ -135,9 +147,11 @@ export class MemoryAdmissionStore implements AdmissionStore {
     return [...this.entries.values()]
       .filter((entry) => entry.site === site)
       .sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0))
-      .map(({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt }) =>
-        withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt }),
-      );
+      .map((entry) => {
+        const { identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt } = entry;
+        const renewal = { renewalAttempts: entry.renewalAttempts, renewalRetryAt: entry.renewalRetryAt, renewalError: entry.renewalError, renewalErrorAt: entry.renewalErrorAt };
+        return withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt, ...renewal });
+      });
   }
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {

@@ -61,6 +61,15 @@ export interface AdmissionEntry extends AdmissionKey {
   credentialsExpireAt?: number;
   expiryKind?: ExpiryKind;
   credentialsIssuedAt?: number;
+  /**
+   * Renewal's record of these credentials' failed renewals: how many, when to try again, and the
+   * last reason. Kept on the host so every deployment of the site sees it; it ends with the
+   * credentials it was written for (a provisioning that records new ones removes it).
+   */
+  renewalAttempts?: number;
+  renewalRetryAt?: number;
+  renewalError?: string;
+  renewalErrorAt?: number;
 }
 
 /** Which credential of a provisioned host expires first: the helper's x509 certificate or the server JWT we signed. */
@@ -95,6 +104,21 @@ export interface MarkProvisionedRequest extends AdmissionKey {
   expiresAt: number;
   /** Recorded when given, removed when not (the host's new credentials do not expire, or are not known). */
   credentials?: CredentialsExpiry;
+}
+
+/** Failed renewals of one host's credentials: how many in a row, the next try, the last reason and when. */
+export interface RenewalMark {
+  attempts: number;
+  retryAt: number;
+  reason: string;
+  at: number;
+}
+
+export interface MarkRenewalRequest extends AdmissionKey {
+  /** The credentials the mark is about: it applies only while the host still has them. */
+  credentialsIssuedAt: number;
+  /** Removed when absent. */
+  mark?: RenewalMark;
 }
 
 export interface ForgetRequest extends AdmissionKey {
@@ -135,7 +159,20 @@ export interface ForgetUnlessClaimedRequest extends AdmissionKey {
 /** The fields of an entry the registry summary shows. */
 export type AdmissionSummaryRow = Pick<
   AdmissionEntry,
-  "identity" | "term" | "state" | "lastError" | "lastErrorAt" | "failedStep" | "failures" | "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt"
+  | "identity"
+  | "term"
+  | "state"
+  | "lastError"
+  | "lastErrorAt"
+  | "failedStep"
+  | "failures"
+  | "credentialsExpireAt"
+  | "expiryKind"
+  | "credentialsIssuedAt"
+  | "renewalAttempts"
+  | "renewalRetryAt"
+  | "renewalError"
+  | "renewalErrorAt"
 >;
 
 /** A host whose credentials expire, as the registry knows it. */
@@ -143,6 +180,8 @@ export interface HostExpiry {
   identity: string;
   state: AdmissionState;
   credentials: CredentialsExpiry;
+  /** Failed renewals of these credentials, when there were any. */
+  renewal?: RenewalMark;
 }
 
 export interface RegistrySummary {
@@ -179,9 +218,11 @@ export interface AdmissionStore {
   /**
    * If the claim token matches: state provisioned, claim, failure record and last error removed,
    * held until `heldUntil`, the token kept as `endedClaimToken`; the credentials' expiry recorded
-   * when given, removed when not.
+   * when given, removed when not; any renewal mark removed (it was about the old credentials).
    */
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
+  /** If the entry still has credentials issued at `credentialsIssuedAt`: the renewal mark written, or removed when none is given. */
+  markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: delete the entry. */
   forget(request: ForgetRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: claim removed (the token kept as `endedClaimToken`); state, failure record, last error and hold as given. */
@@ -245,6 +286,8 @@ const ABANDON_ROUNDS = 3;
 
 /** Entries outlive the last rule that reads them by this much, so TTL deletion never races a rule. */
 const EXPIRY_SLACK_MS = 60 * 60_000;
+/** A host whose credentials expired stays listed this long after, so status can say so and what to do. */
+const EXPIRED_KEPT_MS = 14 * 24 * 3_600_000;
 
 export interface HostClaim {
   work: HostWork;
@@ -412,8 +455,9 @@ export class AdmissionRegistry {
   async complete(claim: HostClaim, outcome: "provisioned" | "failed", credentials?: CredentialsExpiry): Promise<void> {
     const key = { site: this.settings.site, identity: claim.work.identity };
     const heldUntil = this.clock.now() + this.holdMs;
-    // A host whose credentials expire stays in the registry until they do, so renewal can find it.
-    const expiresAt = Math.max(heldUntil, credentials?.expiresAt ?? 0) + EXPIRY_SLACK_MS;
+    // A host whose credentials expire stays in the registry until they do, so renewal can find it,
+    // and for a while after, so status reports it expired instead of forgetting it.
+    const expiresAt = Math.max(heldUntil + EXPIRY_SLACK_MS, credentials ? credentials.expiresAt + EXPIRED_KEPT_MS : 0);
     const result = await this.settle(
       outcome === "provisioned" ? "mark provisioned" : "forget",
       key.identity,
@@ -555,13 +599,27 @@ export class AdmissionRegistry {
     const hosts: HostExpiry[] = [];
     for (const row of await this.deps.store.listSite(this.settings.site)) {
       if (row.credentialsExpireAt === undefined || row.expiryKind === undefined) continue;
+      const { renewalAttempts: attempts, renewalRetryAt: retryAt, renewalError: reason, renewalErrorAt: at } = row;
       hosts.push({
         identity: row.identity,
         state: row.state,
         credentials: { expiresAt: row.credentialsExpireAt, kind: row.expiryKind, issuedAt: row.credentialsIssuedAt ?? 0 },
+        ...(attempts !== undefined && retryAt !== undefined ? { renewal: { attempts, retryAt, reason: reason ?? "", at: at ?? 0 } } : {}),
       });
     }
     return hosts;
+  }
+
+  /**
+   * Records renewal's failed tries of `host`'s current credentials (or clears them, with no mark).
+   * False when the host has other credentials by now: the mark was about credentials it no longer has.
+   */
+  async markRenewal(host: Pick<HostExpiry, "identity" | "credentials">, mark?: RenewalMark): Promise<boolean> {
+    const request = { site: this.settings.site, identity: host.identity, credentialsIssuedAt: host.credentials.issuedAt, ...(mark ? { mark } : {}) };
+    const result = await this.settle("record a renewal", host.identity, () => this.deps.store.markRenewal(request), (current) =>
+      current?.credentialsIssuedAt === host.credentials.issuedAt && current.renewalRetryAt === mark?.retryAt && current.renewalAttempts === mark?.attempts,
+    );
+    return result.applied;
   }
 
   private discardStale(work: HostWork, reason: string): void {

@@ -24,7 +24,7 @@ import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metr
 import { AdmissionFlow } from "./admission-flow";
 import { decodeHostWork } from "./host-work-message";
 import type { MessageQueue, QueueCounts } from "./use-case-ports";
-import { renewalReport, updateRenewalState, type RenewalReport, type RenewalStore } from "./renewal-state";
+import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalStore, type RenewSelection } from "./renewal-state";
 
 export interface StatusQueues {
   hostWork: MessageQueue;
@@ -532,7 +532,8 @@ export class Operator {
   }
 }
 
-export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
+/** An operator's request names at most this many hosts, so it stays a small part of renewal's one state item. */
+const MAX_NAMED_HOSTS = 5_000;
 
 export interface RenewRequestOptions {
   selection: RenewSelection;
@@ -570,19 +571,23 @@ export class RenewalOperator {
 
   /** Chooses the hosts now (soonest expiry first) and, unless a dry run, hands them to the leader's next renew run. */
   async request(options: RenewRequestOptions): Promise<RenewRequestResult> {
+    const { selection } = options;
+    if ("identities" in selection && selection.identities.length > MAX_NAMED_HOSTS) {
+      throw new OperatorRefusal(`renew names ${selection.identities.length} hosts; name at most ${MAX_NAMED_HOSTS}, or use --all or --due-within, which work for any number`);
+    }
     const term = await this.deps.operator.currentTerm();
     const now = this.deps.clock.now();
-    const provisioned = (await this.deps.registry.expiries()).filter((host) => host.state === "provisioned");
+    const hosts = await this.deps.registry.expiries();
+    const provisioned = hosts.filter((host) => host.state === "provisioned" && host.credentials.expiresAt > now);
     const byIdentity = new Map(provisioned.map((host) => [host.identity, host]));
     const skipped: RenewRequestResult["skipped"] = [];
     let chosen: HostExpiry[];
-    const { selection } = options;
     if ("identities" in selection) {
       chosen = [];
       for (const identity of new Set(selection.identities)) {
         const host = byIdentity.get(identity);
         if (host) chosen.push(host);
-        else skipped.push({ identity, reason: "not a provisioned host with a known credential expiry" });
+        else skipped.push({ identity, reason: "not a provisioned host with a known credential expiry that has not expired" });
       }
     } else if ("dueWithinMs" in selection) {
       chosen = provisioned.filter((host) => host.credentials.expiresAt <= now + selection.dueWithinMs);
@@ -601,11 +606,12 @@ export class RenewalOperator {
       if (state.paused) {
         throw new OperatorRefusal(`renewal of site "${this.deps.site}" paused itself (${state.paused.reason}): see why, then run renew --resume`);
       }
-      const previous = state.request?.identities.length;
+      const previous = state.request && requestedHosts(hosts, state, state.request, now).remaining;
       state.request = {
         term,
         requestedAt: now,
-        identities: chosen.map((host) => host.identity),
+        // What to renew, not a list of the fleet: the request fits one item whatever the fleet's size.
+        selection: "identities" in selection ? { identities: chosen.map((host) => host.identity) } : selection,
         ...(options.by ? { by: options.by } : {}),
         ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
       };

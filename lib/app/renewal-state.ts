@@ -1,11 +1,14 @@
 /**
- * What renewal remembers between runs, per site: the hosts it sent `reprovision` and that are not
- * provisioned again yet (in flight), the outcomes of the last renewals, the hosts it gave up on,
- * the sends of the last minute (the rate), whether it paused itself and why, and an operator's
- * pending request. One record, written with a version check so two writers never lose each
- * other's changes. Also the pure rules over it: which hosts are due, in which order.
+ * What renewal remembers between runs, per site, in one small record: the hosts it sent
+ * `reprovision` that are not provisioned again yet (in flight, at most `renew.max_in_flight`), the
+ * outcomes of the last renewals (one per host), the sends of the last minute (the rate), whether it
+ * paused itself and why, and an operator's pending request (what to renew, never a list of the
+ * fleet, so it fits whatever the fleet's size). Written with a version check so two writers never
+ * lose each other's changes. What renewal knows of one host's failed tries lives on the host's
+ * registry entry (`RenewalMark`), where every deployment of the site sees it. Also the pure rules
+ * over both: which hosts are due, in which order, when a failed one is tried again.
  */
-import type { HostExpiry } from "../admission/registry";
+import type { HostExpiry, RenewalMark } from "../admission/registry";
 import { RenewalContentionError } from "../errors";
 
 interface InFlightRenewal {
@@ -15,6 +18,12 @@ interface InFlightRenewal {
   term: number;
   /** When the credentials it replaces expire. */
   expiresAt: number;
+  /**
+   * The request left but no answer came: the node may be restarting (the reply was lost) or may
+   * never have had it. It stays in flight, counted against the bound, until the host comes back
+   * or shows it did not act (still provisioned with its old credentials after `unansweredHoldMs`).
+   */
+  unanswered?: boolean;
 }
 
 export interface RenewalOutcome {
@@ -24,31 +33,52 @@ export interface RenewalOutcome {
   reason?: string;
 }
 
-/** An operator's `choria-provisioner renew`, carried out by the leader's next run under `term`. */
+/** What an operator's `choria-provisioner renew` asks for. */
+export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
+
+/** An operator's request, carried out by the leader's runs under `term`. */
 interface RenewalRequest {
   term: number;
   requestedAt: number;
   by?: string;
-  /** Hosts still to send, in the order they go. */
-  identities: string[];
+  selection: RenewSelection;
+  /**
+   * When the leader's first run took the request, on the leader's clock: a host whose credentials
+   * were issued after it has been renewed, so none is renewed twice however large the request.
+   */
+  acceptedAt?: number;
   /** Sends per minute while the request lasts, instead of `renew.rate`. */
   ratePerMinute?: number;
 }
 
 export interface RenewalState {
   inFlight: Record<string, InFlightRenewal>;
-  /** The last `failure_window` outcomes, oldest first. */
+  /** The last `failure_window` outcomes, oldest first, one per host (a retry replaces its host's last outcome). */
   recent: RenewalOutcome[];
-  /** Hosts renewal gave up on, with why; cleared when the host is provisioned again or the operator asks for it. */
-  failed: Record<string, { reason: string; at: number }>;
-  /** Epoch ms of the sends of the last minute. */
+  /** Epoch ms of the requests that left in the last minute, answered or not. */
   sends: number[];
   paused?: { reason: string; at: number };
   request?: RenewalRequest;
 }
 
 export function emptyRenewalState(): RenewalState {
-  return { inFlight: {}, recent: [], failed: {}, sends: [] };
+  return { inFlight: {}, recent: [], sends: [] };
+}
+
+/**
+ * The state as stored, from any earlier layout: a request that named its hosts in `identities` is
+ * that selection, and the per-host `failed` marks of earlier versions are left behind (those hosts
+ * are due again, which is what renewal now does with a failed host anyway).
+ */
+export function renewalStateFrom(stored: Record<string, unknown>): RenewalState {
+  const { inFlight, recent, sends, paused, request } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
+  const state: RenewalState = { ...emptyRenewalState(), ...(inFlight ? { inFlight } : {}), ...(recent ? { recent } : {}), ...(sends ? { sends } : {}) };
+  if (paused) state.paused = paused;
+  if (request) {
+    const { identities, ...rest } = request;
+    state.request = rest.selection ? rest : { ...rest, selection: { identities: identities ?? [] } };
+  }
+  return state;
 }
 
 export interface StoredRenewalState {
@@ -98,6 +128,14 @@ export type RenewBefore = { ms: number } | { fraction: number };
 
 /** Hosts of one expiry are spread over the first half of their window, so the second half is left for retries and slack. */
 const SPREAD_SHARE = 0.5;
+/** A host in the last quarter of its window is at risk: renewal should have renewed it long before. */
+const AT_RISK_SHARE = 0.25;
+
+/** How long before expiry the host's renewal window opens. */
+function windowOf(host: HostExpiry, before: RenewBefore): number {
+  const { expiresAt, issuedAt } = host.credentials;
+  return "ms" in before ? before.ms : before.fraction * Math.max(0, expiresAt - issuedAt);
+}
 
 /**
  * When `host` may first be renewed. The window opens `before` ahead of expiry; where in its first
@@ -105,9 +143,14 @@ const SPREAD_SHARE = 0.5;
  * across the window and each one's place is the same on every run.
  */
 export function renewableAt(host: HostExpiry, before: RenewBefore): number {
-  const { expiresAt, issuedAt } = host.credentials;
-  const lead = "ms" in before ? before.ms : before.fraction * Math.max(0, expiresAt - issuedAt);
-  return expiresAt - lead + spreadOf(host.identity) * lead * SPREAD_SHARE;
+  const lead = windowOf(host, before);
+  return host.credentials.expiresAt - lead + spreadOf(host.identity) * lead * SPREAD_SHARE;
+}
+
+/** Whether the host's credentials run out within the last quarter of its window (not yet expired). */
+export function atRisk(host: HostExpiry, before: RenewBefore, now: number): boolean {
+  const left = host.credentials.expiresAt - now;
+  return host.state === "provisioned" && left > 0 && left <= windowOf(host, before) * AT_RISK_SHARE;
 }
 
 /** A stable fraction in [0, 1) from the identity (FNV-1a). */
@@ -125,44 +168,95 @@ export function provisionedSince(host: HostExpiry | undefined, since: number): b
   return host !== undefined && host.state === "provisioned" && host.credentials.issuedAt > since;
 }
 
+/** The first retry waits this long, each next one twice as long, up to RETRY_MAX_MS. */
+const RETRY_BASE_MS = 30_000;
+const RETRY_MAX_MS = 3_600_000;
+/** A retry never waits longer than this share of the time the credentials have left, so several fit before they expire. */
+const RETRY_SHARE_OF_TIME_LEFT = 0.25;
+
 /**
- * The hosts due now, soonest expiry first: provisioned, not in flight, not given up on since they
- * were last provisioned, not expired already (a node whose credentials ran out cannot be reached on
- * the main broker; status shows it), and past the time `renewableAt` gives them.
+ * The mark a failed renewal of `host` leaves: one more attempt, tried again after a backoff that
+ * doubles per attempt and always leaves room for more tries before the credentials run out. A host
+ * that did not answer or did not come back is never given up on while its credentials are valid.
  */
-export function dueHosts(hosts: readonly HostExpiry[], state: RenewalState, before: RenewBefore, now: number): HostExpiry[] {
-  return hosts
-    .filter((host) => {
-      if (host.state !== "provisioned" || state.inFlight[host.identity]) return false;
-      const failed = state.failed[host.identity];
-      if (failed && !provisionedSince(host, failed.at)) return false;
-      return host.credentials.expiresAt > now && renewableAt(host, before) <= now;
-    })
-    .sort((a, b) => a.credentials.expiresAt - b.credentials.expiresAt || (a.identity < b.identity ? -1 : 1));
+export function retryMark(host: HostExpiry, reason: string, now: number): RenewalMark {
+  const attempts = (host.renewal?.attempts ?? 0) + 1;
+  const backoff = Math.min(RETRY_BASE_MS * 2 ** (attempts - 1), RETRY_MAX_MS);
+  const timeLeft = Math.max(0, host.credentials.expiresAt - now);
+  return { attempts, retryAt: now + Math.min(backoff, timeLeft * RETRY_SHARE_OF_TIME_LEFT), reason, at: now };
 }
 
-/** The expiry distribution status shows, and the next hosts due. */
+/** A provisioned host renewal may send now: not in flight, not expired, and not waiting for a retry. */
+function sendable(host: HostExpiry, state: RenewalState, now: number): boolean {
+  if (host.state !== "provisioned" || state.inFlight[host.identity]) return false;
+  return host.credentials.expiresAt > now && (host.renewal === undefined || host.renewal.retryAt <= now);
+}
+
+const soonestFirst = (a: HostExpiry, b: HostExpiry) => a.credentials.expiresAt - b.credentials.expiresAt || (a.identity < b.identity ? -1 : 1);
+
+/**
+ * The hosts due now, soonest expiry first: sendable (a node whose credentials ran out cannot be
+ * reached on the main broker; status shows it) and past the time `renewableAt` gives them.
+ */
+export function dueHosts(hosts: readonly HostExpiry[], state: RenewalState, before: RenewBefore, now: number): HostExpiry[] {
+  return hosts.filter((host) => sendable(host, state, now) && renewableAt(host, before) <= now).sort(soonestFirst);
+}
+
+/**
+ * The hosts an operator's request still covers (provisioned, not expired, credentials issued before
+ * the leader took the request, selected) and, of those, the ones to send now in the order they go:
+ * named hosts in the order named, the others soonest expiry first.
+ */
+export function requestedHosts(hosts: readonly HostExpiry[], state: RenewalState, request: RenewalRequest, now: number): { remaining: number; sendable: HostExpiry[] } {
+  const since = request.acceptedAt ?? request.requestedAt;
+  const { selection } = request;
+  const selected = (host: HostExpiry) =>
+    "all" in selection ? true : "dueWithinMs" in selection ? host.credentials.expiresAt <= request.requestedAt + selection.dueWithinMs : true;
+  let covered = hosts.filter((host) => host.state === "provisioned" && host.credentials.expiresAt > now && host.credentials.issuedAt <= since && selected(host));
+  if ("identities" in selection) {
+    const byIdentity = new Map(covered.map((host) => [host.identity, host]));
+    covered = [...new Set(selection.identities)].flatMap((identity) => byIdentity.get(identity) ?? []);
+  } else covered.sort(soonestFirst);
+  return { remaining: covered.length, sendable: covered.filter((host) => sendable(host, state, now)) };
+}
+
+/** What an operator can do for a host whose credentials expired, by which credential ran out. */
+export const EXPIRED_HOST_ACTION: Record<HostExpiry["credentials"]["kind"], string> = {
+  server_jwt:
+    "restart the node's Choria server: go-choria 0.30.0 and later go back to provisioning mode at start when their server JWT has expired, and are provisioned again",
+  certificate:
+    "re-enrol the node: with an expired certificate it cannot reach the main broker; put it back in provisioning mode (its provisioning configuration) and restart it",
+};
+
+/** The expiry distribution status shows, the next hosts due, and the hosts whose credentials ran out. */
 export interface ExpiryReport {
   /** Hosts whose credentials' expiry is known. */
   known: number;
   expired: number;
+  /** Not expired, but in the last quarter of their renewal window: renewal should have renewed them by now. */
+  atRisk: number;
   within24h: number;
   within7d: number;
   within30d: number;
   next: Array<{ identity: string; expiresAt: number; kind: HostExpiry["credentials"]["kind"] }>;
+  /** The most recently expired hosts, with what to do (at most NEXT_DUE_SHOWN x 5). */
+  expiredHosts: Array<{ identity: string; expiredAt: number; kind: HostExpiry["credentials"]["kind"]; action: string }>;
 }
 
 const HOUR_MS = 3_600_000;
 /** How many of the next hosts due status lists. */
 const NEXT_DUE_SHOWN = 10;
+/** `renew.before`'s default, for a report made without the deployment's configuration (the CLI without --config). */
+export const DEFAULT_RENEW_BEFORE: RenewBefore = { fraction: 0.2 };
 
 /** Counts are cumulative: a host expiring in 3 h is within 24 h, 7 d and 30 d. */
-export function expiryReport(hosts: readonly HostExpiry[], now: number): ExpiryReport {
-  const report: ExpiryReport = { known: hosts.length, expired: 0, within24h: 0, within7d: 0, within30d: 0, next: [] };
-  for (const { credentials } of hosts) {
-    const left = credentials.expiresAt - now;
+export function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {
+  const report: ExpiryReport = { known: hosts.length, expired: 0, atRisk: 0, within24h: 0, within7d: 0, within30d: 0, next: [], expiredHosts: [] };
+  for (const host of hosts) {
+    const left = host.credentials.expiresAt - now;
     if (left <= 0) report.expired++;
     else {
+      if (atRisk(host, before, now)) report.atRisk++;
       if (left <= 24 * HOUR_MS) report.within24h++;
       if (left <= 7 * 24 * HOUR_MS) report.within7d++;
       if (left <= 30 * 24 * HOUR_MS) report.within30d++;
@@ -173,6 +267,11 @@ export function expiryReport(hosts: readonly HostExpiry[], now: number): ExpiryR
     .sort((a, b) => a.credentials.expiresAt - b.credentials.expiresAt)
     .slice(0, NEXT_DUE_SHOWN)
     .map((host) => ({ identity: host.identity, expiresAt: host.credentials.expiresAt, kind: host.credentials.kind }));
+  report.expiredHosts = hosts
+    .filter((host) => host.credentials.expiresAt <= now)
+    .sort((a, b) => b.credentials.expiresAt - a.credentials.expiresAt)
+    .slice(0, NEXT_DUE_SHOWN * 5)
+    .map(({ identity, credentials: { expiresAt, kind } }) => ({ identity, expiredAt: expiresAt, kind, action: EXPIRED_HOST_ACTION[kind] }));
   return report;
 }
 
@@ -181,25 +280,28 @@ export interface RenewalReport {
   expiry: ExpiryReport;
   paused?: { reason: string; at: number };
   inFlight: number;
-  /** Hosts renewal gave up on, newest first (at most NEXT_DUE_SHOWN x 5). */
-  failed: Array<{ identity: string; reason: string; at: number }>;
+  /** Hosts whose last renewal failed and that are tried again at `retryAt`, newest failure first (at most NEXT_DUE_SHOWN x 5). */
+  failed: Array<{ identity: string; reason: string; at: number; attempts: number; retryAt: number }>;
+  /** Hosts whose renewal failed, in all. */
+  failing: number;
   /** The operator's request still being carried out. */
   requested?: { term: number; remaining: number; requestedAt: number; by?: string };
 }
 
-export function renewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number): RenewalReport {
-  const failed = Object.entries(state.failed)
-    .map(([identity, mark]) => ({ identity, ...mark }))
+export function renewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): RenewalReport {
+  const marked = hosts.filter((host) => host.renewal !== undefined && host.credentials.expiresAt > now);
+  const failed = marked
+    .map(({ identity, renewal }) => ({ identity, reason: renewal!.reason, at: renewal!.at, attempts: renewal!.attempts, retryAt: renewal!.retryAt }))
     .sort((a, b) => b.at - a.at)
     .slice(0, NEXT_DUE_SHOWN * 5);
   const { request } = state;
+  const remaining = request ? requestedHosts(hosts, state, request, now).remaining : 0;
   return {
-    expiry: expiryReport(hosts, now),
+    expiry: expiryReport(hosts, now, before),
     ...(state.paused ? { paused: state.paused } : {}),
     inFlight: Object.keys(state.inFlight).length,
     failed,
-    ...(request
-      ? { requested: { term: request.term, remaining: request.identities.length, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } }
-      : {}),
+    failing: marked.length,
+    ...(request ? { requested: { term: request.term, remaining, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } } : {}),
   };
 }

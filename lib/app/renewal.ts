@@ -5,18 +5,24 @@
  * credentials. Each run (the scheduled `renew` function) does, under the term it leads with:
  *
  * 1. settle the hosts in flight: provisioned again since the send is a success; not provisioned
- *    within `timeoutMs` is a failure, marked, counted and logged;
+ *    within `timeoutMs`, or (unanswered) still on its old credentials after `unansweredHoldMs`, is
+ *    a failure;
  * 2. pause itself, saying why, when more than `failureThreshold` of the last `failureWindow`
- *    renewals failed (the operator resumes it);
+ *    renewed hosts failed (the operator resumes it);
  * 3. send the operator's requested hosts, then the hosts due, soonest expiry first, within the
- *    rate (sends in the last minute) and the bound on hosts in flight.
+ *    rate (requests that left in the last minute, answered or not) and the bound on hosts in flight.
+ *
+ * A failed host is never given up on while its credentials are valid: its registry entry records
+ * the failure and when to try again (`retryMark`), and it is due again then. The registry and this
+ * state live in the site's admission table, shared by all its deployments, so a new leader carries
+ * on where the old one stopped.
  *
  * Every send reads the pause gate first, as every provisioning RPC does: a deposed leader sends
  * nothing once the gate closes, and the request's envelope time is the gate check's, so a node
  * runs it only inside the delivery horizon. A host is reserved in flight before its request
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
-import type { AdmissionRegistry, HostExpiry } from "../admission/registry";
+import type { AdmissionRegistry, HostExpiry, RenewalMark } from "../admission/registry";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
@@ -26,7 +32,10 @@ import { mapLimited } from "./concurrency";
 import type { InvocationContext } from "./use-case-ports";
 import {
   dueHosts,
+  expiryReport,
   provisionedSince,
+  requestedHosts,
+  retryMark,
   updateRenewalState,
   type RenewalOutcome,
   type RenewalState,
@@ -41,6 +50,11 @@ const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_pr
 const SEND_CONCURRENCY = 32;
 const MINUTE_MS = 60_000;
 
+/** How long an unanswered host may take to show up in provisioning: two discoveries and the request's own wait. */
+export function unansweredHoldFor(discoveryIntervalMs: number): number {
+  return 2 * discoveryIntervalMs + REPROVISION_TIMEOUT_MS;
+}
+
 export interface RenewalSettings {
   site: string;
   /** Automatic renewal (`renew.enabled`); an operator's request is carried out either way. */
@@ -50,7 +64,12 @@ export interface RenewalSettings {
   maxInFlight: number;
   /** A renewed host must be provisioned again within this (`renew.timeout`). */
   timeoutMs: number;
-  /** Renewal pauses when more than this many of the last `failureWindow` renewals failed. */
+  /**
+   * A host that did not answer and is still provisioned on its old credentials this long after the
+   * send did not act on it (a restarted node is rediscovered within two discovery intervals).
+   */
+  unansweredHoldMs: number;
+  /** Renewal pauses when more than this many of the last `failureWindow` renewed hosts failed. */
   failureThreshold: number;
   failureWindow: number;
   /** The provisioning token the node's choria_provision agent checks. Secret. */
@@ -62,7 +81,7 @@ export interface RenewalSettings {
 export interface RenewalDeps {
   settings: RenewalSettings;
   gate: Pick<LeaseGate, "standing" | "assertOpen">;
-  registry: Pick<AdmissionRegistry, "expiries">;
+  registry: Pick<AdmissionRegistry, "expiries" | "markRenewal">;
   store: RenewalStore;
   /** Direct RPC on the main broker, to the target collective. */
   rpc: ChoriaRpc;
@@ -80,14 +99,23 @@ export type RenewalRunResult =
       term: number;
       /** Hosts sent reprovision that accepted it. */
       sent: string[];
+      /** Hosts sent reprovision that gave no answer (they stay in flight). */
+      unanswered: string[];
       refused: Array<{ identity: string; reason: string }>;
       /** Hosts provisioned again since their renewal. */
       completed: string[];
-      /** Hosts not provisioned again within the bound. */
+      /** Hosts in flight that did not come back (tried again later). */
       timedOut: string[];
       inFlight: number;
       pausedBecause?: string;
     };
+
+/** A host whose renewal failed, why, and when it is tried again. */
+interface Failure {
+  host: HostExpiry;
+  reason: string;
+  mark: RenewalMark;
+}
 
 export class Renewal {
   constructor(private readonly deps: RenewalDeps) {}
@@ -105,8 +133,9 @@ export class Renewal {
     const hosts = await this.deps.registry.expiries();
     const byIdentity = new Map(hosts.map((host) => [host.identity, host]));
     const now = clock.now();
+    this.observeFleet(hosts, now);
     const completed: string[] = [];
-    const timedOut: string[] = [];
+    const timedOut: Failure[] = [];
 
     // 1 and 2, and the hosts this run sends, reserved in flight in the same write.
     const { state, result: chosen } = await updateRenewalState(this.deps.store, settings.site, (state) => {
@@ -115,77 +144,116 @@ export class Renewal {
       this.settle(state, byIdentity, now, completed, timedOut);
       this.pauseIfFailing(state, now);
       if (state.paused) return [];
-      const picked = this.pick(state, hosts, term, now);
+      // A host that failed just now waits for its retry like one that failed in an earlier run.
+      const marked = new Map(timedOut.map((failure) => [failure.host.identity, failure.mark]));
+      const current = hosts.map((host) => (marked.has(host.identity) ? { ...host, renewal: marked.get(host.identity) as RenewalMark } : host));
+      const picked = this.pick(state, current, term, now);
       for (const host of picked) state.inFlight[host.identity] = { sentAt: now, term, expiresAt: host.credentials.expiresAt };
       return picked;
     });
     for (const identity of completed) logger.info("renewed host is provisioned again", { identity, term });
-    for (const identity of timedOut) logger.error(`renewed host ${identity} was not provisioned again within ${settings.timeoutMs / 1000}s`, { identity, term });
+    for (const { host, reason } of timedOut) logger.error(`renewal of ${host.identity} failed: ${reason}; tried again later`, { identity: host.identity, term });
     if (completed.length > 0) metrics.count(EXTRA_METRIC.renewalsCompleted, completed.length);
     if (timedOut.length > 0) metrics.count(EXTRA_METRIC.renewalFailures, timedOut.length);
-    metrics.gauge(EXTRA_METRIC.renewalPaused, state.paused ? 1 : 0);
+    await this.markForRetry(timedOut);
 
     const sends = chosen.length === 0 ? [] : await this.send(chosen, term, ctx);
-    const sent = sends.filter((send) => send.kind === "sent");
-    const refused = sends.flatMap((send) => (send.kind === "refused" ? [{ identity: send.identity, reason: send.reason }] : []));
-    const final = await updateRenewalState(this.deps.store, settings.site, (latest) => {
+    const final = await this.recordSends(sends, term, now);
+    const refused = sends.flatMap((send) => (send.kind === "refused" ? [{ host: send.host, reason: send.reason, mark: retryMark(send.host, send.reason, send.sentAt) }] : []));
+    await this.markForRetry(refused);
+    return this.summarise(state, final, sends, { term, completed, timedOut });
+  }
+
+  /** Records what left: answered or not, each request counts toward the rate; a refusal frees its host's place in flight. */
+  private async recordSends(sends: SendResult[], term: number, reservedAt: number): Promise<RenewalState> {
+    const { settings, clock } = this.deps;
+    const { state } = await updateRenewalState(this.deps.store, settings.site, (latest) => {
       for (const send of sends) {
-        const held = latest.inFlight[send.identity];
+        const held = latest.inFlight[send.host.identity];
         // A reservation of another run (or term) is not this run's to change.
-        if (held?.term !== term || held.sentAt !== now) continue;
-        if (send.kind === "sent") {
-          held.sentAt = send.sentAt;
-          latest.sends.push(send.sentAt);
+        if (held?.term !== term || held.sentAt !== reservedAt) continue;
+        if (send.kind === "not-sent") {
+          delete latest.inFlight[send.host.identity];
           continue;
         }
-        delete latest.inFlight[send.identity];
+        latest.sends.push(send.sentAt);
         if (send.kind === "refused") {
-          record(latest, { identity: send.identity, ok: false, at: send.at, reason: send.reason }, settings.failureWindow);
-          latest.failed[send.identity] = { reason: send.reason, at: send.at };
+          delete latest.inFlight[send.host.identity];
+          record(latest, { identity: send.host.identity, ok: false, at: send.sentAt, reason: send.reason }, settings.failureWindow);
+          continue;
         }
+        held.sentAt = send.sentAt;
+        if (send.kind === "unanswered") held.unanswered = true;
       }
       latest.sends = latest.sends.filter((at) => at > clock.now() - MINUTE_MS);
       this.pauseIfFailing(latest, clock.now());
     });
-    if (sent.length > 0) metrics.count(EXTRA_METRIC.renewalsSent, sent.length);
+    return state;
+  }
+
+  private summarise(before: RenewalState, after: RenewalState, sends: SendResult[], run: { term: number; completed: string[]; timedOut: Failure[] }): RenewalRunResult {
+    const { logger, metrics } = this.deps;
+    const of = (kind: SendResult["kind"]) => sends.filter((send) => send.kind === kind).map((send) => send.host.identity);
+    const refused = sends.flatMap((send) => (send.kind === "refused" ? [{ identity: send.host.identity, reason: send.reason }] : []));
+    const left = sends.filter((send) => send.kind !== "not-sent").length;
+    if (left > 0) metrics.count(EXTRA_METRIC.renewalsSent, left);
     if (refused.length > 0) metrics.count(EXTRA_METRIC.renewalFailures, refused.length);
-    for (const refusal of refused) logger.error(`${refusal.identity} refused reprovision: ${refusal.reason}`, { identity: refusal.identity, term });
-    const paused = final.state.paused;
+    for (const refusal of refused) logger.error(`${refusal.identity} refused reprovision: ${refusal.reason}; tried again later`, { identity: refusal.identity, term: run.term });
+    const paused = after.paused;
     metrics.gauge(EXTRA_METRIC.renewalPaused, paused ? 1 : 0);
-    metrics.gauge(EXTRA_METRIC.renewalsInFlight, Object.keys(final.state.inFlight).length);
-    if (paused && !state.paused) logger.error(`renewal paused itself: ${paused.reason}`, { term });
+    metrics.gauge(EXTRA_METRIC.renewalsInFlight, Object.keys(after.inFlight).length);
+    if (paused && !before.paused) logger.error(`renewal paused itself: ${paused.reason}`, { term: run.term });
     return {
       status: paused ? "paused" : "ran",
-      term,
-      sent: sent.map((send) => send.identity),
+      term: run.term,
+      sent: of("sent"),
+      unanswered: of("unanswered"),
       refused,
-      completed,
-      timedOut,
-      inFlight: Object.keys(final.state.inFlight).length,
+      completed: run.completed,
+      timedOut: run.timedOut.map((failure) => failure.host.identity),
+      inFlight: Object.keys(after.inFlight).length,
       ...(paused ? { pausedBecause: paused.reason } : {}),
     };
   }
 
+  /** The site's credentials as the alarms see them: hosts at risk of expiring and hosts expired. */
+  private observeFleet(hosts: readonly HostExpiry[], now: number): void {
+    const report = expiryReport(hosts, now, this.deps.settings.before);
+    this.deps.metrics.gauge(EXTRA_METRIC.renewalHostsAtRisk, report.atRisk);
+    this.deps.metrics.gauge(EXTRA_METRIC.credentialsExpired, report.expired);
+  }
+
+  /** Leaves each failed host's entry a retry mark; a mark that cannot be written leaves the host due at once instead. */
+  private async markForRetry(failures: readonly Failure[]): Promise<void> {
+    await mapLimited(failures, SEND_CONCURRENCY, async ({ host, mark }) => {
+      try {
+        await this.deps.registry.markRenewal(host, mark);
+      } catch (error) {
+        this.deps.logger.warn("could not record a failed renewal on the host; it is due again at once", { identity: host.identity, error: messageOf(error) });
+      }
+    });
+  }
+
   /** Settles the hosts in flight against what the registry says now. */
-  private settle(state: RenewalState, hosts: Map<string, HostExpiry>, now: number, completed: string[], timedOut: string[]): void {
-    const { timeoutMs, failureWindow } = this.deps.settings;
+  private settle(state: RenewalState, hosts: Map<string, HostExpiry>, now: number, completed: string[], failed: Failure[]): void {
+    const { timeoutMs, unansweredHoldMs, failureWindow } = this.deps.settings;
     for (const [identity, held] of Object.entries(state.inFlight)) {
-      if (provisionedSince(hosts.get(identity), held.sentAt)) {
+      const host = hosts.get(identity);
+      let reason: string | undefined;
+      if (provisionedSince(host, held.sentAt)) {
         delete state.inFlight[identity];
-        delete state.failed[identity];
         record(state, { identity, ok: true, at: now }, failureWindow);
         completed.push(identity);
-      } else if (now - held.sentAt > timeoutMs) {
-        const reason = `not provisioned again within ${timeoutMs / 1000}s of its reprovision request`;
-        delete state.inFlight[identity];
-        state.failed[identity] = { reason, at: now };
-        record(state, { identity, ok: false, at: now, reason }, failureWindow);
-        timedOut.push(identity);
+        continue;
       }
-    }
-    // A failure mark ends when the host is provisioned again (fresh credentials) after it.
-    for (const [identity, mark] of Object.entries(state.failed)) {
-      if (provisionedSince(hosts.get(identity), mark.at)) delete state.failed[identity];
+      const waited = now - held.sentAt;
+      if (held.unanswered && host?.state === "provisioned" && waited > unansweredHoldMs) {
+        reason = `did not answer reprovision and was still on its old credentials ${Math.round(waited / 1000)}s later`;
+      } else if (waited > timeoutMs) reason = `not provisioned again within ${timeoutMs / 1000}s of its reprovision request`;
+      if (reason === undefined) continue;
+      delete state.inFlight[identity];
+      record(state, { identity, ok: false, at: now, reason }, failureWindow);
+      if (host) failed.push({ host, reason, mark: retryMark(host, reason, now) });
     }
   }
 
@@ -196,7 +264,7 @@ export class Renewal {
     if (failures.length <= failureThreshold) return;
     const last = failures.at(-1);
     state.paused = {
-      reason: `${failures.length} of the last ${state.recent.length} renewals failed (more than ${failureThreshold} of ${failureWindow}); last: ${last?.identity}: ${last?.reason ?? "unknown"}`,
+      reason: `${failures.length} of the last ${state.recent.length} renewed hosts failed (more than ${failureThreshold} of ${failureWindow}); last: ${last?.identity}: ${last?.reason ?? "unknown"}`,
       at: now,
     };
   }
@@ -211,22 +279,13 @@ export class Renewal {
     const rate = state.request?.ratePerMinute ?? settings.ratePerMinute;
     const sentLastMinute = state.sends.filter((at) => at > now - MINUTE_MS).length;
     const budget = Math.min(rate - sentLastMinute, settings.maxInFlight - Object.keys(state.inFlight).length);
-    if (budget <= 0) return [];
-
-    const byIdentity = new Map(hosts.map((host) => [host.identity, host]));
     const picked: HostExpiry[] = [];
     const request = state.request;
     if (request) {
-      while (picked.length < budget && request.identities.length > 0) {
-        const identity = request.identities.shift() as string;
-        const host = byIdentity.get(identity);
-        if (host?.state === "provisioned" && !state.inFlight[identity]) {
-          // Asked for by name: a failure mark does not hold it back.
-          delete state.failed[identity];
-          picked.push(host);
-        } else logger.warn("requested host is not provisioned or already in flight; not renewed", { identity });
-      }
-      if (request.identities.length === 0) delete state.request;
+      request.acceptedAt ??= now;
+      const wanted = requestedHosts(hosts, state, request, now);
+      if (wanted.remaining === 0) delete state.request;
+      picked.push(...wanted.sendable.slice(0, Math.max(0, budget)));
     }
     if (settings.enabled) {
       const taken = new Set(picked.map((host) => host.identity));
@@ -239,72 +298,84 @@ export class Renewal {
   }
 
   private async send(hosts: readonly HostExpiry[], term: number, ctx: InvocationContext): Promise<SendResult[]> {
-    const { settings, clock, logger, metrics, gate, rpc } = this.deps;
+    const { logger } = this.deps;
     try {
       await this.deps.prepareRpc();
     } catch (error) {
       logger.error("renewal could not reach the main broker; nothing sent", { error: messageOf(error) });
-      return hosts.map((host) => ({ kind: "not-sent", identity: host.identity }));
+      return hosts.map((host) => ({ kind: "not-sent", host }));
     }
     let stopped = false;
     return mapLimited(hosts, SEND_CONCURRENCY, async (host): Promise<SendResult> => {
-      const identity = host.identity;
-      if (stopped) return { kind: "not-sent", identity };
-      let stampedAt = clock.now();
-      try {
-        await rpcWithRetries({
-          gate,
-          term,
-          clock,
-          metrics,
-          logger,
-          remainingMs: () => ctx.remainingMs() - settings.deadlineMarginMs,
-          identity,
-          rpc: REPROVISION_RPC,
-          // Not retried: a node that took the first request is restarting, and a second one finds it in provisioning mode.
-          tries: 1,
-          attemptTimeoutMs: REPROVISION_TIMEOUT_MS,
-          call: async (_try, window) => {
-            stampedAt = window.stampedAt;
-            return rpc.call({
-              identity,
-              agent: "choria_provision",
-              action: "reprovision",
-              data: { token: settings.token },
-              timeoutMs: REPROVISION_TIMEOUT_MS,
-              sendWithinMs: window.endsBy - AGENT_TIMEOUT_MS.choria_provision - clock.monotonic(),
-              gateCheckedMsAgo: Math.max(0, clock.now() - window.stampedAt),
-            });
-          },
-        });
-        logger.info("sent reprovision to renew the host's credentials", { identity, term, expiresAt: host.credentials.expiresAt });
-        return { kind: "sent", identity, sentAt: stampedAt };
-      } catch (error) {
-        if (error instanceof PausedError || error instanceof AttemptExceedsLeaseError) {
-          // The gate closed: this run sends nothing more.
-          stopped = true;
-          logger.info("renewal stops: the pause gate closed", { identity, term, reason: messageOf(error) });
-          return { kind: "not-sent", identity };
-        }
-        if (causedBy(error, RpcNotSentError)) {
-          // The send-by instant passed before the request could leave: nothing reached the node.
-          logger.warn("reprovision not sent before its send-by instant; the host stays due", { identity, term, reason: messageOf(error) });
-          return { kind: "not-sent", identity };
-        }
-        const status = causedBy(error, RpcStatusError);
-        return { kind: "refused", identity, at: clock.now(), reason: status ? `${status.statusmsg} (status ${status.statuscode})` : messageOf(error) };
+      if (stopped) return { kind: "not-sent", host };
+      const sent = await this.sendOne(host, term, ctx);
+      if (sent.kind === "gate-closed") {
+        stopped = true;
+        return { kind: "not-sent", host };
       }
+      return sent;
     });
+  }
+
+  /** One reprovision request; what became of it, as far as this side can tell. */
+  private async sendOne(host: HostExpiry, term: number, ctx: InvocationContext): Promise<SendResult | { kind: "gate-closed" }> {
+    const { settings, clock, logger, metrics, gate, rpc } = this.deps;
+    const identity = host.identity;
+    let stampedAt: number | undefined;
+    try {
+      await rpcWithRetries({
+        gate,
+        term,
+        clock,
+        metrics,
+        logger,
+        remainingMs: () => ctx.remainingMs() - settings.deadlineMarginMs,
+        identity,
+        rpc: REPROVISION_RPC,
+        // Not retried: a node that took the first request is restarting, and a second one finds it in provisioning mode.
+        tries: 1,
+        attemptTimeoutMs: REPROVISION_TIMEOUT_MS,
+        call: async (_try, window) => {
+          stampedAt = window.stampedAt;
+          return rpc.call({
+            identity,
+            agent: "choria_provision",
+            action: "reprovision",
+            data: { token: settings.token },
+            timeoutMs: REPROVISION_TIMEOUT_MS,
+            sendWithinMs: window.endsBy - AGENT_TIMEOUT_MS.choria_provision - clock.monotonic(),
+            gateCheckedMsAgo: Math.max(0, clock.now() - window.stampedAt),
+          });
+        },
+      });
+      logger.info("sent reprovision to renew the host's credentials", { identity, term, expiresAt: host.credentials.expiresAt });
+      return { kind: "sent", host, sentAt: stampedAt ?? clock.now() };
+    } catch (error) {
+      if (error instanceof PausedError || error instanceof AttemptExceedsLeaseError) {
+        logger.info("renewal stops: the pause gate closed", { identity, term, reason: messageOf(error) });
+        return { kind: "gate-closed" };
+      }
+      if (causedBy(error, RpcNotSentError) || stampedAt === undefined) {
+        // The send-by instant passed before the request could leave: nothing reached the node.
+        logger.warn("reprovision not sent before its send-by instant; the host stays due", { identity, term, reason: messageOf(error) });
+        return { kind: "not-sent", host };
+      }
+      const status = causedBy(error, RpcStatusError);
+      if (status) return { kind: "refused", host, sentAt: stampedAt, reason: `${status.statusmsg} (status ${status.statuscode})` };
+      logger.warn("reprovision got no answer; the host stays in flight until it comes back or shows it did not act", { identity, term, reason: messageOf(error) });
+      return { kind: "unanswered", host, sentAt: stampedAt };
+    }
   }
 }
 
 type SendResult =
-  | { kind: "sent"; identity: string; sentAt: number }
-  | { kind: "refused"; identity: string; at: number; reason: string }
-  | { kind: "not-sent"; identity: string };
+  | { kind: "sent" | "unanswered"; host: HostExpiry; sentAt: number }
+  | { kind: "refused"; host: HostExpiry; sentAt: number; reason: string }
+  | { kind: "not-sent"; host: HostExpiry };
 
-/** Keeps the last `window` outcomes. */
+/** Keeps the last `window` outcomes, one per host: a host retried many times counts once toward the pause. */
 function record(state: RenewalState, outcome: RenewalOutcome, window: number): void {
+  state.recent = state.recent.filter((earlier) => earlier.identity !== outcome.identity);
   state.recent.push(outcome);
   if (state.recent.length > window) state.recent.splice(0, state.recent.length - window);
 }

@@ -66,6 +66,8 @@ export interface FunctionParts {
   /** The queues' SQS client (provision takes more host work with it while a batch runs). */
   readonly sqsClient: SQSClient;
   readonly registry: AdmissionRegistry;
+  /** The admission table's client (the registry's, and renewal's state in the same table). */
+  readonly storeClient: DynamoDBClient;
   readonly gate: LeaseGate;
   /** Absent when leader election is off. */
   readonly leaseStore: LeaseStore | undefined;
@@ -112,7 +114,9 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
   // A lease table given by ARN may live in another Region (the site's home Region); its client goes there.
   const leaseRegion = settings.leaseTable ? tableArnRegion(settings.leaseTable) : undefined;
   const leaseClient = createLeaseClient({ ...dynamodb, ...(leaseRegion ? { region: leaseRegion } : {}) });
-  const storeClient = createStoreClient(dynamodb);
+  // So may the site's admission table, when a deployment in another Region names it by ARN.
+  const admissionRegion = tableArnRegion(settings.admissionTable);
+  const storeClient = createStoreClient({ ...dynamodb, ...(admissionRegion ? { region: admissionRegion } : {}) });
   const sqsClient = createSqsClient(endpointConfig(settings.region, settings.sqsEndpoint));
 
   const registry = new AdmissionRegistry(
@@ -148,6 +152,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     queues,
     sqsClient,
     registry,
+    storeClient,
     gate,
     leaseStore,
     pauseStore,

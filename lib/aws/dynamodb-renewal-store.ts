@@ -4,7 +4,7 @@
  * of its own. The state is JSON in `state`; `version` makes each write conditional on the one read.
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { emptyRenewalState, type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/renewal-state";
+import { emptyRenewalState, renewalStateFrom, type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/renewal-state";
 import { RenewalStoreError } from "../errors";
 
 export interface DynamoDbRenewalStoreOptions {
@@ -25,7 +25,7 @@ export class DynamoDbRenewalStore implements RenewalStore {
     if (!Item?.state?.S || !Item.version?.N) return { state: emptyRenewalState(), version: 0 };
     let state: RenewalState;
     try {
-      state = { ...emptyRenewalState(), ...(JSON.parse(Item.state.S) as Partial<RenewalState>) };
+      state = renewalStateFrom(JSON.parse(Item.state.S) as Record<string, unknown>);
     } catch (error) {
       throw new RenewalStoreError(`the renewal state of site ${site} in table ${this.options.tableName} is not JSON`, { cause: error });
     }

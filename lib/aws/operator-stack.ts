@@ -11,9 +11,12 @@ import { messageOf, StackNotFoundError } from "../errors";
 import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
 import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { Operator, RenewalOperator } from "../app/operator";
+import { RegistryMerge, RegistryMergeError } from "../app/registry-merge";
 import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
+import { DynamoDbRegistryTable } from "./dynamodb-registry-copy";
 import type { Clock, Metrics } from "../ports";
-import { endpointConfig } from "./clients";
+import { createStoreClient, endpointConfig } from "./clients";
+import { tableArnRegion } from "./settings";
 import { SqsDeadLetterQueue } from "./sqs-dead-letters";
 import { SqsMessageQueue } from "./sqs-queue";
 
@@ -48,14 +51,16 @@ export async function openOperator(
   stack: OperatorStack,
   needs: StackNeeds,
   clock: Clock,
-): Promise<{ operator: Operator; renewal: RenewalOperator; close(): void }> {
+): Promise<{ operator: Operator; renewal: RenewalOperator; registryMerge: OpenRegistryMerge; close(): void }> {
   // One retry against a local emulator: a refused connection is reported at once.
   const local = (endpoint: string | undefined) => ({ ...endpointConfig(stack.region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
   const dynamo = new DynamoDBClient(local(stack.dynamoDbEndpoint));
   const sqs = new SQSClient(local(stack.sqsEndpoint));
+  const mergeClients: DynamoDBClient[] = [];
   const close = () => {
     dynamo.destroy();
     sqs.destroy();
+    for (const client of mergeClients) client.destroy();
   };
   try {
     await checkTables(dynamo, stack, needs.tables);
@@ -87,11 +92,55 @@ export async function openOperator(
       ...(stack.timing ? { timing: stack.timing } : {}),
     });
     const renewal = new RenewalOperator({ site: stack.site, operator, registry, store: renewalStore, clock });
-    return { operator, renewal, close };
+    return { operator, renewal, registryMerge: (sources) => openRegistryMerge(stack, sources, clock, mergeClients), close };
   } catch (error) {
     close();
     throw error;
   }
+}
+
+/** `registry merge` from the tables named by `--from` into the stack's admission table. */
+type OpenRegistryMerge = (sources: readonly string[]) => Promise<RegistryMerge<AttributeValue>>;
+
+/**
+ * The merge's tables, each found (a missing one is named with the flag that gives it) and none the
+ * target itself under another name. Its clients time out like the functions' registry client, so
+ * a stalled path fails a write, which is then read back, rather than hang; a table given by ARN is
+ * reached in the ARN's Region. The clients are added to `clients` for the caller to close.
+ */
+async function openRegistryMerge(stack: OperatorStack, sources: readonly string[], clock: Clock, clients: DynamoDBClient[]): Promise<RegistryMerge<AttributeValue>> {
+  const byRegion = new Map<string, DynamoDBClient>();
+  const clientFor = (table: string) => {
+    const region = tableArnRegion(table) ?? stack.region;
+    let client = byRegion.get(region);
+    if (!client) {
+      client = createStoreClient(endpointConfig(region, stack.dynamoDbEndpoint));
+      byRegion.set(region, client);
+      clients.push(client);
+    }
+    return client;
+  };
+  const arnOf = async (table: string, flag: string) => {
+    try {
+      return (await clientFor(table).send(new DescribeTableCommand({ TableName: table }))).Table?.TableArn ?? table;
+    } catch (error) {
+      if (errorName(error) !== "ResourceNotFoundException") throw error;
+      const region = tableArnRegion(table) ?? stack.region;
+      throw new StackNotFoundError(`the table "${table}" does not exist ${where({ ...stack, region }, stack.dynamoDbEndpoint)}: check ${flag}`, { cause: error });
+    }
+  };
+  const targetArn = await arnOf(stack.admissionTable, "--admission-table or --stage");
+  for (const source of sources) {
+    if ((await arnOf(source, "--from")) === targetArn) {
+      throw new RegistryMergeError(`--from ${source} is the target itself, the admission table ${stack.admissionTable}: name the other deployments' tables`);
+    }
+  }
+  return new RegistryMerge({
+    site: stack.site,
+    target: new DynamoDbRegistryTable(clientFor(stack.admissionTable), stack.admissionTable),
+    sources: sources.map((source) => new DynamoDbRegistryTable(clientFor(source), source)),
+    clock,
+  });
 }
 
 /** The site's admission entries whose `expiresAt` is past (the TTL attribute may lag by days). */

@@ -12,6 +12,7 @@ export interface AppSettings {
    * lease client then uses the ARN's Region, DynamoDB takes the ARN as the table name).
    */
   leaseTable?: string;
+  /** The site's admission table, shared by its deployments: a name or a table ARN, as the lease table. */
   admissionTable: string;
   hostWorkQueueUrl: string;
   hostWorkDlqUrl: string;
@@ -87,8 +88,8 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
   };
   return {
     configEnv: { ...env },
-    leaseTable: leaseTable(optional("LEASE_TABLE")),
-    admissionTable: required("ADMISSION_TABLE"),
+    leaseTable: table("LEASE_TABLE", optional("LEASE_TABLE")),
+    admissionTable: table("ADMISSION_TABLE", required("ADMISSION_TABLE")) as string,
     hostWorkQueueUrl: url("HOST_WORK_QUEUE_URL", required("HOST_WORK_QUEUE_URL")) as string,
     hostWorkDlqUrl: url("HOST_WORK_DLQ_URL", required("HOST_WORK_DLQ_URL")) as string,
     lifecycleQueueUrl: url("LIFECYCLE_QUEUE_URL", required("LIFECYCLE_QUEUE_URL")) as string,
@@ -107,9 +108,10 @@ export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
   };
 }
 
-function leaseTable(value: string | undefined): string | undefined {
+/** A table's name, or its ARN (a site table another deployment owns, maybe in another Region). */
+function table(name: string, value: string | undefined): string | undefined {
   if (value?.startsWith("arn:") && !tableArnRegion(value)) {
-    throw new AppSettingsError("LEASE_TABLE", `"${value}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
+    throw new AppSettingsError(name, `"${value}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
   }
   return value;
 }

@@ -2,7 +2,8 @@
  * The package-time check of a provisioner configuration (`npm run check-config -- <file>`, and
  * `sls package` / `sls deploy` through config/deployment.cjs): the same validation as start-up, plus
  * what only matters for a deployment — literal secrets, which would land in the Lambda environment
- * and the CloudFormation template, and local paths that will not exist on Lambda. It also derives
+ * and the CloudFormation template, local paths that will not exist on Lambda, and a renewal that
+ * can never keep up with the credential lifetime configured (renew-capacity.ts). It also derives
  * what the template takes from the configuration: the discovery schedule and, per function, the
  * secret references its role may read.
  */
@@ -11,6 +12,7 @@ import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
 import { parseConfig, STACK_DEPLOYMENT_ID_ENV, UNKNOWN_KEY_WARNING } from "./config";
+import { renewCapacityProblems } from "./renew-capacity";
 import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {
   FUNCTION_NAMES,
@@ -102,6 +104,8 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
     }
   }
 
+  // From the document, so they come in the same run as parseConfig's problems.
+  for (const { kind, key, message } of renewCapacityProblems(raw)) (kind === "error" ? errors : warnings).push({ key, message });
   checkLiteralSecrets(raw, options, errors, warnings);
   checkPaths(raw, options, warnings);
   return result;

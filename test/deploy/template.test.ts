@@ -27,6 +27,7 @@ interface Resource {
 }
 interface Template {
   Resources: Record<string, Resource>;
+  Outputs?: Record<string, unknown>;
   Conditions?: Record<string, unknown>;
   Parameters?: Record<string, unknown>;
 }
@@ -65,12 +66,15 @@ let workDir: string;
 let template: Template;
 let optional: Template;
 let packagedFiles: string[];
-/** A standby using the site's existing lease table in another account's home Region. */
+/** A standby using the site's existing lease and admission tables in another account's home Region. */
 let external: Template;
 /** The stack creating the lease table as a multi-Region strongly consistent global table. */
 let global: Template;
 
 const EXTERNAL_LEASE_TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-lease";
+const EXTERNAL_ADMISSION_TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-admission";
+/** How the roles name the admission table this stack owns. */
+const OWN_ADMISSION = "table/choria-provisioner-test-admission";
 const LEASE_ROLES = ["DiscoverRole", "LeaseKeeperRole", "LifecycleBridgeRole", "LifecycleRole", "ProvisionRole", "StatusRole", "ReprovisionRole", "ReleaseRole"];
 
 async function packageService(into: string, params: Record<string, string>): Promise<Template> {
@@ -90,7 +94,7 @@ beforeAll(async () => {
   template = await packageService(join(workDir, "default"), {});
   optional = await packageService(join(workDir, "optional"), OPTIONAL_PARAMS);
   packagedFiles = await readdir(join(workDir, "default"));
-  external = await packageService(join(workDir, "external"), { leaseTable: EXTERNAL_LEASE_TABLE });
+  external = await packageService(join(workDir, "external"), { leaseTable: EXTERNAL_LEASE_TABLE, admissionTable: EXTERNAL_ADMISSION_TABLE, standby: "true" });
   global = await packageService(join(workDir, "global"), { leaseReplicaRegions: "eu-west-2", leaseWitnessRegion: "eu-west-3" });
 }, 600_000);
 
@@ -353,7 +357,7 @@ describe("tables", () => {
 
 describe("the site's lease table", () => {
   const leaseStatements = (from: Template, role: string) =>
-    statementsOf(role, from).filter((s) => asList(s.Action).some((action) => ["dynamodb:GetItem", "dynamodb:UpdateItem"].includes(action)) && !JSON.stringify(s.Resource).includes("AdmissionTable"));
+    statementsOf(role, from).filter((s) => asList(s.Action).some((action) => ["dynamodb:GetItem", "dynamodb:UpdateItem"].includes(action)) && !/admission/.test(JSON.stringify(s.Resource)));
   const tables = (from: Template) =>
     Object.entries(from.Resources)
       .filter(([, r]) => r.Type.startsWith("AWS::DynamoDB::"))
@@ -369,7 +373,7 @@ describe("the site's lease table", () => {
   });
 
   it("with leaseTable=<ARN>: no lease table of its own, every lease statement and the app on that ARN", () => {
-    expect(tables(external)).toEqual(["AdmissionTable: AWS::DynamoDB::Table"]);
+    expect(tables(external)).toEqual([]);
     expect(external.Resources.LeaseTable).toBeUndefined();
     expect(external.Resources.LeaseGlobalTable).toBeUndefined();
     // Nothing else points at a lease table of this stack (a Ref or GetAtt would fail the deploy).
@@ -384,6 +388,33 @@ describe("the site's lease table", () => {
       expect(variables.LEASE_TABLE, fn).toBe(EXTERNAL_LEASE_TABLE);
     }
   });
+
+  it("with admissionTable=<ARN>: no registry of its own; every function and every admission statement on the site's table", () => {
+    expect(external.Resources.AdmissionTable).toBeUndefined();
+    expect(JSON.stringify(external)).not.toMatch(/"AdmissionTable"|choria-provisioner-test-admission\b/);
+    for (const fn of Object.keys(FUNCTIONS)) {
+      const variables = (resource(`${fn}LambdaFunction`, external).Properties.Environment as { Variables: Json }).Variables;
+      expect(variables.ADMISSION_TABLE, fn).toBe(EXTERNAL_ADMISSION_TABLE);
+    }
+    const onRegistry = (role: string) => statementsOf(role, external).filter((s) => JSON.stringify(s.Resource).includes("admission"));
+    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "StatusRole", "ReprovisionRole", "RenewRole"]) {
+      expect(onRegistry(role).map((s) => s.Resource), role).toEqual([EXTERNAL_ADMISSION_TABLE]);
+    }
+    expect(external.Outputs?.AdmissionTableName).toEqual({ Value: EXTERNAL_ADMISSION_TABLE });
+  });
+
+  it.each([
+    ["a standby without admissionTable", { standby: "true", leaseTable: EXTERNAL_LEASE_TABLE }, /param admissionTable is empty: it would keep a registry of its own.*Set admissionTable to the name or ARN of the site's admission table/],
+    ["a stack naming the site's lease but not its registry", { leaseTable: EXTERNAL_LEASE_TABLE }, /param leaseTable names the site's existing lease table but param admissionTable is empty/],
+    ["a standby without leaseTable", { standby: "true", admissionTable: EXTERNAL_ADMISSION_TABLE }, /param leaseTable is empty: it would create a lease table of its own/],
+  ])("refuses at package time %s, in one line saying what to pass", async (name, params, message) => {
+    const failure = await packageService(join(workDir, name.replace(/\W+/g, "-")), params).then(
+      () => undefined,
+      (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}`,
+    );
+
+    expect(failure).toMatch(message);
+  }, 240_000);
 
   it("lets the bridge read the lease (to stay inert while paused) and never write it", () => {
     for (const from of [template, external]) {
@@ -414,7 +445,7 @@ describe("the site's lease table", () => {
       (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}`,
     );
 
-    expect(failure).toMatch(/leaseMultiRegionConsistency=EVENTUAL: the lease cannot live in a multi-Region eventually consistent/);
+    expect(failure).toMatch(/leaseMultiRegionConsistency=EVENTUAL: the lease table cannot be a multi-Region eventually consistent/);
   }, 240_000);
 });
 
@@ -482,11 +513,11 @@ describe("IAM", () => {
     const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole", "RenewRole"];
     for (const role of roles) {
       expect(grants(role, "sqs:SendMessage", "HostWorkQueue"), role).toBe(admitting.includes(role));
-      expect(grants(role, "dynamodb:PutItem", "AdmissionTable"), role).toBe(admitting.includes(role) || role === "ProvisionRole");
+      expect(grants(role, "dynamodb:PutItem", OWN_ADMISSION, true), role).toBe(admitting.includes(role) || role === "ProvisionRole");
     }
     // A discovery reads the registry's known names (Query) and paces itself on the queue's depth.
     for (const role of admitting) {
-      expect(grants(role, "dynamodb:Query", "AdmissionTable"), role).toBe(true);
+      expect(grants(role, "dynamodb:Query", OWN_ADMISSION, true), role).toBe(true);
       expect(grants(role, "sqs:GetQueueAttributes", "HostWorkQueue"), role).toBe(true);
     }
     expect(grants("LifecycleBridgeRole", "sqs:SendMessage", "LifecycleQueue")).toBe(true);

@@ -101,12 +101,12 @@ describe("local stack end to end", () => {
     expect(standbyMetrics?.last(METRIC.paused)).toBe(1);
   });
 
-  it("runs the deployments as separate stacks on one lease table, the second starting paused", () => {
+  it("runs the deployments as separate stacks on the site's one lease table and one admission table, the second starting paused", () => {
     const [blue, green] = stack.deployments;
 
     expect(summary.leaseChanges[0]?.holder).toBe("blue");
     expect(blue?.tables.lease).toBe(green?.tables.lease);
-    expect(blue?.tables.admission).not.toBe(green?.tables.admission);
+    expect(blue?.tables.admission).toBe(green?.tables.admission);
     expect(blue?.queues.lifecycle).not.toBe(green?.queues.lifecycle);
     expect(blue?.env.LIFECYCLE_CONSUMER).toBeUndefined();
     expect(green?.env.LIFECYCLE_CONSUMER).toBeUndefined();

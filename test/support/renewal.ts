@@ -58,6 +58,7 @@ export function renewalSettings(overrides: Partial<RenewalSettings> = {}): Renew
     ratePerMinute: 100,
     maxInFlight: 500,
     timeoutMs: 15 * MINUTE_MS,
+    unansweredHoldMs: 3 * MINUTE_MS,
     failureThreshold: 5,
     failureWindow: 20,
     token: TOKEN,

@@ -6,14 +6,13 @@
  * announces the term); the main broker is a second connection of its own.
  */
 import { brokerSettings, choriaClientSettings } from "../choria-client";
-import { Renewal, type RenewalRunResult } from "../../app/renewal";
+import { Renewal, unansweredHoldFor, type RenewalRunResult } from "../../app/renewal";
 import type { AppSettings } from "../settings";
 import { ChoriaBroker } from "../../nats/broker";
 import { SharedBrokerConnection } from "../../nats/connection";
 import { ConfigError } from "../../errors";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
-import { createStoreClient, endpointConfig } from "../clients";
 import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
@@ -49,8 +48,6 @@ export async function composeMainBroker({ parts }: BrokerFunctionParts): Promise
 export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewFunction["renew"] {
   const { parts, invocations } = composed;
   const { config, settings } = parts;
-  const client = createStoreClient(endpointConfig(settings.region, settings.dynamoDbEndpoint));
-  parts.closing(async () => client.destroy());
   const renewal = new Renewal({
     settings: {
       site: config.site,
@@ -59,6 +56,7 @@ export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker):
       ratePerMinute: config.renew.ratePerMinute,
       maxInFlight: config.renew.maxInFlight,
       timeoutMs: config.renew.timeoutMs,
+      unansweredHoldMs: unansweredHoldFor(config.intervalMs),
       failureThreshold: config.renew.failureThreshold,
       failureWindow: config.renew.failureWindow,
       token: config.token ?? "",
@@ -66,7 +64,7 @@ export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker):
     },
     gate: parts.gate,
     registry: parts.registry,
-    store: new DynamoDbRenewalStore({ client, tableName: settings.admissionTable }),
+    store: new DynamoDbRenewalStore({ client: parts.storeClient, tableName: settings.admissionTable }),
     rpc: main.rpc,
     prepareRpc: () => main.prepareRpc(),
     clock: parts.clock,

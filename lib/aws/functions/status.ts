@@ -1,7 +1,6 @@
 /** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal. */
 import { status } from "../../app/operator";
 import type { AppSettings } from "../settings";
-import { createStoreClient, endpointConfig } from "../clients";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
 import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
 import { wrapHandler } from "../middleware";
@@ -16,9 +15,7 @@ export interface StatusFunction {
 
 export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
   const { config, settings } = parts;
-  const client = createStoreClient(endpointConfig(settings.region, settings.dynamoDbEndpoint));
-  parts.closing(async () => client.destroy());
-  const renewalStore = new DynamoDbRenewalStore({ client, tableName: settings.admissionTable });
+  const renewalStore = new DynamoDbRenewalStore({ client: parts.storeClient, tableName: settings.admissionTable });
   return () =>
     status({
       site: config.site,

@@ -65,7 +65,7 @@ async function setup(count: number, settings: Partial<RenewalSettings>, faults: 
     metrics,
   });
   const ran = () => fleet!.record.filter((entry) => entry.action === "reprovision" && entry.outcome !== "dropped");
-  return { fleet, renewal, gate, store, metrics, ran, run: () => renewal.run({ remainingMs: () => 60_000 }) };
+  return { fleet, renewal, gate, registry, store, metrics, ran, run: () => renewal.run({ remainingMs: () => 60_000 }) };
 }
 
 /** Every reprovision request a node received, run or dropped. */
@@ -113,7 +113,7 @@ describe("renewal against simulated provisioned nodes", () => {
     expect(Object.keys((await w.store.read("lab")).state.inFlight)).toEqual([]);
   });
 
-  it("marks a node that refuses with the reason and renews the others", { timeout: 60_000 }, async () => {
+  it("marks a node that refuses with the reason, to be tried again, and renews the others", { timeout: 60_000 }, async () => {
     // Arrange
     const refusing = "renew2.example.net";
     const w = await setup(5, { ratePerMinute: 10 }, {
@@ -126,7 +126,7 @@ describe("renewal against simulated provisioned nodes", () => {
     // Assert
     expect(result).toMatchObject({ refused: [{ identity: refusing, reason: "You are not authorized to call this agent or action (status 1)" }] });
     expect(result.status === "ran" && result.sent).toHaveLength(4);
-    expect((await w.store.read("lab")).state.failed[refusing]?.reason).toContain("You are not authorized");
+    expect((await w.registry.expiries()).find((host) => host.identity === refusing)?.renewal).toMatchObject({ attempts: 1, reason: expect.stringContaining("You are not authorized") });
     expect(w.fleet.node(refusing).inNormalMode).toBe(true);
     expect(w.metrics.total(EXTRA_METRIC.renewalFailures)).toBe(1);
   });

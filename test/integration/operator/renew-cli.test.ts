@@ -160,7 +160,7 @@ describe("choria-provisioner renew", () => {
     const term = await lead("primary");
     await provisioned("web1.example.net", time.trueTime + 3 * HOUR_MS, term);
     const reason = "6 of the last 20 renewals failed (more than 5 of 20); last: web9.example.net: Incorrect provision token supplied";
-    await renewalStore.write(SITE, { inFlight: {}, recent: [], failed: {}, sends: [], paused: { reason, at: time.trueTime } }, 0);
+    await renewalStore.write(SITE, { inFlight: {}, recent: [], sends: [], paused: { reason, at: time.trueTime } }, 0);
 
     // Act
     const before = await cliJson<OperatorStatus>("status");

@@ -76,5 +76,54 @@ export function describeExpiryRules(storeName: string, makeStore: () => Admissio
       expect(await registry.expiries()).toEqual([]);
       expect(await store.read({ site, identity: "node-a" })).not.toHaveProperty("credentialsExpireAt");
     });
+
+    it("keeps a host whose credentials expired listed for days after, so status can report it", async () => {
+      // Arrange
+      const { clock, registry, store, site } = setup();
+      const expiresAt = clock.now() + DAY_MS;
+
+      // Act
+      await provision(registry, "node-a", { expiresAt, kind: "certificate", issuedAt: clock.now() });
+
+      // Assert: the entry outlives the credentials by days, not by the hour of slack every entry has.
+      expect((await store.read({ site, identity: "node-a" }))?.expiresAt).toBeGreaterThanOrEqual(expiresAt + 7 * DAY_MS);
+    });
+
+    it("records renewal's failed tries on the host, for these credentials only, and drops them with new credentials", async () => {
+      // Arrange
+      const { clock, registry } = setup();
+      const credentials: CredentialsExpiry = { expiresAt: clock.now() + DAY_MS, kind: "server_jwt", issuedAt: clock.now() };
+      await provision(registry, "node-a", credentials);
+      const mark = { attempts: 2, retryAt: clock.now() + 60_000, reason: "no reply to reprovision", at: clock.now() };
+
+      // Act
+      const marked = await registry.markRenewal({ identity: "node-a", credentials }, mark);
+      const listed = await registry.expiries();
+      clock.advance(2 * INTERVAL);
+      const renewed: CredentialsExpiry = { expiresAt: clock.now() + 2 * DAY_MS, kind: "server_jwt", issuedAt: clock.now() };
+      await provision(registry, "node-a", renewed);
+      const stale = await registry.markRenewal({ identity: "node-a", credentials }, mark);
+
+      // Assert
+      expect(marked).toBe(true);
+      expect(listed).toEqual([{ identity: "node-a", state: "provisioned", credentials, renewal: mark }]);
+      expect(stale).toBe(false);
+      expect(await registry.expiries()).toEqual([{ identity: "node-a", state: "provisioned", credentials: renewed }]);
+    });
+
+    it("clears a renewal mark when asked without one", async () => {
+      // Arrange
+      const { clock, registry } = setup();
+      const credentials: CredentialsExpiry = { expiresAt: clock.now() + DAY_MS, kind: "certificate", issuedAt: clock.now() };
+      await provision(registry, "node-a", credentials);
+      await registry.markRenewal({ identity: "node-a", credentials }, { attempts: 1, retryAt: clock.now(), reason: "refused", at: clock.now() });
+
+      // Act
+      const cleared = await registry.markRenewal({ identity: "node-a", credentials });
+
+      // Assert
+      expect(cleared).toBe(true);
+      expect(await registry.expiries()).toEqual([{ identity: "node-a", state: "provisioned", credentials }]);
+    });
   });
 }

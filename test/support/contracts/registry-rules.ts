@@ -48,6 +48,7 @@ class CountingStore implements AdmissionStore {
     return this.write(() => this.inner.claim(request));
   };
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
+  markRenewal: AdmissionStore["markRenewal"] = (request) => this.write(() => this.inner.markRenewal(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
   releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
   recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));

@@ -72,7 +72,7 @@ describe("operator: status", () => {
     await provisioned("week.example.net", w.clock.now() + 5 * 24 * hour, "server_jwt");
     await provisioned("month.example.net", w.clock.now() + 20 * 24 * hour, "certificate");
     const renewalStore = new MemoryRenewalStore();
-    await renewalStore.write(SITE, { inFlight: {}, recent: [], failed: {}, sends: [], paused: { reason: "6 of the last 20 renewals failed", at: w.clock.now() } }, 0);
+    await renewalStore.write(SITE, { inFlight: {}, recent: [], sends: [], paused: { reason: "6 of the last 20 renewals failed", at: w.clock.now() } }, 0);
 
     // Act
     const report = await status(statusDeps(w, renewalStore));

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { dueHosts, emptyRenewalState, expiryReport, renewableAt, spreadOf } from "../../../lib/app/renewal-state";
+import { dueHosts, emptyRenewalState, expiryReport, renewableAt, retryMark, spreadOf } from "../../../lib/app/renewal-state";
 import { RpcNotSentError } from "../../../lib/errors";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "../../support/renewal";
+import { timeout } from "../../support/fakes";
 
 const DAY_MS = 24 * HOUR_MS;
 
@@ -143,17 +144,19 @@ describe("renewal sends", () => {
 
     // Act
     const first = await w.run();
+    const sendsCounted = (await w.store.read(SITE)).state.sends;
     await w.advance(MINUTE_MS);
     const second = await w.run();
 
     // Assert
     expect(first).toMatchObject({ sent: [], refused: [], inFlight: 0 });
-    expect((await w.store.read(SITE)).state.failed).toEqual({});
+    expect((await w.registry.expiries())[0]?.renewal).toBeUndefined();
+    expect(sendsCounted).toEqual([]);
     expect(second).toMatchObject({ sent: ["node1"] });
     expect(w.metrics.total(EXTRA_METRIC.renewalFailures)).toBe(0);
   });
 
-  it("marks a node that refuses reprovision with the reason and renews the others", async () => {
+  it("marks a node that refuses reprovision with the reason, renews the others, and tries it again with backoff", async () => {
     // Arrange
     const w = renewalWorld();
     await w.provision("good1", w.clock.now() + HOUR_MS, DAY_MS);
@@ -161,20 +164,50 @@ describe("renewal sends", () => {
     await w.provision("good2", w.clock.now() + HOUR_MS, DAY_MS);
     w.refusing.set("bad1", "You are not authorized to call this agent or action");
 
-    // Act
+    // Act: minute by minute, the refusal lifted after 5 minutes.
     const first = await w.run();
-    await w.advance(10 * MINUTE_MS);
-    const second = await w.run();
+    const marked = (await w.registry.expiries()).find((host) => host.identity === "bad1")?.renewal;
+    for (let minute = 1; minute <= 10; minute++) {
+      await w.advance(MINUTE_MS);
+      if (minute === 5) w.refusing.delete("bad1");
+      await w.run();
+    }
+    await w.advance(5 * MINUTE_MS);
+    await w.run();
 
-    // Assert
+    // Assert: tried again at 30 s, 1 min, 2 min after each failure (whole minutes here), then renewed.
     expect(first).toMatchObject({ sent: ["good1", "good2"], refused: [{ identity: "bad1", reason: expect.stringContaining("You are not authorized") }] });
-    expect((await w.store.read(SITE)).state.failed.bad1?.reason).toContain("You are not authorized");
-    expect(second).toMatchObject({ completed: expect.arrayContaining(["good1", "good2"]), sent: [] });
-    expect(w.rpc.callsTo("choria_provision#reprovision").filter((call) => call.identity === "bad1")).toHaveLength(1);
-    expect(w.metrics.total(EXTRA_METRIC.renewalFailures)).toBe(1);
+    expect(marked).toMatchObject({ attempts: 1, reason: expect.stringContaining("You are not authorized"), retryAt: w.clock.now() - 15 * MINUTE_MS + 30_000 });
+    const tries = w.rpc.callsTo("choria_provision#reprovision").filter((call) => call.identity === "bad1");
+    expect(tries.length).toBeGreaterThanOrEqual(3);
+    expect(tries.length).toBeLessThanOrEqual(5);
+    expect(w.nodes.get("bad1")?.backAt).toHaveLength(1);
+    expect((await w.registry.expiries()).find((host) => host.identity === "bad1")?.renewal).toBeUndefined();
   });
 
-  it("marks and counts a host that accepted reprovision but was not provisioned again within the bound", async () => {
+  it("counts refused and unanswered requests toward the rate, and keeps an unanswered host in flight", async () => {
+    // Arrange: rate 4; two nodes refuse, one never answers.
+    const w = renewalWorld({ ratePerMinute: 4 });
+    for (let index = 0; index < 8; index++) await w.provision(`node${index}`, w.clock.now() + HOUR_MS + index, DAY_MS);
+    w.refusing.set("node1", "You are not authorized to call this agent or action");
+    w.refusing.set("node2", "You are not authorized to call this agent or action");
+    // node0, due first, gets no answer.
+    w.rpc.queue("choria_provision#reprovision", timeout("node0", "choria_provision#reprovision"));
+
+    // Act: two runs within the same minute.
+    const first = await w.run();
+    await w.advance(20_000);
+    const second = await w.run();
+
+    // Assert: four requests left in the first run, none in the second: the rate counts what left.
+    expect(w.rpc.callsTo("choria_provision#reprovision")).toHaveLength(4);
+    expect(first).toMatchObject({ unanswered: ["node0"], sent: ["node3"], refused: [{ identity: "node1" }, { identity: "node2" }] });
+    expect(second).toMatchObject({ sent: [], refused: [], unanswered: [] });
+    expect((await w.store.read(SITE)).state.sends).toHaveLength(4);
+    expect(first.status === "ran" && first.inFlight).toBe(2);
+  });
+
+  it("tries a host that accepted reprovision but was not provisioned again within the bound again, until it is", async () => {
     // Arrange
     const w = renewalWorld({ timeoutMs: 10 * MINUTE_MS });
     await w.provision("lost1", w.clock.now() + HOUR_MS);
@@ -183,13 +216,57 @@ describe("renewal sends", () => {
     // Act
     await w.run();
     await w.advance(11 * MINUTE_MS);
-    const result = await w.run();
+    const timedOut = await w.run();
+    const mark = (await w.registry.expiries())[0]?.renewal;
+    w.lost.delete("lost1");
+    await w.advance(MINUTE_MS);
+    const retried = await w.run();
+    await w.advance(5 * MINUTE_MS);
+    await w.run();
 
     // Assert
-    expect(result).toMatchObject({ timedOut: ["lost1"], sent: [], inFlight: 0 });
-    expect((await w.store.read(SITE)).state.failed.lost1?.reason).toBe("not provisioned again within 600s of its reprovision request");
+    expect(timedOut).toMatchObject({ timedOut: ["lost1"], sent: [], inFlight: 0 });
+    expect(mark).toMatchObject({ attempts: 1, reason: "not provisioned again within 600s of its reprovision request" });
+    expect(retried).toMatchObject({ sent: ["lost1"] });
+    expect(w.nodes.get("lost1")?.backAt).toHaveLength(1);
     expect(w.metrics.total(EXTRA_METRIC.renewalFailures)).toBe(1);
-    expect(w.logger.at("error").map((record) => record.message)).toContain("renewed host lost1 was not provisioned again within 600s");
+    expect(w.logger.at("error").map((record) => record.message)).toContain(
+      "renewal of lost1 failed: not provisioned again within 600s of its reprovision request; tried again later",
+    );
+  });
+
+  it("counts one failing host once toward the pause however often it is retried", async () => {
+    // Arrange: one node refuses for an hour; the pause takes more than 2 failed hosts.
+    const w = renewalWorld({ failureThreshold: 2, failureWindow: 10 });
+    await w.provision("stubborn", w.clock.now() + 2 * HOUR_MS, DAY_MS);
+    w.refusing.set("stubborn", "You are not authorized to call this agent or action");
+
+    // Act
+    let last: Awaited<ReturnType<typeof w.run>> | undefined;
+    for (let minute = 0; minute < 60; minute++) {
+      last = await w.run();
+      await w.advance(MINUTE_MS);
+    }
+
+    // Assert
+    expect(w.rpc.callsTo("choria_provision#reprovision").length).toBeGreaterThan(3);
+    expect(last).toMatchObject({ status: "ran" });
+  });
+
+  it("gauges the hosts at risk and the hosts expired, for the alarms", async () => {
+    // Arrange: a 4 h window; one host in its last quarter (40 min left), one expired, one far off.
+    const w = renewalWorld({ before: { ms: 4 * HOUR_MS }, enabled: false });
+    await w.provision("risky", w.clock.now() + 40 * MINUTE_MS, DAY_MS);
+    await w.provision("gone", w.clock.now() + MINUTE_MS, DAY_MS);
+    await w.provision("fine", w.clock.now() + 10 * HOUR_MS, DAY_MS);
+    await w.advance(2 * MINUTE_MS);
+
+    // Act
+    await w.run();
+
+    // Assert
+    expect(w.metrics.of(EXTRA_METRIC.renewalHostsAtRisk).at(-1)?.value).toBe(1);
+    expect(w.metrics.of(EXTRA_METRIC.credentialsExpired).at(-1)?.value).toBe(1);
   });
 
   it("pauses itself when more than the threshold of the last renewals failed, says why, and sends nothing more", async () => {
@@ -207,7 +284,7 @@ describe("renewal sends", () => {
     const second = await w.run();
 
     // Assert
-    expect(first).toMatchObject({ status: "paused", pausedBecause: expect.stringContaining("3 of the last 3 renewals failed (more than 2 of 10)") });
+    expect(first).toMatchObject({ status: "paused", pausedBecause: expect.stringContaining("3 of the last 3 renewed hosts failed (more than 2 of 10)") });
     expect(first.status === "paused" && first.pausedBecause).toContain("Incorrect provision token supplied");
     expect(second).toMatchObject({ status: "paused", sent: [], refused: [] });
     expect(w.rpc.callsTo("choria_provision#reprovision")).toHaveLength(3);
@@ -224,15 +301,26 @@ describe("renewal's due rules", () => {
     expect(renewableAt(host("a", 10 * HOUR_MS, 2 * HOUR_MS), { fraction: 0.5 })).toBe(6 * HOUR_MS + spreadOf("a") * 2 * HOUR_MS);
   });
 
-  it("lists due hosts soonest expiry first, leaving out expired, in-flight and given-up hosts", () => {
+  it("lists due hosts soonest expiry first, leaving out expired, in-flight and not-yet-retried hosts", () => {
     const state = emptyRenewalState();
     state.inFlight.busy = { sentAt: 0, term: 1, expiresAt: 3 * HOUR_MS };
-    state.failed.gaveUp = { reason: "refused", at: HOUR_MS };
-    const hosts = [host("late", 3 * HOUR_MS), host("soon", 2 * HOUR_MS), host("gone", HOUR_MS / 2), host("busy", 3 * HOUR_MS), host("gaveUp", 2 * HOUR_MS)];
+    const waiting = { ...host("waiting", 2 * HOUR_MS), renewal: { attempts: 1, retryAt: HOUR_MS + 1, reason: "refused", at: HOUR_MS - 30_000 } };
+    const retried = { ...host("retried", 2 * HOUR_MS + 1), renewal: { attempts: 3, retryAt: HOUR_MS, reason: "refused", at: HOUR_MS - 120_000 } };
+    const hosts = [host("late", 3 * HOUR_MS), host("soon", 2 * HOUR_MS), host("gone", HOUR_MS / 2), host("busy", 3 * HOUR_MS), waiting, retried];
 
     const due = dueHosts(hosts, state, { ms: 10 * HOUR_MS }, HOUR_MS);
 
-    expect(due.map((entry) => entry.identity)).toEqual(["soon", "late"]);
+    expect(due.map((entry) => entry.identity)).toEqual(["soon", "retried", "late"]);
+  });
+
+  it("backs off a failed host, doubling from 30 s to an hour, never past a quarter of the time its credentials have left", () => {
+    const now = 10 * DAY_MS;
+    const far = host("far", now + 30 * DAY_MS);
+    const mark = (attempts: number, of = far) => retryMark({ ...of, ...(attempts > 0 ? { renewal: { attempts, retryAt: 0, reason: "", at: 0 } } : {}) }, "no answer", now);
+
+    expect([0, 1, 2, 7, 12].map((attempts) => mark(attempts).retryAt - now)).toEqual([30_000, 60_000, 120_000, 3_600_000, 3_600_000]);
+    expect(mark(6, host("near", now + 8 * MINUTE_MS)).retryAt - now).toBe(2 * MINUTE_MS);
+    expect(mark(2)).toMatchObject({ attempts: 3, reason: "no answer", at: now });
   });
 
   it("reports the expiry distribution cumulatively and the next hosts due", () => {
@@ -240,5 +328,6 @@ describe("renewal's due rules", () => {
     const report = expiryReport([host("x", now - 1), host("h", now + HOUR_MS), host("w", now + 3 * DAY_MS), host("m", now + 20 * DAY_MS), host("y", now + 90 * DAY_MS)], now);
     expect(report).toMatchObject({ known: 5, expired: 1, within24h: 1, within7d: 2, within30d: 3 });
     expect(report.next.map((entry) => entry.identity)).toEqual(["h", "w", "m", "y"]);
+    expect(report.expiredHosts).toEqual([{ identity: "x", expiredAt: now - 1, kind: "certificate", action: expect.stringContaining("re-enrol the node") }]);
   });
 });
