@@ -178,7 +178,8 @@ const COMMANDS: Record<string, { needs: StackNeeds; run(run: CommandRun): Promis
     run: ({ opened, values, args, env, print }) => runRenew(opened.renewal, values, args, print, env.USER ?? env.LOGNAME),
   },
   "registry merge": {
-    needs: { tables: ["admission"], queues: [] },
+    // The merge finds its tables itself: the target may be an ARN in another Region.
+    needs: { tables: [], queues: [] },
     run: ({ opened, values, args, print }) => runRegistryMerge(opened.registryMerge, values, args, print),
   },
 };

@@ -43,12 +43,15 @@ const WHY: Record<HostMergeLine["reason"], string> = {
 
 const iso = (epochMs: number) => new Date(epochMs).toISOString();
 
-function hostLine(line: HostMergeLine, dryRun: boolean): string {
-  const what = (dryRun ? PLANNED : PAST)[line.action];
+/** `from` is named when there are several sources. */
+function hostLine(line: HostMergeLine, dryRun: boolean, several: boolean): string {
+  const from = several ? ` (from ${line.from})` : "";
+  if (line.gaveUp) {
+    return `${line.identity}${from}: not merged: the target kept changing while the merge tried to ${PLANNED[line.action].slice("would ".length)}; run the merge again`;
+  }
   const expiry = line.expiresAt === undefined ? "no credential expiry" : `credentials expire ${iso(line.expiresAt)}`;
   const retried = line.retries > 0 ? `; the target changed during the merge, decided again ${line.retries}x` : "";
-  if (line.gaveUp) return `${line.identity}: not merged: the target kept changing while the merge tried to ${PLANNED[line.action].slice("would ".length)} (${line.retries} tries); run the merge again`;
-  return `${line.identity}: ${what} from ${line.from} (${WHY[line.reason]}; ${expiry}${retried})`;
+  return `${line.identity}${from}: ${(dryRun ? PLANNED : PAST)[line.action]}: ${WHY[line.reason]}; ${expiry}${retried}`;
 }
 
 function renewalLine(line: RenewalMergeLine, dryRun: boolean): string {
@@ -65,11 +68,11 @@ function renewalLine(line: RenewalMergeLine, dryRun: boolean): string {
 }
 
 /** One line per host, the renewal state, then the Choria CLI's "Finished processing N hosts". */
-export function formatMergeReport(report: RegistryMergeReport): string {
+function formatMergeReport(report: RegistryMergeReport): string {
   const { counts, dryRun } = report;
   const lines = [
     `${dryRun ? "dry run: would merge" : "merged"} ${report.sources.join(", ")} into ${report.target}, site "${report.site}"`,
-    ...report.hosts.map((line) => hostLine(line, dryRun)),
+    ...report.hosts.map((line) => hostLine(line, dryRun, report.sources.length > 1)),
     ...report.renewal.map((line) => renewalLine(line, dryRun)),
     "",
     `Finished processing ${report.hosts.length} hosts: ${counts.copy} ${dryRun ? "to copy" : "copied"}, ` +

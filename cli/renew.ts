@@ -66,10 +66,10 @@ function formatRenewRequest(result: RenewRequestResult): string {
 export function formatRenewalReport(report: RenewalReport, now: number): string {
   const { expiry } = report;
   const lines = [
-    `credentials: ${expiry.known} hosts with a known expiry; expired ${expiry.expired}, within 24h ${expiry.within24h}, 7d ${expiry.within7d}, 30d ${expiry.within30d}`,
+    `credentials: ${expiry.known} hosts with a known expiry; expired ${expiry.expired}, at risk ${expiry.atRisk}, within 24h ${expiry.within24h}, 7d ${expiry.within7d}, 30d ${expiry.within30d}`,
     report.paused
       ? `renewal: PAUSED since ${new Date(report.paused.at).toISOString()}: ${report.paused.reason} (choria-provisioner renew --resume)`
-      : `renewal: ${report.inFlight} hosts in flight`,
+      : `renewal: ${report.inFlight} hosts in flight, ${report.failing} failed and tried again later`,
   ];
   if (report.requested) lines.push(`operator request of term ${report.requested.term}: ${report.requested.remaining} hosts still to send`);
   if (expiry.next.length > 0) {
@@ -77,8 +77,14 @@ export function formatRenewalReport(report: RenewalReport, now: number): string 
     for (const next of expiry.next) lines.push(`  ${next.identity}  ${next.kind}  in ${Math.round((next.expiresAt - now) / 3_600_000)}h`);
   }
   if (report.failed.length > 0) {
-    lines.push("renewal failed:");
-    for (const failed of report.failed) lines.push(`  ${failed.identity}: ${failed.reason}`);
+    lines.push("renewal failed, tried again:");
+    for (const failed of report.failed) {
+      lines.push(`  ${failed.identity}: ${failed.reason} (${failed.attempts} tries; next ${new Date(failed.retryAt).toISOString()})`);
+    }
+  }
+  if (expiry.expiredHosts.length > 0) {
+    lines.push("EXPIRED:");
+    for (const host of expiry.expiredHosts) lines.push(`  ${host.identity}  ${host.kind} expired ${new Date(host.expiredAt).toISOString()}: ${host.action}`);
   }
   return lines.join("\n");
 }

@@ -77,6 +77,11 @@ export const EXTRA_METRIC = {
   renewalPaused: "choria_provisioner_renewal_paused",
   /** Hosts renewal has put out of service that are not provisioned again yet. */
   renewalsInFlight: "choria_provisioner_renewals_in_flight",
+  /**
+   * Sends a minute renewal is short of to renew every provisioned host before its credentials
+   * expire (lib/app/renewal-capacity.ts); 0 when it keeps up. A gauge.
+   */
+  renewalCapacityShortfall: "choria_provisioner_renewal_capacity_shortfall",
   /** Provisioned hosts whose credentials have expired (status says what to do for each). */
   credentialsExpired: "choria_provisioner_credentials_expired",
   /** Hosts not expired yet but in the last quarter of their renewal window (the alarm fires before the first expires). */

@@ -8,7 +8,7 @@
  */
 
 /** The attributes that say which credentials a provisioned host has and when they expire (AdmissionEntry's). */
-export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
+const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
 
 /**
  * One host's entry as a table stores it: every attribute, with `V` the store's own value type

@@ -24,7 +24,7 @@ import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metr
 import { AdmissionFlow } from "./admission-flow";
 import { decodeHostWork } from "./host-work-message";
 import type { MessageQueue, QueueCounts } from "./use-case-ports";
-import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalStore, type RenewSelection } from "./renewal-state";
+import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalStore, type RenewBefore, type RenewSelection } from "./renewal-state";
 
 export interface StatusQueues {
   hostWork: MessageQueue;
@@ -57,6 +57,8 @@ export interface StatusDeps {
   leaseStore?: Pick<LeaseStore, "read">;
   registry: Pick<AdmissionRegistry, "summary" | "expiries">;
   renewalStore: RenewalStore;
+  /** The deployment's `renew.before`, which places each host's window (the default when not given). */
+  renewBefore?: RenewBefore;
   queues: StatusQueues;
   clock: Clock;
   /** When given, the paused gauge is reported from the lease read. */
@@ -87,7 +89,7 @@ export async function status(deps: StatusDeps): Promise<StatusReport> {
   const now = deps.clock.now();
   const lease = describeLease(leaseItem, deps.deploymentId, now);
   deps.metrics?.gauge(METRIC.paused, !deps.leaderElection || lease.heldByThisDeployment ? 0 : 1);
-  const renewal = renewalReport(expiries, renewalState.state, now);
+  const renewal = renewalReport(expiries, renewalState.state, now, deps.renewBefore);
   return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, lease, queues, registry, renewal };
 }
 

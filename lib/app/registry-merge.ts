@@ -130,24 +130,27 @@ export class RegistryMerge<V> {
         ...(held?.credentials ? { expiresAt: held.credentials.expiresAt } : {}),
         retries: attempt - 1,
       });
-      if (!decision.write) return line(current);
-      if (dryRun || (await this.write(decision.write, current)) === "written") {
-        view.set(source.identity, decision.write);
-        return line(decision.write);
+      const write = decision.write;
+      if (!write) return line(current);
+      const expected = current;
+      if (dryRun || (await this.stopsHere(source.identity, () => target.putHost(write, expected))) === "written") {
+        view.set(source.identity, write);
+        return line(write);
       }
-      current = await target.readHost(site, source.identity);
+      current = await this.stopsHere(source.identity, () => target.readHost(site, source.identity));
       if (current) view.set(source.identity, current);
       else view.delete(source.identity);
-      if (attempt === MAX_WRITE_ATTEMPTS) return { ...line(current), gaveUp: true };
+      if (attempt === MAX_WRITE_ATTEMPTS) return { ...line(current), retries: attempt, gaveUp: true };
     }
   }
 
-  private async write(host: StoredHost<V>, expected: StoredHost<V> | undefined): Promise<"written" | "changed"> {
+  /** A store failure ends the run (the next host's would too), named by the host it stopped at. */
+  private async stopsHere<T>(identity: string, call: () => Promise<T>): Promise<T> {
     try {
-      return await this.deps.target.putHost(host, expected);
+      return await call();
     } catch (error) {
       throw new RegistryMergeError(
-        `the merge into ${this.deps.target.name} stopped at host ${host.identity}, whose write failed (the hosts reported before it are merged; run the merge again)`,
+        `the merge into ${this.deps.target.name} stopped at host ${identity}: the table could not be written or read (what it wrote before stays written; run the merge again)`,
         { cause: error },
       );
     }
@@ -197,7 +200,9 @@ function mergeRenewalStates(
   const pausedFromSource = target.paused === undefined && source.paused !== undefined;
   if (addedInFlight.length === 0 && !pausedFromSource) return { state: target, action: "keep", addedInFlight, pausedFromSource };
   const state = structuredClone(target);
-  for (const identity of addedInFlight) state.inFlight[identity] = structuredClone(source.inFlight[identity]!);
+  for (const [identity, renewal] of Object.entries(source.inFlight)) {
+    if (state.inFlight[identity] === undefined) state.inFlight[identity] = structuredClone(renewal);
+  }
   if (pausedFromSource) state.paused = structuredClone(source.paused);
   return { state, action: "update", addedInFlight, pausedFromSource };
 }

@@ -16,7 +16,7 @@
 import type { HostExpiry } from "../admission/registry";
 import { RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
 import { ProvisionerError } from "../errors";
-import { renewableAt, type RenewBefore } from "./renewal-state";
+import { atRisk, renewableAt, type RenewBefore } from "./renewal-state";
 
 /** The settings make no schedule: a rate, bound or timeout that is not positive. */
 export class InvalidRenewalSettingsError extends ProvisionerError {}
@@ -86,22 +86,14 @@ export function renewalCapacity(hosts: readonly HostExpiry[], now: number, setti
   };
 }
 
-/** Share of the renewal window, at its end, in which a host not renewed yet counts as at risk. */
-const AT_RISK_SHARE = 0.25;
-
 /**
- * Provisioned hosts not expired yet in the last quarter of their renewal window: hosts are placed in
- * the first half, so one still there is late by a quarter of its window, and the alarm on it fires
- * while there is time left to act, before the first host of the site expires.
+ * Provisioned hosts not expired yet in the last quarter of their renewal window (renewal-state's
+ * `atRisk`): hosts are placed in the first half, so one still there is late by a quarter of its
+ * window, and the alarm on it fires while there is time left to act, before the first host expires.
  */
 export function hostsAtRisk(hosts: readonly HostExpiry[], before: RenewBefore, now: number): number {
   let count = 0;
-  for (const host of hosts) {
-    const { expiresAt, issuedAt } = host.credentials;
-    // The window's length as renewableAt computes it.
-    const lead = "ms" in before ? before.ms : before.fraction * Math.max(0, expiresAt - issuedAt);
-    if (host.state === "provisioned" && expiresAt > now && now >= expiresAt - lead * AT_RISK_SHARE) count++;
-  }
+  for (const host of hosts) if (atRisk(host, before, now)) count++;
   return count;
 }
 

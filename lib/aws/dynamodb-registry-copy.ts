@@ -43,6 +43,11 @@ const REGISTRY_ATTRIBUTES = [
   "credentialsExpireAt",
   "expiryKind",
   "credentialsIssuedAt",
+  // Renewal's marks on a host, which a live renew run writes alone.
+  "renewalAttempts",
+  "renewalRetryAt",
+  "renewalError",
+  "renewalErrorAt",
 ];
 const KEY = ["site", "identity"];
 /** The kinds of expiry the registry records; an item with another is read as having none, as the registry reads it. */

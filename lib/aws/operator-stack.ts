@@ -1,7 +1,8 @@
 /**
  * The operator CLI's AWS side: the DynamoDB and SQS clients for a deployment's stack, the check
- * that the tables and queues a command needs exist (naming where they were looked for), and the
- * Operator built on the stack's stores and queues. cli/cli.ts parses and prints.
+ * that the tables and queues a command needs exist (naming where they were looked for), the
+ * Operator built on the stack's stores and queues, and `registry merge` over the stack's admission
+ * table and the tables it merges from. cli/cli.ts parses and prints.
  */
 import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
@@ -120,18 +121,23 @@ async function openRegistryMerge(stack: OperatorStack, sources: readonly string[
     }
     return client;
   };
-  const arnOf = async (table: string, flag: string) => {
+  const arnOf = async (table: string, what: string, fix: string) => {
     try {
       return (await clientFor(table).send(new DescribeTableCommand({ TableName: table }))).Table?.TableArn ?? table;
     } catch (error) {
       if (errorName(error) !== "ResourceNotFoundException") throw error;
       const region = tableArnRegion(table) ?? stack.region;
-      throw new StackNotFoundError(`the table "${table}" does not exist ${where({ ...stack, region }, stack.dynamoDbEndpoint)}: check ${flag}`, { cause: error });
+      throw new StackNotFoundError(`the ${what} "${table}" does not exist ${where({ ...stack, region }, stack.dynamoDbEndpoint)}${fix}`, { cause: error });
     }
   };
-  const targetArn = await arnOf(stack.admissionTable, "--admission-table or --stage");
+  // Checked here, not by openOperator: a target given by ARN may be in another Region than the stack's.
+  const targetArn = await arnOf(
+    stack.admissionTable,
+    "admission table",
+    ` (stage "${stack.stage}"): deploy the stack, or pass --stage, --admission-table or ADMISSION_TABLE`,
+  );
   for (const source of sources) {
-    if ((await arnOf(source, "--from")) === targetArn) {
+    if ((await arnOf(source, "table", ": check --from (a table name in this Region, or a table ARN)")) === targetArn) {
       throw new RegistryMergeError(`--from ${source} is the target itself, the admission table ${stack.admissionTable}: name the other deployments' tables`);
     }
   }

@@ -107,8 +107,9 @@ export function renewCapacityProblems(document: Record<string, unknown>): RenewC
 /** The largest fleet the configuration renews when all its hosts share one expiry (provisioned together). */
 function fleetWarning(plan: RenewPlan, windowMs: number, windowShown: string): RenewCapacityProblem {
   const rate = sustainedRenewRate(plan);
-  const spread = Math.floor((rate.perMinute * windowMs * SPREAD_SHARE) / MINUTE_MS);
-  const beforeExpiry = Math.floor((rate.perMinute * (windowMs - plan.timeoutMs)) / MINUTE_MS);
+  // From the exact fraction (sends every everyMs): 50 per 15 minutes over 3 days is 14,400, not 14,399.
+  const spread = Math.floor((rate.sends * windowMs * SPREAD_SHARE) / rate.everyMs);
+  const beforeExpiry = Math.floor((rate.sends * (windowMs - plan.timeoutMs)) / rate.everyMs);
   const rateShown =
     rate.limitedBy === "renew.rate"
       ? `renew.rate ${plan.ratePerMinute} a minute`

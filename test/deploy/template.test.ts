@@ -735,3 +735,28 @@ describe("dashboard", () => {
     for (const name of Object.values(METRIC)) expect(text, name).toContain(name);
   });
 });
+
+describe("renewal capacity alarms", () => {
+  it.each([
+    ["RenewalCapacityAlarm", EXTRA_METRIC.renewalCapacityShortfall, 300, "renewal-capacity-shortfall"],
+    ["RenewalHostsAtRiskAlarm", EXTRA_METRIC.renewalHostsAtRisk, 60, "renewal-hosts-at-risk"],
+  ])("%s fires on any %s above 0 (the worst sample of a %i s period), and is not breached while nothing reports", (id, metric, period, name) => {
+    const props = resource(id).Properties;
+
+    expect(props.Namespace).toBe("ChoriaProvisioner");
+    expect(props.MetricName).toBe(metric);
+    expect(props.Dimensions).toEqual([
+      { Name: "site", Value: "lon" },
+      { Name: "service", Value: "choria-provisioner" },
+    ]);
+    expect(props.Statistic).toBe("Maximum");
+    expect(props.Period).toBe(period);
+    expect(props.EvaluationPeriods).toBe(1);
+    expect(props.Threshold).toBe(0);
+    expect(props.ComparisonOperator).toBe("GreaterThanThreshold");
+    expect(props.TreatMissingData).toBe("notBreaching");
+    expect(props.AlarmName).toBe(`choria-provisioner-test-${name}`);
+    expect(props.AlarmDescription).toContain(`"${name}" in docs/operations.md`);
+    expect(resource(id, optional).Properties.AlarmActions).toEqual([OPTIONAL_PARAMS.alarmTopicArn]);
+  });
+});

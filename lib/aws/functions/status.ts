@@ -24,6 +24,7 @@ export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
       ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
       registry: parts.registry,
       renewalStore,
+      renewBefore: config.renew.before,
       queues: parts.queues,
       clock: parts.clock,
       metrics: parts.metrics,

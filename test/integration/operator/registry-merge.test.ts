@@ -8,7 +8,15 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { BatchWriteItemCommand, DeleteTableCommand, QueryCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import {
+  BatchWriteItemCommand,
+  DeleteTableCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+} from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
@@ -140,7 +148,8 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
     const prefix = `merge-${randomUUID().slice(0, 8)}`;
     tables = { a: `${prefix}-a-admission`, b: `${prefix}-b-admission` };
     await Promise.all([createAdmissionTable(dynamo, tables.a), createAdmissionTable(dynamo, tables.b)]);
-    t0 = Date.now() - 25 * DAY_MS;
+    // The fleet's history runs from now on: DynamoDB Local applies the TTL, and would delete entries whose expiry had passed.
+    t0 = Date.now();
     time = new VirtualClock(t0);
   });
 
@@ -255,6 +264,75 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
     expect(merged.get(host(10))?.claimToken).toBeUndefined();
   });
 
+  it("gives a host up, reported and unwritten, when the target changes under every write, and merges it on the next run", async () => {
+    // Arrange: a live renew run marks web08 again before each of the merge's writes.
+    await failedOverSite();
+    const target = new DynamoDbRegistryTable(dynamo, tables.a);
+    let marks = 0;
+    const busy: RegistryTable<AttributeValue> = {
+      name: target.name,
+      lifetimeAttributes: target.lifetimeAttributes,
+      renewal: target.renewal,
+      listHosts: (site) => target.listHosts(site),
+      readHost: (site, identity) => target.readHost(site, identity),
+      putHost: async (entry, expected) => {
+        if (entry.identity === host(8)) {
+          await dynamo.send(
+            new UpdateItemCommand({
+              TableName: tables.a,
+              Key: { site: { S: SITE }, identity: { S: host(8) } },
+              UpdateExpression: "SET renewalRetryAt = :at, renewalAttempts = :attempts",
+              ExpressionAttributeValues: { ":at": { N: String(time.now() + ++marks * 60_000) }, ":attempts": { N: String(marks) } },
+            }),
+          );
+        }
+        return target.putHost(entry, expected);
+      },
+    };
+
+    // Act
+    const report = await merge([tables.b], busy).run({ dryRun: false });
+    const marked = (await partition(tables.a, SITE)).get(host(8));
+    const next = await merge().run({ dryRun: false });
+
+    // Assert
+    expect(report.hosts.find((line) => line.identity === host(8))).toMatchObject({ action: "replace", retries: 4, gaveUp: true });
+    expect(report.counts).toMatchObject({ replace: 2, gaveUp: 1 });
+    expect(marks).toBe(4);
+    expect(marked?.renewalAttempts?.N).toBe("4");
+    expect(issuedAt(marked)).toBe(t0);
+    expect(next.hosts.find((line) => line.identity === host(8))).toMatchObject({ action: "replace", retries: 0 });
+    expect((await partition(tables.a, SITE)).get(host(8))).toEqual((await partition(tables.b, SITE)).get(host(8)));
+  });
+
+  it("merges several sources in turn, a dry run planning each against what the earlier ones would leave", async () => {
+    // Arrange: a third deployment's table, C, provisioned web08 after B and web15 that nobody else knows.
+    await failedOverSite();
+    const c = `${tables.b.replace(/-b-admission$/, "")}-c-admission`;
+    await createAdmissionTable(dynamo, c);
+    time.advance(DAY_MS);
+    for (const index of [8, 15]) await provision(registryOn(c, SITE), host(index), 4);
+
+    // Act
+    const dryRun = await merge([tables.b, c]).run({ dryRun: true });
+    const applied = await merge([tables.b, c]).run({ dryRun: false });
+    const again = await merge([tables.b, c]).run({ dryRun: true });
+
+    // Assert
+    const plan = dryRun.hosts.filter((line) => line.identity === host(8)).map((line) => [line.from, line.action]);
+    expect(plan).toEqual([
+      [tables.b, "replace"],
+      [c, "replace"],
+    ]);
+    expect(dryRun.hosts.find((line) => line.from === c && line.identity === host(15))).toMatchObject({ action: "copy" });
+    expect(applied.hosts.map((line) => [line.from, line.identity, line.action])).toEqual(dryRun.hosts.map((line) => [line.from, line.identity, line.action]));
+    expect(applied.renewal.map((line) => line.action)).toEqual(["update", "none"]);
+    const merged = await partition(tables.a, SITE);
+    expect(merged.get(host(8))).toEqual((await partition(c, SITE)).get(host(8)));
+    expect(merged.get(host(15))).toEqual((await partition(c, SITE)).get(host(15)));
+    expect(again.nothingToDo).toBe(true);
+  });
+
   it("reads back a write whose answer was lost, and reports it as done", async () => {
     // Arrange: the target's client is the CLI's (a request timeout, one retry); DynamoDB applies web11's copy but its answer comes late.
     await failedOverSite();
@@ -278,12 +356,12 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
   });
 
   it("merges thousands of hosts a page at a time, each with the expiry of its latest credentials", { timeout: 180_000 }, async () => {
-    // Arrange: A provisioned node-0000..2999; B has 0000..0999 provisioned later, 1000..2999 earlier, 3000..3199 only it.
+    // Arrange: A provisioned node-0000..2999; B has 0000..0999 provisioned later, 1000..2999 earlier, 3000..3999 only it.
     const name = (index: number) => `node-${String(index).padStart(4, "0")}.example.net`;
     await seed(tables.a, [...Array(3_000).keys()].map((index) => provisionedItem(name(index), t0, 1)));
     await seed(
       tables.b,
-      [...Array(3_200).keys()].map((index) => provisionedItem(name(index), index < 1_000 || index >= 3_000 ? t0 + 10 * DAY_MS : t0 - 10 * DAY_MS, 2)),
+      [...Array(4_000).keys()].map((index) => provisionedItem(name(index), index < 1_000 || index >= 3_000 ? t0 + 10 * DAY_MS : t0 - 10 * DAY_MS, 2)),
     );
     const onePage = await dynamo.send(
       new QueryCommand({ TableName: tables.b, KeyConditionExpression: "#site = :site", ExpressionAttributeNames: { "#site": "site" }, ExpressionAttributeValues: { ":site": { S: SITE } } }),
@@ -296,10 +374,10 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
 
     // Assert
     expect(onePage.LastEvaluatedKey).toBeDefined();
-    expect(report.counts).toEqual({ copy: 200, replace: 1_000, keep: 2_000, "fill-expiry": 0, gaveUp: 0 });
+    expect(report.counts).toEqual({ copy: 1_000, replace: 1_000, keep: 2_000, "fill-expiry": 0, gaveUp: 0 });
     const merged = await partition(tables.a, SITE);
-    expect(merged.size).toBe(3_200);
-    for (let index = 0; index < 3_200; index++) {
+    expect(merged.size).toBe(4_000);
+    for (let index = 0; index < 4_000; index++) {
       const winner = index < 1_000 || index >= 3_000 ? b : a;
       expect(merged.get(name(index)), name(index)).toEqual(winner.get(name(index)));
     }
@@ -369,7 +447,7 @@ describe("the commands of docs/deploy.md, \"Merging per-deployment registries\""
     Promise.all(Object.values(names).map((table) => dynamo.send(new DeleteTableCommand({ TableName: table })).catch(() => undefined)));
 
   beforeAll(async () => {
-    t0 = Date.now() - 25 * DAY_MS;
+    t0 = Date.now();
     time = new VirtualClock(t0);
     await dropTables();
     await Promise.all([createLeaseTable(dynamo, names.lease), createAdmissionTable(dynamo, names.target), createAdmissionTable(dynamo, names.source)]);
@@ -398,11 +476,11 @@ describe("the commands of docs/deploy.md, \"Merging per-deployment registries\""
     expect(runs.map((run) => run.code)).toEqual([0, 0, 0, 0]);
     const [, dryRun, apply] = runs;
     expect(dryRun?.stdout).toContain(`dry run: would merge ${names.source} into ${names.target}, site "lon"`);
-    expect(dryRun?.stdout).toMatch(new RegExp(`${host(2)}: would replace the target's entry from ${names.source} \\(the source's credentials were issued later; credentials expire `));
-    expect(dryRun?.stdout).toContain(`${host(3)}: would copy from ${names.source} (the target has no entry;`);
+    expect(dryRun?.stdout).toContain(`${host(2)}: would replace the target's entry: the source's credentials were issued later; credentials expire `);
+    expect(dryRun?.stdout).toContain(`${host(3)}: would copy: the target has no entry; credentials expire `);
     expect(dryRun?.stdout).toContain("Finished processing 2 hosts: 1 to copy, 1 to replace, 0 expiries to fill in, 0 kept, 0 not merged");
     expect(dryRun?.stdout).toContain("Nothing was written: run again with --apply to merge.");
-    expect(apply?.stdout).toContain(`${host(3)}: copied from ${names.source}`);
+    expect(apply?.stdout).toContain(`${host(3)}: copied: the target has no entry`);
     expect(apply?.stdout).toContain("Finished processing 2 hosts: 1 copied, 1 replaced, 0 expiries filled in, 0 kept, 0 not merged");
     expect(afterwards.stdout).toContain("Finished processing 2 hosts: 0 to copy, 0 to replace, 0 expiries to fill in, 2 kept, 0 not merged");
     expect(afterwards.stdout).toContain("Nothing to do");
@@ -414,7 +492,7 @@ describe("the commands of docs/deploy.md, \"Merging per-deployment registries\""
     expect(pause).toMatchObject({ paused: false, by: "alice" });
   });
 
-  it("prints JSON with --json and refuses a source that is the target, or none", async () => {
+  it("prints JSON with --json, and refuses no source, a source that is the target and a table that is not there", async () => {
     // Arrange
     const base = ["registry", "merge", "--stage", "prod", "--site", SITE];
 
@@ -423,6 +501,7 @@ describe("the commands of docs/deploy.md, \"Merging per-deployment registries\""
     const itself = await cli([...base, "--from", names.target]);
     const none = await cli(base);
     const missing = await cli([...base, "--from", "choria-provisioner-nope-admission"]);
+    const noTarget = await cli(["registry", "merge", "--stage", "nope", "--site", SITE, "--from", names.source]);
 
     // Assert
     expect(json.code).toBe(0);
@@ -430,5 +509,6 @@ describe("the commands of docs/deploy.md, \"Merging per-deployment registries\""
     expect(itself).toMatchObject({ code: 1, stderr: expect.stringContaining(`--from ${names.target} is the target itself`) });
     expect(none).toMatchObject({ code: 2, stderr: expect.stringContaining("registry merge needs --from") });
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('the table "choria-provisioner-nope-admission" does not exist') });
+    expect(noTarget).toMatchObject({ code: 1, stderr: expect.stringContaining('the admission table "choria-provisioner-nope-admission" does not exist') });
   });
 });
