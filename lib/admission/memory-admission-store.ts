@@ -144,14 +144,9 @@ export class MemoryAdmissionStore implements AdmissionStore {
 
   /** In identity order, as a DynamoDB Query returns the partition. */
   async listSite(site: string): Promise<AdmissionSummaryRow[]> {
-    return [...this.entries.values()]
-      .filter((entry) => entry.site === site)
-      .sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0))
-      .map((entry) => {
-        const { identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt } = entry;
-        const renewal = { renewalAttempts: entry.renewalAttempts, renewalRetryAt: entry.renewalRetryAt, renewalError: entry.renewalError, renewalErrorAt: entry.renewalErrorAt };
-        return withoutUndefined({ identity, term, state, lastError, lastErrorAt, failedStep, failures, credentialsExpireAt, expiryKind, credentialsIssuedAt, ...renewal });
-      });
+    const entries = [...this.entries.values()].filter((entry) => entry.site === site);
+    entries.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0));
+    return entries.map(summaryRow);
   }
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
@@ -165,6 +160,31 @@ export class MemoryAdmissionStore implements AdmissionStore {
 
 function keyOf({ site, identity }: AdmissionKey): string {
   return JSON.stringify([site, identity]);
+}
+
+/** The fields of a summary row, as the DynamoDB store projects them. */
+const SUMMARY_FIELDS = [
+  "identity",
+  "term",
+  "state",
+  "lastError",
+  "lastErrorAt",
+  "failedStep",
+  "failures",
+  "credentialsExpireAt",
+  "expiryKind",
+  "credentialsIssuedAt",
+  "renewalAttempts",
+  "renewalRetryAt",
+  "renewalError",
+  "renewalErrorAt",
+] as const satisfies ReadonlyArray<keyof AdmissionSummaryRow>;
+
+/** A field loop rather than object spreads: listing a 100,000-host site is a hot path of the simulations. */
+function summaryRow(entry: AdmissionEntry): AdmissionSummaryRow {
+  const row: Record<string, unknown> = {};
+  for (const field of SUMMARY_FIELDS) if (entry[field] !== undefined) row[field] = entry[field];
+  return row as unknown as AdmissionSummaryRow;
 }
 
 function withoutUndefined<T extends object>(value: T): T {

@@ -221,7 +221,7 @@ export function requestedHosts(hosts: readonly HostExpiry[], state: RenewalState
 }
 
 /** What an operator can do for a host whose credentials expired, by which credential ran out. */
-export const EXPIRED_HOST_ACTION: Record<HostExpiry["credentials"]["kind"], string> = {
+const EXPIRED_HOST_ACTION: Record<HostExpiry["credentials"]["kind"], string> = {
   server_jwt:
     "restart the node's Choria server: go-choria 0.30.0 and later go back to provisioning mode at start when their server JWT has expired, and are provisioned again",
   certificate:
@@ -247,7 +247,7 @@ const HOUR_MS = 3_600_000;
 /** How many of the next hosts due status lists. */
 const NEXT_DUE_SHOWN = 10;
 /** `renew.before`'s default, for a report made without the deployment's configuration (the CLI without --config). */
-export const DEFAULT_RENEW_BEFORE: RenewBefore = { fraction: 0.2 };
+const DEFAULT_RENEW_BEFORE: RenewBefore = { fraction: 0.2 };
 
 /** Counts are cumulative: a host expiring in 3 h is within 24 h, 7 d and 30 d. */
 export function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {

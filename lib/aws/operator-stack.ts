@@ -54,17 +54,19 @@ export async function openOperator(
   clock: Clock,
 ): Promise<{ operator: Operator; renewal: RenewalOperator; registryMerge: OpenRegistryMerge; close(): void }> {
   // One retry against a local emulator: a refused connection is reported at once.
-  const local = (endpoint: string | undefined) => ({ ...endpointConfig(stack.region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
-  const dynamo = new DynamoDBClient(local(stack.dynamoDbEndpoint));
-  const sqs = new SQSClient(local(stack.sqsEndpoint));
+  const local = (region: string, endpoint: string | undefined) => ({ ...endpointConfig(region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
+  // A site table another deployment owns may be named by ARN in another Region: its client goes there.
+  const tables = new RegionalClients((region) => new DynamoDBClient(local(region, stack.dynamoDbEndpoint)), stack.region);
+  const sqs = new SQSClient(local(stack.region, stack.sqsEndpoint));
   const mergeClients: DynamoDBClient[] = [];
   const close = () => {
-    dynamo.destroy();
+    tables.destroy();
     sqs.destroy();
     for (const client of mergeClients) client.destroy();
   };
+  const dynamo = tables.for(stack.admissionTable);
   try {
-    await checkTables(dynamo, stack, needs.tables);
+    await checkTables(tables, stack, needs.tables);
     const urls = await resolveQueues(sqs, stack, needs.queues);
     const store = new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable });
     const registry = new AdmissionRegistry(
@@ -77,8 +79,8 @@ export async function openOperator(
     const operator = new Operator({
       site: stack.site,
       deploymentId: stack.deploymentId,
-      lease: new DynamoDbLeaseStore({ client: dynamo, tableName: stack.leaseTable }),
-      pause: new DynamoDbPauseStore({ client: dynamo, tableName: stack.leaseTable }),
+      lease: new DynamoDbLeaseStore({ client: tables.for(stack.leaseTable), tableName: stack.leaseTable }),
+      pause: new DynamoDbPauseStore({ client: tables.for(stack.leaseTable), tableName: stack.leaseTable }),
       registry,
       renewalStore,
       queues: {
@@ -110,17 +112,12 @@ type OpenRegistryMerge = (sources: readonly string[]) => Promise<RegistryMerge<A
  * reached in the ARN's Region. The clients are added to `clients` for the caller to close.
  */
 async function openRegistryMerge(stack: OperatorStack, sources: readonly string[], clock: Clock, clients: DynamoDBClient[]): Promise<RegistryMerge<AttributeValue>> {
-  const byRegion = new Map<string, DynamoDBClient>();
-  const clientFor = (table: string) => {
-    const region = tableArnRegion(table) ?? stack.region;
-    let client = byRegion.get(region);
-    if (!client) {
-      client = createStoreClient(endpointConfig(region, stack.dynamoDbEndpoint));
-      byRegion.set(region, client);
-      clients.push(client);
-    }
+  const regional = new RegionalClients((region) => {
+    const client = createStoreClient(endpointConfig(region, stack.dynamoDbEndpoint));
+    clients.push(client);
     return client;
-  };
+  }, stack.region);
+  const clientFor = (table: string) => regional.for(table);
   const arnOf = async (table: string, what: string, fix: string) => {
     try {
       return (await clientFor(table).send(new DescribeTableCommand({ TableName: table }))).Table?.TableArn ?? table;
@@ -175,11 +172,34 @@ function where(stack: OperatorStack, endpoint: string | undefined): string {
   return endpoint ? `at ${endpoint}` : `in region ${stack.region}`;
 }
 
-async function checkTables(dynamo: DynamoDBClient, stack: OperatorStack, tables: StackNeeds["tables"]): Promise<void> {
+/** One DynamoDB client per Region: the stack's own, and that of each table named by an ARN elsewhere. */
+class RegionalClients {
+  private readonly clients = new Map<string, DynamoDBClient>();
+  constructor(
+    private readonly create: (region: string) => DynamoDBClient,
+    private readonly home: string,
+  ) {}
+
+  for(table: string): DynamoDBClient {
+    const region = tableArnRegion(table) ?? this.home;
+    let client = this.clients.get(region);
+    if (!client) {
+      client = this.create(region);
+      this.clients.set(region, client);
+    }
+    return client;
+  }
+
+  destroy(): void {
+    for (const client of this.clients.values()) client.destroy();
+  }
+}
+
+async function checkTables(clients: RegionalClients, stack: OperatorStack, tables: StackNeeds["tables"]): Promise<void> {
   for (const table of tables) {
     const name = table === "lease" ? stack.leaseTable : stack.admissionTable;
     try {
-      await dynamo.send(new DescribeTableCommand({ TableName: name }));
+      await clients.for(name).send(new DescribeTableCommand({ TableName: name }));
     } catch (error) {
       if (errorName(error) !== "ResourceNotFoundException") throw error;
       throw new StackNotFoundError(

@@ -2,28 +2,29 @@
  * Renewal across a failover on the local stack: a leader and a standby deployment of one site,
  * sharing the site's lease table and its one admission table (the registry and renewal's state),
  * as production deployments do with the `leaseTable` and `admissionTable` params. The leader
- * provisions simulated nodes with server JWTs valid 240 s and renewal on, and is killed before any
+ * provisions simulated nodes with server JWTs valid 270 s and renewal on, and is killed before any
  * of them is due; the standby wins the lease and, knowing the hosts from the shared registry,
  * renews every one before its JWT expires. The nodes' own records decide: which requests they ran,
  * from which deployment (each has its own `callerid`), when, and the JWT each holds at the end; and
  * the successor's `status` lists its predecessor's hosts with their expiries.
  *
- * The bounds are the protocol's: the leader dies right after provisioning, 60 s before the renewal
- * window opens (`before` 180 s of 240 s), so the standby is the only one that can send; it takes
- * the lease within the lease's expiry plus skew bound and delivery horizon (~63 s, fast timings),
- * which it must do before the first JWT expires; each renewal is then bound by the node's expiry and
- * `renew.timeout` for its way back.
+ * The bounds are the protocol's: the leader dies once its bridge has read the fleet's startup
+ * events (one bridge period), well before the renewal window opens (`before` 180 s of 270 s: 90 s
+ * after provisioning), so the standby is the only one that can send. It takes the lease once the
+ * lease's expiry, skew bound and delivery horizon have passed (~63 s with fast timings), which it
+ * must do before the first JWT expires; each node's renewal is then bound by its expiry, and its
+ * way back by `renew.timeout`.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { startNats, type RunningNats } from "../../dev/local/services";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
 import { decodeJwt } from "../../lib/crypto";
-import { expectedExpiries, hostExpiries, killLeaderAndAwaitTakeover, type HostExpiries, type Takeover } from "../support/failover";
+import { awaitLifecycleEventsHandled, expectedExpiries, hostExpiries, killLeaderAndAwaitTakeover, type HostExpiries, type Takeover } from "../support/failover";
 import { waitUntilAsync } from "../support/wait";
 
 const NODES = 4;
 const DEPLOYMENTS = ["blue", "green"];
-const VALIDITY_MS = 240_000;
+const VALIDITY_MS = 270_000;
 const BEFORE_MS = 180_000;
 const RATE = 4;
 const MAX_IN_FLIGHT = 2;
@@ -64,6 +65,10 @@ describe("renewal after the leader crashed, on the local stack", () => {
     const { fleet } = stack;
     await fleet.waitFor(() => fleet.identities.every((identity) => fleet.node(identity).inNormalMode && fleet.node(identity).serverJwt !== undefined), 120_000);
     await stack.started;
+    // The leader dies in its steady state: its bridge forwarded every startup event the fleet
+    // published (a crash with events still in the stream hands them to the successor, which admits
+    // their hosts again under its term although they are provisioned by now).
+    await awaitLifecycleEventsHandled(stack, Date.now() + 2 * (stack.timings.bridgeRateMs + stack.timings.bridgeTimeoutMs));
     for (const identity of fleet.identities) firstExpiry.set(identity, jwtExpiry(identity));
     const leader = stack.deployments.find((deployment) => deployment.id === DEPLOYMENTS[0])!;
     leaderSaw = hostExpiries(await leader.app.status());

@@ -18,16 +18,12 @@
  * which takes a host again only an `interval` (60 s) after its last admission. With two in flight
  * the third node's turn comes well inside its 150 s.
  */
-import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { issueCertificate } from "../../dev/local/real-fleet";
 import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
-
-const run = promisify(execFile);
+import { certificateOf, nodeEvents, run, serverJwtOf, type Certificate, type NodeEvents } from "./node-credentials";
 
 const GOOD = ["r1.v1.renew.example.net", "r2.v1.renew.example.net", "r3.v1.renew.example.net"];
 const REFUSING = "deny.v1.renew.example.net";
@@ -41,41 +37,6 @@ const TIMEOUT_S = 120;
 const RENEWAL_CERTNAME = "provisioner.mcollective";
 const CALLER = `choria=${RENEWAL_CERTNAME}`;
 
-interface Certificate {
-  serial: string;
-  notAfterMs: number;
-}
-
-async function certificateOf(provisioned: ProvisionedFleet, identity: string): Promise<Certificate> {
-  const file = join(provisioned.fleet.nodes.get(identity)!.configDir, "ssl", "certificate.pem");
-  const { stdout } = await run("openssl", ["x509", "-noout", "-serial", "-enddate", "-in", file]);
-  return {
-    serial: /serial=(\S+)/.exec(stdout)?.[1] ?? "",
-    notAfterMs: Date.parse(/notAfter=(.+)/.exec(stdout)?.[1] ?? ""),
-  };
-}
-
-interface NodeEvents {
-  /** go-choria's "Handling message ... for choria_provision#reprovision" lines: each request it ran. */
-  reprovisions: number[];
-  /** Its "Denying ... access to choria_provision#reprovision" lines (a denied request is not "handled"). */
-  denials: number[];
-  /** "Restarting server via request": the restart after `configure`, back into normal mode. */
-  restarts: number[];
-}
-
-/** The times (epoch ms, to the second: logrus' text format) of the node's lines that matter here. */
-async function nodeEvents(provisioned: ProvisionedFleet, identity: string): Promise<NodeEvents> {
-  const lines = (await provisioned.fleet.nodes.get(identity)!.log()).split("\n");
-  const times = (pattern: RegExp) =>
-    lines.filter((line) => pattern.test(line)).map((line) => Date.parse(/time="([^"]+)"/.exec(line)?.[1] ?? ""));
-  return {
-    reprovisions: times(/Handling message \S+ for choria_provision#reprovision from /),
-    denials: times(/Denying \S+ access to choria_provision#reprovision /),
-    restarts: times(/Restarting server via request /),
-  };
-}
-
 interface RenewedFleet<Credential> {
   provisioned: ProvisionedFleet;
   /** Each node's credentials as first provisioned. */
@@ -85,8 +46,6 @@ interface RenewedFleet<Credential> {
 }
 
 const V2_NODES = ["r1.v2.renew.example.net", "r2.v2.renew.example.net", "r3.v2.renew.example.net"];
-const serverJwtOf = (provisioned: ProvisionedFleet, identity: string) =>
-  readFile(join(provisioned.fleet.nodes.get(identity)!.configDir, "server.jwt"), "utf8");
 
 /** Provisions the fleet with `start`, then lets renewal run its first round; the fleet is stopped if that fails. */
 async function renewedFleet<Credential>(

@@ -31,7 +31,7 @@ export interface Takeover {
  * left it: the stored expiry, the skew bound and the delivery horizon, then one contest interval
  * and one keeper period (a standby's keeper may have just finished its invocation).
  */
-export function takeoverBy(lease: LeaseView, config: ProvisionerConfig, keeperRateMs: number): number {
+function takeoverBy(lease: LeaseView, config: ProvisionerConfig, keeperRateMs: number): number {
   return lease.expiresAt + config.lease.skewBoundMs + config.rpcTtl * 1_000 + config.lease.renewIntervalMs + keeperRateMs;
 }
 
@@ -56,6 +56,19 @@ export async function killLeaderAndAwaitTakeover(stack: LocalStack, deadline: nu
   }, Math.max(0, deadline - Date.now()));
   const successor = stack.deployments.find((deployment) => deployment.id === after!.holder)!;
   return { killed, successor, before, after: after!, killedAt, tookOverAt: Date.now(), protocolBound: takeoverBy(before, successor.app.config, stack.timings.keeperRateMs) };
+}
+
+/**
+ * Waits until the site's lifecycle consumer holds no startup event and the leader's lifecycle
+ * function handled every one the fleet published: the leader has been running as it does between
+ * provisionings, not killed while it had not yet read what the fleet announced. Each bridge
+ * invocation runs for the bridge's timeout, one every bridge rate.
+ */
+export async function awaitLifecycleEventsHandled(stack: LocalStack, deadline: number): Promise<void> {
+  await waitUntilAsync(async () => {
+    const events = await stack.lifecycleEvents();
+    return events.noneLost ? undefined : `lifecycle events not all handled by a leader: ${JSON.stringify(events)}`;
+  }, Math.max(0, deadline - Date.now()));
 }
 
 export interface HostExpiries {

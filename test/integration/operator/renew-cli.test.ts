@@ -120,7 +120,10 @@ describe("choria-provisioner renew", () => {
     expect(requested.stdout).toContain("not nope.example.net: not a provisioned host with a known credential expiry");
     expect(run).toMatchObject({ status: "ran", sent: ["web2.example.net"] });
     expect(rpc.calls.map((call) => call.identity)).toEqual(["web2.example.net"]);
-    expect((await renewalStore.read(SITE)).state.request).toBeUndefined();
+    // The request lasts until its host is back with new credentials; a later run does not send it again.
+    expect((await renewalStore.read(SITE)).state.request).toMatchObject({ selection: { identities: ["web2.example.net"] } });
+    await renewal.run({ remainingMs: () => 60_000 });
+    expect(rpc.calls).toHaveLength(1);
   });
 
   it("is refused on a standby, naming the leader", async () => {

@@ -52,7 +52,12 @@ describe("operator: status", () => {
         lifecycleDlq: { error: "AccessDenied" },
       },
       registry: expect.objectContaining({ total: 2, byState: expect.objectContaining({ queued: 2 }) }),
-      renewal: { expiry: { known: 0, expired: 0, within24h: 0, within7d: 0, within30d: 0, next: [] }, inFlight: 0, failed: [] },
+      renewal: {
+        expiry: { known: 0, expired: 0, atRisk: 0, within24h: 0, within7d: 0, within30d: 0, next: [], expiredHosts: [] },
+        inFlight: 0,
+        failed: [],
+        failing: 0,
+      },
     });
     expect(w.metrics.lastGauge(METRIC.paused)).toBe(0);
   });
@@ -87,6 +92,39 @@ describe("operator: status", () => {
       ["week.example.net", "server_jwt"],
       ["month.example.net", "certificate"],
     ]);
+  });
+
+  it("lists the expired hosts with what to do for each, the hosts at risk, and the failed ones with their next try", async () => {
+    // Arrange: a 10 h window (renew.before); one v1 and one v2 host expired, one at risk, one retried.
+    const w = world();
+    const term = (await w.gate.currentTerm()) as number;
+    const hour = 3_600_000;
+    const provisioned = async (identity: string, expiresAt: number, kind: "certificate" | "server_jwt") => {
+      const begun = await w.registry.begin((await w.registry.admit(identity, "discovery", term))!, term);
+      if (begun.status !== "claimed") throw new Error(begun.status);
+      const credentials = { expiresAt, kind, issuedAt: w.clock.now() - 30 * 24 * hour };
+      await w.registry.complete(begun.claim, "provisioned", credentials);
+      return credentials;
+    };
+    await provisioned("v1.example.net", w.clock.now() + hour, "certificate");
+    await provisioned("v2.example.net", w.clock.now() + 2 * hour, "server_jwt");
+    await provisioned("risky.example.net", w.clock.now() + 4 * hour, "server_jwt");
+    const retried = await provisioned("retried.example.net", w.clock.now() + 9 * hour, "server_jwt");
+    const mark = { attempts: 2, retryAt: w.clock.now() + 3 * hour + 60_000, reason: "no answer", at: w.clock.now() + 3 * hour };
+    await w.registry.markRenewal({ identity: "retried.example.net", credentials: retried }, mark);
+    w.clock.advance(3 * hour);
+
+    // Act
+    const report = await status({ ...statusDeps(w), renewBefore: { ms: 10 * hour } });
+
+    // Assert
+    expect(report.renewal.expiry).toMatchObject({ known: 4, expired: 2, atRisk: 1 });
+    expect(report.renewal.expiry.expiredHosts).toEqual([
+      { identity: "v2.example.net", expiredAt: expect.any(Number), kind: "server_jwt", action: expect.stringContaining("restart the node's Choria server") },
+      { identity: "v1.example.net", expiredAt: expect.any(Number), kind: "certificate", action: expect.stringContaining("re-enrol the node") },
+    ]);
+    expect(report.renewal.failed).toEqual([{ identity: "retried.example.net", ...mark }]);
+    expect(report.renewal.failing).toBe(1);
   });
 
   it("on a standby shows the other leader and reports paused", async () => {
