@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
 import { describeAwsError, openOperator, type OperatorStack, type StackNeeds } from "../lib/aws/operator-stack";
+import { renewSettingsOf } from "../lib/config/renew-capacity";
 import { messageOf, ProvisionerError, StackNotFoundError } from "../lib/errors";
 import { stageResourceNames } from "../lib/aws/stage-resources";
 import { systemClock, type Clock } from "../lib/ports";
@@ -258,6 +259,7 @@ function resolveStack(values: Record<string, string | string[] | boolean | undef
   const region = flag("region") ?? fromEnv("AWS_REGION") ?? fromEnv("AWS_DEFAULT_REGION") ?? "us-east-1";
   return {
     ...(config.timing ? { timing: config.timing } : {}),
+    ...(config.renew ? { renew: config.renew } : {}),
     stage,
     site,
     deploymentId: flag("deployment") ?? fromEnv("PROVISIONER_DEPLOYMENT_ID") ?? config.deploymentId ?? fromEnv("AWS_REGION") ?? "local",
@@ -275,10 +277,16 @@ function resolveStack(values: Record<string, string | string[] | boolean | undef
   };
 }
 
+/** The renew settings of the configuration, when they parse: `status` then says whether renewal keeps up. */
+function renewOf(record: Record<string, unknown>): Pick<OperatorStack, "renew"> {
+  const renew = renewSettingsOf(record);
+  return renew ? { renew } : {};
+}
+
 function readConfig(
   file: string | undefined,
   env: CliIo["env"],
-): { site?: string; deploymentId?: string; timing?: { skewBoundMs: number; deliveryHorizonMs: number } } {
+): Pick<OperatorStack, "timing" | "renew"> & { site?: string; deploymentId?: string } {
   const path = file ?? env.PROVISIONER_CONFIG?.trim();
   let text = env.PROVISIONER_CONFIG_YAML;
   if (path) {
@@ -311,6 +319,7 @@ function readConfig(
     ...(typeof record.site === "string" ? { site: record.site } : {}),
     ...(text_(record.deployment_id) ? { deploymentId: text_(record.deployment_id) } : {}),
     timing,
+    ...renewOf(record),
   };
 }
 

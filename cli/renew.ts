@@ -3,6 +3,7 @@
  * hand, and resuming renewal after it paused itself) is lib/app/operator.ts's RenewalOperator.
  */
 import type { RenewalReport, RenewSelection } from "../lib/app/renewal-state";
+import type { RenewalCapacity } from "../lib/app/renewal-capacity";
 import type { RenewalOperator, RenewRequestResult } from "../lib/app/operator";
 import { parseDuration } from "../lib/config/duration";
 import { ProvisionerError } from "../lib/errors";
@@ -63,7 +64,7 @@ function formatRenewRequest(result: RenewRequestResult): string {
 }
 
 /** The renewal lines of `choria-provisioner status`. */
-export function formatRenewalReport(report: RenewalReport, now: number): string {
+export function formatRenewalReport(report: RenewalReport & { capacity?: RenewalCapacity }, now: number): string {
   const { expiry } = report;
   const lines = [
     `credentials: ${expiry.known} hosts with a known expiry; expired ${expiry.expired}, at risk ${expiry.atRisk}, within 24h ${expiry.within24h}, 7d ${expiry.within7d}, 30d ${expiry.within30d}`,
@@ -71,6 +72,7 @@ export function formatRenewalReport(report: RenewalReport, now: number): string 
       ? `renewal: PAUSED since ${new Date(report.paused.at).toISOString()}: ${report.paused.reason} (choria-provisioner renew --resume)`
       : `renewal: ${report.inFlight} hosts in flight, ${report.failing} failed and tried again later`,
   ];
+  if (report.capacity) lines.push(capacityLine(report.capacity));
   if (report.requested) lines.push(`operator request of term ${report.requested.term}: ${report.requested.remaining} hosts still to send`);
   if (expiry.next.length > 0) {
     lines.push("next due:");
@@ -87,6 +89,16 @@ export function formatRenewalReport(report: RenewalReport, now: number): string 
     for (const host of expiry.expiredHosts) lines.push(`  ${host.identity}  ${host.kind} expired ${new Date(host.expiredAt).toISOString()}: ${host.action}`);
   }
   return lines.join("\n");
+}
+
+function capacityLine(capacity: RenewalCapacity): string {
+  const sustains = `sustains ${capacity.ratePerMinute.toFixed(2)} a minute (${capacity.limitedBy})`;
+  if (capacity.canKeepUp) return `renewal capacity: keeps up with ${capacity.hostsToRenew} hosts (needs ${capacity.requiredRatePerMinute} a minute, ${sustains})`;
+  const first = capacity.firstMissIdentity ? `; first: ${capacity.firstMissIdentity} by ${new Date(capacity.firstMissAt ?? 0).toISOString()}` : "";
+  return (
+    `renewal capacity: CANNOT KEEP UP: ${capacity.hostsThatWouldExpire} hosts would expire first${first}; needs ${capacity.requiredRatePerMinute} a minute ` +
+    `(max_in_flight ${capacity.requiredMaxInFlight}), ${sustains}: short by ${capacity.shortfallPerMinute} a minute`
+  );
 }
 
 /** The command's values as the CLI parsed them (its own options plus --all, --json's printer and --by). */

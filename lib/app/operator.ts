@@ -24,7 +24,8 @@ import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metr
 import { AdmissionFlow } from "./admission-flow";
 import { decodeHostWork } from "./host-work-message";
 import type { MessageQueue, QueueCounts } from "./use-case-ports";
-import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalStore, type RenewBefore, type RenewSelection } from "./renewal-state";
+import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalState, type RenewalStore, type RenewSelection } from "./renewal-state";
+import { capacitySettings, renewalCapacity, type RenewalCapacity, type RenewalCapacitySettings } from "./renewal-capacity";
 
 export interface StatusQueues {
   hostWork: MessageQueue;
@@ -45,8 +46,18 @@ export interface StatusReport {
   lease: LeaseDescription;
   queues: Record<QueueName, QueueDepth>;
   registry: RegistrySummary;
-  /** What expires when, and renewal's own state. */
-  renewal: RenewalReport;
+  /** What expires when, renewal's own state, and (given the deployment's renew settings) whether renewal keeps up. */
+  renewal: SiteRenewalReport;
+}
+
+type RenewSettings = Omit<RenewalCapacitySettings, "outOfServiceMs">;
+export type SiteRenewalReport = RenewalReport & { capacity?: RenewalCapacity };
+
+/** Renewal as status shows it, the same from every deployment and the CLI: with the renew settings, whether it keeps up. */
+function siteRenewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number, renew: RenewSettings | undefined): SiteRenewalReport {
+  const report: SiteRenewalReport = renewalReport(hosts, state, now, renew?.before);
+  if (renew) report.capacity = renewalCapacity(hosts, now, capacitySettings(renew, state), new Set(Object.keys(state.inFlight)));
+  return report;
 }
 
 export interface StatusDeps {
@@ -57,8 +68,8 @@ export interface StatusDeps {
   leaseStore?: Pick<LeaseStore, "read">;
   registry: Pick<AdmissionRegistry, "summary" | "expiries">;
   renewalStore: RenewalStore;
-  /** The deployment's `renew.before`, which places each host's window (the default when not given). */
-  renewBefore?: RenewBefore;
+  /** The deployment's renew settings: where each host's window falls, and whether renewal keeps up (none: the default window, no capacity). */
+  renew?: RenewSettings;
   queues: StatusQueues;
   clock: Clock;
   /** When given, the paused gauge is reported from the lease read. */
@@ -89,7 +100,7 @@ export async function status(deps: StatusDeps): Promise<StatusReport> {
   const now = deps.clock.now();
   const lease = describeLease(leaseItem, deps.deploymentId, now);
   deps.metrics?.gauge(METRIC.paused, !deps.leaderElection || lease.heldByThisDeployment ? 0 : 1);
-  const renewal = renewalReport(expiries, renewalState.state, now, deps.renewBefore);
+  const renewal = siteRenewalReport(expiries, renewalState.state, now, deps.renew);
   return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, lease, queues, registry, renewal };
 }
 
@@ -190,6 +201,8 @@ export interface OperatorDeps {
   entry?: (identity: string) => Promise<{ state: string; admittedAt: number } | undefined>;
   /** Renewal's state; when given, status shows the credentials' expiry and renewal. */
   renewalStore?: RenewalStore;
+  /** The deployment's renew settings (the CLI's --config): status then says whether renewal keeps up. */
+  renew?: RenewSettings;
 }
 
 export const OPERATOR_TIMING_DEFAULTS = { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 } as const;
@@ -211,7 +224,7 @@ export interface OperatorStatus {
   queues: Record<QueueName, QueueDepth>;
   /** `byState` counts live entries only; `expired` the entries past their expiry the TTL has not deleted yet. */
   registry: RegistrySummary & { expired: number };
-  renewal?: RenewalReport;
+  renewal?: SiteRenewalReport;
 }
 
 export interface ElectionView {
@@ -438,11 +451,11 @@ export class Operator {
     return { ...state, takeoverAt: holds && item ? item.expiresAt + timing.skewBoundMs + timing.deliveryHorizonMs : null };
   }
 
-  private async renewal(): Promise<RenewalReport | undefined> {
+  private async renewal(): Promise<SiteRenewalReport | undefined> {
     const store = this.deps.renewalStore;
     if (!store) return undefined;
     const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), store.read(this.deps.site)]);
-    return renewalReport(hosts, stored.state, this.deps.clock.now());
+    return siteRenewalReport(hosts, stored.state, this.deps.clock.now(), this.deps.renew);
   }
 
   private async leaseView(): Promise<LeaseView> {

@@ -14,9 +14,9 @@
  * that does is found by searching up from the densest interval seen from either end of the schedule.
  */
 import type { HostExpiry } from "../admission/registry";
-import { RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
+import { ASSUMED_OUT_OF_SERVICE_MS, RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
 import { ProvisionerError } from "../errors";
-import { atRisk, renewableAt, type RenewBefore } from "./renewal-state";
+import { atRisk, measuredOutOfServiceMs, renewableAt, type RenewalState, type RenewBefore } from "./renewal-state";
 
 /** The settings make no schedule: a rate, bound or timeout that is not positive. */
 export class InvalidRenewalSettingsError extends ProvisionerError {}
@@ -26,6 +26,14 @@ export interface RenewalCapacitySettings {
   ratePerMinute: number;
   maxInFlight: number;
   timeoutMs: number;
+  /** How long a renewed host holds its place in flight: measured by renewal, or ASSUMED_OUT_OF_SERVICE_MS. */
+  outOfServiceMs: number;
+}
+
+/** What the capacity check works from: the renew settings, and how long renewed hosts held their place as renewal measured it. */
+export function capacitySettings(settings: Omit<RenewalCapacitySettings, "outOfServiceMs">, state: Pick<RenewalState, "recent">): RenewalCapacitySettings {
+  const { before, ratePerMinute, maxInFlight, timeoutMs } = settings;
+  return { before, ratePerMinute, maxInFlight, timeoutMs, outOfServiceMs: measuredOutOfServiceMs(state.recent) ?? ASSUMED_OUT_OF_SERVICE_MS };
 }
 
 export interface RenewalCapacity {
@@ -33,12 +41,12 @@ export interface RenewalCapacity {
   canKeepUp: boolean;
   /** Provisioned hosts not expired yet and not in flight: what the schedule has to send. */
   hostsToRenew: number;
-  /** Sends a minute renewal sustains: min(renew.rate, renew.max_in_flight / renew.timeout in minutes). */
+  /** Sends a minute renewal sustains: min(renew.rate, renew.max_in_flight / minutes a host holds its place). */
   ratePerMinute: number;
   limitedBy: SustainedRenewRate["limitedBy"];
   /** The smallest whole number of sends a minute that renews every host that can be renewed in time at all; 0 with none. */
   requiredRatePerMinute: number;
-  /** The renew.max_in_flight that sustains `requiredRatePerMinute` with hosts out for the whole renew.timeout. */
+  /** The renew.max_in_flight that sustains `requiredRatePerMinute` with hosts holding their place `outOfServiceMs`. */
   requiredMaxInFlight: number;
   /** Sends a minute missing (`requiredRatePerMinute - ratePerMinute`, rounded up to hundredths); 0 when it keeps up. The shortfall gauge. */
   shortfallPerMinute: number;
@@ -76,7 +84,7 @@ export function renewalCapacity(hosts: readonly HostExpiry[], now: number, setti
     ratePerMinute: rate.perMinute,
     limitedBy: rate.limitedBy,
     requiredRatePerMinute: required,
-    requiredMaxInFlight: Math.ceil((required * settings.timeoutMs) / RENEW_RUN_MS),
+    requiredMaxInFlight: Math.ceil((required * settings.outOfServiceMs) / RENEW_RUN_MS),
     // A fractional sustained rate (the in-flight bound) may still keep up below the whole required rate.
     shortfallPerMinute: canKeepUp ? 0 : Math.max(0, Math.ceil((required - rate.perMinute) * 100) / 100),
     hostsThatWouldExpire,

@@ -9,6 +9,7 @@
  * over both: which hosts are due, in which order, when a failed one is tried again.
  */
 import type { HostExpiry, RenewalMark } from "../admission/registry";
+import { SPREAD_SHARE } from "../config/renew-capacity";
 import { RenewalContentionError } from "../errors";
 
 interface InFlightRenewal {
@@ -31,6 +32,22 @@ export interface RenewalOutcome {
   ok: boolean;
   at: number;
   reason?: string;
+  /** A renewed host's time from the send until renewal saw it back: how long it held its place in flight. */
+  outOfServiceMs?: number;
+}
+
+/** Renewals measured before the measurement replaces the assumption. */
+const OUT_OF_SERVICE_SAMPLES = 5;
+
+/**
+ * How long a renewed host holds its place in flight, as the last renewals measured it (the 90th
+ * percentile, so a few slow nodes count), or undefined with too few to go by.
+ */
+export function measuredOutOfServiceMs(recent: readonly RenewalOutcome[]): number | undefined {
+  const samples = recent.flatMap((outcome) => (outcome.ok && outcome.outOfServiceMs !== undefined ? [outcome.outOfServiceMs] : []));
+  if (samples.length < OUT_OF_SERVICE_SAMPLES) return undefined;
+  samples.sort((a, b) => a - b);
+  return samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.9))];
 }
 
 /** What an operator's `choria-provisioner renew` asks for. */
@@ -126,8 +143,6 @@ export class MemoryRenewalStore implements RenewalStore {
 /** How long before expiry a host is due: a fixed duration, or a fraction of its credentials' lifetime. */
 export type RenewBefore = { ms: number } | { fraction: number };
 
-/** Hosts of one expiry are spread over the first half of their window, so the second half is left for retries and slack. */
-const SPREAD_SHARE = 0.5;
 /** A host in the last quarter of its window is at risk: renewal should have renewed it long before. */
 const AT_RISK_SHARE = 0.25;
 

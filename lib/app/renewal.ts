@@ -29,10 +29,10 @@ import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
 import type { LeaseGate } from "../lease/gate";
 import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
 import { mapLimited } from "./concurrency";
+import { capacitySettings, renewalCapacity } from "./renewal-capacity";
 import type { InvocationContext } from "./use-case-ports";
 import {
   dueHosts,
-  expiryReport,
   provisionedSince,
   requestedHosts,
   retryMark,
@@ -133,7 +133,6 @@ export class Renewal {
     const hosts = await this.deps.registry.expiries();
     const byIdentity = new Map(hosts.map((host) => [host.identity, host]));
     const now = clock.now();
-    this.observeFleet(hosts, now);
     const completed: string[] = [];
     const timedOut: Failure[] = [];
 
@@ -151,6 +150,7 @@ export class Renewal {
       for (const host of picked) state.inFlight[host.identity] = { sentAt: now, term, expiresAt: host.credentials.expiresAt };
       return picked;
     });
+    this.observeFleet(hosts, state, now);
     for (const identity of completed) logger.info("renewed host is provisioned again", { identity, term });
     for (const { host, reason } of timedOut) logger.error(`renewal of ${host.identity} failed: ${reason}; tried again later`, { identity: host.identity, term });
     if (completed.length > 0) metrics.count(EXTRA_METRIC.renewalsCompleted, completed.length);
@@ -216,11 +216,19 @@ export class Renewal {
     };
   }
 
-  /** The site's credentials as the alarms see them: hosts at risk of expiring and hosts expired. */
-  private observeFleet(hosts: readonly HostExpiry[], now: number): void {
-    const report = expiryReport(hosts, now, this.deps.settings.before);
-    this.deps.metrics.gauge(EXTRA_METRIC.renewalHostsAtRisk, report.atRisk);
-    this.deps.metrics.gauge(EXTRA_METRIC.credentialsExpired, report.expired);
+  /** The site's credentials as the alarms see them: hosts at risk of expiring, hosts expired, and whether renewal keeps up. */
+  private observeFleet(hosts: readonly HostExpiry[], state: RenewalState, now: number): void {
+    const { metrics, logger, settings } = this.deps;
+    const capacity = renewalCapacity(hosts, now, capacitySettings(settings, state), new Set(Object.keys(state.inFlight)));
+    metrics.gauge(EXTRA_METRIC.renewalHostsAtRisk, capacity.hostsAtRisk);
+    metrics.gauge(EXTRA_METRIC.credentialsExpired, hosts.filter((host) => host.credentials.expiresAt <= now).length);
+    metrics.gauge(EXTRA_METRIC.renewalCapacityShortfall, capacity.shortfallPerMinute);
+    if (!capacity.canKeepUp && settings.enabled) {
+      logger.error(
+        `renewal cannot keep up: ${capacity.hostsThatWouldExpire} hosts would expire before they are renewed; it needs ${capacity.requiredRatePerMinute} sends a minute and sustains ${capacity.ratePerMinute.toFixed(2)} (${capacity.limitedBy})`,
+        { firstMissIdentity: capacity.firstMissIdentity, firstMissAt: capacity.firstMissAt },
+      );
+    }
   }
 
   /** Leaves each failed host's entry a retry mark; a mark that cannot be written leaves the host due at once instead. */
@@ -242,7 +250,7 @@ export class Renewal {
       let reason: string | undefined;
       if (provisionedSince(host, held.sentAt)) {
         delete state.inFlight[identity];
-        record(state, { identity, ok: true, at: now }, failureWindow);
+        record(state, { identity, ok: true, at: now, outOfServiceMs: now - held.sentAt }, failureWindow);
         completed.push(identity);
         continue;
       }

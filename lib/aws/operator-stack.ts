@@ -43,6 +43,8 @@ export interface OperatorStack {
   sqsEndpoint: string | undefined;
   /** The deployment's lease.skew_bound and rpc_ttl, when its configuration was given. */
   timing?: { skewBoundMs: number; deliveryHorizonMs: number };
+  /** The deployment's renew settings, when its configuration was given: status says whether renewal keeps up. */
+  renew?: { before: { ms: number } | { fraction: number }; ratePerMinute: number; maxInFlight: number; timeoutMs: number };
 }
 
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
@@ -93,6 +95,7 @@ export async function openOperator(
       entry: (identity) => store.read({ site: stack.site, identity }),
       expiredEntries: (now) => expiredEntries(dynamo, stack, now),
       ...(stack.timing ? { timing: stack.timing } : {}),
+      ...(stack.renew ? { renew: stack.renew } : {}),
     });
     const renewal = new RenewalOperator({ site: stack.site, operator, registry, store: renewalStore, clock });
     return { operator, renewal, registryMerge: (sources) => openRegistryMerge(stack, sources, clock, mergeClients), close };

@@ -264,7 +264,7 @@ function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSec
   const timeoutMs = positiveDuration("renew.timeout", raw.timeout);
   return Object.freeze({
     enabled: raw.enabled,
-    before: Object.freeze(renewBefore(raw.before)),
+    before: Object.freeze(parseRenewBefore(raw.before)),
     ratePerMinute: raw.rate,
     maxInFlight: raw.max_in_flight,
     failureThreshold: raw.failure_threshold,
@@ -276,7 +276,7 @@ function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSec
 }
 
 /** `renew.before`: a duration (`7d`), or a percentage of the credentials' lifetime (`20%`) below 100. */
-function renewBefore(text: string): RenewSection["before"] {
+export function parseRenewBefore(text: string): RenewSection["before"] {
   const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
   if (percent) {
     const fraction = Number(percent[1]) / 100;

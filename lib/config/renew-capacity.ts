@@ -5,6 +5,8 @@
  * largest fleet the rate and window can renew. The fleet's own expiries are judged at run time by
  * lib/app/renewal-capacity.ts, which takes the sustained rate from here so both say the same.
  */
+import { parseRenewBefore } from "./config";
+import type { RenewSection } from "./types";
 import { CONFIG_KEYS } from "./keys";
 import { parseDuration } from "./duration";
 
@@ -12,15 +14,22 @@ const MINUTE_MS = 60_000;
 /** The `renew` function runs once a minute (serverless.yml): a host due now is sent at the next run at the latest. */
 export const RENEW_RUN_MS = MINUTE_MS;
 /**
- * Hosts of one expiry are placed over the first half of their window (lib/app/renewal-state.ts,
- * SPREAD_SHARE, which the domain cannot import): the second half is kept for retries and slack.
+ * Hosts of one expiry are placed over the first half of their window (lib/app/renewal-state.ts
+ * `renewableAt`): the second half is kept for retries and slack.
  */
-const SPREAD_SHARE = 0.5;
+export const SPREAD_SHARE = 0.5;
+/**
+ * How long a renewed host holds its place in flight until renewal has seen it: a go-choria node is
+ * back within seconds of reprovision, and the next run (a minute later) or the one after settles
+ * it. The run-time check uses what it measured instead, once it has enough renewals to go by.
+ */
+export const ASSUMED_OUT_OF_SERVICE_MS = 2 * MINUTE_MS;
 
 export interface RenewRateSettings {
   ratePerMinute: number;
   maxInFlight: number;
-  timeoutMs: number;
+  /** How long one renewed host holds its place in flight (measured, or ASSUMED_OUT_OF_SERVICE_MS). */
+  outOfServiceMs: number;
 }
 
 /** Sends renewal can sustain: `sends` every `everyMs` ms, `perMinute` a minute. */
@@ -33,16 +42,16 @@ export interface SustainedRenewRate {
 }
 
 /**
- * min(renew.rate, renew.max_in_flight / renew.timeout in minutes). The in-flight bound is taken at
- * its worst: each host out of service for the whole `renew.timeout`, so at most `max_in_flight`
- * sends per timeout. Real hosts usually come back in a minute or two and free their place sooner,
- * so renewal may do better than this; a capacity judged on it never promises what a slow fleet
- * cannot give.
+ * min(renew.rate, renew.max_in_flight / the time one host holds its place in minutes). Taking the
+ * whole `renew.timeout` for that time would call a site that renews comfortably short of capacity
+ * (50 in flight over 15 minutes is 3.3 a minute, where nodes back in a minute give 25): the alarm
+ * would cry wolf. So the run-time check takes what it measured, and check-config an assumption it
+ * states.
  */
-export function sustainedRenewRate({ ratePerMinute, maxInFlight, timeoutMs }: RenewRateSettings): SustainedRenewRate {
+export function sustainedRenewRate({ ratePerMinute, maxInFlight, outOfServiceMs }: RenewRateSettings): SustainedRenewRate {
   // Compared as products so a rate that equals the bound picks the rate, exactly.
-  if (maxInFlight * MINUTE_MS < ratePerMinute * timeoutMs) {
-    return { sends: maxInFlight, everyMs: timeoutMs, perMinute: (maxInFlight * MINUTE_MS) / timeoutMs, limitedBy: "renew.max_in_flight" };
+  if (maxInFlight * MINUTE_MS < ratePerMinute * outOfServiceMs) {
+    return { sends: maxInFlight, everyMs: outOfServiceMs, perMinute: (maxInFlight * MINUTE_MS) / outOfServiceMs, limitedBy: "renew.max_in_flight" };
   }
   return { sends: ratePerMinute, everyMs: MINUTE_MS, perMinute: ratePerMinute, limitedBy: "renew.rate" };
 }
@@ -56,6 +65,7 @@ export interface RenewCapacityProblem {
 
 interface RenewPlan extends RenewRateSettings {
   before: { ms: number; text: string } | { fraction: number; text: string };
+  timeoutMs: number;
   timeoutText: string;
   /** The credentials' lifetime when the configuration sets it: the server JWT the provisioner signs (features.ed25519). */
   lifetime?: { ms: number; text: string };
@@ -113,7 +123,7 @@ function fleetWarning(plan: RenewPlan, windowMs: number, windowShown: string): R
   const rateShown =
     rate.limitedBy === "renew.rate"
       ? `renew.rate ${plan.ratePerMinute} a minute`
-      : `${shownNumber(rate.perMinute)} a minute (renew.max_in_flight ${plan.maxInFlight} hosts, each out of service for up to renew.timeout ${plan.timeoutText}; renew.rate ${plan.ratePerMinute} is not reached)`;
+      : `${shownNumber(rate.perMinute)} a minute (renew.max_in_flight ${plan.maxInFlight} hosts, each holding its place about ${shownDuration(plan.outOfServiceMs)}; renew.rate ${plan.ratePerMinute} is not reached)`;
   return {
     kind: "warning",
     key: rate.limitedBy,
@@ -131,7 +141,14 @@ function renewPlanOf(document: Record<string, unknown>): RenewPlan | undefined {
   const before = renewBeforeOf(renew.data.before);
   const timeoutMs = durationOf(renew.data.timeout);
   if (!before || timeoutMs === undefined) return undefined;
-  const plan: RenewPlan = { before, timeoutMs, timeoutText: renew.data.timeout, ratePerMinute: renew.data.rate, maxInFlight: renew.data.max_in_flight };
+  const plan: RenewPlan = {
+    before,
+    timeoutMs,
+    timeoutText: renew.data.timeout,
+    ratePerMinute: renew.data.rate,
+    maxInFlight: renew.data.max_in_flight,
+    outOfServiceMs: ASSUMED_OUT_OF_SERVICE_MS,
+  };
   const features = CONFIG_KEYS.features.schema.safeParse(withoutNulls(document.features));
   const validity = CONFIG_KEYS.server_jwt_validity.schema.safeParse(document.server_jwt_validity ?? undefined);
   if (!features.success || !validity.success) return undefined;
@@ -146,15 +163,27 @@ function renewPlanOf(document: Record<string, unknown>): RenewPlan | undefined {
   return plan;
 }
 
-/** As parseConfig's renewBefore (lib/config/config.ts): a percentage above 0 and below 100, or a positive duration. */
+/** parseConfig's reading of `renew.before`, with its text; undefined where parseConfig reports it. */
 function renewBeforeOf(text: string): RenewPlan["before"] | undefined {
-  const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
-  if (percent) {
-    const fraction = Number(percent[1]) / 100;
-    return fraction > 0 && fraction < 1 ? { fraction, text } : undefined;
+  try {
+    return { ...parseRenewBefore(text), text };
+  } catch {
+    return undefined;
   }
-  const ms = durationOf(text);
-  return ms === undefined ? undefined : { ms, text };
+}
+
+/**
+ * The renew settings of a YAML document, enabled or not, for a tool that reads the file without
+ * loading the whole configuration (the operator CLI's `--config`); undefined when one does not parse.
+ */
+export function renewSettingsOf(document: Record<string, unknown>): { before: RenewSection["before"]; ratePerMinute: number; maxInFlight: number; timeoutMs: number } | undefined {
+  const renew = CONFIG_KEYS.renew.schema.safeParse(withoutNulls(document.renew));
+  if (!renew.success) return undefined;
+  const before = renewBeforeOf(renew.data.before);
+  const timeoutMs = durationOf(renew.data.timeout);
+  if (!before || timeoutMs === undefined) return undefined;
+  const { text: _text, ...window } = before;
+  return { before: window, ratePerMinute: renew.data.rate, maxInFlight: renew.data.max_in_flight, timeoutMs };
 }
 
 /** A positive duration, or undefined (parseConfig names the key). */

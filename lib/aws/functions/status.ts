@@ -24,7 +24,7 @@ export function statusUseCase(parts: FunctionParts): StatusFunction["status"] {
       ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
       registry: parts.registry,
       renewalStore,
-      renewBefore: config.renew.before,
+      renew: { before: config.renew.before, ratePerMinute: config.renew.ratePerMinute, maxInFlight: config.renew.maxInFlight, timeoutMs: config.renew.timeoutMs },
       queues: parts.queues,
       clock: parts.clock,
       metrics: parts.metrics,

@@ -115,7 +115,7 @@ describe("operator: status", () => {
     w.clock.advance(3 * hour);
 
     // Act
-    const report = await status({ ...statusDeps(w), renewBefore: { ms: 10 * hour } });
+    const report = await status({ ...statusDeps(w), renew: { before: { ms: 10 * hour }, ratePerMinute: 10, maxInFlight: 50, timeoutMs: 15 * 60_000 } });
 
     // Assert
     expect(report.renewal.expiry).toMatchObject({ known: 4, expired: 2, atRisk: 1 });

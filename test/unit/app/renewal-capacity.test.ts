@@ -25,7 +25,7 @@ function host(index: number, expiresAt: number, lifetimeMs: number, state: Admis
 }
 
 function settings(change: Partial<RenewalCapacitySettings> = {}): RenewalCapacitySettings {
-  return { before: { fraction: 0.2 }, ratePerMinute: 10, maxInFlight: UNBOUNDED, timeoutMs: 15 * MINUTE_MS, ...change };
+  return { before: { fraction: 0.2 }, ratePerMinute: 10, maxInFlight: UNBOUNDED, timeoutMs: 15 * MINUTE_MS, outOfServiceMs: 15 * MINUTE_MS, ...change };
 }
 
 /** 100,000 hosts with 30-day credentials whose expiries fall within one hour, 25 days from now. */

@@ -5,7 +5,8 @@
  * the node, so "none twice, none missed" is counted where the effect lands.
  */
 import { describe, expect, it } from "vitest";
-import { RenewalOperator } from "../../../lib/app/operator";
+import { RenewalOperator, status } from "../../../lib/app/operator";
+import { InMemoryQueue } from "../../support/fakes";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, type RenewalWorld } from "../../support/renewal";
 
@@ -104,5 +105,29 @@ describe(`renewal of ${FLEET.toLocaleString("en")} hosts whose credentials expir
     expect(counts.filter((count) => count !== 1)).toEqual([]);
     expect(fromTheNodes(w, start).mostPerMinute).toBeLessThanOrEqual(2_000);
     expect(after.requested).toBeUndefined();
+  });
+
+  it("says so in status, the shortfall gauge and the log when the rate cannot keep up, before any host expires", { timeout: 600_000 }, async () => {
+    // Arrange: credentials issued now, expiring within one hour 25 days out, a 20% window (5 days):
+    // 100,000 sent by expiry less renew.timeout need 100,000 / (7,200 - 15) minutes, 14 a minute.
+    const renew = { before: { fraction: 0.2 }, ratePerMinute: 10, maxInFlight: 500, timeoutMs: 15 * MINUTE_MS };
+    const w = renewalWorld(renew);
+    await provisionFleet(w, 25 * DAY_MS);
+    const queue = () => new InMemoryQueue();
+    const deps = { site: SITE, deploymentId: "east", leaderElection: false, registry: w.registry, renewalStore: w.store, clock: w.clock };
+    const queues = { hostWork: queue(), hostWorkDlq: queue(), lifecycle: queue(), lifecycleDlq: queue() };
+
+    // Act
+    await w.run();
+    const slow = await status({ ...deps, queues, renew });
+    const fast = await status({ ...deps, queues, renew: { ...renew, ratePerMinute: 14 } });
+
+    // Assert
+    expect(slow.renewal.capacity).toMatchObject({ canKeepUp: false, requiredRatePerMinute: 14, ratePerMinute: 10, shortfallPerMinute: 4 });
+    expect(slow.renewal.capacity?.hostsThatWouldExpire).toBeGreaterThan(0);
+    expect(fast.renewal.capacity).toMatchObject({ canKeepUp: true, shortfallPerMinute: 0 });
+    expect(w.metrics.of(EXTRA_METRIC.renewalCapacityShortfall).at(-1)?.value).toBe(4);
+    expect(w.logger.at("error").map((record) => record.message)).toContainEqual(expect.stringContaining("renewal cannot keep up"));
+    expect(slow.renewal.expiry.expired).toBe(0);
   });
 });

@@ -31,17 +31,25 @@ const check = (document: Record<string, unknown>) => checkDeploymentConfig(strin
 const keysOf = (problems: ReadonlyArray<{ key: string }>) => problems.map((problem) => problem.key);
 
 describe("renewal capacity at package time", () => {
-  it("warns with the largest fleet of one expiry the defaults renew: 50 hosts out for 15 minutes is 3.33 a minute, over 3 of the 6 days of 20% of 30 days", () => {
+  it("warns with the largest fleet of one expiry the defaults renew: 10 a minute over 3 of the 6 days of 20% of 30 days", () => {
     // Act
     const result = check(renewing({}));
 
     // Assert
     expect(result.errors).toEqual([]);
-    expect(result.warnings).toEqual([{ key: "renew.max_in_flight", message: expect.stringContaining("at most 14,400 hosts that share one expiry") }]);
+    expect(result.warnings).toEqual([{ key: "renew.rate", message: expect.stringContaining("at most 43,200 hosts that share one expiry") }]);
     const [warning] = result.warnings;
-    expect(warning?.message).toContain("3.33 a minute (renew.max_in_flight 50 hosts, each out of service for up to renew.timeout 15m; renew.rate 10 is not reached)");
+    expect(warning?.message).toContain("renew.rate 10 a minute");
     expect(warning?.message).toContain("renew.before 20% of the credentials' lifetime (server_jwt_validity 30d) = 6d");
-    expect(warning?.message).toContain("beyond 28,750 hosts");
+    expect(warning?.message).toContain("beyond 86,250 hosts");
+  });
+
+  it("names the in-flight bound when it is what limits: 20 hosts holding their place about 2 minutes is 10 a minute", () => {
+    // Act
+    const result = check(renewing({ rate: 30, max_in_flight: 20 }));
+
+    // Assert
+    expect(result.warnings).toEqual([{ key: "renew.max_in_flight", message: expect.stringContaining("10 a minute (renew.max_in_flight 20 hosts, each holding its place about 2m; renew.rate 30 is not reached)") }]);
   });
 
   it("names renew.rate when the rate is the limit: 10 a minute over 3 days is 43,200 hosts", () => {
@@ -103,7 +111,7 @@ describe("renewal capacity at package time", () => {
 
     // Assert
     expect(result.errors).toEqual([]);
-    expect(keysOf(result.warnings)).toEqual(["renew.before", "renew.max_in_flight"]);
+    expect(keysOf(result.warnings)).toEqual(["renew.before", "renew.rate"]);
     expect(result.warnings[0]?.message).toMatch(/hosts placed late in it may still be out of service when their credentials expire/);
   });
 
@@ -124,9 +132,10 @@ describe("renewal capacity at package time", () => {
 });
 
 describe("the sustained renew rate", () => {
-  it("is the rate, or the in-flight bound over renew.timeout when that is lower", () => {
-    expect(sustainedRenewRate({ ratePerMinute: 10, maxInFlight: 50, timeoutMs: 15 * 60_000 })).toEqual({ sends: 50, everyMs: 900_000, perMinute: 50 / 15, limitedBy: "renew.max_in_flight" });
-    expect(sustainedRenewRate({ ratePerMinute: 10, maxInFlight: 150, timeoutMs: 15 * 60_000 })).toEqual({ sends: 10, everyMs: 60_000, perMinute: 10, limitedBy: "renew.rate" });
+  it("is the rate, or the in-flight bound over the time a host holds its place when that is lower", () => {
+    expect(sustainedRenewRate({ ratePerMinute: 10, maxInFlight: 50, outOfServiceMs: 15 * 60_000 })).toEqual({ sends: 50, everyMs: 900_000, perMinute: 50 / 15, limitedBy: "renew.max_in_flight" });
+    expect(sustainedRenewRate({ ratePerMinute: 10, maxInFlight: 150, outOfServiceMs: 15 * 60_000 })).toEqual({ sends: 10, everyMs: 60_000, perMinute: 10, limitedBy: "renew.rate" });
+    expect(sustainedRenewRate({ ratePerMinute: 10, maxInFlight: 50, outOfServiceMs: 2 * 60_000 })).toMatchObject({ perMinute: 10, limitedBy: "renew.rate" });
   });
 });
 
