@@ -34,6 +34,7 @@ import type {
   ReleaseClaimRequest,
   VoidClaimRequest,
 } from "./registry";
+import { SUMMARY_ATTRIBUTES } from "./registry";
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
 import { DynamoDbDirectWrites } from "../lease/dynamodb-direct-writes";
@@ -187,7 +188,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       condition: "#site = :site",
       conditionValues: { site },
     });
-    const projection = ["identity", "term", "state", ...FAILURE, ...CREDENTIALS, ...RENEWAL];
+    const projection = SUMMARY_ATTRIBUTES;
     let startKey: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.options.client.send(

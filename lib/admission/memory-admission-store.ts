@@ -19,6 +19,7 @@ import type {
   ReleaseClaimRequest,
   VoidClaimRequest,
 } from "./registry";
+import { SUMMARY_ATTRIBUTES } from "./registry";
 
 const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
 
@@ -162,28 +163,10 @@ function keyOf({ site, identity }: AdmissionKey): string {
   return JSON.stringify([site, identity]);
 }
 
-/** The fields of a summary row, as the DynamoDB store projects them. */
-const SUMMARY_FIELDS = [
-  "identity",
-  "term",
-  "state",
-  "lastError",
-  "lastErrorAt",
-  "failedStep",
-  "failures",
-  "credentialsExpireAt",
-  "expiryKind",
-  "credentialsIssuedAt",
-  "renewalAttempts",
-  "renewalRetryAt",
-  "renewalError",
-  "renewalErrorAt",
-] as const satisfies ReadonlyArray<keyof AdmissionSummaryRow>;
-
 /** A field loop rather than object spreads: listing a 100,000-host site is a hot path of the simulations. */
 function summaryRow(entry: AdmissionEntry): AdmissionSummaryRow {
   const row: Record<string, unknown> = {};
-  for (const field of SUMMARY_FIELDS) if (entry[field] !== undefined) row[field] = entry[field];
+  for (const field of SUMMARY_ATTRIBUTES) if (entry[field] !== undefined) row[field] = entry[field];
   return row as unknown as AdmissionSummaryRow;
 }
 

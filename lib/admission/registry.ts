@@ -156,24 +156,52 @@ export interface ForgetUnlessClaimedRequest extends AdmissionKey {
   now: number;
 }
 
-/** The fields of an entry the registry summary shows. */
-export type AdmissionSummaryRow = Pick<
-  AdmissionEntry,
-  | "identity"
-  | "term"
-  | "state"
-  | "lastError"
-  | "lastErrorAt"
-  | "failedStep"
-  | "failures"
-  | "credentialsExpireAt"
-  | "expiryKind"
-  | "credentialsIssuedAt"
-  | "renewalAttempts"
-  | "renewalRetryAt"
-  | "renewalError"
-  | "renewalErrorAt"
->;
+/** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
+export const SUMMARY_ATTRIBUTES = [
+  "identity",
+  "term",
+  "state",
+  "lastError",
+  "lastErrorAt",
+  "failedStep",
+  "failures",
+  "credentialsExpireAt",
+  "expiryKind",
+  "credentialsIssuedAt",
+  "renewalAttempts",
+  "renewalRetryAt",
+  "renewalError",
+  "renewalErrorAt",
+] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+
+export type AdmissionSummaryRow = Pick<AdmissionEntry, (typeof SUMMARY_ATTRIBUTES)[number]>;
+
+/** Every field of an entry besides its key, as a record so that the compiler says when one is left out. */
+const ENTRY_FIELDS: Record<Exclude<keyof AdmissionEntry, keyof AdmissionKey>, true> = {
+  term: true,
+  admittedAt: true,
+  source: true,
+  state: true,
+  admissionId: true,
+  claimToken: true,
+  claimedUntil: true,
+  heldUntil: true,
+  endedClaimToken: true,
+  lastError: true,
+  lastErrorAt: true,
+  failedStep: true,
+  failures: true,
+  expiresAt: true,
+  credentialsExpireAt: true,
+  expiryKind: true,
+  credentialsIssuedAt: true,
+  renewalAttempts: true,
+  renewalRetryAt: true,
+  renewalError: true,
+  renewalErrorAt: true,
+};
+/** What a store may hold of a host besides its key. */
+export const ENTRY_ATTRIBUTES = Object.keys(ENTRY_FIELDS) as ReadonlyArray<keyof typeof ENTRY_FIELDS>;
 
 /** A host whose credentials expire, as the registry knows it. */
 export interface HostExpiry {

@@ -17,38 +17,15 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { ADMISSION_TTL_ATTRIBUTE } from "../admission/dynamodb-admission-store";
 import type { StoredHost } from "../admission/merge";
+import { ENTRY_ATTRIBUTES } from "../admission/registry";
 import type { RegistryTable } from "../app/registry-merge";
 import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
 
 type Item = Record<string, AttributeValue>;
 type Host = StoredHost<AttributeValue>;
 
-/** The attributes the admission registry writes (lib/admission/dynamodb-admission-store.ts), besides the key. */
-const REGISTRY_ATTRIBUTES = [
-  "term",
-  "admittedAt",
-  "source",
-  "state",
-  "admissionId",
-  "expiresAt",
-  ADMISSION_TTL_ATTRIBUTE,
-  "claimToken",
-  "claimedUntil",
-  "heldUntil",
-  "endedClaimToken",
-  "lastError",
-  "lastErrorAt",
-  "failedStep",
-  "failures",
-  "credentialsExpireAt",
-  "expiryKind",
-  "credentialsIssuedAt",
-  // Renewal's marks on a host, which a live renew run writes alone.
-  "renewalAttempts",
-  "renewalRetryAt",
-  "renewalError",
-  "renewalErrorAt",
-];
+/** The attributes the admission registry writes, besides the key: the entry's, and the TTL the DynamoDB store adds. */
+const REGISTRY_ATTRIBUTES: string[] = [...ENTRY_ATTRIBUTES, ADMISSION_TTL_ATTRIBUTE];
 const KEY = ["site", "identity"];
 /** The kinds of expiry the registry records; an item with another is read as having none, as the registry reads it. */
 const EXPIRY_KINDS = new Set(["certificate", "server_jwt"]);
