@@ -198,6 +198,9 @@ export class AppSettingsError extends ProvisionerError {
 /** The renewal state of a site could not be read or written. */
 export class RenewalStoreError extends ProvisionerError {}
 
+/** The id of the registry a deployment uses could not be found or made (lib/app/site-memory.ts). */
+export class SiteRegistriesError extends ProvisionerError {}
+
 /** Another writer kept winning the version check. */
 export class RenewalContentionError extends RenewalStoreError {}
 

@@ -88,6 +88,8 @@ export const EXTRA_METRIC = {
   renewalHostsAtRisk: "choria_provisioner_renewal_hosts_at_risk",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
+  /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */
+  registryMismatch: "choria_provisioner_registry_mismatch",
   /** A lease round found another deployment in the lease item that `lease.peers` does not name. */
   leaseUnknownPeers: "choria_provisioner_lease_unknown_peers",
   /**

@@ -68,6 +68,8 @@ export interface FunctionParts {
   readonly registry: AdmissionRegistry;
   /** The admission table's client (the registry's, and renewal's state in the same table). */
   readonly storeClient: DynamoDBClient;
+  /** The lease table's client (in the table's Region). */
+  readonly leaseClient: DynamoDBClient;
   readonly gate: LeaseGate;
   /** Absent when leader election is off. */
   readonly leaseStore: LeaseStore | undefined;
@@ -153,6 +155,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
     sqsClient,
     registry,
     storeClient,
+    leaseClient,
     gate,
     leaseStore,
     pauseStore,

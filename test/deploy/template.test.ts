@@ -736,10 +736,11 @@ describe("dashboard", () => {
   });
 });
 
-describe("renewal capacity alarms", () => {
+describe("alarms on renewal keeping up and on the site's one registry", () => {
   it.each([
     ["RenewalCapacityAlarm", EXTRA_METRIC.renewalCapacityShortfall, 300, "renewal-capacity-shortfall"],
     ["RenewalHostsAtRiskAlarm", EXTRA_METRIC.renewalHostsAtRisk, 60, "renewal-hosts-at-risk"],
+    ["RegistryMismatchAlarm", EXTRA_METRIC.registryMismatch, 300, "registry-mismatch"],
   ])("%s fires on any %s above 0 (the worst sample of a %i s period), and is not breached while nothing reports", (id, metric, period, name) => {
     const props = resource(id).Properties;
 

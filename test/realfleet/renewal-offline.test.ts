@@ -307,7 +307,7 @@ interface OfflineRun {
   /** When a node's server was frozen (SIGSTOP to SIGCONT). */
   frozen: Interval[];
   /** Each node's renewal as its log shows it: the request it ran and its restart into normal mode. */
-  renewed: Map<string, { handled: Logged; restartedAt: number }>;
+  renewed: Map<string, { handled: Logged; restartedAt: number; arrivedAt: number }>;
   /** Who answered the admin's `choria ping` at the end. */
   pinged: string[];
   /** What each node logged, at the end. */
@@ -369,13 +369,14 @@ async function renewedAtNode(run: OfflineRun, identity: string, by: number): Pro
     for (const handled of events.reprovisions) {
       const restartedAt = events.restarts.find((at) => at >= handled.at);
       if (restartedAt !== undefined && now !== undefined && now.fingerprint !== run.first.get(identity)!.fingerprint) {
-        run.renewed.set(identity, { handled, restartedAt });
+        run.renewed.set(identity, { handled, restartedAt, arrivedAt: Number.NaN });
         return undefined;
       }
     }
     return `${identity} not renewed yet (${events.reprovisions.length} reprovision(s) run, ${events.restarts.length} restart(s))`;
   }, by - Date.now(), 1_000);
-  await backOnTarget(run, identity, run.renewed.get(identity)!.restartedAt);
+  const renewed = run.renewed.get(identity)!;
+  renewed.arrivedAt = await backOnTarget(run, identity, renewed.restartedAt);
 }
 
 /** Waits for the node's startup event on the target broker after `since` (whole-second log times: one second of slack). */
@@ -561,7 +562,7 @@ describe("real fleet renewal with nodes offline, protocol v1 with jwt + pki", ()
     // Arrange: the request that found the node dead, and the node as renewal left it.
     const down = v1.downs.find((interval) => interval.identity === KILLED)!;
     const [missed] = v1.watch.to(KILLED);
-    const { handled } = v1.renewed.get(KILLED)!;
+    const { handled, restartedAt, arrivedAt } = v1.renewed.get(KILLED)!;
     const before = v1.first.get(KILLED)!;
 
     // Act: what the node holds now.
@@ -581,6 +582,7 @@ describe("real fleet renewal with nodes offline, protocol v1 with jwt + pki", ()
     expect(now.fingerprint).not.toBe(before.fingerprint);
     expect(now.expiresAt).toBeGreaterThan(before.expiresAt);
     expect((await node(v1, KILLED).config())?.["plugin.choria.server.provision"]).toBe("false");
+    expect(arrivedAt).toBeGreaterThanOrEqual(restartedAt - 1_000);
     expect(v1.pinged).toContain(KILLED);
     expect(v1.sampler.last().report.failed.map((mark) => mark.identity)).not.toContain(KILLED);
   });
@@ -619,7 +621,7 @@ describe("real fleet renewal with nodes offline, protocol v2 with jwt + ed25519"
     // Arrange
     const frozen = v2.frozen.find((interval) => interval.identity === FROZEN)!;
     const [missed] = v2.watch.to(FROZEN);
-    const { handled } = v2.renewed.get(FROZEN)!;
+    const { handled, restartedAt, arrivedAt } = v2.renewed.get(FROZEN)!;
     const before = v2.first.get(FROZEN)!;
 
     // Act
@@ -639,6 +641,7 @@ describe("real fleet renewal with nodes offline, protocol v2 with jwt + ed25519"
     expect(now.fingerprint).not.toBe(before.fingerprint);
     expect(now.expiresAt).toBeGreaterThan(before.expiresAt);
     expect((await node(v2, FROZEN).config())?.["plugin.choria.server.provision"]).toBe("false");
+    expect(arrivedAt).toBeGreaterThanOrEqual(restartedAt - 1_000);
     expect(v2.pinged).toContain(FROZEN);
     expect(v2.sampler.last().report.failed.map((mark) => mark.identity)).not.toContain(FROZEN);
   });

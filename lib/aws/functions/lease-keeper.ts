@@ -1,6 +1,8 @@
 /** `leaseKeeper` (EventBridge schedule, every minute): renews or contests the lease every renew_interval until just before the deadline. */
 import type { AppSettings } from "../settings";
-import type { AppOverrides } from "../compose";
+import type { AppOverrides, FunctionParts } from "../compose";
+import { DynamoDbSiteRegistries } from "../dynamodb-site-registries";
+import { SiteMemoryCheck } from "../../app/site-memory";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
@@ -13,8 +15,28 @@ export interface LeaseKeeperFunction {
   close(): Promise<void>;
 }
 
-export function keepLeaseUseCase({ invocations, leadership }: BrokerFunctionParts): LeaseKeeperFunction["keepLease"] {
-  return (ctx) => invocations.run(ctx, () => leadership.keepLease(ctx));
+export function keepLeaseUseCase({ parts, invocations, leadership }: BrokerFunctionParts): LeaseKeeperFunction["keepLease"] {
+  const siteMemory = siteMemoryCheck(parts);
+  return (ctx) =>
+    invocations.run(ctx, async () => {
+      // Beside the lease round, not before it: the check never delays a renewal of the lease.
+      const checked = siteMemory?.check();
+      const result = await leadership.keepLease(ctx);
+      await checked;
+      return result;
+    });
+}
+
+/** With a site lease (leader election on), the check that every deployment of the site uses this one's registry. */
+function siteMemoryCheck(parts: FunctionParts): SiteMemoryCheck | undefined {
+  const { settings, config } = parts;
+  if (!config.leaderElection || !settings.leaseTable) return undefined;
+  const registries = new DynamoDbSiteRegistries({
+    site: config.site,
+    admission: { client: parts.storeClient, tableName: settings.admissionTable },
+    lease: { client: parts.leaseClient, tableName: settings.leaseTable },
+  });
+  return new SiteMemoryCheck({ deploymentId: config.deploymentId, registries, clock: parts.clock, logger: parts.logger, metrics: parts.metrics });
 }
 
 export async function composeLeaseKeeper(settings: AppSettings, overrides: AppOverrides = {}): Promise<LeaseKeeperFunction> {

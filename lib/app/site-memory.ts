@@ -1,0 +1,70 @@
+/**
+ * One site, one memory: every deployment of a site must use the site's one admission table (its
+ * registry of hosts, their credentials' expiries, renewal's state), or a failover leaves the new
+ * leader blind and lets the old leader's fleet expire. Package time refuses a stack that names no
+ * registry, but cannot see one that names the wrong table (another stage's, or one in another
+ * Region). So every keeper invocation reports the id of the registry this deployment uses into the
+ * site's lease table, where all deployments meet, and says so (error log, gauge, alarm) when
+ * another deployment that reported recently uses another registry.
+ */
+import { messageOf } from "../errors";
+import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
+
+/** What one deployment last reported: the registry it uses, on its own clock. */
+export interface RegistryReport {
+  deploymentId: string;
+  registryId: string;
+  seenAt: number;
+}
+
+export interface SiteRegistries {
+  /** The id of the registry this deployment uses: made once, kept in that registry, so every deployment using it reads the same. */
+  ownId(): Promise<string>;
+  /** Records `report` and returns the latest report of every deployment of the site, this one's included. */
+  report(report: RegistryReport): Promise<RegistryReport[]>;
+}
+
+export interface SiteMemoryDeps {
+  deploymentId: string;
+  registries: SiteRegistries;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** A deployment that has not reported for this long is gone (removed, or off), and no longer compared. */
+const RECENT_MS = 10 * 60_000;
+
+export class SiteMemoryCheck {
+  /** Each other registry is logged once per container; the gauge says it at every check. */
+  private readonly reported = new Set<string>();
+
+  constructor(private readonly deps: SiteMemoryDeps) {}
+
+  /** The deployments that use another registry than this one; none when the check itself failed (logged). */
+  async check(): Promise<string[]> {
+    const { deploymentId, clock, logger, metrics } = this.deps;
+    let reports: RegistryReport[];
+    let registryId: string;
+    try {
+      registryId = await this.deps.registries.ownId();
+      reports = await this.deps.registries.report({ deploymentId, registryId, seenAt: clock.now() });
+    } catch (error) {
+      logger.warn("could not check that every deployment of the site uses the site's one registry", { error: messageOf(error) });
+      return [];
+    }
+    const now = clock.now();
+    const others = reports.filter((report) => report.deploymentId !== deploymentId && report.registryId !== registryId && now - report.seenAt <= RECENT_MS);
+    metrics.gauge(EXTRA_METRIC.registryMismatch, others.length);
+    for (const other of others.filter((report) => !this.reported.has(`${report.deploymentId}:${report.registryId}`))) {
+      this.reported.add(`${other.deploymentId}:${other.registryId}`);
+      logger.error(
+        `deployment ${other.deploymentId} of this site uses another admission registry than this one: after a failover between the two, ` +
+          "the new leader would not know the hosts the other provisioned, and renewal would let them expire. Give every deployment the " +
+          "site's admission table (param admissionTable; docs/deploy.md, \"Leader and standby\") and merge the other's registry into it",
+        { deploymentId, registryId, otherDeployment: other.deploymentId, otherRegistryId: other.registryId },
+      );
+    }
+    return others.map((report) => report.deploymentId);
+  }
+}
