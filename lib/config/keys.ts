@@ -192,7 +192,8 @@ export const CONFIG_KEYS = {
     enabled: key({ schema: flag.default(false), shown: (c) => c.renew.enabled }),
     before: key({ schema: emptyIsUnset(text.default("20%")), shown: (c) => ("ms" in c.renew.before ? ms(c.renew.before.ms) : `${c.renew.before.fraction * 100}%`) }),
     rate: key({ schema: z.number().int().min(1).default(10), shown: (c) => c.renew.ratePerMinute }),
-    max_in_flight: key({ schema: z.number().int().min(1).default(50), shown: (c) => c.renew.maxInFlight }),
+    // Renewal keeps the hosts in flight in one DynamoDB item (400 KB), about 100 bytes each.
+    max_in_flight: key({ schema: z.number().int().min(1).max(2_000).default(50), shown: (c) => c.renew.maxInFlight }),
     failure_threshold: key({ schema: z.number().int().min(0).default(5), shown: (c) => c.renew.failureThreshold }),
     failure_window: key({ schema: z.number().int().min(1).default(20), shown: (c) => c.renew.failureWindow }),
     timeout: key({ schema: duration("15m"), shown: (c) => ms(c.renew.timeoutMs) }),
