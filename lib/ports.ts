@@ -57,6 +57,8 @@ export const EXTRA_METRIC = {
   leaseStoreErrors: "choria_provisioner_lease_store_errors",
   leaseTerm: "choria_provisioner_lease_term",
   lifecycleEventsDropped: "choria_provisioner_lifecycle_events_dropped",
+  /** Startup events a node sent before it was last provisioned (stale: a durable stream's backlog after a failover), dropped. */
+  lifecycleEventsStale: "choria_provisioner_lifecycle_events_stale",
   /** Hosts parked in the host-work DLQ after failing at one step `HOST_FAILURE_LIMIT` times in a row. */
   hostsParked: "choria_provisioner_hosts_parked",
   /** Startup events of `lifecycle_component` a leading lifecycle function handled (admitted or not). */

@@ -22,6 +22,7 @@ import type {
 import { SUMMARY_ATTRIBUTES } from "./registry";
 
 const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
+const KEPT_BY_ADMISSION = ["lastError", "lastErrorAt", "failedStep", "failures", "credentialsExpireAt", "expiryKind", "credentialsIssuedAt", ...RENEWAL] as const;
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
@@ -40,7 +41,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
                 (current.claimedUntil === undefined || current.claimedUntil <= now) &&
                 (current.heldUntil === undefined || current.heldUntil <= now))))));
     if (!admissible) return { applied: false, current: copy(current) };
-    const kept = current && { lastError: current.lastError, lastErrorAt: current.lastErrorAt, failedStep: current.failedStep, failures: current.failures };
+    // As DynamoDB's UpdateItem: the failure record, the credentials the node still has and renewal's marks on them stay.
+    const kept = current && Object.fromEntries(KEPT_BY_ADMISSION.map((field) => [field, current[field]]));
     this.entries.set(keyOf(entry), withoutUndefined({ ...kept, ...entry }));
     return { applied: true };
   }

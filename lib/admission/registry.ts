@@ -638,6 +638,13 @@ export class AdmissionRegistry {
     return hosts;
   }
 
+  /** The credentials the host was last given, as recorded (a consistent read); undefined when none are known. */
+  async credentialsOf(identity: string): Promise<CredentialsExpiry | undefined> {
+    const entry = await this.deps.store.read({ site: this.settings.site, identity });
+    if (entry?.credentialsExpireAt === undefined || entry.expiryKind === undefined) return undefined;
+    return { expiresAt: entry.credentialsExpireAt, kind: entry.expiryKind, issuedAt: entry.credentialsIssuedAt ?? 0 };
+  }
+
   /**
    * Records renewal's failed tries of `host`'s current credentials (or clears them, with no mark).
    * False when the host has other credentials by now: the mark was about credentials it no longer has.

@@ -9,6 +9,7 @@ import type { LeaseGate, Standing } from "../lease/gate";
 import { leadsAt, type LeaseStore } from "../lease/lease";
 import type { PauseStore } from "../lease/pause";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";
 import type { BatchResult, BrokerEvent, ForwardOutcome, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "./use-case-ports";
@@ -21,6 +22,10 @@ export interface LifecycleEventsDeps {
   component: string;
   gate: Pick<LeaseGate, "standing">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
+  /** The credentials each host was last given: a startup event older than them is stale. */
+  registry: Pick<AdmissionRegistry, "credentialsOf">;
+  /** How far a node's clock may be behind ours (`lease.skew_bound`), besides the event's whole seconds. */
+  skewBoundMs: number;
   lifecycleDlq: MessageQueue;
   logger: Logger;
   metrics: Metrics;
@@ -62,6 +67,7 @@ export class LifecycleEvents {
     }
     const term = standing.term;
     metrics.count(EXTRA_METRIC.lifecycleEventsReceived);
+    if (await this.announcedBeforeProvisioned(event)) return;
     const result = await this.deps.admission.admitAndEnqueue([event.identity], "event", term);
     const failure = result.failed[0];
     if (failure) throw failure.error;
@@ -70,6 +76,27 @@ export class LifecycleEvents {
     metrics.count(METRIC.eventDiscovered);
     logger.info("admitted host from its startup event", { identity: work.identity, term });
     if (result.notQueued.length > 0) throw new RetryLaterError(`could not queue work for ${work.identity}`);
+  }
+
+  /**
+   * An event the node sent before it was last given credentials is stale: it announced a
+   * provisioning that has happened since. A durable stream hands a new leader the events its
+   * predecessor had not acknowledged, so after a failover these are common; admitted under the new
+   * term, each would send a configured node through provisioning again, fail there, and leave the
+   * registry saying the host is not provisioned, so renewal would pass it by.
+   */
+  private async announcedBeforeProvisioned(event: LifecycleEvent): Promise<boolean> {
+    const credentials = await this.deps.registry.credentialsOf(event.identity);
+    // The event's time is whole seconds on the node's clock: a second and the skew bound of slack.
+    const announcedBy = event.timestamp * 1000 + 1000 + this.deps.skewBoundMs;
+    if (credentials === undefined || announcedBy >= credentials.issuedAt) return false;
+    this.deps.metrics.count(EXTRA_METRIC.lifecycleEventsStale);
+    this.deps.logger.info("dropping a startup event the node sent before it was last provisioned", {
+      identity: event.identity,
+      announcedAt: event.timestamp * 1000,
+      provisionedAt: credentials.issuedAt,
+    });
+    return true;
   }
 }
 

@@ -16,7 +16,7 @@
 import type { HostExpiry } from "../admission/registry";
 import { ASSUMED_OUT_OF_SERVICE_MS, RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
 import { ProvisionerError } from "../errors";
-import { atRisk, measuredOutOfServiceMs, renewableAt, type RenewalState, type RenewBefore } from "./renewal-state";
+import { atRisk, measuredOutOfServiceMs, renewableAt, renewalApplies, type RenewalState, type RenewBefore } from "./renewal-state";
 
 /** The settings make no schedule: a rate, bound or timeout that is not positive. */
 export class InvalidRenewalSettingsError extends ProvisionerError {}
@@ -139,7 +139,7 @@ function jobsOf(hosts: readonly HostExpiry[], now: number, settings: RenewalCapa
   const releases = new Int32Array(hosts.length);
   const deadlines = new Int32Array(hosts.length);
   for (const host of hosts) {
-    if (host.state !== "provisioned" || host.credentials.expiresAt <= now || inFlight.has(host.identity)) continue;
+    if (!renewalApplies(host) || host.credentials.expiresAt <= now || inFlight.has(host.identity)) continue;
     // The first run at or after the window opens for it; the last run that still leaves renew.timeout.
     const first = Math.max(0, Math.ceil((renewableAt(host, settings.before) - now) / RENEW_RUN_MS));
     const last = Math.floor((sendBy(host, settings) - now) / RENEW_RUN_MS);

@@ -162,10 +162,10 @@ export function renewableAt(host: HostExpiry, before: RenewBefore): number {
   return host.credentials.expiresAt - lead + spreadOf(host.identity) * lead * SPREAD_SHARE;
 }
 
-/** Whether the host's credentials run out within the last quarter of its window (not yet expired). */
+/** Whether the host's credentials run out within the last quarter of its window (not yet expired), whatever the registry last did with it. */
 export function atRisk(host: HostExpiry, before: RenewBefore, now: number): boolean {
   const left = host.credentials.expiresAt - now;
-  return host.state === "provisioned" && left > 0 && left <= windowOf(host, before) * AT_RISK_SHARE;
+  return left > 0 && left <= windowOf(host, before) * AT_RISK_SHARE;
 }
 
 /** A stable fraction in [0, 1) from the identity (FNV-1a). */
@@ -201,9 +201,19 @@ export function retryMark(host: HostExpiry, reason: string, now: number): Renewa
   return { attempts, retryAt: now + Math.min(backoff, timeLeft * RETRY_SHARE_OF_TIME_LEFT), reason, at: now };
 }
 
-/** A provisioned host renewal may send now: not in flight, not expired, and not waiting for a retry. */
+/**
+ * Whether renewal is for this host at all: any host with credentials, except one a worker is
+ * provisioning right now. What counts is the credentials the node was given, not what the registry
+ * last did with the host: a host admitted again that turned out to be configured (a stale event,
+ * an operator's forced reprovision) still has them, and would expire if renewal passed it by.
+ */
+export function renewalApplies(host: HostExpiry): boolean {
+  return host.state !== "provisioning";
+}
+
+/** A host renewal may send now: renewal applies, not in flight, not expired, and not waiting for a retry. */
 function sendable(host: HostExpiry, state: RenewalState, now: number): boolean {
-  if (host.state !== "provisioned" || state.inFlight[host.identity]) return false;
+  if (!renewalApplies(host) || state.inFlight[host.identity]) return false;
   return host.credentials.expiresAt > now && (host.renewal === undefined || host.renewal.retryAt <= now);
 }
 
@@ -227,7 +237,7 @@ export function requestedHosts(hosts: readonly HostExpiry[], state: RenewalState
   const { selection } = request;
   const selected = (host: HostExpiry) =>
     "all" in selection ? true : "dueWithinMs" in selection ? host.credentials.expiresAt <= request.requestedAt + selection.dueWithinMs : true;
-  let covered = hosts.filter((host) => host.state === "provisioned" && host.credentials.expiresAt > now && host.credentials.issuedAt <= since && selected(host));
+  let covered = hosts.filter((host) => renewalApplies(host) && host.credentials.expiresAt > now && host.credentials.issuedAt <= since && selected(host));
   if ("identities" in selection) {
     const byIdentity = new Map(covered.map((host) => [host.identity, host]));
     covered = [...new Set(selection.identities)].flatMap((identity) => byIdentity.get(identity) ?? []);

@@ -28,10 +28,8 @@
  * minute of its credentials left for it to come back. Every wait is bounded by the credentials'
  * expiry or the provisioning bounds, never by the machine's speed.
  */
-import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { HostExpiry } from "../../lib/admission/registry";
@@ -42,8 +40,7 @@ import { EXTRA_METRIC } from "../../lib/ports";
 import { issueCertificate, type RealFleet, type RealNode } from "../../dev/local/real-fleet";
 import { brokerConnectOptions, provisionedFleet, verifyServerJwt, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
-
-const run = promisify(execFile);
+import { certificateFile, run, serverJwtOf } from "./node-credentials";
 
 // Names chosen for their place in the window (spreadOf): the failing nodes go first, the good ones later.
 const GOOD_V1 = "good-3.v1.offline.example.net";
@@ -89,16 +86,15 @@ interface Credential {
   expiresAt: number;
 }
 
-async function certificateOf(provisioned: ProvisionedFleet, identity: string): Promise<Credential | undefined> {
-  const file = join(provisioned.fleet.nodes.get(identity)!.configDir, "ssl", "certificate.pem");
-  const out = await run("openssl", ["x509", "-noout", "-serial", "-enddate", "-in", file]).catch(() => undefined);
+async function certificateCredential(provisioned: ProvisionedFleet, identity: string): Promise<Credential | undefined> {
+  const out = await run("openssl", ["x509", "-noout", "-serial", "-enddate", "-in", certificateFile(provisioned, identity)]).catch(() => undefined);
   if (!out) return undefined;
   return { fingerprint: /serial=(\S+)/.exec(out.stdout)?.[1] ?? "", expiresAt: Date.parse(/notAfter=(.+)/.exec(out.stdout)?.[1] ?? "") };
 }
 
 /** The node's server JWT verified against the site signer (undefined while it has none: go-choria removes an expired one at boot). */
-async function serverJwtOf(provisioned: ProvisionedFleet, identity: string): Promise<Credential | undefined> {
-  const token = await readFile(join(provisioned.fleet.nodes.get(identity)!.configDir, "server.jwt"), "utf8").catch(() => "");
+async function serverJwtCredential(provisioned: ProvisionedFleet, identity: string): Promise<Credential | undefined> {
+  const token = await serverJwtOf(provisioned, identity).catch(() => "");
   if (token.trim() === "") return undefined;
   const claims = verifyServerJwt(token, provisioned.serverJwtSigner);
   if (claims.identity !== identity) throw new Error(`${identity} holds a server JWT for ${String(claims.identity)}`);
@@ -339,6 +335,7 @@ async function startRun(make: () => Promise<ProvisionedFleet>, credentialOf: (pr
 
 /** The instant renewal may first send the host reprovision (its place in the window), from the expiry the node holds. */
 function placeInWindow(run: OfflineRun, identity: string): number {
+  // renew.before is a duration here: the window does not depend on the credential's kind or issue time.
   const host: HostExpiry = { identity, state: "provisioned", credentials: { expiresAt: expiryOf(run, identity), issuedAt: 0, kind: "server_jwt" } };
   return renewableAt(host, { ms: BEFORE_S * 1000 });
 }
@@ -541,8 +538,8 @@ async function scenario(make: () => Promise<ProvisionedFleet>, credentialOf: Par
 }
 
 beforeAll(() => {
-  v1Setup = scenario(v1Fleet, certificateOf, V1_NODES, v1Scenario);
-  v2Setup = scenario(v2Fleet, serverJwtOf, V2_NODES, v2Scenario);
+  v1Setup = scenario(v1Fleet, certificateCredential, V1_NODES, v1Scenario);
+  v2Setup = scenario(v2Fleet, serverJwtCredential, V2_NODES, v2Scenario);
   // Each describe block awaits its own and fails with its own error.
   return Promise.allSettled([v1Setup, v2Setup]).then(() => undefined);
 }, 600_000);
@@ -566,9 +563,8 @@ describe("real fleet renewal with nodes offline, protocol v1 with jwt + pki", ()
     const before = v1.first.get(KILLED)!;
 
     // Act: what the node holds now.
-    const certificate = join(node(v1, KILLED).configDir, "ssl", "certificate.pem");
-    const verified = await run("openssl", ["verify", "-CAfile", v1.provisioned.fleet.ca.certFile, certificate]);
-    const now = (await certificateOf(v1.provisioned, KILLED))!;
+    const verified = await run("openssl", ["verify", "-CAfile", v1.provisioned.fleet.ca.certFile, certificateFile(v1.provisioned, KILLED)]);
+    const now = (await certificateCredential(v1.provisioned, KILLED))!;
 
     // Assert: the first request left while it was dead and reached nothing; renewal marked it and
     // tried again once it was back; the request it ran renewed it before its certificate expired.
@@ -598,7 +594,7 @@ describe("real fleet renewal with nodes offline, protocol v1 with jwt + pki", ()
     // Assert: refused more than once (a refusal is tried again), never run, the node kept its certificate.
     expect(denials.length).toBeGreaterThanOrEqual(2);
     expect(reprovisions).toEqual([]);
-    expect((await certificateOf(v1.provisioned, REFUSING))!.fingerprint).toBe(v1.first.get(REFUSING)!.fingerprint);
+    expect((await certificateCredential(v1.provisioned, REFUSING))!.fingerprint).toBe(v1.first.get(REFUSING)!.fingerprint);
     for (const mark of marks) expect(mark.reason).toContain("not authorized");
     expectAtRiskBeforeExpiry(v1, REFUSING, expiry);
     expectListedExpired(v1, REFUSING, expiry, "certificate");
@@ -625,7 +621,7 @@ describe("real fleet renewal with nodes offline, protocol v2 with jwt + ed25519"
     const before = v2.first.get(FROZEN)!;
 
     // Act
-    const now = (await serverJwtOf(v2.provisioned, FROZEN))!;
+    const now = (await serverJwtCredential(v2.provisioned, FROZEN))!;
     const dropped = v2.events.get(FROZEN)!.tooOld.find((logged) => logged.id === missed!.id);
 
     // Assert: the request that came while it was frozen was dropped as too old once it was continued
@@ -653,7 +649,7 @@ describe("real fleet renewal with nodes offline, protocol v2 with jwt + ed25519"
 
     // Act
     const events = v2.events.get(EXPIRING)!;
-    const now = (await serverJwtOf(v2.provisioned, EXPIRING))!;
+    const now = (await serverJwtCredential(v2.provisioned, EXPIRING))!;
 
     // Assert: every request renewal sent it came while it was stopped, and none after its expiry.
     const sends = v2.watch.to(EXPIRING);

@@ -20,6 +20,8 @@ export function lifecycleBatchUseCase({ parts, admission, invocations }: BrokerF
     component: parts.config.lifecycleComponent,
     gate: parts.gate,
     admission,
+    registry: parts.registry,
+    skewBoundMs: parts.config.lease.skewBoundMs,
     lifecycleDlq: parts.queues.lifecycleDlq,
     logger: parts.logger,
     metrics: parts.metrics,

@@ -77,6 +77,25 @@ export function describeExpiryRules(storeName: string, makeStore: () => Admissio
       expect(await store.read({ site, identity: "node-a" })).not.toHaveProperty("credentialsExpireAt");
     });
 
+    it("keeps the credentials a host was given across its admission again: the node has them until it is provisioned anew", async () => {
+      // Arrange
+      const { clock, registry } = setup();
+      const credentials: CredentialsExpiry = { expiresAt: clock.now() + DAY_MS, kind: "server_jwt", issuedAt: clock.now() };
+      await provision(registry, "node-a", credentials);
+      const mark = { attempts: 1, retryAt: clock.now() + 30_000, reason: "no answer", at: clock.now() };
+      await registry.markRenewal({ identity: "node-a", credentials }, mark);
+      clock.advance(2 * INTERVAL);
+
+      // Act
+      const work = await registry.admit("node-a", "event", 2);
+
+      // Assert
+      expect(work).toBeDefined();
+      expect(await registry.expiries()).toEqual([{ identity: "node-a", state: "queued", credentials, renewal: mark }]);
+      expect(await registry.credentialsOf("node-a")).toEqual(credentials);
+      expect(await registry.credentialsOf("node-b")).toBeUndefined();
+    });
+
     it("keeps a host whose credentials expired listed for days after, so status can report it", async () => {
       // Arrange
       const { clock, registry, store, site } = setup();

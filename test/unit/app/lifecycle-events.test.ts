@@ -3,12 +3,21 @@ import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
-import { brokerEvent, FakeLifecycleEventSource, failedIds } from "../../support/fakes";
+import { brokerEvent, FakeLifecycleEventSource, failedIds, VirtualClock } from "../../support/fakes";
 import { COMPONENT, context, shared, SITE, startupEvent, unreachableLeaseStore, world, type World } from "./support";
 
+const SKEW_BOUND_MS = 5_000;
+
 function lifecycleEvents(w: World): LifecycleEvents {
-  const { gate, admission, logger, metrics } = w;
-  return new LifecycleEvents({ component: COMPONENT, gate, admission, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
+  const { gate, admission, registry, logger, metrics } = w;
+  return new LifecycleEvents({ component: COMPONENT, gate, admission, registry, skewBoundMs: SKEW_BOUND_MS, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
+}
+
+/** Provisions `identity` now, with credentials issued now, as the provision function records it. */
+async function provisioned(w: World, identity: string): Promise<void> {
+  const begun = await w.registry.begin((await w.registry.admit(identity, "discovery", 1))!, 1);
+  if (begun.status !== "claimed") throw new Error(begun.status);
+  await w.registry.complete(begun.claim, "provisioned", { expiresAt: w.clock.now() + 3_600_000, kind: "server_jwt", issuedAt: w.clock.now() });
 }
 
 describe("lifecycle events: a queued startup event becomes host work", () => {
@@ -30,6 +39,42 @@ describe("lifecycle events: a queued startup event becomes host work", () => {
     );
     expect(w.metrics.total(METRIC.eventDiscovered)).toBe(2);
     expect(w.metrics.total(EXTRA_METRIC.lifecycleEventsReceived)).toBe(2);
+  });
+
+  it("drops a startup event the node sent before it was last provisioned, as after a failover, and admits a later one", async () => {
+    // Arrange: the event of a node waiting in provisioning mode, then its provisioning 2 minutes later.
+    const w = world();
+    const stale = w.queues.lifecycle.delivery(startupEvent("a.example.net", w.clock));
+    w.clock.advance(120_000);
+    await provisioned(w, "a.example.net");
+    w.clock.advance(120_000);
+    const fresh = w.queues.lifecycle.delivery(startupEvent("a.example.net", w.clock));
+
+    // Act
+    const dropped = await lifecycleEvents(w).handle([stale]);
+    const queuedAfterStale = w.queues.hostWork.sent.length;
+    const admitted = await lifecycleEvents(w).handle([fresh]);
+
+    // Assert: the stale one leaves the host provisioned; the node's new announcement is admitted.
+    expect(dropped.failedMessageIds).toEqual([]);
+    expect(queuedAfterStale).toBe(0);
+    expect(w.metrics.total(EXTRA_METRIC.lifecycleEventsStale)).toBe(1);
+    expect(admitted.failedMessageIds).toEqual([]);
+    expect(w.queues.hostWork.sent).toHaveLength(1);
+  });
+
+  it("admits an event from within the clock skew bound of the provisioning: the node's clock may be behind", async () => {
+    // Arrange
+    const w = world();
+    await provisioned(w, "a.example.net");
+    w.clock.advance(2 * 60_000);
+    const behind = new VirtualClock(w.clock.now() - 2 * 60_000 + SKEW_BOUND_MS - 1_000);
+
+    // Act
+    await lifecycleEvents(w).handle([w.queues.lifecycle.delivery(startupEvent("a.example.net", behind))]);
+
+    // Assert
+    expect(w.metrics.total(EXTRA_METRIC.lifecycleEventsStale)).toBe(0);
   });
 
   it("ignores other components' events and other event types without failing them", async () => {

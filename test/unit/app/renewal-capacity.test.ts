@@ -111,7 +111,7 @@ describe("renewal capacity", () => {
     expect(enough).toMatchObject({ canKeepUp: true, limitedBy: "renew.max_in_flight", ratePerMinute: 45, shortfallPerMinute: 0 });
   });
 
-  it("does not count expired hosts, hosts not provisioned or hosts in flight as needing renewal", () => {
+  it("does not count expired hosts, a host being provisioned or hosts in flight as needing renewal; a host re-admitted keeps its credentials and counts", () => {
     // Arrange: 100 hosts due in a 2-hour window that rate 1 a minute renews, plus hosts that would not fit.
     const due = Array.from({ length: 100 }, (_, index) => host(index, NOW + 2 * HOUR_MS, 30 * DAY_MS));
     const expired = Array.from({ length: 1_000 }, (_, index) => host(1_000 + index, NOW - index * MINUTE_MS, 30 * DAY_MS));
@@ -121,8 +121,9 @@ describe("renewal capacity", () => {
     // Act
     const capacity = renewalCapacity([...due, ...expired, ...notProvisioned, ...inFlight], NOW, settings({ before: { ms: 2 * HOUR_MS }, ratePerMinute: 1 }), new Set(inFlight.map((h) => h.identity)));
 
-    // Assert: the in-flight hosts are past three quarters of their window: at risk, not to be sent.
-    expect(capacity).toMatchObject({ canKeepUp: true, hostsToRenew: 100, requiredRatePerMinute: 1, hostsThatWouldExpire: 0, hostsAtRisk: 1_000 });
+    // Assert: the in-flight hosts and the four others are past three quarters of their window: at risk;
+    // the queued, failed and parked ones are still to be sent, the one being provisioned is not.
+    expect(capacity).toMatchObject({ canKeepUp: true, hostsToRenew: 103, requiredRatePerMinute: 1, hostsThatWouldExpire: 0, hostsAtRisk: 1_004 });
   });
 
   it("says a host whose send-by instant has passed, or comes before its window lets it go, is out of reach at any rate", () => {
@@ -162,7 +163,7 @@ describe("renewal capacity", () => {
 });
 
 describe("hosts at risk", () => {
-  it("counts provisioned hosts not expired yet in the last quarter of their window", () => {
+  it("counts hosts not expired yet in the last quarter of their window, whatever their admission state", () => {
     // Arrange: a 4-hour window; its last quarter is the last hour before expiry.
     const before = { ms: 4 * HOUR_MS };
     const hosts = [
@@ -173,8 +174,8 @@ describe("hosts at risk", () => {
       host(5, NOW + 30 * MINUTE_MS, DAY_MS, "failed"),
     ];
 
-    // Act & Assert: hosts 2 and 3.
-    expect(hostsAtRisk(hosts, before, NOW)).toBe(2);
+    // Act & Assert: hosts 2, 3 and 5.
+    expect(hostsAtRisk(hosts, before, NOW)).toBe(3);
     // 20% of a 10-hour lifetime is 2 hours: the last 30 minutes.
     expect(hostsAtRisk([host(6, NOW + 30 * MINUTE_MS, 10 * HOUR_MS), host(7, NOW + 31 * MINUTE_MS, 10 * HOUR_MS)], { fraction: 0.2 }, NOW)).toBe(1);
   });

@@ -253,6 +253,23 @@ describe("renewal sends", () => {
     expect(last).toMatchObject({ status: "ran" });
   });
 
+  it("renews a configured host the registry admitted again and failed to provision: its credentials are what counts", async () => {
+    // Arrange: a stale admission under a new term, whose provisioning failed (the node is configured, not in provisioning mode).
+    const w = renewalWorld();
+    await w.provision("node1", w.clock.now() + HOUR_MS, DAY_MS);
+    w.clock.advance(2 * MINUTE_MS);
+    const begun = await w.registry.begin((await w.registry.admit("node1", "event", TERM + 1))!, TERM + 1);
+    if (begun.status !== "claimed") throw new Error(begun.status);
+    await w.registry.recordFailure(begun.claim, { step: "jwt", reason: "no reply", failures: 1, park: false });
+
+    // Act
+    const result = await w.run();
+
+    // Assert
+    expect((await w.registry.expiries())[0]).toMatchObject({ state: "failed" });
+    expect(result).toMatchObject({ sent: ["node1"] });
+  });
+
   it("gauges the hosts at risk and the hosts expired, for the alarms", async () => {
     // Arrange: a 4 h window; one host in its last quarter (40 min left), one expired, one far off.
     const w = renewalWorld({ before: { ms: 4 * HOUR_MS }, enabled: false });
