@@ -171,7 +171,9 @@ describe("real fleet renewal, protocol v1 with jwt + pki", () => {
     // Where the mark lands: the host's entry in the site's admission table, as `status` reports it.
     const status = await provisioned.stack.deployments[0]!.app.status();
     expect(status.renewal.failed.map((mark) => mark.identity)).toEqual([REFUSING]);
-    expect(status.renewal.failed[0]!).toMatchObject({ reason: expect.stringContaining("not authorized"), attempts: denials.length });
+    expect(status.renewal.failed[0]!.reason).toContain("not authorized");
+    // The events were read before status: a retry may have landed between the two.
+    expect(status.renewal.failed[0]!.attempts).toBeGreaterThanOrEqual(denials.length);
     expect(status.renewal.paused).toBeUndefined();
   });
 
