@@ -16,6 +16,7 @@ import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 
 import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
+import { MemoryAdmissionStore } from "../lib/admission/memory-admission-store";
 import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
 import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/support/chaos/deployments";
@@ -55,6 +56,7 @@ async function main(): Promise<void> {
   const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: "soak", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, rsaKeys: { size: 4, reuse: true }, clock: scaledClock() });
   const observatory = new Observatory();
   const site = `soak-${randomUUID()}`;
+  const admissionStore = new MemoryAdmissionStore();
 
   const alive: ChaosDeployment[] = [];
   const retired: ChaosDeployment[] = [];
@@ -62,7 +64,7 @@ async function main(): Promise<void> {
 
   const launch = async (): Promise<ChaosDeployment> => {
     const name = `deployment-${++named}`;
-    const deployment = await ChaosDeployment.create({ name, site, tableName, natsUrl: nats.url, dynamoEndpoint: dynamoDb.url, fleet, observatory });
+    const deployment = await ChaosDeployment.create({ name, site, tableName, admissionStore, natsUrl: nats.url, dynamoEndpoint: dynamoDb.url, fleet, observatory });
     deployment.start();
     alive.push(deployment);
     return deployment;

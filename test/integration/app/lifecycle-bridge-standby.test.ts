@@ -8,11 +8,10 @@ import { randomUUID } from "node:crypto";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
 import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
 import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
-import { createTables, receive, localAwsForSuite, type Queues, type Tables } from "../../support/aws";
+import { createTables, receive, localAwsForSuite, type Queues } from "../../support/aws";
 import { startDeployment, type Deployment } from "../../support/handlers";
 
 const SUBJECT = lifecycleSubject("startup", "provision_mode_server");
@@ -50,10 +49,8 @@ async function startSite(withStream: boolean): Promise<Site> {
   const site = `bridge-${randomUUID().slice(0, 8)}`;
   const shared = await createTables(aws.dynamo, site);
   const deployment = async (id: string) => {
-    // Each deployment has its own registry; only the lease table is shared.
-    const tables: Tables = { lease: shared.lease, admission: `${site}-${id}-admission` };
-    await createAdmissionTable(aws.dynamo, tables.admission);
-    const resources = await aws.resources(`${site}-${id}`, tables);
+    // Each deployment has its own queues; the site's lease and admission tables are shared.
+    const resources = await aws.resources(`${site}-${id}`, shared);
     const started = await startDeployment({ deploymentId: id, site, natsUrl: nats.url, resources });
     cleanups.push(() => started.app.close());
     return { ...started, queues: resources.queues };

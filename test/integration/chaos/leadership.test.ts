@@ -11,6 +11,7 @@
  * Asserted at the node (see deployments.ts): no node runs a request of term T after it received
  * one of a later term, and every node ends provisioned.
  */
+import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
@@ -64,12 +65,14 @@ async function scenario(names: string[], extra: Record<string, Extra> = {}): Pro
   const site = `chaos-${randomUUID()}`;
   const fleet = await startFleet({ natsUrl: nats.url, count: NODES, identityPrefix: "lead", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, clock: scaledClock() });
   const observatory = new Observatory();
+  const admissionStore = new MemoryAdmissionStore();
   const deployments = await Promise.all(
     names.map((name, index) =>
       ChaosDeployment.create({
         name,
         site,
         tableName,
+        admissionStore,
         natsUrl: nats.url,
         dynamoEndpoint: inject("dynamoEndpoint"),
         fleet,

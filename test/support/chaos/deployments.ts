@@ -1,7 +1,8 @@
 /**
  * Deployments of the provisioner for the leadership chaos tests, built as production builds them:
- * each deployment has its own admission registry and its own NATS connection and DynamoDB client,
- * and they share only the site's lease table (DynamoDB Local). Both use the production provisioner
+ * each deployment has its own NATS connection and DynamoDB client, and they share what every
+ * deployment of a site shares: the lease table (DynamoDB Local) and the site's one admission
+ * registry (a store the scenario hands every deployment). Both use the production provisioner
  * identity (one sender and caller id per site). Each deployment runs its lease keeper and, while it
  * leads, a discover-admit-provision loop, as the discover / provision functions do; the engine,
  * gate and RPC client are the production ones.
@@ -24,8 +25,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect, type NatsConnection } from "nats";
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";
@@ -218,6 +218,8 @@ export interface DeploymentOptions {
   name: string;
   site: string;
   tableName: string;
+  /** The site's admission registry, the same store for every deployment of the site. */
+  admissionStore: AdmissionStore;
   natsUrl: string;
   dynamoEndpoint: string;
   fleet: Fleet;
@@ -287,8 +289,8 @@ export class ChaosDeployment {
         this.leading = this.lead(term);
       },
     });
-    // Each deployment has its own registry, as each stack has its own table.
-    this.registry = new AdmissionRegistry({ site: options.site, intervalMs: INTERVAL_MS }, { store: new MemoryAdmissionStore(), metrics: noMetrics, clock: this.clock });
+    // The site's one registry, as every stack of the site names the site's admission table.
+    this.registry = new AdmissionRegistry({ site: options.site, intervalMs: INTERVAL_MS }, { store: options.admissionStore, metrics: noMetrics, clock: this.clock });
     const client = {
       senderId: SENDER_ID,
       callerId: CALLER_ID,
