@@ -3,9 +3,9 @@
  * registry of hosts, their credentials' expiries, renewal's state), or a failover leaves the new
  * leader blind and lets the old leader's fleet expire. Package time refuses a stack that names no
  * registry, but cannot see one that names the wrong table (another stage's, or one in another
- * Region). So every keeper invocation reports the id of the registry this deployment uses into the
- * site's lease table, where all deployments meet, and says so (error log, gauge, alarm) when
- * another deployment that reported recently uses another registry.
+ * Region). So the lease keeper reports, every 5 minutes, the id of the registry this deployment
+ * uses into the site's lease table, where all deployments meet, and says so (error log, gauge,
+ * alarm) when another deployment that reported recently uses another registry.
  */
 import { messageOf } from "../errors";
 import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
@@ -34,15 +34,33 @@ export interface SiteMemoryDeps {
 
 /** A deployment that has not reported for this long is gone (removed, or off), and no longer compared. */
 const RECENT_MS = 10 * 60_000;
+/**
+ * A warm container reports this often (its keeper runs every minute): twice within RECENT_MS, so a
+ * deployment never drops out of the comparison while it runs, at a write every 5 minutes, not every
+ * minute, per deployment.
+ */
+const REPORT_EVERY_MS = 5 * 60_000;
 
 export class SiteMemoryCheck {
   /** Each other registry is logged once per container; the gauge says it at every check. */
   private readonly reported = new Set<string>();
+  private last: { at: number; others: string[] } | undefined;
 
   constructor(private readonly deps: SiteMemoryDeps) {}
 
-  /** The deployments that use another registry than this one; none when the check itself failed (logged). */
+  /** The deployments that use another registry than this one, as last found; none when the check itself failed (logged). */
   async check(): Promise<string[]> {
+    const { clock, metrics } = this.deps;
+    if (this.last && clock.now() - this.last.at < REPORT_EVERY_MS) {
+      metrics.gauge(EXTRA_METRIC.registryMismatch, this.last.others.length);
+      return this.last.others;
+    }
+    const others = await this.compare();
+    if (others) this.last = { at: clock.now(), others };
+    return others ?? [];
+  }
+
+  private async compare(): Promise<string[] | undefined> {
     const { deploymentId, clock, logger, metrics } = this.deps;
     let reports: RegistryReport[];
     let registryId: string;
@@ -51,7 +69,7 @@ export class SiteMemoryCheck {
       reports = await this.deps.registries.report({ deploymentId, registryId, seenAt: clock.now() });
     } catch (error) {
       logger.warn("could not check that every deployment of the site uses the site's one registry", { error: messageOf(error) });
-      return [];
+      return undefined;
     }
     const now = clock.now();
     const others = reports.filter((report) => report.deploymentId !== deploymentId && report.registryId !== registryId && now - report.seenAt <= RECENT_MS);

@@ -58,17 +58,20 @@ describe("every deployment of a site on the site's one registry", () => {
     const leader = deployment("lon-a", TABLES.site, site, clock);
     const standby = deployment("lon-b", TABLES.wrong, site, clock);
 
-    // Act
+    // Act: each warm container compares every 5 minutes, and says what it last found in between.
     await leader.check.check();
     const seenByStandby = await standby.check.check();
+    const beforeLeaderLooksAgain = await leader.check.check();
+    clock.advance(5 * 60_000);
     const seenByLeader = await leader.check.check();
     clock.advance(11 * 60_000);
     const afterStandbyGone = await leader.check.check();
 
     // Assert
     expect(seenByStandby).toEqual(["lon-a"]);
+    expect(beforeLeaderLooksAgain).toEqual([]);
     expect(seenByLeader).toEqual(["lon-b"]);
-    expect(leader.metrics.of(EXTRA_METRIC.registryMismatch).map((sample) => sample.value)).toEqual([0, 1, 0]);
+    expect(leader.metrics.of(EXTRA_METRIC.registryMismatch).map((sample) => sample.value)).toEqual([0, 0, 1, 0]);
     expect(leader.logger.at("error").map((record) => record.message)).toEqual([expect.stringContaining("deployment lon-b of this site uses another admission registry than this one")]);
     expect(afterStandbyGone).toEqual([]);
   });
