@@ -17,14 +17,13 @@
  * before the first credential expires; each node must then be sent reprovision before its
  * credentials expire, and is back within `renew.timeout` (120 s).
  */
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { issueCertificate } from "../../dev/local/real-fleet";
 import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { expectedExpiries, hostExpiries, killLeaderAndAwaitTakeover, type HostExpiries, type Takeover } from "../support/failover";
 import { waitUntilAsync } from "../support/wait";
 import { adminReachesEveryNode } from "./admin";
 import { certificateFile, certificateOf, nodeEvents, run, serverJwtOf, type Certificate, type NodeEvents } from "./node-credentials";
+import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
 
 const V1_NODES = ["f1.v1.fo-renew.example.net", "f2.v1.fo-renew.example.net", "f3.v1.fo-renew.example.net"];
 const V2_NODES = ["f1.v2.fo-renew.example.net", "f2.v2.fo-renew.example.net", "f3.v2.fo-renew.example.net"];
@@ -37,8 +36,6 @@ const TIMEOUT_S = 120;
 /** Provisioning a fresh fleet: the real-fleet suites' bound for every node's arrival on the target broker. */
 const ARRIVAL_MS = 180_000;
 // A v1 node takes clients whose certificate name matches `\.mcollective$` (go-choria's default certname_whitelist).
-const RENEWAL_CERTNAME = "provisioner.mcollective";
-const CALLER = `choria=${RENEWAL_CERTNAME}`;
 const SENT_REPROVISION = "sent reprovision to renew the host's credentials";
 
 /** One protocol's credentials: how to read them at the node, and when they expire (epoch ms). */
@@ -70,14 +67,7 @@ interface FailedOverFleet<Credential> {
   renewalError?: string;
 }
 
-const renewalConfig = (targetBrokerUrl: string) => ({
-  enabled: true,
-  before: `${BEFORE_S}s`,
-  rate: RATE,
-  max_in_flight: MAX_IN_FLIGHT,
-  timeout: `${TIMEOUT_S}s`,
-  broker_urls: [targetBrokerUrl],
-});
+const TIMING = { beforeS: BEFORE_S, rate: RATE, maxInFlight: MAX_IN_FLIGHT, timeoutS: TIMEOUT_S };
 
 const readAll = async <Credential>(provisioned: ProvisionedFleet, identities: string[], kind: CredentialKind<Credential>) =>
   new Map(await Promise.all(identities.map(async (identity) => [identity, await kind.read(provisioned, identity)] as const)));
@@ -166,16 +156,8 @@ beforeAll(() => {
         deployments: DEPLOYMENTS,
         dynamoDbEndpoint: inject("dynamoEndpoint"),
         certificateValiditySeconds: VALIDITY_S,
-        // The node-side requirement docs/renewal.md names: an action policy that lets the provisioner call reprovision.
-        policies: { choria_provision: `policy default deny\nallow\t${CALLER}\treprovision\t*\t*\n` },
-        config: async (fleet) => {
-          const certificate = await issueCertificate(fleet.ca, join(fleet.dir, "renewal-client-tls"), RENEWAL_CERTNAME, { rsa: true });
-          return {
-            callerid: CALLER,
-            tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile },
-            renew: renewalConfig(fleet.targetBroker.url),
-          };
-        },
+        policies: REPROVISION_POLICY,
+        config: (fleet) => v1RenewalConfig(fleet, TIMING),
       }),
     V1_NODES,
     CERTIFICATES,
@@ -193,7 +175,7 @@ beforeAll(() => {
         config: (fleet) => ({
           server_jwt_validity: `${VALIDITY_S}s`,
           // The helper's nodes are on the mcollective collective, not v2's default `choria`.
-          renew: { ...renewalConfig(fleet.targetBroker.url), collective: "mcollective" },
+          renew: { ...renewSection(TIMING, fleet.targetBroker.url), collective: "mcollective" },
         }),
       }),
     V2_NODES,

@@ -29,7 +29,6 @@
  * expiry or the provisioning bounds, never by the machine's speed.
  */
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { HostExpiry } from "../../lib/admission/registry";
@@ -37,10 +36,11 @@ import { unansweredHoldFor } from "../../lib/app/renewal";
 import { renewableAt, type RenewalReport } from "../../lib/app/renewal-state";
 import { decodeRequest } from "../../lib/choria/protocol";
 import { EXTRA_METRIC } from "../../lib/ports";
-import { issueCertificate, type RealFleet, type RealNode } from "../../dev/local/real-fleet";
+import type { RealFleet, RealNode } from "../../dev/local/real-fleet";
 import { brokerConnectOptions, provisionedFleet, verifyServerJwt, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
 import { certificateFile, run, serverJwtOf } from "./node-credentials";
+import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
 
 // Names chosen for their place in the window (spreadOf): the failing nodes go first, the good ones later.
 const GOOD_V1 = "good-3.v1.offline.example.net";
@@ -73,8 +73,6 @@ const PROVISION_BOUND_MS = unansweredHoldFor(INTERVAL_MS) + TIMEOUT_S * 1000;
 const LOG_SLACK_MS = 2_000;
 const STATUS_EVERY_MS = 2_000;
 // A v1 node takes clients whose certificate name matches `\.mcollective$` (go-choria's default certname_whitelist).
-const RENEWAL_CERTNAME = "provisioner.mcollective";
-const CALLER = `choria=${RENEWAL_CERTNAME}`;
 const NO_ANSWER = "reprovision got no answer; the host stays in flight until it comes back or shows it did not act";
 
 // ---------------------------------------------------------------------------------------------
@@ -446,11 +444,8 @@ const v1Fleet = () =>
     features: ["jwt", "pki"],
     dynamoDbEndpoint: inject("dynamoEndpoint"),
     certificateValiditySeconds: VALIDITY_S,
-    policies: { choria_provision: `policy default deny\nallow\t${CALLER}\treprovision\t*\t*\n` },
-    config: async (fleet) => {
-      const certificate = await issueCertificate(fleet.ca, join(fleet.dir, "renewal-client-tls"), RENEWAL_CERTNAME, { rsa: true });
-      return { callerid: CALLER, tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile }, renew: renewalConfig(fleet.targetBroker.url) };
-    },
+    policies: REPROVISION_POLICY,
+    config: (fleet) => v1RenewalConfig(fleet, TIMING),
   }).then(async (provisioned) => {
     await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
     return provisioned;
@@ -463,17 +458,10 @@ const v2Fleet = () =>
     features: ["jwt", "ed25519"],
     dynamoDbEndpoint: inject("dynamoEndpoint"),
     clientCredentials: { siteSigned: true, agents: ["choria_provision.reprovision"] },
-    config: (fleet) => ({ server_jwt_validity: `${VALIDITY_S}s`, renew: { ...renewalConfig(fleet.targetBroker.url), collective: "mcollective" } }),
+    config: (fleet) => ({ server_jwt_validity: `${VALIDITY_S}s`, renew: { ...renewSection(TIMING, fleet.targetBroker.url), collective: "mcollective" } }),
   });
 
-const renewalConfig = (targetBrokerUrl: string) => ({
-  enabled: true,
-  before: `${BEFORE_S}s`,
-  rate: RATE,
-  max_in_flight: MAX_IN_FLIGHT,
-  timeout: `${TIMEOUT_S}s`,
-  broker_urls: [targetBrokerUrl],
-});
+const TIMING = { beforeS: BEFORE_S, rate: RATE, maxInFlight: MAX_IN_FLIGHT, timeoutS: TIMEOUT_S };
 
 /** v1: KILLED crashes just before its renewal and is started again once renewal saw no answer; REFUSING runs out. */
 async function v1Scenario(run: OfflineRun): Promise<void> {

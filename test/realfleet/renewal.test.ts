@@ -20,10 +20,10 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { issueCertificate } from "../../dev/local/real-fleet";
 import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
 import { certificateOf, nodeEvents, run, serverJwtOf, type Certificate, type NodeEvents } from "./node-credentials";
+import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
 
 const GOOD = ["r1.v1.renew.example.net", "r2.v1.renew.example.net", "r3.v1.renew.example.net"];
 const REFUSING = "deny.v1.renew.example.net";
@@ -34,8 +34,6 @@ const RATE = 4;
 const MAX_IN_FLIGHT = 2;
 const TIMEOUT_S = 120;
 // A v1 node takes clients whose certificate name matches `\.mcollective$` (go-choria's default certname_whitelist).
-const RENEWAL_CERTNAME = "provisioner.mcollective";
-const CALLER = `choria=${RENEWAL_CERTNAME}`;
 
 interface RenewedFleet<Credential> {
   provisioned: ProvisionedFleet;
@@ -70,14 +68,7 @@ async function renewedFleet<Credential>(
   }
 }
 
-const renewalConfig = (targetBrokerUrl: string) => ({
-  enabled: true,
-  before: `${BEFORE_S}s`,
-  rate: RATE,
-  max_in_flight: MAX_IN_FLIGHT,
-  timeout: `${TIMEOUT_S}s`,
-  broker_urls: [targetBrokerUrl],
-});
+const TIMING = { beforeS: BEFORE_S, rate: RATE, maxInFlight: MAX_IN_FLIGHT, timeoutS: TIMEOUT_S };
 
 // Both fleets run side by side: each one's timing is its own protocol's, so the file takes one round, not two.
 let v1Setup: Promise<RenewedFleet<Certificate>>;
@@ -92,16 +83,8 @@ beforeAll(() => {
         features: ["jwt", "pki"],
         dynamoDbEndpoint: inject("dynamoEndpoint"),
         certificateValiditySeconds: VALIDITY_S,
-        // The node-side requirement docs/renewal.md names: an action policy that lets the provisioner call reprovision.
-        policies: { choria_provision: `policy default deny\nallow\t${CALLER}\treprovision\t*\t*\n` },
-        config: async (fleet) => {
-          const certificate = await issueCertificate(fleet.ca, join(fleet.dir, "renewal-client-tls"), RENEWAL_CERTNAME, { rsa: true });
-          return {
-            callerid: CALLER,
-            tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile },
-            renew: renewalConfig(fleet.targetBroker.url),
-          };
-        },
+        policies: REPROVISION_POLICY,
+        config: (fleet) => v1RenewalConfig(fleet, TIMING),
       });
       await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
       return provisioned;
@@ -122,7 +105,7 @@ beforeAll(() => {
         config: (fleet) => ({
           server_jwt_validity: `${VALIDITY_S}s`,
           // The helper's nodes are on the mcollective collective, not v2's default `choria`.
-          renew: { ...renewalConfig(fleet.targetBroker.url), collective: "mcollective" },
+          renew: { ...renewSection(TIMING, fleet.targetBroker.url), collective: "mcollective" },
         }),
       }),
     { renewed: V2_NODES, refusing: [] },
