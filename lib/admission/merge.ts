@@ -7,8 +7,19 @@
  * code does not know (a newer release's) are never dropped. Pure: the store is in lib/aws.
  */
 
-/** The attributes that say which credentials a provisioned host has and when they expire (AdmissionEntry's). */
-const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
+/**
+ * The attributes that say which credentials a provisioned host has and when they expire, and
+ * renewal's marks on those credentials (AdmissionEntry's): they travel together.
+ */
+const CREDENTIAL_ATTRIBUTES = [
+  "credentialsExpireAt",
+  "expiryKind",
+  "credentialsIssuedAt",
+  "renewalAttempts",
+  "renewalRetryAt",
+  "renewalError",
+  "renewalErrorAt",
+] as const;
 
 /**
  * One host's entry as a table stores it: every attribute, with `V` the store's own value type

@@ -99,7 +99,7 @@ describe("the registry merge rule", () => {
     const source = provisioned("web1", NOW - DAY_MS);
     delete (source.attributes as Record<string, unknown>).credentialsIssuedAt;
     source.credentials = { expiresAt: source.credentials!.expiresAt };
-    const target = withoutCredentials("web1", "queued", 120_000, { admissionId: "a-1", renewalRetryAt: NOW + 5 });
+    const target = withoutCredentials("web1", "queued", 120_000, { admissionId: "a-1", lastError: "no reply" });
 
     // Act
     const decision = decideHostMerge(source, target, OPTIONS);
