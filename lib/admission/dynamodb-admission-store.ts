@@ -34,7 +34,7 @@ import type {
   ReleaseClaimRequest,
   VoidClaimRequest,
 } from "./registry";
-import { SUMMARY_ATTRIBUTES } from "./registry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
 import { DynamoDbDirectWrites } from "../lease/dynamodb-direct-writes";
@@ -51,9 +51,6 @@ const ttlOf = (expiresAt: number) => Math.ceil(expiresAt / 1000);
 
 /** The claim attributes every write that ends a claim removes. */
 const CLAIM = ["claimToken", "claimedUntil"] as const;
-const CREDENTIALS = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const;
-const FAILURE = ["lastError", "lastErrorAt", "failedStep", "failures"] as const;
-const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
 
 export class DynamoDbAdmissionStore implements AdmissionStore {
   /** The conditional writes, three per host provisioned, skip the SDK's per-call pipeline. */
@@ -118,7 +115,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         endedClaimToken: request.claimToken,
         ...(credentials ? { credentialsExpireAt: credentials.expiresAt, expiryKind: credentials.kind, credentialsIssuedAt: credentials.issuedAt } : {}),
       },
-      remove: [...CLAIM, ...FAILURE, ...RENEWAL, ...(credentials ? [] : CREDENTIALS)],
+      remove: [...CLAIM, ...FAILURE_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...(credentials ? [] : CREDENTIAL_ATTRIBUTES)],
       ...ownClaim(request.claimToken),
     });
   }
@@ -127,7 +124,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     const { mark } = request;
     return this.update(request, {
       ...(mark ? { set: { renewalAttempts: mark.attempts, renewalRetryAt: mark.retryAt, renewalError: mark.reason, renewalErrorAt: mark.at } } : {}),
-      ...(mark ? {} : { remove: RENEWAL }),
+      ...(mark ? {} : { remove: RENEWAL_ATTRIBUTES }),
       condition: "#credentialsIssuedAt = :issuedAt",
       conditionValues: { issuedAt: request.credentialsIssuedAt },
     });

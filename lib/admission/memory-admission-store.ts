@@ -19,10 +19,9 @@ import type {
   ReleaseClaimRequest,
   VoidClaimRequest,
 } from "./registry";
-import { SUMMARY_ATTRIBUTES } from "./registry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 
-const RENEWAL = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const;
-const KEPT_BY_ADMISSION = ["lastError", "lastErrorAt", "failedStep", "failures", "credentialsExpireAt", "expiryKind", "credentialsIssuedAt", ...RENEWAL] as const;
+const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
@@ -69,8 +68,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
-    for (const field of ["claimToken", "claimedUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const) delete current[field];
-    for (const field of ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt", ...RENEWAL] as const) delete current[field];
+    for (const field of ["claimToken", "claimedUntil", ...FAILURE_ATTRIBUTES] as const) delete current[field];
+    for (const field of [...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES]) delete current[field];
     Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
     if (request.credentials) {
       const { expiresAt, kind, issuedAt } = request.credentials;
@@ -82,7 +81,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current === undefined || current.credentialsIssuedAt !== request.credentialsIssuedAt) return { applied: false, current: copy(current) };
-    for (const field of RENEWAL) delete current[field];
+    for (const field of RENEWAL_ATTRIBUTES) delete current[field];
     const { mark } = request;
     if (mark) Object.assign(current, { renewalAttempts: mark.attempts, renewalRetryAt: mark.retryAt, renewalError: mark.reason, renewalErrorAt: mark.at });
     return { applied: true };

@@ -6,20 +6,10 @@
  * long the item is kept) and carries every other attribute as stored, unread, so attributes this
  * code does not know (a newer release's) are never dropped. Pure: the store is in lib/aws.
  */
+import { CREDENTIAL_ATTRIBUTES, RENEWAL_ATTRIBUTES } from "./registry";
 
-/**
- * The attributes that say which credentials a provisioned host has and when they expire, and
- * renewal's marks on those credentials (AdmissionEntry's): they travel together.
- */
-const CREDENTIAL_ATTRIBUTES = [
-  "credentialsExpireAt",
-  "expiryKind",
-  "credentialsIssuedAt",
-  "renewalAttempts",
-  "renewalRetryAt",
-  "renewalError",
-  "renewalErrorAt",
-] as const;
+/** Which credentials a host has and renewal's marks on them travel together. */
+const TRAVELLING_WITH_CREDENTIALS = [...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES];
 
 /**
  * One host's entry as a table stores it: every attribute, with `V` the store's own value type
@@ -102,7 +92,7 @@ function issueRank(host: StoredHost<unknown>): number {
  */
 function withExpiryOf<V>(kept: StoredHost<V>, from: StoredHost<V>, lifetimeAttributes: readonly string[]): StoredHost<V> {
   const attributes: Record<string, V> = { ...kept.attributes };
-  for (const name of CREDENTIAL_ATTRIBUTES) {
+  for (const name of TRAVELLING_WITH_CREDENTIALS) {
     const value = from.attributes[name];
     if (value === undefined) delete attributes[name];
     else attributes[name] = value;

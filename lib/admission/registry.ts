@@ -156,23 +156,15 @@ export interface ForgetUnlessClaimedRequest extends AdmissionKey {
   now: number;
 }
 
+/** An entry's record of its failed attempts, kept across re-admission until the host is provisioned. */
+export const FAILURE_ATTRIBUTES = ["lastError", "lastErrorAt", "failedStep", "failures"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+/** The credentials a provisioned host was given: kept until it is provisioned anew. */
+export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+/** Renewal's marks on those credentials (`RenewalMark`): they end with the credentials. */
+export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
-export const SUMMARY_ATTRIBUTES = [
-  "identity",
-  "term",
-  "state",
-  "lastError",
-  "lastErrorAt",
-  "failedStep",
-  "failures",
-  "credentialsExpireAt",
-  "expiryKind",
-  "credentialsIssuedAt",
-  "renewalAttempts",
-  "renewalRetryAt",
-  "renewalError",
-  "renewalErrorAt",
-] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 
 export type AdmissionSummaryRow = Pick<AdmissionEntry, (typeof SUMMARY_ATTRIBUTES)[number]>;
 
