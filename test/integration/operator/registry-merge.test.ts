@@ -20,6 +20,7 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
+import type { StoredHost } from "../../../lib/admission/merge";
 import { RegistryMerge, type RegistryMergeReport, type RegistryTable } from "../../../lib/app/registry-merge";
 import { createStoreClient, STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/clients";
 import { DynamoDbRegistryTable } from "../../../lib/aws/dynamodb-registry-copy";
@@ -100,6 +101,22 @@ async function everything(table: string): Promise<Item[]> {
 
 function merge(sources: string[] = [tables.b], target: RegistryTable<AttributeValue> = new DynamoDbRegistryTable(dynamo, tables.a)) {
   return new RegistryMerge({ site: SITE, target, sources: sources.map((name) => new DynamoDbRegistryTable(dynamo, name)), clock: time });
+}
+
+/** The site's table (A's), with `beforePut` run before each of the merge's puts: a live deployment writing meanwhile. */
+function writtenMeanwhile(beforePut: (entry: StoredHost<AttributeValue>, expected: StoredHost<AttributeValue> | undefined) => Promise<void>): RegistryTable<AttributeValue> {
+  const target = new DynamoDbRegistryTable(dynamo, tables.a);
+  return {
+    name: target.name,
+    lifetimeAttributes: target.lifetimeAttributes,
+    renewal: target.renewal,
+    listHosts: (site) => target.listHosts(site),
+    readHost: (site, identity) => target.readHost(site, identity),
+    putHost: async (entry, expected) => {
+      await beforePut(entry, expected);
+      return target.putHost(entry, expected);
+    },
+  };
 }
 
 const actions = (report: RegistryMergeReport) => Object.fromEntries(report.hosts.map((line) => [line.identity, line.action]));
@@ -231,20 +248,11 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
     // Arrange: A provisions web09 anew, and claims web10, just before the merge writes each.
     await failedOverSite();
     const a = registryOn(tables.a, SITE);
-    const target = new DynamoDbRegistryTable(dynamo, tables.a);
     let web10Claim: Awaited<ReturnType<AdmissionRegistry["begin"]>> | undefined;
-    const racing: RegistryTable<AttributeValue> = {
-      name: target.name,
-      lifetimeAttributes: target.lifetimeAttributes,
-      renewal: target.renewal,
-      listHosts: (site) => target.listHosts(site),
-      readHost: (site, identity) => target.readHost(site, identity),
-      putHost: async (entry, expected) => {
-        if (entry.identity === host(9) && expected?.credentials?.issuedAt === t0) await provision(a, host(9), 3);
-        if (entry.identity === host(10) && web10Claim === undefined) web10Claim = await a.begin((await a.admit(host(10), "discovery", 3))!, 3);
-        return target.putHost(entry, expected);
-      },
-    };
+    const racing = writtenMeanwhile(async (entry, expected) => {
+      if (entry.identity === host(9) && expected?.credentials?.issuedAt === t0) await provision(a, host(9), 3);
+      if (entry.identity === host(10) && web10Claim === undefined) web10Claim = await a.begin((await a.admit(host(10), "discovery", 3))!, 3);
+    });
 
     // Act
     const report = await merge([tables.b], racing).run({ dryRun: false });
@@ -267,28 +275,18 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
   it("gives a host up, reported and unwritten, when the target changes under every write, and merges it on the next run", async () => {
     // Arrange: a live renew run marks web08 again before each of the merge's writes.
     await failedOverSite();
-    const target = new DynamoDbRegistryTable(dynamo, tables.a);
     let marks = 0;
-    const busy: RegistryTable<AttributeValue> = {
-      name: target.name,
-      lifetimeAttributes: target.lifetimeAttributes,
-      renewal: target.renewal,
-      listHosts: (site) => target.listHosts(site),
-      readHost: (site, identity) => target.readHost(site, identity),
-      putHost: async (entry, expected) => {
-        if (entry.identity === host(8)) {
-          await dynamo.send(
-            new UpdateItemCommand({
-              TableName: tables.a,
-              Key: { site: { S: SITE }, identity: { S: host(8) } },
-              UpdateExpression: "SET renewalRetryAt = :at, renewalAttempts = :attempts",
-              ExpressionAttributeValues: { ":at": { N: String(time.now() + ++marks * 60_000) }, ":attempts": { N: String(marks) } },
-            }),
-          );
-        }
-        return target.putHost(entry, expected);
-      },
-    };
+    const busy = writtenMeanwhile(async (entry) => {
+      if (entry.identity !== host(8)) return;
+      await dynamo.send(
+        new UpdateItemCommand({
+          TableName: tables.a,
+          Key: { site: { S: SITE }, identity: { S: host(8) } },
+          UpdateExpression: "SET renewalRetryAt = :at, renewalAttempts = :attempts",
+          ExpressionAttributeValues: { ":at": { N: String(time.now() + ++marks * 60_000) }, ":attempts": { N: String(marks) } },
+        }),
+      );
+    });
 
     // Act
     const report = await merge([tables.b], busy).run({ dryRun: false });
