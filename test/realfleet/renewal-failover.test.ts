@@ -23,7 +23,7 @@ import { expectedExpiries, hostExpiries, killLeaderAndAwaitTakeover, type HostEx
 import { waitUntilAsync } from "../support/wait";
 import { adminReachesEveryNode } from "./admin";
 import { certificateFile, certificateOf, nodeEvents, run, serverJwtOf, type Certificate, type NodeEvents } from "./node-credentials";
-import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
+import { renewSection, v1RenewalFleet } from "./renewal-settings";
 
 const V1_NODES = ["f1.v1.fo-renew.example.net", "f2.v1.fo-renew.example.net", "f3.v1.fo-renew.example.net"];
 const V2_NODES = ["f1.v2.fo-renew.example.net", "f2.v2.fo-renew.example.net", "f3.v2.fo-renew.example.net"];
@@ -151,13 +151,8 @@ beforeAll(() => {
     () =>
       provisionedFleet({
         identities: V1_NODES,
-        protocolV2: false,
-        features: ["jwt", "pki"],
+        ...v1RenewalFleet(TIMING, VALIDITY_S, inject("dynamoEndpoint")),
         deployments: DEPLOYMENTS,
-        dynamoDbEndpoint: inject("dynamoEndpoint"),
-        certificateValiditySeconds: VALIDITY_S,
-        policies: REPROVISION_POLICY,
-        config: (fleet) => v1RenewalConfig(fleet, TIMING),
       }),
     V1_NODES,
     CERTIFICATES,

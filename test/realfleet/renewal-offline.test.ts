@@ -40,7 +40,7 @@ import type { RealFleet, RealNode } from "../../dev/local/real-fleet";
 import { brokerConnectOptions, provisionedFleet, verifyServerJwt, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
 import { certificateFile, run, serverJwtOf } from "./node-credentials";
-import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
+import { renewSection, v1RenewalFleet } from "./renewal-settings";
 
 // Names chosen for their place in the window (spreadOf): the failing nodes go first, the good ones later.
 const GOOD_V1 = "good-3.v1.offline.example.net";
@@ -440,12 +440,7 @@ async function stopRun(run: OfflineRun): Promise<void> {
 const v1Fleet = () =>
   provisionedFleet({
     identities: [GOOD_V1, KILLED],
-    protocolV2: false,
-    features: ["jwt", "pki"],
-    dynamoDbEndpoint: inject("dynamoEndpoint"),
-    certificateValiditySeconds: VALIDITY_S,
-    policies: REPROVISION_POLICY,
-    config: (fleet) => v1RenewalConfig(fleet, TIMING),
+    ...v1RenewalFleet(TIMING, VALIDITY_S, inject("dynamoEndpoint")),
   }).then(async (provisioned) => {
     await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
     return provisioned;

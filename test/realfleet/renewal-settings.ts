@@ -7,12 +7,13 @@
 import { join } from "node:path";
 import { issueCertificate } from "../../dev/local/real-fleet";
 import type { RealFleet } from "../../dev/local/real-fleet";
+import type { ProvisionedFleetOptions } from "../../dev/local/real-fleet-stack";
 
 /** A name go-choria's default certname whitelist accepts (it ends `.mcollective`). */
 const RENEWAL_CERTNAME = "provisioner.mcollective";
 const RENEWAL_CALLER = `choria=${RENEWAL_CERTNAME}`;
 /** The v1 action policy that lets the provisioner's client call `choria_provision#reprovision`. */
-export const REPROVISION_POLICY = { choria_provision: `policy default deny\nallow\t${RENEWAL_CALLER}\treprovision\t*\t*\n` };
+const REPROVISION_POLICY = { choria_provision: `policy default deny\nallow\t${RENEWAL_CALLER}\treprovision\t*\t*\n` };
 
 export interface RenewTiming {
   beforeS: number;
@@ -34,4 +35,16 @@ export async function v1RenewalConfig(fleet: Pick<RealFleet, "ca" | "dir" | "tar
     tls: { ca: fleet.ca.certFile, cert: certificate.certFile, key: certificate.keyFile },
     renew: renewSection(timing, fleet.targetBroker.url),
   };
+}
+
+/** A v1 (jwt + pki) fleet set up for renewal: certificates valid `validityS`, the policy and configuration above. */
+export function v1RenewalFleet(timing: RenewTiming, validityS: number, dynamoDbEndpoint: string) {
+  return {
+    protocolV2: false,
+    features: ["jwt", "pki"],
+    dynamoDbEndpoint,
+    certificateValiditySeconds: validityS,
+    policies: REPROVISION_POLICY,
+    config: (fleet: Parameters<typeof v1RenewalConfig>[0]) => v1RenewalConfig(fleet, timing),
+  } satisfies Partial<ProvisionedFleetOptions>;
 }

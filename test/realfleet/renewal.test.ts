@@ -23,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { provisionedFleet, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";
 import { certificateOf, nodeEvents, run, serverJwtOf, type Certificate, type NodeEvents } from "./node-credentials";
-import { renewSection, REPROVISION_POLICY, v1RenewalConfig } from "./renewal-settings";
+import { renewSection, v1RenewalFleet } from "./renewal-settings";
 
 const GOOD = ["r1.v1.renew.example.net", "r2.v1.renew.example.net", "r3.v1.renew.example.net"];
 const REFUSING = "deny.v1.renew.example.net";
@@ -79,12 +79,7 @@ beforeAll(() => {
     async () => {
       const provisioned = await provisionedFleet({
         identities: GOOD,
-        protocolV2: false,
-        features: ["jwt", "pki"],
-        dynamoDbEndpoint: inject("dynamoEndpoint"),
-        certificateValiditySeconds: VALIDITY_S,
-        policies: REPROVISION_POLICY,
-        config: (fleet) => v1RenewalConfig(fleet, TIMING),
+        ...v1RenewalFleet(TIMING, VALIDITY_S, inject("dynamoEndpoint")),
       });
       await provisioned.fleet.addNode(REFUSING, { start: false, policies: { choria_provision: "policy default deny\n" } });
       return provisioned;
