@@ -360,6 +360,23 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
           },
         },
         {
+          write: "record a renewal",
+          arrange: async (s) => {
+            const claim = await claimed(s.registry, HOST);
+            await s.registry.complete(claim, "provisioned", { expiresAt: s.time.now() + 86_400_000, kind: "server_jwt", issuedAt: 1_000 });
+            return undefined;
+          },
+          act: (s) =>
+            s.registry.markRenewal(
+              { identity: HOST, credentials: { expiresAt: s.time.now() + 86_400_000, kind: "server_jwt", issuedAt: 1_000 } },
+              { attempts: 2, retryAt: 5_000, reason: "no answer", at: 4_000 },
+            ),
+          check: async (s, result) => {
+            expect(result).toBe(true);
+            expect(await stateOf(s)).toMatchObject({ renewalAttempts: 2, renewalRetryAt: 5_000, renewalError: "no answer", credentialsIssuedAt: 1_000 });
+          },
+        },
+        {
           write: "forget unless claimed",
           arrange: async (s) => {
             await s.registry.admit(HOST, "discovery", 1);
