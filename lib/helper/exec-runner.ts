@@ -15,7 +15,8 @@ export interface ExecHelperRunnerOptions {
   env?: Record<string, string>;
   /**
    * Every known secret value (the configuration's `secretValues`): masked in the stderr an error
-   * quotes, with the host's JWT claims and whatever the helper's output marks secret.
+   * quotes, with the host's JWT claims, whatever the helper's output marks secret, and whatever
+   * looks like key material (redact-output.ts).
    */
   secretValues?: Iterable<string>;
 }
@@ -27,13 +28,20 @@ const DEFAULT_TIMEOUT_MS = 10_000;
  */
 const STDERR_KEPT_BYTES = 16 * 1024;
 
+/** A run's outcome with its stderr masked (redactHelperText) in place of the raw tail. */
+interface HelperRun extends Omit<LaunchOutcome, "stderrTail"> {
+  stderr: string;
+}
+
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON
  * on stdout. The child leads its own process group so a timeout kills everything it started. It is
  * started by the launcher process (./launcher.ts), a small process whose fork costs little.
  * Errors name the program as configured (the whole path: `/opt/x` for `/opt/bin/x` is the usual
- * layer mistake) and carry stderr's tail with every known secret masked, never stdin (it holds JWT
- * claims). The caller prefixes the step ("helper: ..."), so messages do not say "helper" again.
+ * layer mistake) and carry stderr's tail with every known secret and anything shaped like a key
+ * masked, never stdin (it holds JWT claims). The timeout bounds the whole run, a process the
+ * helper left holding its output included (./launcher.ts). The caller prefixes the step
+ * ("helper: ..."), so messages do not say "helper" again.
  */
 export class ExecHelperRunner implements HelperRunner {
   private readonly argv: string[];
@@ -55,31 +63,45 @@ export class ExecHelperRunner implements HelperRunner {
   }
 
   async run(request: HelperRequest): Promise<HelperResponse> {
-    const outcome = await this.execute(encodeHelperRequest(request));
-    const stderr = redactHelperText(outcome.stderrTail, {
-      secrets: this.secretValues,
-      request,
-      output: outcome.stdout,
-    });
-    const detail = stderr ? `; stderr: ${stderr}` : "";
+    const outcome = await this.execute(request);
+    const detail = outcome.stderr ? `; stderr: ${outcome.stderr}` : "";
     if (outcome.failure === "timeout") {
       throw new HelperError(`${this.program} timed out after ${this.timeoutMs} ms${detail}`);
     }
     if (outcome.failure === "too-large") {
       throw new HelperError(`${this.program} output too large (limit ${this.maxOutputBytes} bytes)`);
     }
+    // The helper exited, but a process it left behind kept its output open: the launcher stopped
+    // reading after a short grace, so the output may be cut short, and the message says why.
+    const held = outcome.outputHeldOpen ? "; a process it started held its output open after it exited, so what was read by then may be incomplete" : "";
     // The Go daemon reports empty output before it looks at the exit status.
     if (outcome.stdout.byteLength === 0) {
-      throw new HelperError(`cannot read ${this.program} output: zero bytes received${detail}`);
+      throw new HelperError(`cannot read ${this.program} output: zero bytes received${held}${detail}`);
     }
     if (outcome.exitCode !== 0) {
       const how = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
-      throw new HelperError(`${this.program} ${how}${detail}`);
+      throw new HelperError(`${this.program} ${how}${held}${detail}`);
     }
-    return decodeHelperResponse(outcome.stdout, this.program);
+    try {
+      return decodeHelperResponse(outcome.stdout, this.program);
+    } catch (error) {
+      if (!held || !(error instanceof HelperError)) throw error;
+      throw new HelperError(`${error.message}${held}${detail}`, { cause: error });
+    }
   }
 
-  private async execute(input: Uint8Array): Promise<LaunchOutcome> {
+  /**
+   * Runs the helper and masks its stderr here, where the raw text arrives: errors, and through
+   * them the logs, the registry's last error, `status` and the dead-letter attributes, only ever
+   * get the masked text.
+   */
+  private async execute(request: HelperRequest): Promise<HelperRun> {
+    const { stderrTail, ...outcome } = await this.launch(encodeHelperRequest(request));
+    const stderr = redactHelperText(stderrTail, { secrets: this.secretValues, request, output: outcome.stdout });
+    return { ...outcome, stderr };
+  }
+
+  private async launch(input: Uint8Array): Promise<LaunchOutcome> {
     const [file, ...args] = this.argv as [string, ...string[]];
     try {
       return await launchHelper({

@@ -14,9 +14,11 @@
  *
  * The launcher does what ExecHelperRunner did in place: stdin written and closed, stdout collected
  * up to a limit, stderr's tail kept, the child leading its own process group, and the whole group
- * killed with SIGKILL on timeout or too much output. Only the outcome comes back, over the IPC
- * channel. When the channel goes (the provisioner died), the launcher kills its helpers' groups
- * and exits.
+ * killed with SIGKILL on timeout or too much output. A process the helper started may leave the
+ * group (setsid) and keep stdout or stderr open; the launcher does not wait for such pipes past a
+ * short grace after the helper's exit or kill: it kills whatever still holds them and stops
+ * reading. Only the outcome comes back, over the IPC channel. When the channel goes (the
+ * provisioner died), the launcher kills its helpers' groups and exits.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { HelperError } from "../errors";
@@ -38,7 +40,19 @@ export interface LaunchOutcome {
   exitCode: number | null;
   signal: NodeJS.Signals | null;
   failure?: "timeout" | "too-large";
+  /**
+   * The pipes were still open PIPE_GRACE_MS after the helper exited or was killed: something it
+   * started held them, was killed, and what was read by then is all there is.
+   */
+  outputHeldOpen?: true;
 }
+
+/**
+ * How long a run waits for its helper's stdout and stderr to reach EOF after the helper exited or
+ * was killed. A pipe normally closes with its last writer at once; this only bounds the wait for a
+ * process the helper left behind, so a run lasts at most helper_timeout plus this.
+ */
+const PIPE_GRACE_MS = 500;
 
 /** Why the child could not be started (spawn's own error), as the launcher saw it. */
 export class HelperStartError extends HelperError {
@@ -60,6 +74,12 @@ type Reply = { id: number; outcome: Omit<LaunchOutcome, "stdout"> & { stdout: Ui
  */
 export const LAUNCHER_SOURCE = String.raw`
 const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+
+// How long a run's pipes may stay open once its helper has exited or been killed. A process the
+// helper started can hold stdout or stderr open for as long as it lives; past this the run ends
+// without waiting for their EOF, so helper_timeout bounds the whole run.
+const PIPE_GRACE_MS = ${PIPE_GRACE_MS};
 
 const envs = new Map();
 const groups = new Set();
@@ -69,6 +89,58 @@ const killGroup = (pid) => {
     process.kill(-pid, "SIGKILL");
   } catch {
     // The group is already gone.
+  }
+};
+
+// The helper's ends of its stdout and stderr as /proc names them ("socket:[inode]": libuv's stdio
+// pipes are socket pairs, whose two ends have different inodes, so they are read from the helper,
+// just after spawn returned at its exec). None off Linux, where the group kill is all there is.
+const outputNames = (pid) => {
+  const names = [];
+  for (const fd of [1, 2]) {
+    try {
+      const name = fs.readlinkSync("/proc/" + pid + "/fd/" + fd);
+      // Only the socket it was given: never a file everything holds, should it have redirected already.
+      if (name.startsWith("socket:[")) names.push(name);
+    } catch {
+      // No /proc, or the helper is gone already.
+    }
+  }
+  return names;
+};
+
+// A process the helper started that left its group (setsid, a daemon's double fork, Node's
+// detached spawn) is out of the group kill's reach; if it still holds the helper's stdout or
+// stderr, it inherited them from the helper, and it is what keeps the run's pipes open.
+const killPipeHolders = (names) => {
+  if (names.length === 0) return;
+  let pids;
+  try {
+    pids = fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name) && Number(name) !== process.pid);
+  } catch {
+    return;
+  }
+  for (const pid of pids) {
+    let fds;
+    try {
+      fds = fs.readdirSync("/proc/" + pid + "/fd");
+    } catch {
+      continue; // Gone, or not ours to read.
+    }
+    const holds = fds.some((fd) => {
+      try {
+        return names.includes(fs.readlinkSync("/proc/" + pid + "/fd/" + fd));
+      } catch {
+        return false;
+      }
+    });
+    if (holds) {
+      try {
+        process.kill(Number(pid), "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
   }
 };
 
@@ -88,11 +160,28 @@ process.on("uncaughtException", (error) => {
   }
 });
 
-process.on("message", (request) => {
-  if (request.env) {
-    envs.set(request.envId, request.env);
-    return;
-  }
+// stdout up to its limit (tooLarge is called past it), and stderr's last stderrKeptBytes.
+const collectOutput = (child, maxOutputBytes, stderrKeptBytes, tooLarge) => {
+  const chunks = [];
+  let size = 0;
+  let stderrTail = Buffer.alloc(0);
+  child.stdout.on("data", (chunk) => {
+    size += chunk.byteLength;
+    if (size > maxOutputBytes) {
+      tooLarge();
+      return;
+    }
+    chunks.push(chunk);
+  });
+  child.stderr.on("data", (chunk) => {
+    stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-stderrKeptBytes);
+  });
+  return { read: () => ({ stdout: new Uint8Array(Buffer.concat(chunks)), stderrTail: stderrTail.toString("utf8").trim() }) };
+};
+
+const startError = (error) => ({ startError: { code: error.code || error.message, message: error.message } });
+
+const run = (request) => {
   const { id, file, args, envId, input, timeoutMs, maxOutputBytes, stderrKeptBytes } = request;
   // spawn reports a start failure as an "error" event, and "close" may follow it: one answer per run.
   let answered = false;
@@ -101,7 +190,6 @@ process.on("message", (request) => {
     answered = true;
     process.send({ id, ...reply });
   };
-  const startError = (error) => ({ startError: { code: error.code || error.message, message: error.message } });
   let child;
   try {
     child = spawn(file, args, { stdio: ["pipe", "pipe", "pipe"], detached: true, env: envs.get(envId) });
@@ -109,41 +197,67 @@ process.on("message", (request) => {
     answer(startError(error));
     return;
   }
-  if (child.pid !== undefined) groups.add(child.pid);
-  const chunks = [];
-  let size = 0;
-  let stderrTail = Buffer.alloc(0);
+  const pid = child.pid;
+  if (pid !== undefined) groups.add(pid);
+  const pipes = pid === undefined ? [] : outputNames(pid);
+  const output = collectOutput(child, maxOutputBytes, stderrKeptBytes, () => stop("too-large"));
   let failure;
-  const stop = (reason) => {
-    if (failure === undefined) failure = reason;
-    if (child.pid !== undefined) killGroup(child.pid);
+  let exited = { code: null, signal: null };
+  let outputHeldOpen;
+  let grace;
+  let timer;
+  const end = (reply) => {
+    clearTimeout(timer);
+    clearTimeout(grace);
+    groups.delete(pid);
+    answer(reply);
   };
-  const timer = setTimeout(() => stop("timeout"), timeoutMs);
-  child.on("error", (error) => {
+  const finish = () => {
+    const { stdout, stderrTail } = output.read();
+    end({ outcome: { stdout, stderrTail, exitCode: exited.code, signal: exited.signal, failure, outputHeldOpen } });
+  };
+  const killAll = () => {
+    if (pid === undefined) return;
+    killGroup(pid);
+    killPipeHolders(pipes);
+  };
+  // Once the helper has exited or been killed, its pipes get PIPE_GRACE_MS to reach EOF; then
+  // whatever holds them is killed and the launcher stops reading them.
+  const closeAfterGrace = () => {
+    if (grace !== undefined || answered) return;
+    grace = setTimeout(() => {
+      outputHeldOpen = true;
+      killAll();
+      for (const stream of [child.stdin, child.stdout, child.stderr]) stream.destroy();
+      finish();
+    }, PIPE_GRACE_MS);
+  };
+  const stop = (reason) => {
+    if (failure !== undefined) return;
+    failure = reason;
+    killAll();
+    closeAfterGrace();
+  };
+  timer = setTimeout(() => stop("timeout"), timeoutMs);
+  child.on("error", (error) => end(startError(error)));
+  // The helper's own exit ends its timeout: what remains is reading what it wrote.
+  child.on("exit", (code, signal) => {
+    exited = { code, signal };
     clearTimeout(timer);
-    groups.delete(child.pid);
-    answer(startError(error));
+    closeAfterGrace();
   });
-  child.stdout.on("data", (chunk) => {
-    size += chunk.byteLength;
-    if (size > maxOutputBytes) {
-      stop("too-large");
-      return;
-    }
-    chunks.push(chunk);
-  });
-  child.stderr.on("data", (chunk) => {
-    stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-stderrKeptBytes);
-  });
-  child.on("close", (exitCode, signal) => {
-    clearTimeout(timer);
-    groups.delete(child.pid);
-    const stdout = new Uint8Array(Buffer.concat(chunks));
-    answer({ outcome: { stdout, stderrTail: stderrTail.toString("utf8").trim(), exitCode, signal, failure } });
-  });
+  child.on("close", finish);
   // A helper that ignores stdin closes the pipe early; like Go, that is not an error by itself.
   child.stdin.on("error", () => {});
   child.stdin.end(input);
+};
+
+process.on("message", (request) => {
+  if (request.env) {
+    envs.set(request.envId, request.env);
+    return;
+  }
+  run(request);
 });
 `;
 

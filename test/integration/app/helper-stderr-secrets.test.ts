@@ -3,19 +3,15 @@
  * the provisioning token, a configured secret) puts none of them where the failure lands: the
  * dead-letter attributes, the admission table, `status`, the log. Real NATS, DynamoDB Local and fauxqs.
  */
-import { ScanCommand } from "@aws-sdk/client-dynamodb";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StatusReport } from "../../../lib/app";
 import { createConsoleLogger } from "../../../lib/observability";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { makeHandler as discoverHandler } from "../../../handlers/discover";
-import { makeHandler as provisionHandler } from "../../../handlers/provision";
-import { makeHandler as statusHandler } from "../../../handlers/status";
-import { lambdaContext, receive, sqsEvent, servicesForSuite, type LocalResources } from "../../support/aws";
+import { servicesForSuite, type LocalResources } from "../../support/aws";
 import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";
+import { provisionUntilParked } from "../../support/parked-failure";
 
 const LIMIT = 3;
 const NATS_TOKEN = "configured-nats-token-0815-secret";
@@ -69,25 +65,8 @@ afterAll(async () => {
 
 describe("a helper that prints secrets to stderr and fails", () => {
   it("leaves no secret in the DLQ attributes, the table, status or the log", async () => {
-    const getApp = async () => deployment.app;
-    const discover = discoverHandler(getApp);
-    const provision = provisionHandler(getApp);
-    for (let round = 1; round <= LIMIT; round++) {
-      await discover({}, lambdaContext());
-      const messages = await receive(services.sqsApi, resources.queues.hostWork);
-      if (messages.length > 0) await provision(sqsEvent(messages, resources.queues.hostWork), lambdaContext());
-    }
+    const { dead, status, landed } = await provisionUntilParked({ services, resources, deployment, logLines, rounds: LIMIT });
 
-    const dead = await receive(services.sqsApi, resources.queues.hostWorkDlq);
-    const table = await services.dynamo.send(new ScanCommand({ TableName: resources.tables.admission }));
-    const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusReport;
-
-    const landed = {
-      dlq: JSON.stringify(dead.map((message) => message.MessageAttributes)),
-      table: JSON.stringify(table.Items),
-      status: JSON.stringify(status),
-      log: logLines.join("\n"),
-    };
     for (const [where, text] of Object.entries(landed)) {
       for (const secret of SECRETS) expect(text.includes(secret), `${where} holds ${secret}`).toBe(false);
     }

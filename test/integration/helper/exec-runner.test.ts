@@ -308,6 +308,26 @@ describe("ExecHelperRunner failures", () => {
     for (const part of pemBody) expect(error.message).not.toContain(part.slice(0, 16));
   });
 
+  it("masks key material it knows nothing of by its shape: a key's END without its BEGIN, a JSON-escaped key, a hex seed", async () => {
+    // Arrange: rows of a key whose BEGIN did not make it into stderr's tail, then a whole key
+    // JSON-escaped on one line; no value of them is configured, given or on stdout.
+    const rows = ["MC4CAQAwBQYDK2VwBCIEIHVua25vd25LZXlNYXRlcmlhbE9uU3RkZXJyMDEy", "TWlkZGxlUm93T2ZUaGVLZXlXaG9zZUJlZ2luV2FzQ3V0T2ZmMDEyMzQ1Njc4"];
+    const escaped = JSON.stringify(`-----BEGIN RSA PRIVATE KEY-----\n${rows[1]}\n-----END RSA PRIVATE KEY-----\n`);
+    const seed = "9f".repeat(32);
+    const command = await script(
+      "shapes.sh",
+      ["cat > /dev/null", `printf '%s\\n' '${rows[0]}' '${rows[1]}' '-----END PRIVATE KEY-----' 'signer ${seed} loaded' >&2`, `printf '%s\\n' 'got {"k": ${escaped}}' >&2`, "exit 1"].join("\n"),
+    );
+    const runner = new ExecHelperRunner({ command, timeoutMs: TIMEOUT_MS });
+
+    // Act
+    const error = await helperErrorOf(runner.run(request("n1")));
+
+    // Assert
+    expect(error.message).toMatch(/zero bytes received; stderr: \[redacted\]\nsigner \[redacted\] loaded\ngot \{"k": "\[redacted\]\\n"\}$/);
+    for (const secret of [...rows, seed]) expect(error.message).not.toContain(secret);
+  });
+
   it("caps the quoted stderr after masking, so a secret the cap would cut into is not shown in part", async () => {
     // Arrange
     const secret = `${"s".repeat(40)}-secret-value-${"t".repeat(40)}`;
