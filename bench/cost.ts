@@ -112,8 +112,28 @@ function snapshot(stack: LocalStack, startedAt: number): Counts {
 
 const money = (value: number) => (value >= 0.01 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`);
 
+/** A usage mistake: one line, exit 2 (as every command of the project), before anything starts. */
+function usageError(message: string): never {
+  process.stderr.write(`bench:cost: ${message} (see npm run bench:cost -- --help)\n`);
+  process.exit(2);
+}
+
+function parseOptions() {
+  try {
+    return parseArgs({ options: { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" } } }).values;
+  } catch (error) {
+    usageError((error as Error).message);
+  }
+}
+
+function positiveOption(name: string, text: string | undefined, fallback: number): number {
+  const value = Number(text ?? fallback);
+  if (!Number.isFinite(value) || value <= 0) usageError(`--${name} must be a positive number, got "${text}"`);
+  return value;
+}
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" } } });
+  const values = parseOptions();
   if (values.help) {
     process.stdout.write("Usage: npm run bench:cost -- [--nodes 200] [--idle-minutes 3] [--markdown-only]\nWrites reports/cost.json and reports/cost.md (--markdown-only: cost.md from cost.json).\n");
     return;
@@ -123,8 +143,8 @@ async function main(): Promise<void> {
     await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(recorded));
     return;
   }
-  const nodes = Number(values.nodes ?? 200);
-  const idleMinutes = Number(values["idle-minutes"] ?? 3);
+  const nodes = positiveOption("nodes", values.nodes, 200);
+  const idleMinutes = positiveOption("idle-minutes", values["idle-minutes"], 3);
   const loadStart = loadavg()[0] ?? 0;
   // Lambda's SQS pollers long-poll 20 s; the emulator's default of 2 s would count ten times the idle receives.
   const stack = await startLocalStack({ nodes, deployments: ["leader", "standby"], helper: "bash", waitTimeSeconds: 20 });

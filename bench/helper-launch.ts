@@ -14,7 +14,17 @@ import { ExecHelperRunner } from "../lib/helper";
 import { buildCompiledHelper } from "./compiled-helper";
 import { percentile } from "./measure";
 
-const { values } = parseArgs({ options: { runs: { type: "string" }, "heap-mb": { type: "string" } } });
+/** An unknown option is a usage mistake: one line, exit 2, as in every command of the project. */
+function parseOptions() {
+  try {
+    return parseArgs({ options: { runs: { type: "string" }, "heap-mb": { type: "string" } } }).values;
+  } catch (error) {
+    process.stderr.write(`helper-launch: ${(error as Error).message}\n`);
+    process.exit(2);
+  }
+}
+
+const values = parseOptions();
 const RUNS = Number(values.runs ?? 200);
 const HEAP_MB = Number(values["heap-mb"] ?? 150);
 

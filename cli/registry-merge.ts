@@ -3,10 +3,7 @@
  * lib/app/registry-merge.ts, opened on the stack by lib/aws/operator-stack.ts.
  */
 import type { HostMergeLine, RegistryMerge, RegistryMergeReport, RenewalMergeLine } from "../lib/app/registry-merge";
-import { ProvisionerError } from "../lib/errors";
-
-/** A mistake in the merge command's options: the CLI prints the usage with it. */
-export class MergeUsageError extends ProvisionerError {}
+import { UsageError } from "./usage-error";
 
 /** The command's own options, spread into the CLI's option table. */
 export const MERGE_OPTIONS = {
@@ -88,12 +85,10 @@ function formatMergeReport(report: RegistryMergeReport): string {
 export async function runRegistryMerge(
   open: (sources: readonly string[]) => Promise<RegistryMerge<unknown>>,
   values: { from?: string[]; apply?: boolean },
-  positionals: readonly string[],
   print: (value: unknown, human: () => string) => void,
 ): Promise<number> {
-  if (positionals.length > 0) throw new MergeUsageError(`registry merge takes its tables with --from, not "${positionals.join(" ")}"`);
   const sources = (values.from ?? []).map((table) => table.trim()).filter((table) => table !== "");
-  if (sources.length === 0) throw new MergeUsageError("registry merge needs --from with the table to merge from (a name or ARN)");
+  if (sources.length === 0) throw new UsageError("registry merge needs --from with the table to merge from (a name or ARN)");
   const merge = await open(sources);
   const report = await merge.run({ dryRun: values.apply !== true });
   print(report, () => formatMergeReport(report));

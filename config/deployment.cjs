@@ -320,20 +320,27 @@ async function siteTableParams(kind, resolveVariable) {
 }
 
 /**
- * Both site tables. A stack that joins a site (it names the site's lease table, or says it is a
- * standby) must name the site's admission table too, and a standby must name both: with a table
- * of its own it would lead on its own lease, or lead blind after a failover.
+ * Both site tables. A stack that joins a site (it names the site's lease table, says it is a
+ * standby, or turns off the paused alarm as only a standby needs) must name the site's admission
+ * table too, and a standby must name both: with a table of its own it would lead on its own lease,
+ * or lead blind after a failover.
  */
-function siteTables({ params, prefix, region, standby = false }) {
+function siteTables({ params, prefix, region, standby = false, pausedAlarm = true }) {
   const lease = siteTableTopology("lease", { params: params.lease, prefix, region });
   const admission = siteTableTopology("admission", { params: params.admission, prefix, region });
-  const joining = standby || lease.layout === "external";
+  const because = standby
+    ? "this stack is a standby (param standby=true)"
+    : !pausedAlarm
+      ? "this stack has param pausedAlarm=false, which only a standby needs,"
+      : lease.layout === "external"
+        ? "param leaseTable names the site's existing lease table"
+        : undefined;
   for (const [kind, table] of [["lease", lease], ["admission", admission]]) {
-    if (!joining || table.layout === "external") continue;
-    const because = standby ? "this stack is a standby (param standby=true)" : "param leaseTable names the site's existing lease table";
+    if (because === undefined || table.layout === "external") continue;
+    const standbyHint = standby || pausedAlarm ? "" : "; a standby also sets standby=true";
     throw new Error(
       `${because} but param ${kind}Table is empty: ${SITE_TABLES[kind].why}. Set ${kind}Table to the name or ARN of the site's ` +
-        `${kind} table (the ${kind === "lease" ? "LeaseTableName" : "AdmissionTableName"} output of the stack that owns it; ` +
+        `${kind} table (the ${kind === "lease" ? "LeaseTableName" : "AdmissionTableName"} output of the stack that owns it${standbyHint}; ` +
         'docs/deploy.md, "Leader and standby")',
     );
   }
@@ -415,7 +422,8 @@ module.exports = async ({ resolveVariable }) => {
   const allowLiteralSecrets = String(await resolveVariable("param:allowLiteralSecrets, 'false'")) === "true";
   const helperLayerDir = await resolveVariable("param:helperLayerDir, ''");
   const standby = String(await resolveVariable("param:standby, 'false'")) === "true";
-  const pausedAlarm = !standby && String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
+  const pausedAlarmParam = String(await resolveVariable("param:pausedAlarm, 'true'")) !== "false";
+  const pausedAlarm = !standby && pausedAlarmParam;
   // `sls invoke local` without the queue URL params would try to read them from CloudFormation and
   // fail on credentials; scripts/sls-local.sh passes them from the local services' export lines.
   const invokeLocal = process.argv.includes("invoke") && process.argv.includes("local");
@@ -437,6 +445,7 @@ module.exports = async ({ resolveVariable }) => {
     prefix: `${service}-${stage}`,
     region,
     standby,
+    pausedAlarm: pausedAlarmParam,
   });
 
 
@@ -466,6 +475,10 @@ module.exports = async ({ resolveVariable }) => {
   return {
     configYaml: text,
     site,
+    // The default deployment_id: one stack per stage, Region and account, so two stacks of a site
+    // sharing a lease table are never the same holder (the Region alone would make them one).
+    // `sls invoke local` cannot resolve a CloudFormation function and has no account: `local` stands in.
+    stackDeploymentId: invokeLocal ? `${stage}/${region}/local` : { "Fn::Join": ["/", [stage, { Ref: "AWS::Region" }, { Ref: "AWS::AccountId" }]] },
     discoverSchedule: check.discoverSchedule,
     secretsPolicy: Object.fromEntries(FUNCTIONS.map((fn) => [fn, secretsPolicy(check.references[fn] ?? [], kmsKeyArn)])),
     helperInvokeStatement: check.helperFunction

@@ -13,17 +13,59 @@ const MAX_CAUSES = 5;
  * carries is not repeated. Secrets are masked by the loggers, which know their values.
  */
 export function messageOf(error: unknown): string {
-  let text = describe(error) || "a value that is not an Error was thrown";
-  const seen = new Set<unknown>([error]);
-  let cause = causeOf(error);
-  for (let depth = 0; cause !== undefined && !seen.has(cause) && depth < MAX_CAUSES; depth += 1) {
-    seen.add(cause);
-    if (quotesInput(cause)) break;
-    const part = describe(cause);
-    if (part !== "" && !text.includes(part)) text = text === "" ? part : `${text}: ${part}`;
-    cause = causeOf(cause);
+  return withCauseChain(describe(error) || "a value that is not an Error was thrown", error);
+}
+
+/**
+ * `text` followed by each link of `error`'s chain (the error, then its causes) that `text` does not
+ * already carry: a log line that says what failed, then why, down to the timeout or the
+ * AccessDeniedException under it.
+ */
+export function withCauseChain(text: string, error: unknown): string {
+  let result = text;
+  for (const link of chainOf(error)) {
+    const part = describe(link);
+    if (part !== "" && !carries(result, link, part)) result = result === "" ? part : `${result}: ${part}`;
   }
-  return text;
+  return result;
+}
+
+/** One cause as a log record lists it: its name (an Error's) and its own message. */
+export interface CauseLink {
+  name?: string;
+  message: string;
+}
+
+/**
+ * The causes under `error`, nearest first, each by name and own message: what a log record's
+ * error field lists, so a query can select on the name (AccessDeniedException, TimeoutError) of
+ * any link. The same links, and the same stops, as `messageOf`.
+ */
+export function causesOf(error: unknown): CauseLink[] {
+  return chainOf(error)
+    .slice(1)
+    .map((cause) => (cause instanceof Error ? { name: cause.name, message: cause.message || describe(cause) } : { message: describeValue(cause) }));
+}
+
+/**
+ * `error` and the causes under it, nearest first: no link twice (a cause pointing back into the
+ * chain), at most MAX_CAUSES causes, and none from a parse or schema failure on.
+ */
+function chainOf(error: unknown): unknown[] {
+  const chain = [error];
+  for (let cause = causeOf(error); cause !== undefined && !chain.includes(cause) && chain.length <= MAX_CAUSES; cause = causeOf(cause)) {
+    if (quotesInput(cause)) break;
+    chain.push(cause);
+  }
+  return chain;
+}
+
+/**
+ * Whether `text` already says what `link` adds: its description, or for an RPC failure its reason,
+ * which the error that gave up on the call quotes under its own "<rpc> to <identity> failed: ".
+ */
+function carries(text: string, link: unknown, part: string): boolean {
+  return text.includes(part) || (link instanceof RpcError && link.reason !== "" && text.includes(link.reason));
 }
 
 /** One link of the chain: the message, else the error code or name (Node's AggregateError for ECONNREFUSED has an empty message). */
@@ -132,13 +174,17 @@ export class LeaseStoreError extends ProvisionerError {}
 
 /** Base of every failed Choria RPC. `identity` is the target node, `rpc` is `agent#action`. */
 export class RpcError extends ProvisionerError {
+  /** What went wrong, without the "<rpc> to <identity> failed: " the message starts with. */
+  readonly reason: string;
+
   constructor(
     readonly identity: string,
     readonly rpc: string,
-    message: string,
+    reason: string,
     options?: { cause?: unknown },
   ) {
-    super(`${rpc} to ${identity} failed: ${message}`, options);
+    super(`${rpc} to ${identity} failed: ${reason}`, options);
+    this.reason = reason;
   }
 }
 

@@ -76,19 +76,33 @@ interface Bundled {
   times: number[];
 }
 
-const { values: options } = parseArgs({ options: { runs: { type: "string" }, before: { type: "string" } } });
+/** A usage mistake: one line, exit 2, as in every command of the project. */
+function usageError(message: string): never {
+  process.stderr.write(`bundle-report: ${message}\n`);
+  process.exit(2);
+}
+
+function parseOptions() {
+  try {
+    return parseArgs({ options: { runs: { type: "string" }, before: { type: "string" } } }).values;
+  } catch (error) {
+    usageError((error as Error).message);
+  }
+}
+
+const options = parseOptions();
 
 function argument(name: "runs", fallback: number): number {
   const text = options[name];
   const value = text === undefined ? fallback : Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive whole number`);
+  if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive whole number, got "${text}"`);
   return value;
 }
 
 function textArgument(name: "before"): string | undefined {
   const value = options[name];
   if (value === undefined) return undefined;
-  if (!value) throw new Error(`--${name} needs a value`);
+  if (!value) usageError(`--${name} needs a value`);
   return value;
 }
 

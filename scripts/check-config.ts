@@ -6,12 +6,16 @@
  * Exits 1 naming each invalid key or literal secret (every one of them in one run); paths that will not exist on Lambda are
  * warnings. `--json` prints the whole result (errors, warnings, schedule, per-function secret
  * references) and exits 0: config/deployment.cjs reads it during `sls package` and fails there.
+ * A usage mistake exits 2, as in every command of the project, so a script can tell it from a
+ * configuration that is refused.
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { checkDeploymentConfig, formatProblem } from "../lib/config/deploy-check";
 
+/** The exit code of a usage mistake in every command of the project. */
+const USAGE_ERROR = 2;
 const USAGE = "usage: npm run check-config -- [--allow-literal-secrets] [--helper-layer] [--json] <file>";
 const HELP = `${USAGE}
 
@@ -22,19 +26,22 @@ Checks a provisioner configuration as start-up and \`sls package\` will, and nam
   --json                   print the whole result as JSON and exit 0 (what sls package reads)
   --help                   this text
 
-Exits 1 when the configuration has errors, 64 on a usage mistake.`;
+Exits 0 when the configuration can be deployed (warnings aside), 1 when it has errors or cannot be
+read, 2 on a usage mistake.`;
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     console.log(HELP);
     return 0;
   }
-  const flags = new Set(argv.filter((arg) => arg.startsWith("--")));
-  const files = argv.filter((arg) => !arg.startsWith("--"));
+  // Anything starting with "-" is an option, so a mistyped "-json" is refused rather than read as the file.
+  const flags = new Set(argv.filter((arg) => arg.startsWith("-")));
+  const files = argv.filter((arg) => !arg.startsWith("-"));
   const unknown = [...flags].filter((flag) => !["--allow-literal-secrets", "--helper-layer", "--json"].includes(flag));
   if (files.length !== 1 || unknown.length > 0) {
-    console.error(unknown.length > 0 ? `unknown option ${unknown.join(", ")}\n${USAGE}` : USAGE);
-    return 64;
+    const mistake = unknown.length > 0 ? `unknown option ${unknown.join(", ")}` : files.length === 0 ? "no file given" : `one file at a time, got ${files.length}`;
+    console.error(`check-config: ${mistake}\n${USAGE}`);
+    return USAGE_ERROR;
   }
   const file = files[0] as string;
   let text: string;

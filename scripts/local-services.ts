@@ -8,7 +8,7 @@
  *   npm run local:services -- [--stage local] [--fleet 5] [--nats-port N] [--dynamodb-port N]
  *   (or node --import tsx scripts/local-services.ts ...)
  *
- * Ports are picked free and printed unless given.
+ * Ports are picked free and printed unless given. A usage mistake exits 2 before anything starts.
  */
 import { parseArgs } from "node:util";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
@@ -21,27 +21,60 @@ import { watchStopSignals } from "../dev/local/stop-signals";
 /** The fleet's provisioning token (`cht`); config/local.yaml sends the same. */
 const LOCAL_TOKEN = "local-provisioning-token";
 
-const { values: options } = parseArgs({
-  options: { stage: { type: "string" }, fleet: { type: "string" }, "nats-port": { type: "string" }, "dynamodb-port": { type: "string" } },
-});
+const USAGE = `Usage: npm run local:services -- [options]
 
-function option(name: keyof typeof options): string | undefined {
-  return options[name];
+  --stage NAME          names the tables and queues as that stage's (default ${LOCAL_STAGE})
+  --fleet N             also start N simulated provisioning-mode nodes (default 0)
+  --nats-port N         nats-server's port (default a free one)
+  --dynamodb-port N     DynamoDB Local's port (default a free one)
+  --help
+
+Prints the export lines scripts/sls-local.sh reads, then stays up until Ctrl-C.
+`;
+
+interface ServiceOptions {
+  stage: string;
+  fleetSize: number;
+  natsPort: number | undefined;
+  dynamoDbPort: number | undefined;
+}
+
+/** A usage mistake: one line naming it, exit 2 (as every command of the project), before anything starts. */
+function fail(message: string): never {
+  console.error(`local services: ${message} (see npm run local:services -- --help)`);
+  process.exit(2);
+}
+
+/** The options, checked whole before a server starts; `--help` prints the usage and exits. */
+function parseOptions(argv: string[]): ServiceOptions {
+  let values: { stage?: string; fleet?: string; "nats-port"?: string; "dynamodb-port"?: string; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { stage: { type: "string" }, fleet: { type: "string" }, "nats-port": { type: "string" }, "dynamodb-port": { type: "string" }, help: { type: "boolean" } },
+      strict: true,
+    }));
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const fleetSize = Number(values.fleet ?? "0");
+  if (!Number.isInteger(fleetSize) || fleetSize < 0) fail(`--fleet must be a whole number, got "${values.fleet}"`);
+  return { stage: values.stage ?? LOCAL_STAGE, fleetSize, natsPort: portOption("nats-port", values["nats-port"]), dynamoDbPort: portOption("dynamodb-port", values["dynamodb-port"]) };
 }
 
 /** A fixed port when given; otherwise a free one is picked and printed. */
-function portOption(name: keyof typeof options): number | undefined {
-  const text = option(name);
+function portOption(name: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const port = Number(text);
-  if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(`--${name} must be a port number`);
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) fail(`--${name} must be a port number (1-65535), got "${text}"`);
   return port;
 }
 
-async function main(): Promise<void> {
-  const stage = option("stage") ?? LOCAL_STAGE;
-  const fleetSize = Number(option("fleet") ?? "0");
-  if (!Number.isInteger(fleetSize) || fleetSize < 0) throw new Error("--fleet must be a whole number");
+async function main({ stage, fleetSize, natsPort, dynamoDbPort }: ServiceOptions): Promise<void> {
   const names = stageResourceNames(stage);
   await ensurePrerequisites({ say: (message) => console.log(`# ${message}`) });
   const running: Array<{ name: string; service: RunningService }> = [];
@@ -79,12 +112,12 @@ async function main(): Promise<void> {
   });
 
   try {
-    const nats = await startNats({ port: portOption("nats-port") });
+    const nats = await startNats({ port: natsPort });
     running.push({ name: "nats-server", service: nats });
     if (nats.pid !== undefined) pids.push(nats.pid);
     await createLifecycleStream(nats.url);
 
-    const dynamo = await startDynamoDbLocal({ port: portOption("dynamodb-port") });
+    const dynamo = await startDynamoDbLocal({ port: dynamoDbPort });
     running.push({ name: "DynamoDB Local", service: dynamo });
     if (dynamo.pid !== undefined) pids.push(dynamo.pid);
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamo.url });
@@ -143,7 +176,7 @@ function untilStopped(): Promise<void> {
 }
 
 // Exit explicitly: a client or socket left open must not keep the process up after a stop.
-await main().then(
+await main(parseOptions(process.argv.slice(2))).then(
   () => process.exit(0),
   (error: unknown) => {
     // What the machine lacks, or a service that did not start, is the user's to fix: one line, no stack.

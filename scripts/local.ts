@@ -11,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../lib/observability";
-import { formatSummary, createProgressWriter } from "../dev/local/progress";
+import { formatLifecycleEvents, formatSummary, createProgressWriter } from "../dev/local/progress";
 import { runLocal } from "../dev/local/run";
-import { formatLifecycleEvents, startLocalStack, type FeatureName, type HelperChoice } from "../dev/local/stack";
+import { startLocalStack, type FeatureName, type HelperChoice } from "../dev/local/stack";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { exportLines } from "../dev/local/shell";
 import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
@@ -128,11 +128,13 @@ async function main(): Promise<number> {
   progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${nodes} simulated nodes${fast ? " (fast mode)" : ""}`);
   const logPath = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
   const logFile = createWriteStream(logPath);
+  // The keeper and bridge loops a stop does not wait for may still log; a write after the end would throw.
+  let logOpen = true;
   const logger = createConsoleLogger({
     level: logLevel,
     serviceName: "choria-provisioner-local",
     write: (line) => {
-      logFile.write(`${line}\n`);
+      if (logOpen) logFile.write(`${line}\n`);
       if (values.verbose) process.stderr.write(`${line}\n`);
     },
   });
@@ -198,9 +200,13 @@ async function main(): Promise<number> {
     }
     return interrupt.signal.aborted ? 130 : code;
   } finally {
-    progress.event("stopping the fleet, the deployments and the services");
-    await stack.stop();
+    progress.finish();
+    // Each step named as it begins, so a stop that takes long says what it waits for.
+    const stopping = Date.now();
+    await stack.stop((what) => progress.status(`stopping: ${what}`));
     servicesStopped = true;
+    progress.event(`stopped everything the run started in ${((Date.now() - stopping) / 1000).toFixed(1)} s`);
+    logOpen = false;
     await new Promise<void>((resolve) => logFile.end(resolve));
   }
 }

@@ -41,19 +41,28 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const { values } = parseArgs({
-  options: {
-    nodes: { type: "string" },
-    protocol: { type: "string" },
-    features: { type: "string" },
-    standby: { type: "boolean" },
-    "go-provisioner": { type: "string" },
-    "go-workers": { type: "string" },
-    ours: { type: "string" },
-    timeout: { type: "string" },
-    help: { type: "boolean" },
-  },
-});
+/** An unknown or malformed option is a usage mistake (exit 2), not a stack trace. */
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        nodes: { type: "string" },
+        protocol: { type: "string" },
+        features: { type: "string" },
+        standby: { type: "boolean" },
+        "go-provisioner": { type: "string" },
+        "go-workers": { type: "string" },
+        ours: { type: "string" },
+        timeout: { type: "string" },
+        help: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    fail((error as Error).message);
+  }
+}
+
+const { values } = parseOptions();
 if (values.help) {
   process.stdout.write(USAGE);
   process.exit(0);

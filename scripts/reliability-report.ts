@@ -202,8 +202,18 @@ function markdown(generatedAt: string, scenarios: Scenario[], summary: ReturnTyp
   return lines.join("\n");
 }
 
+/** An unknown option is a usage mistake: one line, exit 2, as in every command of the project. */
+function parseOptions() {
+  try {
+    return parseArgs({ options: { from: { type: "string" } } }).values;
+  } catch (error) {
+    process.stderr.write(`reliability-report: ${(error as Error).message}\n`);
+    process.exit(2);
+  }
+}
+
 function main(): void {
-  const { values } = parseArgs({ options: { from: { type: "string" } } });
+  const values = parseOptions();
   const source = values.from === undefined ? runSuites() : resolve(values.from);
   const report = JSON.parse(readFileSync(source, "utf8")) as VitestReport;
   const scenarios = scenariosOf(report);

@@ -14,7 +14,7 @@ set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 <function> [sls invoke local options]" >&2
-  exit 64
+  exit 2
 fi
 function_name=$1
 shift
@@ -22,7 +22,7 @@ shift
 for name in HOST_WORK_QUEUE_URL HOST_WORK_DLQ_URL LIFECYCLE_QUEUE_URL LIFECYCLE_DLQ_URL DYNAMODB_ENDPOINT SQS_ENDPOINT; do
   if [[ -z "${!name:-}" ]]; then
     echo "$name is not set: start scripts/local-services.ts and paste its export lines" >&2
-    exit 64
+    exit 2
   fi
 done
 
@@ -30,7 +30,7 @@ for name in LEASE_TABLE ADMISSION_TABLE; do
   expected="choria-provisioner-${SLS_LOCAL_STAGE:-local}-$([[ $name == LEASE_TABLE ]] && echo lease || echo admission)"
   if [[ -n "${!name:-}" && "${!name}" != "$expected" ]]; then
     echo "$name is ${!name} but stage ${SLS_LOCAL_STAGE:-local} names it $expected: set SLS_LOCAL_STAGE to the stage the services were started with" >&2
-    exit 64
+    exit 2
   fi
 done
 

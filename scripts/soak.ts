@@ -28,14 +28,26 @@ const FAULTS: readonly FaultKind[] = ["kill-leader", "release", "delay-writes", 
 const FAULT_EVERY_MS = 6_000;
 const DRAIN_MS = 90_000;
 
-const { values: options } = parseArgs({
-  options: { minutes: { type: "string" }, nodes: { type: "string" }, seed: { type: "string" }, out: { type: "string" } },
-});
+/** A usage mistake: one line, exit 2, as in every command of the project. */
+function usageError(message: string): never {
+  process.stderr.write(`soak: ${message}\n`);
+  process.exit(2);
+}
+
+function parseOptions() {
+  try {
+    return parseArgs({ options: { minutes: { type: "string" }, nodes: { type: "string" }, seed: { type: "string" }, out: { type: "string" } } }).values;
+  } catch (error) {
+    usageError((error as Error).message);
+  }
+}
+
+const options = parseOptions();
 
 function option(name: "minutes" | "nodes" | "seed", fallback: number): number {
   const text = options[name];
   const value = text === undefined ? fallback : Number(text);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
+  if (!Number.isFinite(value) || value <= 0) usageError(`--${name} must be a positive number, got "${text}"`);
   return value;
 }
 

@@ -34,6 +34,7 @@ const USAGE = `Usage: node --import tsx scripts/sqs-event.ts <source> > event.js
 SQS_ENDPOINT is where --from-queue receives from.
 `;
 
+/** A usage mistake: exit 2, as in every command of the project. */
 function fail(message: string): never {
   process.stderr.write(`sqs-event: ${message} (see --help)\n`);
   process.exit(2);
@@ -100,7 +101,11 @@ async function main(): Promise<void> {
   let event;
   if (values["from-queue"]) {
     const messages = await receive(values["from-queue"], whole("max", values.max, 10), whole("hide", values.hide, 300));
-    if (messages.length === 0) fail(`no message is waiting on ${values["from-queue"]}`);
+    if (messages.length === 0) {
+      // Not a usage mistake: the command was right, the queue is empty.
+      process.stderr.write(`sqs-event: no message is waiting on ${values["from-queue"]}\n`);
+      process.exit(1);
+    }
     event = sqsEventFromMessages(messages, queueArnOf(queueUrl));
   } else if (values.startup) {
     if (positionals.length === 0) fail("--startup needs one or more identities");

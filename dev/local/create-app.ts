@@ -7,7 +7,7 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
 import type { BridgeResult } from "../../lib/app/lifecycle-events";
-import type { ReprovisionResult, StatusReport } from "../../lib/app/operator";
+import type { StatusReport } from "../../lib/app/operator";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
 import { functionUses, type ProvisionerConfig } from "../../lib/config";
@@ -23,7 +23,7 @@ import { bridgeLifecycleUseCase } from "../../lib/aws/functions/lifecycle-bridge
 import { hostWorkBatchUseCase } from "../../lib/aws/functions/provision";
 import { releaseUseCase } from "../../lib/aws/functions/release";
 import { composeMainBroker, renewUseCase, type RenewFunction } from "../../lib/aws/functions/renew";
-import { reprovisionUseCase } from "../../lib/aws/functions/reprovision";
+import { reprovisionUseCase, type ReprovisionFunction } from "../../lib/aws/functions/reprovision";
 import { statusUseCase } from "../../lib/aws/functions/status";
 import { createPowertoolsSecretResolver } from "../../lib/aws/powertools-secrets";
 
@@ -38,7 +38,7 @@ export interface App {
   handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   status(): Promise<StatusReport>;
-  reprovision(identities: string[]): Promise<ReprovisionResult>;
+  reprovision: ReprovisionFunction["reprovision"];
   release(): Promise<{ released: boolean }>;
   renew: RenewFunction["renew"];
   close(): Promise<void>;

@@ -25,7 +25,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
-import { GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
@@ -289,11 +289,16 @@ export interface LocalStack {
   /** Startup events counted end to end; see LifecycleEventCount. */
   lifecycleEvents(): Promise<LifecycleEventCount>;
   lease(): Promise<LeaseView | undefined>;
-  /** Approximate messages in each deployment's host-work DLQ. */
-  deadLetterCount(): Promise<number>;
   /** Every dead-lettered host-work message (read without consuming it for long). */
   deadLetters(): Promise<DeadLetter[]>;
-  stop(): Promise<void>;
+  /** Stops what the stack started, the last started first; `onStep` hears each step worth naming (the fleet, each deployment, each service) as it begins. */
+  stop(onStep?: (what: string) => void): Promise<void>;
+}
+
+/** One thing `stop` undoes; `what` names it to the person waiting, when it is worth naming. */
+interface CleanupStep {
+  what?: string;
+  run: () => Promise<unknown>;
 }
 
 /** A stack started with `countingProxies: false` was asked for what only the proxies can do. */
@@ -313,9 +318,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   const site = options.site ?? "local";
   const deploymentIds = options.deployments ?? ["primary"];
   const features = new Set<FeatureName>(options.features ?? ["jwt", "ed25519"]);
-  const cleanup: Array<() => Promise<unknown>> = [];
-  const stopAll = async () => {
-    for (const step of cleanup.reverse()) await step().catch((error) => logger.warn("cleanup step failed", { error: String(error) }));
+  const cleanup: CleanupStep[] = [];
+  const stopAll = async (onStep?: (what: string) => void) => {
+    for (const step of cleanup.reverse()) {
+      if (step.what !== undefined) onStep?.(step.what);
+      await step.run().catch((error) => logger.warn("cleanup step failed", { error: String(error) }));
+    }
     cleanup.length = 0;
   };
 
@@ -323,7 +331,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   if (!counting && (options.observe || options.observeReply)) throw new TrafficNotCountedError("observe / observeReply");
   try {
     const workDir = await mkdtemp(join(tmpdir(), "choria-local-"));
-    cleanup.push(() => rm(workDir, { recursive: true, force: true }));
+    cleanup.push({ what: "the work dir", run: () => rm(workDir, { recursive: true, force: true }) });
 
     const external = options.dynamoDbEndpoint;
     // Settled one by one, so the services that did start are stopped when another one fails.
@@ -334,8 +342,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     ]);
     // A broker or SQS the caller gave is the caller's to stop.
     const given: unknown[] = [options.nats, undefined, options.sqs];
+    const serviceNames = ["nats-server", "DynamoDB Local", "fauxqs"];
     services.forEach((service, index) => {
-      if (service.status === "fulfilled" && service.value && service.value !== given[index]) cleanup.push(() => service.value!.stop());
+      if (service.status === "fulfilled" && service.value && service.value !== given[index]) {
+        cleanup.push({ what: serviceNames[index] as string, run: () => service.value!.stop() });
+      }
     });
     const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
     if (failed) throw failed.reason;
@@ -348,7 +359,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const appProxies: AppProxies[] = [];
     const sqsEventSources = counting ? await startCountingProxy({ target: sqs.url }) : undefined;
-    if (sqsEventSources) cleanup.push(() => sqsEventSources.stop());
+    if (sqsEventSources) cleanup.push({ run: () => sqsEventSources.stop() });
     const counted = sqsEventSources && {
       dynamoDb: mergedTraffic(() => appProxies.map((proxies) => proxies.dynamoDb)),
       sqsApp: mergedTraffic(() => appProxies.map((proxies) => proxies.sqs)),
@@ -358,9 +369,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDbUrl });
     const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEventSources?.url ?? sqs.url });
-    cleanup.push(async () => {
-      dynamoClient.destroy();
-      sqsClient.destroy();
+    cleanup.push({
+      run: async () => {
+        dynamoClient.destroy();
+        sqsClient.destroy();
+      },
     });
     // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
     // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables. The first
@@ -389,10 +402,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         : undefined;
       if (proxies) {
         appProxies.push(proxies);
-        cleanup.push(() => proxies.dynamoDb.stop(), () => proxies.sqs.stop());
+        cleanup.push({ run: () => proxies.dynamoDb.stop() }, { run: () => proxies.sqs.stop() });
       }
       const deployment = await startDeployment({
         id,
+        peers: deploymentIds.filter((other) => other !== id),
         site,
         options,
         timings,
@@ -410,7 +424,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         workDir,
       });
       deployments.push(deployment.view);
-      cleanup.push(deployment.close);
+      cleanup.push({ what: `deployment ${id}`, run: deployment.close });
     }
 
     const fleet = await startFleet({
@@ -422,7 +436,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       recordDiscovery: false,
       ...options.fleet,
     });
-    cleanup.push(() => fleet.stop());
+    cleanup.push({ what: `the fleet (${fleet.identities.length} nodes)`, run: () => fleet.stop() });
 
     const lease = async (): Promise<LeaseView | undefined> => {
       const reply = await dynamoClient.send(
@@ -501,19 +515,6 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         };
       },
       lease,
-      async deadLetterCount() {
-        let total = 0;
-        for (const deployment of deployments) {
-          const reply = await sqsClient.send(
-            new GetQueueAttributesCommand({
-              QueueUrl: deployment.queues.hostWorkDlq,
-              AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-            }),
-          );
-          total += Number(reply.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(reply.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
-        }
-        return total;
-      },
       async deadLetters() {
         const letters: DeadLetter[] = [];
         for (const deployment of deployments) {
@@ -543,31 +544,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         }
         return letters;
       },
-      async stop() {
+      async stop(onStep) {
         if (stopped) return;
         stopped = true;
-        await stopAll();
+        await stopAll(onStep);
       },
     };
   } catch (error) {
     await stopAll();
     throw error;
   }
-}
-
-/** One summary line: "100 published, 100 reached the leader (primary 100, standby 0), none lost". */
-export function formatLifecycleEvents(count: LifecycleEventCount): string {
-  const perDeployment = Object.entries(count.reachedLeader)
-    .map(([id, reached]) => `${id} ${reached}`)
-    .join(", ");
-  const reached = Object.values(count.reachedLeader).reduce((sum, value) => sum + value, 0);
-  const losses = [
-    count.droppedPaused > 0 ? `${count.droppedPaused} dropped by a paused deployment` : "",
-    count.deadLettered > 0 ? `${count.deadLettered} dead-lettered` : "",
-    count.pendingInStream > 0 ? `${count.pendingInStream} still in the stream` : "",
-  ].filter(Boolean);
-  const verdict = count.noneLost ? "none lost" : losses.length > 0 ? losses.join(", ") : `${count.published - reached} not seen by a leader`;
-  return `${count.published} published, ${reached} reached the leader (${perDeployment}), ${verdict}`;
 }
 
 function identityOf(body: string | undefined): string | undefined {
@@ -581,6 +567,8 @@ function identityOf(body: string | undefined): string | undefined {
 
 interface DeploymentInput {
   id: string;
+  /** The site's other deployments, named in `lease.peers` as docs/deploy.md asks of a real site. */
+  peers: string[];
   site: string;
   options: LocalStackOptions;
   timings: StackTimings;
@@ -639,7 +627,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     ...(features.has("ed25519") ? { jwt_signing_key: input.signingKeyFile } : {}),
     leader_election: true,
     deployment_id: id,
-    lease: timings.lease,
+    lease: { ...timings.lease, ...(input.peers.length > 0 ? { peers: input.peers } : {}) },
     ...(options.distinctCallerIds ? { callerid: `choria=provisioner-${safeName(id)}` } : {}),
     ...(options.natsCaFile === undefined ? {} : { choria_insecure: false, tls: { ca: options.natsCaFile } }),
     ...options.config?.(id),
@@ -694,15 +682,22 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   const common = { ledger: input.ledger, logger: input.logger, ...(onDelivery ? { onDelivery } : {}) };
   const asSchedule = (handler: unknown) => handler as ScheduleHandler;
   const asSqs = (handler: unknown) => handler as SqsHandler;
+  const keeper = new ScheduleSource({ ...common, function: functions.leaseKeeper, rateMs: timings.keeperRateMs, handler: asSchedule(handlers.leaseKeeper(getApp)) });
+  const bridge = new ScheduleSource({
+    ...common,
+    function: functions.lifecycleBridge,
+    rateMs: timings.bridgeRateMs,
+    handler: asSchedule(handlers.lifecycleBridge(getApp)),
+  });
+  // The keeper and the bridge loop until an end they computed when they started (lib/app/leadership.ts,
+  // lib/app/lifecycle-events.ts), so a stop's collapsed deadline reaches them only then, up to a
+  // minute later: waiting for them made every stop 3 s per deployment longer for nothing. They are
+  // left to run out, as a frozen sandbox's would, with the App's connections closed under them.
+  const loopsToTheirOwnEnd = new Set<EventSource>([keeper, bridge]);
   const sources: EventSource[] = [
-    new ScheduleSource({ ...common, function: functions.leaseKeeper, rateMs: timings.keeperRateMs, handler: asSchedule(handlers.leaseKeeper(getApp)) }),
+    keeper,
     new ScheduleSource({ ...common, function: functions.discover, rateMs: timings.discoverRateMs, handler: asSchedule(handlers.discover(getApp)) }),
-    new ScheduleSource({
-      ...common,
-      function: functions.lifecycleBridge,
-      rateMs: timings.bridgeRateMs,
-      handler: asSchedule(handlers.lifecycleBridge(getApp)),
-    }),
+    bridge,
     new SqsEventSource({
       ...common,
       sqs: input.sqsClient,
@@ -773,7 +768,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   return {
     view,
     close: async () => {
-      await Promise.all(sources.map((source) => source.stop(3_000)));
+      await Promise.all(sources.map((source) => source.stop(loopsToTheirOwnEnd.has(source) ? 0 : 3_000)));
       await app.close().catch(() => undefined);
     },
   };

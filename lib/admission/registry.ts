@@ -630,6 +630,11 @@ export class AdmissionRegistry {
     return hosts;
   }
 
+  /** The host's state as recorded (a consistent read); undefined when the registry holds no entry for it. */
+  async stateOf(identity: string): Promise<AdmissionState | undefined> {
+    return (await this.deps.store.read({ site: this.settings.site, identity }))?.state;
+  }
+
   /** The credentials the host was last given, as recorded (a consistent read); undefined when none are known. */
   async credentialsOf(identity: string): Promise<CredentialsExpiry | undefined> {
     const entry = await this.deps.store.read({ site: this.settings.site, identity });

@@ -60,7 +60,7 @@ export class AdmissionFlow {
             return await error.resend();
           }
         } catch (error) {
-          this.deps.logger.error("could not admit host", { identity, term, error: messageOf(error) });
+          this.deps.logger.error("could not admit host", { identity, term, error });
           failed.push({ identity, error });
           return undefined;
         }
@@ -113,16 +113,20 @@ export class AdmissionFlow {
   /** Queues term-stamped work; returns what could not be queued, its admission withdrawn. */
   private async enqueue(works: HostWork[]): Promise<HostWork[]> {
     if (works.length === 0) return [];
-    const accepted = await this.deps.hostWork.sendAll(works.map((work) => ({ body: encodeHostWork(work) })));
-    const failed = works.filter((_, index) => !accepted[index]);
-    for (const work of failed) {
-      this.deps.logger.error("could not queue host work; forgetting the host so it is admitted again", { identity: work.identity, term: work.term });
+    const outcomes = await this.deps.hostWork.sendEach(works.map((work) => ({ body: encodeHostWork(work) })));
+    const failed: HostWork[] = [];
+    for (const [index, work] of works.entries()) {
+      const outcome = outcomes[index] ?? { accepted: false, reason: "the queue gave no answer for it" };
+      if (outcome.accepted) continue;
+      failed.push(work);
+      // SQS's own reason (its error code, or the failed request with its causes): why the host is forgotten.
+      this.deps.logger.error("could not queue host work; forgetting the host so it is admitted again", { identity: work.identity, term: work.term, reason: outcome.reason });
       try {
         await this.deps.registry.withdraw(work);
       } catch (error) {
         this.deps.logger.error("could not forget unqueued host; it is admitted again after the interval", {
           identity: work.identity,
-          error: messageOf(error),
+          error,
         });
       }
     }

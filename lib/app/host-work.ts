@@ -188,14 +188,14 @@ export class HostWorkProcessor {
     const { identity, term } = claim.work;
     if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
       // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
-      // A pause names its cause (the store's timeout, the renewal's answer); an RPC failure's message already carries its own.
-      const reason = outcome.kind === "paused" ? messageOf(outcome.error) : outcome.error.message;
+      // The reason names the causes: the store's timeout under a pause, the refused connection under an RPC the broker never took.
+      const reason = messageOf(outcome.error);
       await this.giveBack(claim, message, reason);
-      throw new RetryLaterError(`${identity}: ${reason}`);
+      throw new RetryLaterError(`${identity}: ${reason}`, { cause: outcome.error });
     }
     if (outcome.kind === "failed") {
       // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
-      await this.recordFailure(claim, message, outcome.step, outcome.error.message, causedBy(outcome.error, AttemptExceedsLeaseError));
+      await this.recordFailure(claim, message, outcome.step, outcome.error, causedBy(outcome.error, AttemptExceedsLeaseError));
       return;
     }
     if (outcome.kind === "paused") {
@@ -206,7 +206,7 @@ export class HostWorkProcessor {
       await this.deps.registry.complete(claim, keep ? "provisioned" : "failed", outcome.kind === "provisioned" ? outcome.credentials : undefined);
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
-      this.deps.logger.error("could not record the end of provisioning", { identity, term, error: messageOf(error) });
+      this.deps.logger.error("could not record the end of provisioning", { identity, term, error });
     }
   }
 
@@ -215,23 +215,23 @@ export class HostWorkProcessor {
    * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
    * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
    */
-  private async recordFailure(claim: HostClaim, message: QueueMessage, step: string, error: string, parkNow = false): Promise<void> {
+  private async recordFailure(claim: HostClaim, message: QueueMessage, step: string, error: ProvisionerError, parkNow = false): Promise<void> {
     const { logger } = this.deps;
     const { identity, term } = claim.work;
     const failures = failuresInARow(claim, step);
-    const reason = `${step}: ${error}`;
+    const reason = `${step}: ${messageOf(error)}`;
     let park = parkNow || failures >= this.deps.settings.failureLimit;
     if (park) {
       try {
         await deadLetter(this.deps.hostWorkDlq, message, reason, logger, { identity, step, failures: String(failures), term: String(term) });
         this.deps.metrics.count(EXTRA_METRIC.hostsParked);
-        logger.error(`parked ${identity} after ${failures} failures in a row at step ${step}`, { identity, term, step, failures, reason });
+        logger.error(`parked ${identity} after ${failures} failures in a row at step ${step}`, { identity, term, step, failures, reason, error });
       } catch (dlqError) {
         park = false;
         logger.error("could not dead-letter the work of a failing host; it is retried instead of parked", {
           identity,
           term,
-          error: messageOf(dlqError),
+          error: dlqError,
         });
       }
     }
@@ -241,7 +241,7 @@ export class HostWorkProcessor {
       }
     } catch (storeError) {
       // The claim runs out on its own; the next discovery after that admits the host again.
-      logger.error("could not record the failure", { identity, term, step, error: messageOf(storeError) });
+      logger.error("could not record the failure", { identity, term, step, error: storeError });
     }
   }
 
@@ -253,7 +253,7 @@ export class HostWorkProcessor {
         this.deps.logger.warn("the claim ran out before it could be given back", { identity, term });
       }
     } catch (error) {
-      this.deps.logger.error("could not give the claim back; it runs out on its own", { identity, term, error: messageOf(error) });
+      this.deps.logger.error("could not give the claim back; it runs out on its own", { identity, term, error });
     }
     await this.delayRedelivery(message, { identity, term, messageId: message.id, reason });
   }

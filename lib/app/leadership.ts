@@ -163,7 +163,7 @@ export class Leadership {
       }
     } catch (error) {
       metrics.count(METRIC.discoveryErrors);
-      logger.error("discovery failed", { term, error: messageOf(error) });
+      logger.error("discovery failed", { term, error });
       return { term, discovered: 0, admitted: 0 };
     }
     identities = await this.selectKnownFirst(identities, term);
@@ -292,7 +292,7 @@ export class Leadership {
       await this.deps.broker.publishStartup();
       this.deps.logger.info("published the provisioner startup event", { identity: this.deps.settings.identity });
     } catch (error) {
-      this.deps.logger.error("could not publish the provisioner startup event", { error: messageOf(error) });
+      this.deps.logger.error("could not publish the provisioner startup event", { error });
     }
   }
 

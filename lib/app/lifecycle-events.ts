@@ -217,7 +217,7 @@ export class LifecycleBridge {
             },
           });
         } catch (error) {
-          logger.error("could not dead-letter a lifecycle event SQS refused", { reason: outcome.reason, error: messageOf(error) });
+          logger.error("could not dead-letter a lifecycle event SQS refused", { reason: outcome.reason, error });
           return "retry";
         }
         metrics.count(EXTRA_METRIC.lifecycleEventsDeadLettered);

@@ -14,17 +14,30 @@
  * state under the term this deployment leads with, and the leader's next `renew` run (every
  * minute) sends the hosts reprovision through the pause gate like every renewal; a request of an
  * older term is dropped there. Refused on a standby and on a paused or released deployment
- * (Operator.currentTerm).
+ * (Operator.currentTerm), and when no leader's renew run was seen lately (renewRunsMissing):
+ * nothing would carry the request out.
+ *
+ * `reprovision` is one use case for the function and the CLI: the same refusals, the same result.
  */
 import type { AdmissionRegistry, HostExpiry, RegistrySummary } from "../admission/registry";
+import { identityProblem } from "../choria/identity";
 import { messageOf, ProvisionerError } from "../errors";
-import { describeLease, leadsAt, type LeaseDescription, type LeaseStore } from "../lease/lease";
+import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../lease/lease";
 import type { PauseState, PauseStore } from "../lease/pause";
 import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 import { AdmissionFlow } from "./admission-flow";
 import { decodeHostWork } from "./host-work-message";
 import type { MessageQueue, QueueCounts } from "./use-case-ports";
-import { renewalReport, requestedHosts, updateRenewalState, type RenewalReport, type RenewalState, type RenewalStore, type RenewSelection } from "./renewal-state";
+import {
+  renewalReport,
+  renewRunsMissing,
+  requestedHosts,
+  updateRenewalState,
+  type RenewalReport,
+  type RenewalState,
+  type RenewalStore,
+  type RenewSelection,
+} from "./renewal-state";
 import { capacitySettings, renewalCapacity, type RenewalCapacity, type RenewalCapacitySettings } from "./renewal-capacity";
 
 export interface StatusQueues {
@@ -39,10 +52,24 @@ type QueueName = keyof StatusQueues;
 /** A queue's depth, or why it could not be read. */
 type QueueDepth = QueueCounts | { error: string };
 
+/**
+ * What a deployment is to the site's election now: `leader` holds an unexpired lease, `standby`
+ * waits while another deployment holds one, `candidate` finds nobody leading (the lease was never
+ * taken, was released or expired) and takes it at its next round unless paused. Without leader
+ * election every deployment works, as a leader does.
+ */
+export type DeploymentRole = "leader" | "standby" | "candidate";
+
+function roleOf(item: LeaseItem | undefined, deploymentId: string, now: number): DeploymentRole {
+  if (leadsAt(item, deploymentId, now)) return "leader";
+  return item !== undefined && leadsAt(item, item.holder, now) ? "standby" : "candidate";
+}
+
 export interface StatusReport {
   site: string;
   deploymentId: string;
   leaderElection: boolean;
+  role: DeploymentRole;
   lease: LeaseDescription;
   queues: Record<QueueName, QueueDepth>;
   registry: RegistrySummary;
@@ -54,8 +81,8 @@ type RenewSettings = Omit<RenewalCapacitySettings, "outOfServiceMs">;
 export type SiteRenewalReport = RenewalReport & { capacity?: RenewalCapacity };
 
 /** Renewal as status shows it, the same from every deployment and the CLI: with the renew settings, whether it keeps up. */
-function siteRenewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number, renew: RenewSettings | undefined): SiteRenewalReport {
-  const report: SiteRenewalReport = renewalReport(hosts, state, now, renew?.before);
+function siteRenewalReport(hosts: readonly HostExpiry[], state: RenewalState, site: string, now: number, renew: RenewSettings | undefined): SiteRenewalReport {
+  const report: SiteRenewalReport = renewalReport(hosts, state, site, now, renew?.before);
   if (renew) report.capacity = renewalCapacity(hosts, now, capacitySettings(renew, state), new Set(Object.keys(state.inFlight)));
   return report;
 }
@@ -100,36 +127,66 @@ export async function status(deps: StatusDeps): Promise<StatusReport> {
   const now = deps.clock.now();
   const lease = describeLease(leaseItem, deps.deploymentId, now);
   deps.metrics?.gauge(METRIC.paused, !deps.leaderElection || lease.heldByThisDeployment ? 0 : 1);
-  const renewal = siteRenewalReport(expiries, renewalState.state, now, deps.renew);
-  return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, lease, queues, registry, renewal };
+  const renewal = siteRenewalReport(expiries, renewalState.state, deps.site, now, deps.renew);
+  const role = deps.leaderElection ? roleOf(leaseItem, deps.deploymentId, now) : "leader";
+  return { site: deps.site, deploymentId: deps.deploymentId, leaderElection: deps.leaderElection, role, lease, queues, registry, renewal };
 }
 
+/** What `reprovision` did, the same from the function and the CLI. */
 export interface ReprovisionResult {
+  /** The term the hosts were admitted under; null when this deployment leads none (every host refused). */
+  term: number | null;
   admitted: string[];
-  rejected: Array<{ identity: string; reason: string }>;
+  refused: Array<{ identity: string; reason: string }>;
 }
 
 export interface ReprovisionDeps {
   /** The term to admit under; undefined while this deployment does not lead (the lease gate's currentTerm). */
   currentTerm(): Promise<number | undefined>;
+  /** Why every host is refused when currentTerm gives none. */
+  notLeading: string;
   admission: Pick<AdmissionFlow, "readmit">;
+  registry: Pick<AdmissionRegistry, "stateOf">;
+  /** How the caller overrides the refusal of unknown and provisioned hosts (`--force`, `"force": true`). */
+  forceHint: string;
   logger: Logger;
 }
 
-/** Admits the hosts again at once under the current term, whatever they did before, unless one is being provisioned. */
-export async function reprovision(deps: ReprovisionDeps, identities: readonly string[]): Promise<ReprovisionResult> {
-  const result: ReprovisionResult = { admitted: [], rejected: [] };
+/**
+ * Admits the hosts for provisioning now under the current term (overriding the once-per-interval
+ * rule and a park), unless one is being provisioned. It does not send a configured node back to
+ * provisioning mode (the Choria agent's `reprovision` action does that): the work only succeeds on a
+ * node in provisioning mode. So, unless `force`, a host the registry does not know (never seen, or
+ * seen so long ago that its entry expired) or has just provisioned is refused, with why.
+ */
+export async function reprovision(deps: ReprovisionDeps, identities: readonly string[], options: { force?: boolean } = {}): Promise<ReprovisionResult> {
+  const unique = [...new Set(identities)];
   const term = await deps.currentTerm();
-  if (term === undefined) {
-    for (const identity of new Set(identities)) result.rejected.push({ identity, reason: "paused: this deployment does not hold the lease" });
-    return result;
+  if (term === undefined) return { term: null, admitted: [], refused: unique.map((identity) => ({ identity, reason: deps.notLeading })) };
+  const result: ReprovisionResult = { term, admitted: [], refused: [] };
+  const wanted: string[] = [];
+  for (const identity of unique) {
+    // A name that is no identity at all is refused by the admission itself, saying why.
+    const refusal = options.force || identityProblem(identity) ? undefined : reprovisionRefusal(await deps.registry.stateOf(identity), deps.forceHint);
+    if (refusal) result.refused.push({ identity, reason: refusal });
+    else wanted.push(identity);
   }
-  for (const outcome of await deps.admission.readmit(identities, term)) {
+  for (const outcome of await deps.admission.readmit(wanted, term)) {
     if (outcome.queued) result.admitted.push(outcome.identity);
-    else result.rejected.push({ identity: outcome.identity, reason: outcome.reason });
+    else result.refused.push({ identity: outcome.identity, reason: outcome.reason });
   }
-  deps.logger.info("operator reprovision", { term, admitted: result.admitted.length, rejected: result.rejected.length });
+  deps.logger.info("operator reprovision", { term, admitted: result.admitted.length, refused: result.refused.length, force: options.force === true });
   return result;
+}
+
+function reprovisionRefusal(state: string | undefined, forceHint: string): string | undefined {
+  if (state === undefined) {
+    return `not known to the registry (never discovered, or its entry expired): admit it only if it is in provisioning mode now (${forceHint})`;
+  }
+  if (state === "provisioned") {
+    return `already provisioned: it left provisioning mode and would not answer; put it back in provisioning mode first, then ${forceHint}`;
+  }
+  return undefined;
 }
 
 export interface ReleaseDeps {
@@ -197,8 +254,6 @@ export interface OperatorDeps {
    * not as queued or provisioning work.
    */
   expiredEntries?: (now: number) => Promise<Array<{ identity: string; state: string }>>;
-  /** One host's registry entry (strongly consistent), for reprovision's checks. */
-  entry?: (identity: string) => Promise<{ state: string; admittedAt: number } | undefined>;
   /** Renewal's state; when given, status shows the credentials' expiry and renewal. */
   renewalStore?: RenewalStore;
   /** The deployment's renew settings (the CLI's --config): status then says whether renewal keeps up. */
@@ -218,6 +273,7 @@ export interface LeaseView extends LeaseDescription {
 export interface OperatorStatus {
   site: string;
   deploymentId: string;
+  role: DeploymentRole;
   paused: boolean;
   pause: PauseState | undefined;
   lease: LeaseView;
@@ -230,7 +286,7 @@ export interface OperatorStatus {
 export interface ElectionView {
   site: string;
   lease: LeaseView;
-  deployments: Array<{ deploymentId: string; role: "leader" | "standby"; paused: boolean; pause?: PauseState }>;
+  deployments: Array<{ deploymentId: string; role: DeploymentRole; paused: boolean; pause?: PauseState }>;
 }
 
 export interface DeadLetterView {
@@ -277,8 +333,8 @@ export class Operator {
 
   async status(): Promise<OperatorStatus> {
     const now = this.deps.clock.now();
-    const [lease, pause, queues, summary, expired, renewal] = await Promise.all([
-      this.leaseView(),
+    const [{ lease, role }, pause, queues, summary, expired, renewal] = await Promise.all([
+      this.readLease(),
       this.deps.pause.read(this.deps.site, this.deps.deploymentId),
       queueDepths(this.deps.queues),
       this.deps.registry.summary(),
@@ -294,6 +350,7 @@ export class Operator {
     return {
       site: this.deps.site,
       deploymentId: this.deps.deploymentId,
+      role: role(this.deps.deploymentId),
       paused: pause?.paused === true,
       pause,
       lease,
@@ -305,7 +362,7 @@ export class Operator {
 
   /** The lease and every deployment known to the site: the holder, switches, and this one. */
   async electionView(): Promise<ElectionView> {
-    const [{ lease, leads }, switches] = await Promise.all([this.readLease(), this.deps.pause.list(this.deps.site)]);
+    const [{ lease, role }, switches] = await Promise.all([this.readLease(), this.deps.pause.list(this.deps.site)]);
     const ids = new Set([this.deps.deploymentId, ...switches.map((state) => state.deploymentId)]);
     if (lease.leader) ids.add(lease.leader);
     return {
@@ -315,7 +372,7 @@ export class Operator {
         const pause = switches.find((state) => state.deploymentId === deploymentId);
         return {
           deploymentId,
-          role: leads(deploymentId) ? ("leader" as const) : ("standby" as const),
+          role: role(deploymentId),
           paused: pause?.paused === true,
           ...(pause ? { pause } : {}),
         };
@@ -387,39 +444,22 @@ export class Operator {
     return result;
   }
 
-  /**
-   * Admits the hosts for provisioning now under the current term (overriding the once-per-interval
-   * rule), unless one is being provisioned. It does not send a configured node back to provisioning
-   * mode (the Choria agent's `reprovision` action does that): the work only succeeds on a node that
-   * is in provisioning mode. So, unless `force`, a host the registry does not know (never seen, or
-   * seen so long ago that its entry expired) or has just provisioned is refused, with why.
-   */
-  async reprovision(identities: readonly string[], options: { force?: boolean } = {}): Promise<ReadmitResult> {
+  /** `reprovision` (above) under the term this deployment leads with; OperatorRefusal when it does not lead. */
+  async reprovision(identities: readonly string[], options: { force?: boolean } = {}): Promise<ReprovisionResult> {
     const term = await this.currentTerm();
-    const result: ReadmitResult = { term, requeued: [], skipped: [] };
-    const wanted: string[] = [];
-    for (const identity of new Set(identities)) {
-      const refusal = options.force ? undefined : await this.reprovisionRefusal(identity);
-      if (refusal) result.skipped.push({ identity, reason: refusal });
-      else wanted.push(identity);
-    }
-    for (const outcome of await this.admission.readmit(wanted, term)) {
-      if (outcome.queued) result.requeued.push(outcome.identity);
-      else result.skipped.push({ identity: outcome.identity, reason: outcome.reason });
-    }
-    return result;
-  }
-
-  private async reprovisionRefusal(identity: string): Promise<string | undefined> {
-    if (!this.deps.entry) return undefined;
-    const entry = await this.deps.entry(identity);
-    if (!entry) {
-      return "not known to the registry (never discovered, or its entry expired): admit it only if it is in provisioning mode now (--force)";
-    }
-    if (entry.state === "provisioned") {
-      return "already provisioned: it left provisioning mode and would not answer; put it back in provisioning mode first, then --force";
-    }
-    return undefined;
+    return reprovision(
+      {
+        currentTerm: async () => term,
+        // Never given: currentTerm above refused already when this deployment does not lead.
+        notLeading: `deployment ${this.deps.deploymentId} does not lead site "${this.deps.site}"`,
+        admission: this.admission,
+        registry: this.deps.registry,
+        forceHint: "--force",
+        logger: this.deps.logger ?? silentLogger,
+      },
+      identities,
+      options,
+    );
   }
 
   /**
@@ -455,20 +495,22 @@ export class Operator {
     const store = this.deps.renewalStore;
     if (!store) return undefined;
     const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), store.read(this.deps.site)]);
-    return siteRenewalReport(hosts, stored.state, this.deps.clock.now(), this.deps.renew);
-  }
-
-  private async leaseView(): Promise<LeaseView> {
-    return (await this.readLease()).lease;
+    return siteRenewalReport(hosts, stored.state, this.deps.site, this.deps.clock.now(), this.deps.renew);
   }
 
   /** The stored lease as lib/lease describes it, and who leads by it now. */
-  private async readLease(): Promise<{ lease: LeaseView; leads: (deploymentId: string) => boolean; leadsWithSkew: (deploymentId: string) => boolean }> {
+  private async readLease(): Promise<{
+    lease: LeaseView;
+    role: (deploymentId: string) => DeploymentRole;
+    leads: (deploymentId: string) => boolean;
+    leadsWithSkew: (deploymentId: string) => boolean;
+  }> {
     const now = this.deps.clock.now();
     const item = await this.deps.lease.read(this.deps.site);
     const lease = describeLease(item, this.deps.deploymentId, now);
     return {
       lease: { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now },
+      role: (deploymentId) => roleOf(item, deploymentId, now),
       leads: (deploymentId) => leadsAt(item, deploymentId, now),
       // What the pause gate counts as valid: work admitted under a term this close to its expiry
       // may reach a queue that a new leader's term already makes stale.
@@ -480,7 +522,6 @@ export class Operator {
     return (this.deps.timing ?? OPERATOR_TIMING_DEFAULTS).skewBoundMs;
   }
 
-  /** The term this deployment holds now; refuses when it is not the leader or is paused. */
   /** The term this deployment leads with; OperatorRefusal on a standby, or a paused or released deployment. */
   async currentTerm(): Promise<number> {
     const [{ lease, leads, leadsWithSkew }, pause] = await Promise.all([this.readLease(), this.deps.pause.read(this.deps.site, this.deps.deploymentId)]);
@@ -566,6 +607,8 @@ export interface RenewRequestResult {
   ratePerMinute?: number;
   /** A request that was still being carried out and is replaced by this one. */
   replaced?: number;
+  /** On a dry run: why the request itself would be refused, as nothing would carry it out. */
+  wouldBeRefused?: string;
 }
 
 export interface RenewalOperatorDeps {
@@ -581,18 +624,23 @@ export class RenewalOperator {
 
   async report(): Promise<RenewalReport> {
     const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), this.deps.store.read(this.deps.site)]);
-    return renewalReport(hosts, stored.state, this.deps.clock.now());
+    return renewalReport(hosts, stored.state, this.deps.site, this.deps.clock.now());
   }
 
-  /** Chooses the hosts now (soonest expiry first) and, unless a dry run, hands them to the leader's next renew run. */
+  /**
+   * Chooses the hosts now (soonest expiry first) and, unless a dry run, hands them to the leader's
+   * next renew run. Refused when no leader's renew run was seen lately: nothing would send them.
+   */
   async request(options: RenewRequestOptions): Promise<RenewRequestResult> {
     const { selection } = options;
     if ("identities" in selection && selection.identities.length > MAX_NAMED_HOSTS) {
       throw new OperatorRefusal(`renew names ${selection.identities.length} hosts; name at most ${MAX_NAMED_HOSTS}, or use --all or --due-within, which work for any number`);
     }
     const term = await this.deps.operator.currentTerm();
+    const [hosts, stored] = await Promise.all([this.deps.registry.expiries(), this.deps.store.read(this.deps.site)]);
     const now = this.deps.clock.now();
-    const hosts = await this.deps.registry.expiries();
+    const missing = renewRunsMissing(stored.state, this.deps.site, now);
+    if (missing && !options.dryRun) throw new OperatorRefusal(`nothing would send the hosts reprovision: ${missing}`);
     const provisioned = hosts.filter((host) => host.state === "provisioned" && host.credentials.expiresAt > now);
     const byIdentity = new Map(provisioned.map((host) => [host.identity, host]));
     const skipped: RenewRequestResult["skipped"] = [];
@@ -614,6 +662,7 @@ export class RenewalOperator {
       hosts: chosen.map((host) => ({ identity: host.identity, expiresAt: host.credentials.expiresAt, kind: host.credentials.kind })),
       skipped,
       ...(options.ratePerMinute === undefined ? {} : { ratePerMinute: options.ratePerMinute }),
+      ...(missing ? { wouldBeRefused: `nothing would send the hosts reprovision: ${missing}` } : {}),
     };
     if (options.dryRun || chosen.length === 0) return result;
 

@@ -193,7 +193,12 @@ function mergeRenewalStates(
   target: RenewalState | undefined,
   source: RenewalState,
 ): { state: RenewalState; action: "copy" | "keep" | "update"; addedInFlight: string[]; pausedFromSource: boolean } {
-  if (target === undefined) return { state: structuredClone(source), action: "copy", addedInFlight: [], pausedFromSource: source.paused !== undefined };
+  if (target === undefined) {
+    const state = structuredClone(source);
+    // The source's last renew run ran over the source's table: no sign that anything runs over this one.
+    delete state.lastRun;
+    return { state, action: "copy", addedInFlight: [], pausedFromSource: source.paused !== undefined };
+  }
   const addedInFlight = Object.keys(source.inFlight)
     .filter((identity) => target.inFlight[identity] === undefined)
     .sort();

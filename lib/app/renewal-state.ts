@@ -76,6 +76,11 @@ export interface RenewalState {
   sends: number[];
   paused?: { reason: string; at: number };
   request?: RenewalRequest;
+  /**
+   * The leader's last renew run, on its clock, and its term: the runs are what carry out an
+   * operator's request, so without a recent one a request would wait for nothing.
+   */
+  lastRun?: { at: number; term: number };
 }
 
 export function emptyRenewalState(): RenewalState {
@@ -88,9 +93,10 @@ export function emptyRenewalState(): RenewalState {
  * are due again, which is what renewal now does with a failed host anyway).
  */
 export function renewalStateFrom(stored: Record<string, unknown>): RenewalState {
-  const { inFlight, recent, sends, paused, request } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
+  const { inFlight, recent, sends, paused, request, lastRun } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
   const state: RenewalState = { ...emptyRenewalState(), ...(inFlight ? { inFlight } : {}), ...(recent ? { recent } : {}), ...(sends ? { sends } : {}) };
   if (paused) state.paused = paused;
+  if (lastRun) state.lastRun = lastRun;
   if (request) {
     const { identities, ...rest } = request;
     state.request = rest.selection ? rest : { ...rest, selection: { identities: identities ?? [] } };
@@ -311,9 +317,45 @@ export interface RenewalReport {
   failing: number;
   /** The operator's request still being carried out. */
   requested?: { term: number; remaining: number; requestedAt: number; by?: string };
+  /** The leader's last renew run, and, when none ran lately, why nothing carries out a request. */
+  runs: { last?: { at: number; term: number }; missing?: string };
 }
 
-export function renewalReport(hosts: readonly HostExpiry[], state: RenewalState, now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): RenewalReport {
+/**
+ * How long after the leader's last renew run the runs count as stopped: they come every minute, a
+ * failover leaves no leader for about the lease's expiry plus skew_bound plus rpc_ttl, and the
+ * operator's clock may differ from the leader's.
+ */
+const RENEW_RUNS_STOPPED_AFTER_MS = 5 * 60_000;
+
+/**
+ * Why nothing carries out an operator's renewal request on the site now, or undefined when a
+ * leader's renew run was seen lately. The run's own mark is the truthful signal: the renew function
+ * runs only where `renew.broker_urls` names a main broker (elsewhere it answers `not-configured`,
+ * and the local stack does not schedule it), and the operator's CLI has no other view of that.
+ */
+export function renewRunsMissing(state: Pick<RenewalState, "lastRun">, site: string, now: number): string | undefined {
+  const last = state.lastRun;
+  if (!last) {
+    return `no renew run has been seen on site "${site}": the leader's renew function carries out requests, and it runs only where renew.broker_urls names the main broker`;
+  }
+  const ago = now - last.at;
+  if (ago <= RENEW_RUNS_STOPPED_AFTER_MS) return undefined;
+  return (
+    `the last renew run on site "${site}" was ${Math.round(ago / 60_000)} minutes ago (term ${last.term}): ` +
+    "the renew function is not running (renew.broker_urls removed, its schedule disabled, or it fails: see its logs)"
+  );
+}
+
+const withMissing = (missing: string | undefined) => (missing === undefined ? {} : { missing });
+
+export function renewalReport(
+  hosts: readonly HostExpiry[],
+  state: RenewalState,
+  site: string,
+  now: number,
+  before: RenewBefore = DEFAULT_RENEW_BEFORE,
+): RenewalReport {
   const marked = hosts.filter((host) => host.renewal !== undefined && host.credentials.expiresAt > now);
   const failed = marked
     .map(({ identity, renewal }) => ({ identity, reason: renewal!.reason, at: renewal!.at, attempts: renewal!.attempts, retryAt: renewal!.retryAt }))
@@ -328,5 +370,6 @@ export function renewalReport(hosts: readonly HostExpiry[], state: RenewalState,
     failed,
     failing: marked.length,
     ...(request ? { requested: { term: request.term, remaining, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } } : {}),
+    runs: { ...(state.lastRun ? { last: state.lastRun } : {}), ...withMissing(renewRunsMissing(state, site, now)) },
   };
 }

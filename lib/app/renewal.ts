@@ -140,6 +140,8 @@ export class Renewal {
     const { state, result: chosen } = await updateRenewalState(this.deps.store, settings.site, (state) => {
       completed.length = 0;
       timedOut.length = 0;
+      // The mark an operator's request looks for: a leader's run is here to carry it out.
+      state.lastRun = { at: now, term };
       this.settle(state, byIdentity, now, completed, timedOut);
       this.pauseIfFailing(state, now);
       if (state.paused) return [];
@@ -310,7 +312,7 @@ export class Renewal {
     try {
       await this.deps.prepareRpc();
     } catch (error) {
-      logger.error("renewal could not reach the main broker; nothing sent", { error: messageOf(error) });
+      logger.error("renewal could not reach the main broker; nothing sent", { error });
       return hosts.map((host) => ({ kind: "not-sent", host }));
     }
     let stopped = false;

@@ -13,6 +13,7 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import type { Context } from "aws-lambda";
 import type { InvocationContext } from "../app/use-case-ports";
+import { createLogger } from "./powertools-logger";
 import { powertoolsRuntime } from "./runtime";
 
 /** Used only when an invoker passes no Lambda context (a plain function call in a script). */
@@ -37,8 +38,18 @@ export function wrapHandler<TFunction extends Closable, TEvent, TResult>(
   action: FunctionAction<TFunction, TEvent, TResult>,
 ) {
   const { logger, metrics } = powertoolsRuntime();
+  const compositionFailures = createLogger({ logger });
   return middy(async (event: TEvent, context: Context): Promise<TResult> => {
-    const fn = await getFunction();
+    let fn: TFunction;
+    try {
+      fn = await getFunction();
+    } catch (error) {
+      // Lambda's own "Invoke Error" line gives the message of what was thrown and no cause: a
+      // secret that could not be resolved reads the same for a wrong ARN and for a denied role.
+      // (Once composed, the function logs its own failures, to the logger it was given.)
+      compositionFailures.error("the function could not be composed", { error });
+      throw error;
+    }
     try {
       return await action(fn, event, invocationContext(context));
     } finally {

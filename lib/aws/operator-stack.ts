@@ -92,7 +92,6 @@ export async function openOperator(
         lifecycleDlq: queue(urls.lifecycleDlq),
       },
       clock,
-      entry: (identity) => store.read({ site: stack.site, identity }),
       expiredEntries: (now) => expiredEntries(dynamo, stack, now),
       ...(stack.timing ? { timing: stack.timing } : {}),
       ...(stack.renew ? { renew: stack.renew } : {}),

@@ -1,6 +1,6 @@
 /** The Lambda functions' logger: Powertools structured JSON with the same masking as the console logger. */
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
-import { Redactor, type LoggerOptions, type LogLevel } from "../observability";
+import { maskedRecord, Redactor, type LoggerOptions, type LogLevel } from "../observability";
 import type { LogAttributes, Logger } from "../ports";
 
 export interface PowertoolsLoggerOptions extends LoggerOptions {
@@ -18,9 +18,9 @@ export function createLogger(options: PowertoolsLoggerOptions = {}): Logger & { 
     });
   const redactor = new Redactor(options.secretValues);
   const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
-    const safe = redactor.attributes(attributes);
-    if (safe === undefined) powertools[level](redactor.text(message));
-    else powertools[level](redactor.text(message), safe);
+    const record = maskedRecord(redactor, message, attributes);
+    if (record.attributes === undefined) powertools[level](record.message);
+    else powertools[level](record.message, record.attributes);
   };
   return { powertools, debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }

@@ -11,6 +11,7 @@ import {
   type SQSClient,
   type SendMessageBatchRequestEntry,
 } from "@aws-sdk/client-sqs";
+import { messageOf } from "../errors";
 import { silentLogger, systemClock, type Clock, type Logger } from "../ports";
 import type { OutgoingMessage, QueueCounts, MessageQueue, SendOutcome } from "../app/use-case-ports";
 
@@ -143,8 +144,8 @@ export class SqsMessageQueue implements MessageQueue {
           });
         }
       } catch (error) {
-        this.logger.warn("sending a batch to SQS failed", { queue: this.options.url, attempt, entries: entries.length, error: String(error) });
-        for (const index of pending) outcomes[index] = { accepted: false, permanent: false, reason: `SendMessageBatch failed: ${String(error)}` };
+        this.logger.warn("sending a batch to SQS failed", { queue: this.options.url, attempt, entries: entries.length, error });
+        for (const index of pending) outcomes[index] = { accepted: false, permanent: false, reason: `SendMessageBatch failed: ${messageOf(error)}` };
         // The SDK client already retried the whole request; more rounds here would multiply its bound on a stalled path.
         return;
       }

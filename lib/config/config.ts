@@ -4,7 +4,8 @@ import { ConfigError, ConfigProblemsError } from "../errors";
 import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
-import { DurationError, parseDuration } from "./duration";
+import { nearestKey } from "./did-you-mean";
+import { DurationError, formatDuration, parseDuration } from "./duration";
 import { SETTINGS, configView } from "./keys";
 import { ProblemCollector, schemaProblem } from "./problems";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
@@ -74,7 +75,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
   checkProtocolV2Credentials(raw);
   const lease = leaseSectionOf(raw);
   const helperTimeoutMs = helperTimeoutOf(raw, lease);
-  const site = raw.site;
+  const site = siteOf(raw);
   const identity = identityOf(raw);
   raw.cert_deny_list.forEach((pattern, index) => checkPattern(pattern, index));
   checkMaterialOrPath("jwt_signing_key", raw.jwt_signing_key);
@@ -139,7 +140,7 @@ function lifecycleComponentOf(raw: RawConfig): string {
 function intervalOf(raw: RawConfig): number {
   const intervalMs = duration("interval", raw.interval);
   if (intervalMs < MINUTE_MS) {
-    throw new ConfigError("interval", "is too small, the minimum is 1 minute (for example 10m or 1h)");
+    throw new ConfigError("interval", `must be at least 1m (for example 1m, 5m or 1h); got "${raw.interval}"`);
   }
   return intervalMs;
 }
@@ -226,10 +227,15 @@ function leaseSectionOf(raw: RawConfig): LeaseSection {
   if (raw.leader_election && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
     throw new ConfigError(
       "lease.duration",
-      `lease.duration minus lease.skew_bound must cover the longest RPC attempt (${longestAttemptMs / 1000} s), or the pause gate never opens`,
+      `lease.duration minus lease.skew_bound (${leaseValidityShown(lease)}) must cover the longest RPC attempt (${formatDuration(longestAttemptMs)}), or the pause gate never opens`,
     );
   }
   return lease;
+}
+
+/** `30s - 5s = 25s`: the validity a holder counts on, with the two keys it comes from. */
+function leaseValidityShown(lease: LeaseSection): string {
+  return `${formatDuration(lease.durationMs)} - ${formatDuration(lease.skewBoundMs)} = ${formatDuration(lease.durationMs - lease.skewBoundMs)}`;
 }
 
 /** The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs. */
@@ -238,10 +244,18 @@ function helperTimeoutOf(raw: RawConfig, lease: LeaseSection): number {
   if (raw.leader_election && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
     throw new ConfigError(
       "helper_timeout",
-      `must fit in one lease validity (lease.duration minus lease.skew_bound = ${(lease.durationMs - lease.skewBoundMs) / 1000} s), or every host pauses at the helper step`,
+      `${raw.helper_timeout} must fit in one lease validity (lease.duration minus lease.skew_bound: ${leaseValidityShown(lease)}), or every host pauses at the helper step`,
     );
   }
   return helperTimeoutMs;
+}
+
+/** With election on the site names the lease item (lib/lease resolveLeaseSettings), which every function reads at start. */
+function siteOf(raw: RawConfig): string {
+  if (raw.leader_election && raw.site.trim() === "") {
+    throw new ConfigError("site", "is required when leader_election is on: the lease is kept per site");
+  }
+  return raw.site;
 }
 
 /** The identity is the senderid nodes see and part of the subjects the provisioner uses. */
@@ -363,20 +377,22 @@ function duration(key: string, text: string): number {
   try {
     return parseDuration(text);
   } catch (error) {
-    if (error instanceof DurationError) throw new ConfigError(key, error.message, { cause: error });
+    if (error instanceof DurationError) {
+      throw new ConfigError(key, `${error.message} (a number with its unit, such as 30s, 5m, 1h30m or 7d)`, { cause: error });
+    }
     throw error;
   }
 }
 
 function positiveDuration(key: string, text: string): number {
   const ms = duration(key, text);
-  if (ms <= 0) throw new ConfigError(key, "must be a positive duration");
+  if (ms <= 0) throw new ConfigError(key, `must be a positive duration, such as 30s or 5m; got "${text}"`);
   return ms;
 }
 
 function nonNegativeDuration(key: string, text: string): number {
   const ms = duration(key, text);
-  if (ms < 0) throw new ConfigError(key, "must not be negative");
+  if (ms < 0) throw new ConfigError(key, `must not be negative; got "${text}"`);
   return ms;
 }
 
@@ -394,19 +410,26 @@ export const STACK_DEPLOYMENT_ID_ENV = "STACK_DEPLOYMENT_ID";
 /** The message of the one warning per unknown key (deploy-check tells it apart from others). */
 export const UNKNOWN_KEY_WARNING = "ignoring unknown configuration key";
 
+/** Every key a document may set, dotted for nested ones, and the sections themselves: what an unknown key is compared with. */
+const KNOWN_KEYS: readonly string[] = [...new Set([...TOP_LEVEL_KEYS, ...SETTINGS.map(([name]) => name)])];
+
 function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
   if (!logger) return;
+  // Not `key`: an attribute of that name is masked as a credential.
+  const warn = (setting: string) => {
+    const didYouMean = nearestKey(setting, KNOWN_KEYS);
+    logger.warn(UNKNOWN_KEY_WARNING, didYouMean === undefined ? { setting } : { setting, didYouMean });
+  };
   for (const key of Object.keys(document)) {
     if (!TOP_LEVEL_KEYS.includes(key)) {
-      // Not `key`: an attribute of that name is masked as a credential.
-      logger.warn(UNKNOWN_KEY_WARNING, { setting: key });
+      warn(key);
       continue;
     }
     const nestedKeys = NESTED_SECTIONS[key];
     const section = document[key];
     if (nestedKeys && isPlainObject(section)) {
       for (const nested of Object.keys(section)) {
-        if (!nestedKeys.includes(nested)) logger.warn(UNKNOWN_KEY_WARNING, { setting: `${key}.${nested}` });
+        if (!nestedKeys.includes(nested)) warn(`${key}.${nested}`);
       }
     }
   }

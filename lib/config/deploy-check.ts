@@ -12,6 +12,8 @@ import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
 import { parseConfig, STACK_DEPLOYMENT_ID_ENV, UNKNOWN_KEY_WARNING } from "./config";
+import { formatDuration, parseDuration } from "./duration";
+import { CONFIG_KEYS } from "./keys";
 import { renewCapacityProblems } from "./renew-capacity";
 import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {
@@ -56,6 +58,8 @@ export interface DeployCheck {
 }
 
 const CERTIFICATE = /^\s*-----BEGIN /;
+const MINUTE_MS = 60_000;
+const DEFAULT_SCHEDULE = "rate(1 minute)";
 const HEX_PUBLIC_KEY = /^[0-9a-fA-F]{64}$/;
 
 export function checkDeploymentConfig(text: string, options: DeployCheckOptions = {}): DeployCheck {
@@ -65,7 +69,7 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
     errors,
     warnings,
     site: "",
-    discoverSchedule: "rate(1 minute)",
+    discoverSchedule: DEFAULT_SCHEDULE,
     helperFunction: undefined,
     references: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, []])) as unknown as Record<FunctionName, SecretReference[]>,
   };
@@ -89,7 +93,6 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
     const config = parseConfig(raw, { env: stackEnv, logger: collectKeyWarnings(warnings) });
     result.site = config.site;
     result.helperFunction = config.helperFunction;
-    result.discoverSchedule = scheduleFor(config.intervalMs, errors);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     const problems = error instanceof ConfigProblemsError ? error.problems : [error];
@@ -105,20 +108,38 @@ export function checkDeploymentConfig(text: string, options: DeployCheckOptions 
   }
 
   // From the document, so they come in the same run as parseConfig's problems.
+  result.discoverSchedule = discoverScheduleOf(raw, errors);
   for (const { kind, key, message } of renewCapacityProblems(raw)) (kind === "error" ? errors : warnings).push({ key, message });
   checkLiteralSecrets(raw, options, errors, warnings);
   checkPaths(raw, options, warnings);
   return result;
 }
 
-/** EventBridge rates are whole minutes; `interval` is at least 1m (parseConfig). */
-function scheduleFor(intervalMs: number, errors: DeployProblem[]): string {
-  const minutes = intervalMs / 60_000;
+/**
+ * The discovery schedule, an EventBridge rate of `interval`: whole minutes only. An interval that
+ * does not parse or is under a minute is parseConfig's to report; the schedule is then the default.
+ */
+function discoverScheduleOf(raw: Record<string, unknown>, errors: DeployProblem[]): string {
+  const written = CONFIG_KEYS.interval.schema.safeParse(raw.interval ?? undefined);
+  const intervalMs = written.success ? durationOrUndefined(written.data) : undefined;
+  if (intervalMs === undefined || intervalMs < MINUTE_MS) return DEFAULT_SCHEDULE;
+  const minutes = intervalMs / MINUTE_MS;
   if (!Number.isInteger(minutes)) {
-    errors.push({ key: "interval", message: "must be a whole number of minutes: it is also the discovery schedule (EventBridge rate)" });
-    return "rate(1 minute)";
+    errors.push({
+      key: "interval",
+      message: `must be a whole number of minutes (${formatDuration(Math.floor(minutes) * MINUTE_MS)} or ${formatDuration(Math.ceil(minutes) * MINUTE_MS)}, not ${formatDuration(intervalMs)}): it is also the discovery schedule, an EventBridge rate; got "${written.data}"`,
+    });
+    return DEFAULT_SCHEDULE;
   }
-  return minutes === 1 ? "rate(1 minute)" : `rate(${minutes} minutes)`;
+  return minutes === 1 ? DEFAULT_SCHEDULE : `rate(${minutes} minutes)`;
+}
+
+function durationOrUndefined(text: string): number | undefined {
+  try {
+    return parseDuration(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function checkLiteralSecrets(raw: Record<string, unknown>, options: DeployCheckOptions, errors: DeployProblem[], warnings: DeployProblem[]) {
@@ -202,10 +223,17 @@ function collectKeyWarnings(warnings: DeployProblem[]): Logger {
     info: ignore,
     error: ignore,
     warn: (message, attributes) => {
+      const key = String(attributes?.setting ?? "(root)");
       const detail = attributes?.detail;
+      const didYouMean = attributes?.didYouMean;
+      // The key it was likely meant to be comes first: that is the fix.
+      if (message === UNKNOWN_KEY_WARNING && typeof didYouMean === "string") {
+        warnings.push({ key, message: `unknown key, did you mean "${didYouMean}"? It is ignored (the Go daemon ignores unknown keys too)` });
+        return;
+      }
       // Only unknown keys are what the Go daemon also ignores; other warnings stand as they are.
       const suffix = typeof detail === "string" ? `: ${detail}` : message === UNKNOWN_KEY_WARNING ? ": the Go daemon ignores it too" : "";
-      warnings.push({ key: String(attributes?.setting ?? "(root)"), message: `${message}${suffix}` });
+      warnings.push({ key, message: `${message}${suffix}` });
     },
   };
 }

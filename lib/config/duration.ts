@@ -93,3 +93,22 @@ function checkRange(ms: number, original: string): number {
   }
   return ms;
 }
+
+const MS_PER_MINUTE = 60_000;
+
+/**
+ * A length of time as a Go duration that `parseDuration` reads back (`7s`, `1m30s`, `1h`, `250ms`):
+ * how messages about duration keys state values they computed, in the unit the keys are written in.
+ */
+export function formatDuration(ms: number): string {
+  if (ms === 0) return "0s";
+  const sign = ms < 0 ? "-" : "";
+  const magnitude = Math.abs(ms);
+  if (magnitude < 1_000) return `${sign}${magnitude}ms`;
+  const hours = Math.floor(magnitude / MS_PER_HOUR);
+  const minutes = Math.floor((magnitude % MS_PER_HOUR) / MS_PER_MINUTE);
+  // Whole milliseconds: a computed difference must not show float noise (7.000000001s).
+  const seconds = Math.round(magnitude % MS_PER_MINUTE) / 1_000;
+  const parts = [hours > 0 ? `${hours}h` : "", minutes > 0 ? `${minutes}m` : "", seconds > 0 ? `${seconds}s` : ""];
+  return `${sign}${parts.join("")}`;
+}

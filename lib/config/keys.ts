@@ -10,6 +10,7 @@
 import * as z from "zod";
 import { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
 import { LEASE_DEFAULTS } from "../lease/settings";
+import { formatDuration } from "./duration";
 import type { ProvisionerConfig } from "./types";
 
 /** How the text of `PROVISIONER_<KEY>` is read; top-level scalars and lists only. */
@@ -43,7 +44,14 @@ export interface KeySpec<S extends z.ZodType = z.ZodType> {
    * instead, which start-up warns and check-config notes when the key is set.
    */
   readonly ignored?: string;
+  /**
+   * What the value measures, so every message about the key says it: `duration` for a Go-style
+   * duration string (`30s`, `5m`), or the singular and plural of what a number counts.
+   */
+  readonly unit?: Unit;
 }
+
+export type Unit = "duration" | readonly [one: string, many: string];
 
 type SectionShape<K extends Record<string, KeySpec>> = { -readonly [N in keyof K]: K[N]["schema"] };
 
@@ -78,8 +86,9 @@ const flag = z.boolean();
 const port = z.number().int().min(0).max(65535);
 /** Durations are strings parsed by `parseDuration`; an empty one is 0s, as in Go. */
 const duration = (fallback: string) => text.default(fallback);
-const seconds = (ms: number) => `${ms / 1000}s`;
-const ms = (value: number) => `${value}ms`;
+const DURATION = "duration";
+const SECONDS = ["second", "seconds"] as const;
+const HOSTS = ["host", "hosts"] as const;
 
 const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
 /**
@@ -95,8 +104,8 @@ const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
 const DEFAULT_DISCOVERY_NEW_NAMES = 1_000;
 
 export const CONFIG_KEYS = {
-  workers: key({ schema: z.number().int().min(0).default(0), computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
-  interval: key({ schema: duration("1m"), env: "string", shown: (c) => ms(c.intervalMs) }),
+  workers: key({ schema: z.number().int().min(0).default(0), unit: HOSTS, computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
+  interval: key({ schema: duration("1m"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.intervalMs) }),
   logfile: key({
     schema: optionalText,
     env: "string",
@@ -106,7 +115,7 @@ export const CONFIG_KEYS = {
   loglevel: key({ schema: emptyIsUnset(z.enum(["debug", "info", "warn", "error"]).default("info")), env: "string", shown: (c) => c.loglevel }),
   helper: key({ schema: optionalText, env: "string", shown: (c) => c.helper }),
   helper_function: key({ schema: optionalText, env: "string", shown: (c) => c.helperFunction }),
-  helper_timeout: key({ schema: duration("10s"), env: "string", shown: (c) => ms(c.helperTimeoutMs) }),
+  helper_timeout: key({ schema: duration("10s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.helperTimeoutMs) }),
   token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.token }),
   lifecycle_component: key({ schema: emptyIsUnset(text.default(DEFAULT_LIFECYCLE_COMPONENT)), env: "string", shown: (c) => c.lifecycleComponent }),
   choria_insecure: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.choriaInsecure }),
@@ -135,7 +144,7 @@ export const CONFIG_KEYS = {
   jwt_verify_cert: key({ schema: optionalText, env: "string", reference: "material", usedBy: "provisioning", shown: (c) => c.jwtVerifyCert }),
   jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningKey }),
   jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningToken }),
-  server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), env: "string", shown: (c) => ms(c.serverJwtValidityMs) }),
+  server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), unit: DURATION, env: "string", shown: (c) => formatDuration(c.serverJwtValidityMs) }),
   rego_policy: key({
     schema: optionalText,
     env: "string",
@@ -172,37 +181,39 @@ export const CONFIG_KEYS = {
     shown: (c) => c.deploymentId,
   }),
   lease: section({
-    duration: key({ schema: duration(seconds(LEASE_DEFAULTS.leaseDurationMs)), shown: (c) => ms(c.lease.durationMs) }),
-    renew_interval: key({ schema: duration(seconds(LEASE_DEFAULTS.renewIntervalMs)), shown: (c) => ms(c.lease.renewIntervalMs) }),
-    skew_bound: key({ schema: duration(seconds(LEASE_DEFAULTS.skewBoundMs)), shown: (c) => ms(c.lease.skewBoundMs) }),
+    duration: key({ schema: duration(formatDuration(LEASE_DEFAULTS.leaseDurationMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.durationMs) }),
+    renew_interval: key({ schema: duration(formatDuration(LEASE_DEFAULTS.renewIntervalMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.renewIntervalMs) }),
+    skew_bound: key({ schema: duration(formatDuration(LEASE_DEFAULTS.skewBoundMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.skewBoundMs) }),
     assume_synchronized_clocks: key({ schema: flag.default(false), shown: (c) => c.lease.assumeSynchronizedClocks }),
     peers: key({ schema: emptyIsUnset(z.array(text).optional()), computedDefault: "none", shown: (c) => [...c.lease.peers] }),
   }),
   discovery_max_nodes: key({
     schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_MAX_NODES),
+    unit: ["identity", "identities"],
     env: "integer",
     shown: (c) => c.discoveryMaxNodes,
   }),
   discovery_new_names_per_interval: key({
     schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_NEW_NAMES),
+    unit: ["new name", "new names"],
     env: "integer",
     shown: (c) => c.discoveryNewNamesPerInterval,
   }),
   renew: section({
     enabled: key({ schema: flag.default(false), shown: (c) => c.renew.enabled }),
-    before: key({ schema: emptyIsUnset(text.default("20%")), shown: (c) => ("ms" in c.renew.before ? ms(c.renew.before.ms) : `${c.renew.before.fraction * 100}%`) }),
-    rate: key({ schema: z.number().int().min(1).default(10), shown: (c) => c.renew.ratePerMinute }),
+    before: key({ schema: emptyIsUnset(text.default("20%")), shown: (c) => ("ms" in c.renew.before ? formatDuration(c.renew.before.ms) : `${c.renew.before.fraction * 100}%`) }),
+    rate: key({ schema: z.number().int().min(1).default(10), unit: ["request a minute", "requests a minute"], shown: (c) => c.renew.ratePerMinute }),
     // Renewal keeps the hosts in flight in one DynamoDB item (400 KB), about 100 bytes each.
-    max_in_flight: key({ schema: z.number().int().min(1).max(2_000).default(50), shown: (c) => c.renew.maxInFlight }),
-    failure_threshold: key({ schema: z.number().int().min(0).default(5), shown: (c) => c.renew.failureThreshold }),
-    failure_window: key({ schema: z.number().int().min(1).default(20), shown: (c) => c.renew.failureWindow }),
-    timeout: key({ schema: duration("15m"), shown: (c) => ms(c.renew.timeoutMs) }),
+    max_in_flight: key({ schema: z.number().int().min(1).max(2_000).default(50), unit: HOSTS, shown: (c) => c.renew.maxInFlight }),
+    failure_threshold: key({ schema: z.number().int().min(0).default(5), unit: ["failed renewal", "failed renewals"], shown: (c) => c.renew.failureThreshold }),
+    failure_window: key({ schema: z.number().int().min(1).default(20), unit: ["renewal", "renewals"], shown: (c) => c.renew.failureWindow }),
+    timeout: key({ schema: duration("15m"), unit: DURATION, shown: (c) => formatDuration(c.renew.timeoutMs) }),
     broker_urls: key({ schema: z.array(text).optional(), shown: (c) => [...c.renew.brokerUrls] }),
     collective: key({ schema: optionalText, computedDefault: "`choria` with protocol_version 2, else `mcollective`", shown: (c) => c.renew.collective }),
   }),
-  rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), env: "integer", shown: (c) => c.rpcTtl }),
-  discovery_timeout: key({ schema: duration("2s"), env: "string", shown: (c) => ms(c.discoveryTimeoutMs) }),
-  discovery_backlog: key({ schema: duration("4s"), env: "string", shown: (c) => ms(c.discoveryBacklogMs) }),
+  rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), unit: SECONDS, env: "integer", shown: (c) => c.rpcTtl }),
+  discovery_timeout: key({ schema: duration("2s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.discoveryTimeoutMs) }),
+  discovery_backlog: key({ schema: duration("4s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.discoveryBacklogMs) }),
 };
 
 type Table = typeof CONFIG_KEYS;

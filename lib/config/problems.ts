@@ -7,6 +7,7 @@
  */
 import type { z } from "zod";
 import { ConfigError } from "../errors";
+import { SETTINGS, type Unit } from "./keys";
 import { SECRET_KEYS } from "./secrets";
 
 /**
@@ -25,6 +26,12 @@ const STAND_INS: Readonly<Record<string, unknown>> = {
 
 /** The longest given value a message repeats, in characters. */
 const MAX_SHOWN = 60;
+
+/** The unit of each key that has one, by its dotted name: every message about the key states it. */
+const UNITS: ReadonlyMap<string, Unit> = new Map(SETTINGS.flatMap(([name, spec]) => (spec.unit ? [[name, spec.unit] as const] : [])));
+
+/** What a duration key takes, as a message asks for it: a bare number has no unit to read it in. */
+const DURATION_WANTED = "a duration: a number with its unit, such as 30s, 5m or 1h30m";
 
 export class ProblemCollector {
   readonly problems: ConfigError[] = [];
@@ -81,25 +88,33 @@ function withSetting(document: Record<string, unknown>, setting: string, value: 
   return copy;
 }
 
-/** One schema issue as a ConfigError: the key, what was given (unless it is a secret) and what is accepted. */
+/** One schema issue as a ConfigError: the key, what was given (unless it is a secret) and what is accepted, with the key's unit. */
 export function schemaProblem(issue: z.core.$ZodIssue, document: Record<string, unknown>): ConfigError {
   const key = issue.path.length > 0 ? issue.path.map(String).join(".") : "(root)";
-  const given = givenAt(document, issue.path, key);
-  return new ConfigError(key, `${accepted(issue)}${given}`);
+  const unit = UNITS.get(key);
+  const given = givenAt(document, issue.path, key, unit);
+  return new ConfigError(key, `${accepted(issue, unit)}${given}`);
 }
 
-function accepted(issue: z.core.$ZodIssue): string {
+/** `30 seconds`, `1 host`: a number with what it counts. */
+function counted(value: number | bigint, unit: Unit | undefined): string {
+  if (unit === undefined || unit === "duration") return String(value);
+  return `${value} ${Number(value) === 1 ? unit[0] : unit[1]}`;
+}
+
+function accepted(issue: z.core.$ZodIssue, unit: Unit | undefined): string {
   switch (issue.code) {
     case "invalid_type":
-      return `must be ${kindOf(issue.expected)}`;
+      if (unit === "duration" && issue.expected === "string") return `must be ${DURATION_WANTED}`;
+      return `must be ${kindOf(issue.expected)}${Array.isArray(unit) ? ` of ${unit[1]}` : ""}`;
     case "too_small":
       return issue.origin === "array"
         ? `must have at least ${issue.minimum} entr${issue.minimum === 1 ? "y" : "ies"}`
-        : `must be ${issue.inclusive === false ? "more than" : "at least"} ${issue.minimum}`;
+        : `must be ${issue.inclusive === false ? "more than" : "at least"} ${counted(issue.minimum, unit)}`;
     case "too_big":
       return issue.origin === "array"
         ? `must have at most ${issue.maximum} entries`
-        : `must be ${issue.inclusive === false ? "less than" : "at most"} ${issue.maximum}`;
+        : `must be ${issue.inclusive === false ? "less than" : "at most"} ${counted(issue.maximum, unit)}`;
     case "invalid_value":
       return `must be ${oneOf(issue.values)}`;
     case "invalid_union": {
@@ -136,8 +151,8 @@ function oneOf(values: readonly unknown[]): string {
   return `${shown.slice(0, -1).join(", ")} or ${shown.at(-1)}`;
 }
 
-/** "; got ..." for a non-secret value; secrets are never repeated, whatever their shape. */
-function givenAt(document: Record<string, unknown>, path: readonly PropertyKey[], key: string): string {
+/** "; got ..." for a non-secret value (a number with its unit); secrets are never repeated, whatever their shape. */
+function givenAt(document: Record<string, unknown>, path: readonly PropertyKey[], key: string, unit: Unit | undefined): string {
   const [top, nested] = key.split(".", 2);
   const setting = nested !== undefined && SECRET_KEYS.includes(`${top}.${nested}` as never) ? `${top}.${nested}` : top;
   if (SECRET_KEYS.includes(setting as never)) return "";
@@ -147,7 +162,7 @@ function givenAt(document: Record<string, unknown>, path: readonly PropertyKey[]
     value = (value as Record<PropertyKey, unknown>)[part];
   }
   if (value === undefined) return "";
-  return `; got ${describeGiven(value)}`;
+  return `; got ${typeof value === "number" ? counted(value, unit) : describeGiven(value)}`;
 }
 
 function describeGiven(value: unknown): string {

@@ -37,10 +37,9 @@ export class KeyTransportError extends ProvisionerError {}
 /** The server JWT for a node's ed25519 key could not be made. */
 export class ServerJwtError extends ProvisionerError {}
 
-// RpcError messages already say "<rpc> to <identity> failed: "; keep the reason only so the
-// wrapping message does not repeat it.
+// The last attempt's RpcError already says "<rpc> to <identity> failed: "; keep its reason only so
+// the wrapping message does not repeat it.
 function reasonOf(error: unknown, identity: string, rpc: string): string {
-  const message = error instanceof Error ? error.message : String(error);
-  const prefix = `${rpc} to ${identity} failed: `;
-  return message.startsWith(prefix) ? message.slice(prefix.length) : message;
+  if (error instanceof RpcError && error.identity === identity && error.rpc === rpc) return error.reason;
+  return error instanceof Error ? error.message : String(error);
 }

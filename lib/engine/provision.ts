@@ -209,9 +209,12 @@ export class ProvisionEngine {
       return;
     }
     this.deps.metrics.count(METRIC.provisionErrors);
-    const reason = outcome.kind === "skipped" ? outcome.reason : "error" in outcome ? outcome.error.message : outcome.kind;
+    // The error's causes too: a pause over a lease store that timed out and one over an
+    // AccessDeniedException read the same without them.
+    const error = "error" in outcome ? outcome.error : undefined;
+    const reason = outcome.kind === "skipped" ? outcome.reason : error ? messageOf(error) : outcome.kind;
     const step = "step" in outcome ? outcome.step : undefined;
-    this.logger.error(`Could not provision ${work.identity}: ${reason}`, { ...attributes, step });
+    this.logger.error(`Could not provision ${work.identity}: ${reason}`, { ...attributes, step, ...(error ? { error } : {}) });
   }
 }
 

@@ -5,7 +5,7 @@
  * attempt (or a backoff sleep) that could not finish inside the Lambda's remaining time is not
  * started and the work goes back to the queue instead.
  */
-import { AttemptExceedsLeaseError, messageOf, PausedError } from "../errors";
+import { AttemptExceedsLeaseError, PausedError } from "../errors";
 import { METRIC, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
@@ -99,7 +99,7 @@ export async function rpcWithRetries<T>(options: RetriedCall<T>): Promise<T> {
         return await options.call(tryNumber, window);
       } catch (error) {
         lastError = error;
-        logger.error(`rpc handler for ${rpc} failed`, { ...logAttributes, try: tryNumber, error: messageOf(error) });
+        logger.error(`rpc handler for ${rpc} failed`, { ...logAttributes, try: tryNumber, error });
       } finally {
         metrics.timing(METRIC.rpcTime, (clock.monotonic() - started) / 1000, labels);
       }
@@ -110,7 +110,7 @@ export async function rpcWithRetries<T>(options: RetriedCall<T>): Promise<T> {
         await clock.sleep(delayMs);
       }
     }
-    logger.error(`Maximum ${tries} tries reached for action ${rpc}`, logAttributes);
+    logger.error(`Maximum ${tries} tries reached for action ${rpc}`, { ...logAttributes, error: lastError });
     throw new RpcRetriesExhaustedError(identity, rpc, tries, lastError);
   } catch (error) {
     metrics.count(METRIC.rpcErrors, 1, labels);

@@ -109,7 +109,7 @@ export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): L
         try {
           await deps.onWon(outcome.term, remainingMs);
         } catch (error) {
-          logger.error("handling a newly won lease term failed", { site: settings.site, term: outcome.term, error: String(error) });
+          logger.error("handling a newly won lease term failed", { site: settings.site, term: outcome.term, error });
         }
       }
       return outcome;

@@ -57,7 +57,7 @@ export async function runLeaseKeeper(options: LeaseKeeperOptions): Promise<Lease
     } catch (error) {
       // The lease already logged and counted the store failure; the next round tries again.
       summary.failedRounds++;
-      logger.debug("lease keeper round failed", { error: String(error) });
+      logger.debug("lease keeper round failed", { error });
     }
   }
   return summary;

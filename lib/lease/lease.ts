@@ -14,7 +14,7 @@
  * read before writing. A write whose outcome is unknown (timeout, 5xx) is settled by a consistent
  * read, never assumed to have landed or failed.
  */
-import { ProvisionerError, LeaseStoreError } from "../errors";
+import { LeaseStoreError, messageOf, ProvisionerError } from "../errors";
 import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { LeaseSettings } from "./settings";
 
@@ -418,7 +418,7 @@ export class Lease {
     try {
       await this.deps.store.recordPeer({ site, deployment: deploymentId, seenAt: this.deps.clock.now() });
     } catch (error) {
-      this.deps.logger.warn("could not record this deployment among the lease's peers", { site, deploymentId, error: String(error) });
+      this.deps.logger.warn("could not record this deployment among the lease's peers", { site, deploymentId, error });
     }
   }
 
@@ -526,13 +526,14 @@ export class Lease {
     } catch (writeError) {
       this.deps.logger.warn("lease write outcome unknown, settling with a consistent read", {
         site: this.settings.site,
-        error: String(writeError),
+        error: writeError,
       });
       let current: LeaseItem | undefined;
       try {
         current = await this.deps.store.read(this.settings.site);
       } catch (readError) {
-        throw new UnsettledWrite("lease write outcome unknown and the settling read failed", { cause: readError });
+        // A chain has one cause: the read's is the cause, the write's is named here, so neither is lost.
+        throw new UnsettledWrite(`lease write outcome unknown (${messageOf(writeError)}) and the settling read failed`, { cause: readError });
       }
       return this.covers(current, expiresAt, term) ? { applied: true, item: current as LeaseItem } : { applied: false, current };
     }
@@ -561,7 +562,7 @@ export class Lease {
       const result = await this.deps.store.markAnnounced({ site, holder, term });
       return result.applied;
     } catch (error) {
-      this.deps.logger.warn("could not claim the announcement of the lease term; it is not announced", { site, term, error: String(error) });
+      this.deps.logger.warn("could not claim the announcement of the lease term; it is not announced", { site, term, error });
       return false;
     }
   }
@@ -571,8 +572,7 @@ export class Lease {
     this.deps.logger.error("lease store failed; the pause gate reads closed", {
       site: this.settings.site,
       action,
-      error: String(error),
-      cause: error instanceof Error && error.cause ? String(error.cause) : undefined,
+      error,
     });
     return new LeaseStoreError(`could not ${action}`, { cause: error });
   }

@@ -1,3 +1,4 @@
+import { formatDuration } from "../config/duration";
 import { ConfigError } from "../errors";
 
 /** How this deployment takes part in the election for one site (docs/behaviour.md §5). */
@@ -67,16 +68,16 @@ export function checkLeaseTiming(timing: LeaseTiming): void {
     ["lease.duration", timing.leaseDurationMs],
     ["lease.renew_interval", timing.renewIntervalMs],
   ] as const) {
-    if (!Number.isFinite(value) || value <= 0) throw new ConfigError(key, `must be a positive duration, got ${value} ms`);
+    if (!Number.isFinite(value) || value <= 0) throw new ConfigError(key, `must be a positive duration, got ${formatDuration(value)}`);
   }
   if (!Number.isFinite(timing.skewBoundMs) || timing.skewBoundMs < 0) {
-    throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${timing.skewBoundMs} ms`);
+    throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${formatDuration(timing.skewBoundMs)}`);
   }
   const validity = timing.leaseDurationMs - timing.skewBoundMs;
   if (validity <= timing.renewIntervalMs) {
     throw new ConfigError(
       "lease.renew_interval",
-      `${timing.renewIntervalMs} ms must be shorter than lease.duration minus lease.skew_bound (${validity} ms)`,
+      `${formatDuration(timing.renewIntervalMs)} must be shorter than lease.duration minus lease.skew_bound (${formatDuration(timing.leaseDurationMs)} - ${formatDuration(timing.skewBoundMs)} = ${formatDuration(validity)})`,
     );
   }
 }

@@ -1,3 +1,4 @@
+import { withCauseChain } from "../errors";
 import type { LogAttributes, Logger } from "../ports";
 import { Redactor } from "./redact";
 
@@ -18,6 +19,25 @@ export interface ConsoleLoggerOptions extends LoggerOptions {
   now?: () => number;
 }
 
+/** One record as both loggers write it: the message and attributes, credentials masked. */
+export interface MaskedRecord {
+  message: string;
+  attributes: LogAttributes | undefined;
+}
+
+/**
+ * The record for one log call: an Error under `error` adds to the message what the message does
+ * not already say of its cause chain, so a line read on its own (an operator filtering on ERROR)
+ * tells a wrong ARN from a slow store; then everything is masked, the causes included.
+ */
+export function maskedRecord(redactor: Redactor, message: string, attributes?: LogAttributes): MaskedRecord {
+  const error = attributes?.error;
+  return {
+    message: redactor.text(error instanceof Error ? withCauseChain(message, error) : message),
+    attributes: redactor.attributes(attributes),
+  };
+}
+
 /** A dependency-free JSON-lines logger for the local run and benchmarks, with the same masking. */
 export function createConsoleLogger(options: ConsoleLoggerOptions = {}): Logger {
   const threshold = LEVEL_ORDER[options.level ?? "info"];
@@ -27,12 +47,13 @@ export function createConsoleLogger(options: ConsoleLoggerOptions = {}): Logger 
   const redactor = new Redactor(options.secretValues);
   const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
     if (LEVEL_ORDER[level] < threshold) return;
+    const masked = maskedRecord(redactor, message, attributes);
     const record = {
       level: level.toUpperCase(),
-      message: redactor.text(message),
+      message: masked.message,
       service,
       timestamp: new Date(now()).toISOString(),
-      ...redactor.attributes(attributes),
+      ...masked.attributes,
     };
     write(JSON.stringify(record));
   };

@@ -1,4 +1,4 @@
-import { messageOf } from "../errors";
+import { causesOf, messageOf } from "../errors";
 import type { LogAttributes } from "../ports";
 
 export const REDACTED = "[redacted]";
@@ -84,10 +84,12 @@ export class Redactor {
 
     if (value instanceof Error) {
       // The message carries the cause chain (messages only): what an operator needs to tell a wrong
-      // ARN from a timeout, without every cause's stack.
+      // ARN from a timeout, without every cause's stack. `causes` names each link for queries.
+      const causes = causesOf(value).map((link) => ({ ...link, message: this.text(link.message) }));
       return {
         name: value.name,
         message: this.text(messageOf(value)),
+        ...(causes.length > 0 ? { causes } : {}),
         ...(value.stack ? { stack: this.text(value.stack) } : {}),
       };
     }

@@ -38,6 +38,7 @@ sls=node_modules/.bin/sls
 stage=emulator
 region=eu-west-1
 # Every optional part switched on: a helper layer, shipped and referenced TLS material, VPC, KMS, alarm topic.
+# (pausedAlarm=false is a standby's, which names the site's tables; this stack owns and checks its own.)
 optional=(
   --param="provisionerConfig=examples/helper-layer/provisioner.yaml"
   --param="helperLayerDir=examples/helper-layer"
@@ -45,7 +46,6 @@ optional=(
   --param="securityGroupIds=sg-0123456789abcdef0"
   --param="secretsKmsKeyArn=arn:aws:kms:$region:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
   --param="alarmTopicArn=arn:aws:sns:$region:123456789012:provisioner-alarms"
-  --param="pausedAlarm=false"
 )
 
 port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

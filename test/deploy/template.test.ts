@@ -53,13 +53,18 @@ type FunctionId = keyof typeof FUNCTIONS;
 /** Data services: an action on them must name specific resources, never `*`. */
 const DATA_SERVICES = ["dynamodb", "sqs", "ssm", "secretsmanager", "kms", "lambda", "logs"];
 
-/** Optional params switched on: KMS key, VPC, alarm topic, a standby without the paused alarm. */
+/**
+ * Optional params switched on: KMS key, VPC, alarm topic, a standby without the paused alarm (which
+ * must then name the site's tables: a stack with pausedAlarm=false and tables of its own is refused).
+ */
 const OPTIONAL_PARAMS = {
   secretsKmsKeyArn: "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
   subnetIds: "subnet-0a,subnet-0b",
   securityGroupIds: "sg-0c",
   alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:provisioner-alarms",
   pausedAlarm: "false",
+  leaseTable: "choria-provisioner-prod-lease",
+  admissionTable: "choria-provisioner-prod-admission",
 };
 
 let workDir: string;
@@ -249,7 +254,7 @@ describe("configuration checked at package time", () => {
     const output = await packageWith(base("interval: 10s\n"));
 
     expect(output).toContain("cannot be deployed");
-    expect(output).toMatch(/interval: is too small/);
+    expect(output).toMatch(/interval: must be at least 1m/);
   }, 120_000);
 
   it("fails sls package on a literal secret, without printing it", async () => {

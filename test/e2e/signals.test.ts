@@ -127,12 +127,17 @@ describe("signals", () => {
     const [run] = [...started].filter(([, name]) => name === "node").map(([pid]) => pid);
 
     // The terminal's copy reaches the run at once; npm's relayed copy comes later when npm waits for
-    // the CPU. 1.5 s is past the one-second window the scripts used to tell the two apart by.
+    // the CPU. 1.5 s is past the one-second window the scripts used to tell the two apart by. The run
+    // is held (SIGSTOP) meanwhile: its stop takes well under 1.5 s, and the copy must find it stopping.
     process.kill(run as number, "SIGINT");
     await io.waitFor(/interrupted: stopping everything/);
+    process.kill(run as number, "SIGSTOP");
     await new Promise((resolveWait) => setTimeout(resolveWait, 1_500));
     const stillStopping = alive(run as number);
     process.kill(child.pid as number, "SIGINT");
+    // npm relays the copy to the held run, where it waits until the run goes on.
+    await new Promise((resolveWait) => setTimeout(resolveWait, 500));
+    process.kill(run as number, "SIGCONT");
     const code = await exited(child);
     await closed(child);
     const left = await gone(started.keys());

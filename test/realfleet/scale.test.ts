@@ -4,7 +4,7 @@
  * configured by the example helper with a real site's settings), each fleet on its own pair of
  * go-choria brokers. Every node must leave provisioning mode, join the target broker and be usable
  * by the site's admin client there. The time to all provisioned and the memory the nodes and brokers
- * hold are printed as `real-fleet scale figures` (README).
+ * hold are printed as `real-fleet scale figures` (reports/realfleet.md).
  */
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { fleetMemory } from "../../dev/local/real-fleet";

@@ -94,6 +94,8 @@ describe(`renewal of ${FLEET.toLocaleString("en")} hosts whose credentials expir
     const start = w.clock.now();
     await provisionFleet(w, 20 * DAY_MS);
     const operator = new RenewalOperator({ site: SITE, operator: { currentTerm: async () => TERM }, registry: w.registry, store: w.store, clock: w.clock });
+    // The leader's renew runs are going: a request is refused where none runs.
+    await w.run();
 
     // Act
     const requested = await operator.request({ selection: { all: true }, ratePerMinute: 1_000, dryRun: false, by: "ops" });

@@ -1,4 +1,4 @@
-/** `status` (sls invoke -f status): lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal. */
+/** `status` (sls invoke -f status): this deployment's role, lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal (and whether renew runs go). */
 import { status } from "../../app/operator";
 import type { AppSettings } from "../settings";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";

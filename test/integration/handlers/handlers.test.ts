@@ -252,20 +252,35 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     expect(leader.metrics.total(METRIC.eventDiscovered)).toBe(2);
   });
 
-  it("reprovision admits known hosts again at once and rejects invalid names", async () => {
+  it("reprovision refuses unknown and provisioned hosts as the CLI does, and admits them with force", async () => {
     // n1 provisioned by the leader; its work taken from the queue.
     const site = await startSite(["n1.example.net"]);
     const { fleet, leader, leaderQueues } = site;
     const { response } = await leaderProvisionsTheFleet(site);
     expect(response.batchItemFailures).toEqual([]);
     await fleet.waitFor(() => fleet.node("n1.example.net").restarts === 1);
+    const identities = ["n1.example.net", "n9.example.net", "not valid"];
 
-    const result = await handlers(leader).reprovision({ identities: ["n1.example.net", "not valid"] }, lambdaContext());
-
+    const refused = await handlers(leader).reprovision({ identities }, lambdaContext());
+    const nothing = await receive(aws.sqsApi, leaderQueues.hostWork);
+    const forced = await handlers(leader).reprovision({ identities, force: true }, lambdaContext());
     const work = (await receive(aws.sqsApi, leaderQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
-    expect(result.admitted).toEqual(["n1.example.net"]);
-    expect(result.rejected).toEqual([{ identity: "not valid", reason: expect.stringContaining("whitespace") }]);
-    expect(work).toEqual([expect.objectContaining({ identity: "n1.example.net", source: "operator" })]);
+
+    expect(refused).toEqual({
+      term: expect.any(Number),
+      admitted: [],
+      refused: [
+        { identity: "n1.example.net", reason: expect.stringMatching(/^already provisioned: .*then "force": true$/) },
+        { identity: "n9.example.net", reason: expect.stringMatching(/^not known to the registry .*\("force": true\)$/) },
+        { identity: "not valid", reason: expect.stringContaining("whitespace") },
+      ],
+    });
+    expect(nothing).toEqual([]);
+    expect(forced).toMatchObject({ admitted: ["n1.example.net", "n9.example.net"], refused: [{ identity: "not valid" }] });
+    expect(work.map((entry) => [entry.identity, entry.source]).sort()).toEqual([
+      ["n1.example.net", "operator"],
+      ["n9.example.net", "operator"],
+    ]);
   });
 
   it("release hands the lease over: the standby's keeper wins the next term, announces itself and discovers", async () => {

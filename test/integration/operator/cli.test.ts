@@ -23,7 +23,7 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult } from "../../../lib/app/operator";
+import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult, type ReprovisionResult } from "../../../lib/app/operator";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";
@@ -107,8 +107,33 @@ describe("choria-provisioner status", () => {
     expect(people.code).toBe(0);
     expect(people.stdout).toContain('site "ops", deployment primary: LEADER');
     expect(people.stdout).toContain(`lease: primary holds term ${term}, expires in 18.0s`);
-    expect(people.stdout).toMatch(/host work\s+1\s+0\s+0/);
-    expect(people.stdout).toMatch(/web1\.example\.net\s+failed\s+helper\s+1\s+12s ago\s+helper: cannot start helper/);
+    expect(people.stdout).toContain(
+      ["╭───────────────┬─────────┬───────────┬─────────╮", "│ queue         │ visible │ in flight │ delayed │", "├───────────────┼─────────┼───────────┼─────────┤", "│ host work     │ 1       │ 0         │ 0       │"].join("\n"),
+    );
+    expect(people.stdout).toMatch(/│ web1\.example\.net │ failed │ helper │ 1 +│ 12s ago │ helper: cannot start helper │/);
+    expect(people.stdout).toMatch(/│ +last errors +│/);
+  });
+
+  it("calls a deployment of a site nobody has led a candidate, never a standby", async () => {
+    const never = await cli("status");
+    const neverJson = await cliJson<OperatorStatus>("status");
+    await lead("elsewhere");
+    // The other deployment's lease runs out: nobody leads now.
+    time.advance(60_000);
+    const expired = await cli("status");
+    const view = await cliJson<ElectionView>("election", "view");
+    await lead("elsewhere");
+    const standby = await cli("status");
+
+    expect(never.stdout).toContain('site "ops", deployment primary: CANDIDATE (no deployment leads the site now)\nlease: nobody has held the lease yet');
+    expect(never.stdout).not.toContain("STANDBY");
+    expect(neverJson.role).toBe("candidate");
+    expect(expired.stdout).toContain("deployment primary: CANDIDATE");
+    expect(view.deployments.map((deployment) => [deployment.deploymentId, deployment.role])).toEqual([
+      ["elsewhere", "candidate"],
+      ["primary", "candidate"],
+    ]);
+    expect(standby.stdout).toContain('site "ops", deployment primary: STANDBY\n');
   });
 
   it("counts entries past their expiry as expired, not as queued work", async () => {
@@ -191,7 +216,7 @@ describe("choria-provisioner election view, pause and resume", () => {
       { deploymentId: "primary", role: "standby", paused: true, pause: expect.objectContaining({ by: "alice", reason: "helper upgrade" }) },
       { deploymentId: "standby", role: "leader", paused: false },
     ]);
-    expect(people.stdout).toMatch(/primary\s+standby\s+yes \(by alice\)/);
+    expect(people.stdout).toMatch(/│ primary +│ standby │ yes \(by alice\) │/);
     expect(whilePaused).toBeUndefined();
     expect(resumed.code).toBe(0);
     expect(afterResume).toBe(term + 1);
@@ -353,10 +378,10 @@ describe("choria-provisioner reprovision", () => {
     if (done.status !== "claimed") throw new Error("expected a claim");
     await registry.complete(done.claim, "provisioned");
 
-    const result = await cliJson<ReadmitResult>("reprovision", "web1.example.net", "web2.example.net", "--force");
+    const result = await cliJson<ReprovisionResult>("reprovision", "web1.example.net", "web2.example.net", "--force");
     const queued = (await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
 
-    expect(result).toEqual({ term, requeued: ["web1.example.net", "web2.example.net"], skipped: [] });
+    expect(result).toEqual({ term, admitted: ["web1.example.net", "web2.example.net"], refused: [] });
     expect(queued.map((entry) => entry.identity).sort()).toEqual(["web1.example.net", "web2.example.net"]);
     expect(queued.every((entry) => entry.term === term && entry.source === "operator")).toBe(true);
   });
@@ -398,7 +423,7 @@ describe("choria-provisioner reprovision", () => {
     const result = await cli("reprovision");
 
     expect(result.code).toBe(2);
-    expect(result.stderr).toBe('choria-provisioner: reprovision needs one or more identities; run "choria-provisioner --help" for the commands and options\n');
+    expect(result.stderr).toBe("choria-provisioner: reprovision needs one or more identities; see choria-provisioner reprovision --help\n");
   });
 });
 

@@ -226,6 +226,21 @@ describe("registry merge of a leader's and a standby's admission tables", () => 
     expect(renewal.state.paused).toMatchObject({ reason: "3 of the last 5 renewals failed" });
   });
 
+  it("copies renewal's state into a target that has none, without the source's mark of its last renew run", async () => {
+    // Arrange: B's renew runs ran over B's table a moment ago; A has no renewal state.
+    const inFlight = { [host(3)]: { sentAt: time.now() - 60_000, term: 2, expiresAt: t0 + VALIDITY_MS } };
+    await new DynamoDbRenewalStore({ client: dynamo, tableName: tables.b }).write(SITE, { ...emptyRenewalState(), inFlight, lastRun: { at: time.now(), term: 2 } }, 0);
+
+    // Act
+    const report = await merge().run({ dryRun: false });
+
+    // Assert: nothing says a renew run goes over A's table, so a renew request there is not taken for carried out.
+    const copied = await new DynamoDbRenewalStore({ client: dynamo, tableName: tables.a }).read(SITE);
+    expect(report.renewal).toEqual([{ from: tables.b, action: "copy", addedInFlight: [], pausedFromSource: false }]);
+    expect(copied.state.inFlight).toEqual(inFlight);
+    expect(copied.state.lastRun).toBeUndefined();
+  });
+
   it("changes nothing when run again: the dry run after it has nothing to do", async () => {
     // Arrange
     await failedOverSite();
@@ -418,15 +433,15 @@ async function seed(table: string, items: Item[]): Promise<void> {
 describe("the commands of docs/deploy.md, \"Merging per-deployment registries\"", () => {
   const names = { lease: "choria-provisioner-prod-lease", target: "choria-provisioner-prod-admission", source: "choria-provisioner-prod-b-admission" };
 
-  /** The `npx choria-provisioner` lines of the section's example, as argument lists. */
+  /** The `choria-provisioner` lines of the section's example, as argument lists. */
   function documentedCommands(): string[][] {
     const doc = readFileSync(resolve(ROOT, "docs/deploy.md"), "utf8");
     const section = doc.slice(doc.indexOf("### Merging per-deployment registries"));
     const example = section.slice(section.indexOf("```sh"), section.indexOf("```", section.indexOf("```sh") + 5));
     return example
       .split("\n")
-      .filter((line) => line.startsWith("npx choria-provisioner "))
-      .map((line) => splitCommandLine(line).slice(2));
+      .filter((line) => line.startsWith("choria-provisioner "))
+      .map((line) => splitCommandLine(line).slice(1));
   }
 
   async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

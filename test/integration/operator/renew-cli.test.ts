@@ -83,10 +83,13 @@ describe("choria-provisioner renew", () => {
 
     // Act
     const result = await cliJson<RenewRequestResult>("renew", "--due-within", "7d", "--dry-run");
+    const people = await cli("renew", "--due-within", "7d", "--dry-run");
 
     // Assert
     expect(result).toMatchObject({ term, dryRun: true, skipped: [] });
     expect(result.hosts.map((host) => host.identity)).toEqual(["soon.example.net", "mid.example.net"]);
+    // As every verb of the CLI, it ends with its summary line.
+    expect(people.stdout.trimEnd().split("\n").at(-1)).toBe("Finished processing 2 hosts: 2 would be renewed, 0 not; dry run, nothing was requested");
     expect((await renewalStore.read(SITE)).version).toBe(0);
   });
 
@@ -110,20 +113,64 @@ describe("choria-provisioner renew", () => {
       metrics: new RecordingMetrics(),
     });
 
+    // The leader's renew runs are going (every minute): here is one.
+    await renewal.run({ remainingMs: () => 60_000 });
+
     // Act
     const requested = await cli("renew", "--identity", "web2.example.net", "--identity", "nope.example.net", "--rate", "5");
     const run = await renewal.run({ remainingMs: () => 60_000 });
 
     // Assert
     expect(requested.code).toBe(1);
-    expect(requested.stdout).toContain("renewal requested for 1 hosts under term");
-    expect(requested.stdout).toContain("not nope.example.net: not a provisioned host with a known credential expiry");
+    expect(requested.stdout).toContain("renewal requested for 1 host under term");
+    expect(requested.stdout).toMatch(/│ web2\.example\.net │ certificate │ \d{4}-\d\d-\d\dT[\d:.]+Z │/);
+    expect(requested.stdout).toContain("nope.example.net: not requested: not a provisioned host with a known credential expiry");
+    expect(requested.stdout.trimEnd().split("\n").at(-1)).toBe("Finished processing 2 hosts: 1 requested for renewal, 1 not");
     expect(run).toMatchObject({ status: "ran", sent: ["web2.example.net"] });
     expect(rpc.calls.map((call) => call.identity)).toEqual(["web2.example.net"]);
     // The request lasts until its host is back with new credentials; a later run does not send it again.
     expect((await renewalStore.read(SITE)).state.request).toMatchObject({ selection: { identities: ["web2.example.net"] } });
     await renewal.run({ remainingMs: () => 60_000 });
     expect(rpc.calls).toHaveLength(1);
+  });
+
+  it("is refused where no renew run carries it out, and status says a request would wait for nothing", async () => {
+    // Arrange: a leader whose site has no renew run (renew.broker_urls empty, or the local stack).
+    const term = await lead("primary");
+    await provisioned("web1.example.net", time.trueTime + 300 * DAY_MS, term);
+
+    // Act
+    const refused = await cli("renew", "--all");
+    const dryRun = await cli("renew", "--all", "--dry-run");
+    const people = await cli("status");
+
+    // Assert
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      'choria-provisioner: nothing would send the hosts reprovision: no renew run has been seen on site "ops": the leader\'s renew function carries out requests, and it runs only where renew.broker_urls names the main broker\n',
+    );
+    expect((await renewalStore.read(SITE)).version).toBe(0);
+    expect(dryRun.code).toBe(0);
+    expect(dryRun.stdout).toContain("Without --dry-run this would be refused: nothing would send the hosts reprovision");
+    expect(dryRun.stdout.trimEnd().split("\n").at(-1)).toBe("Finished processing 1 host: 1 would be renewed, 0 not; dry run, nothing was requested");
+    expect(people.stdout).toContain('renew runs: NOT RUNNING: no renew run has been seen on site "ops"');
+  });
+
+  it("is refused once the renew runs stopped, and status shows an open request as stalled", async () => {
+    // Arrange: the last run was 10 minutes ago; a request was written since.
+    const term = await lead("primary");
+    await provisioned("web1.example.net", time.trueTime + 300 * DAY_MS, term);
+    const lastRun = { at: time.trueTime - 10 * 60_000, term };
+    await renewalStore.write(SITE, { inFlight: {}, recent: [], sends: [], lastRun, request: { term, requestedAt: time.trueTime, selection: { all: true } } }, 0);
+
+    // Act
+    const refused = await cli("renew", "--identity", "web1.example.net");
+    const people = await cli("status");
+
+    // Assert
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`the last renew run on site "ops" was 10 minutes ago (term ${term}): the renew function is not running`);
+    expect(people.stdout).toContain(`operator request of term ${term}: 1 host still to send, but no renew run is sending them`);
   });
 
   it("is refused on a standby, naming the leader", async () => {
@@ -173,7 +220,7 @@ describe("choria-provisioner renew", () => {
     // Assert
     expect(before.renewal).toMatchObject({ paused: { reason }, expiry: { known: 1, within24h: 1 } });
     expect(people.stdout).toContain(`renewal: PAUSED since`);
-    expect(people.stdout).toContain("web1.example.net  certificate  in 3h");
+    expect(people.stdout).toMatch(/│ web1\.example\.net │ certificate │ in 3h +│/);
     expect(resumed.stdout).toContain(`renewal resumed (it had paused because ${reason})`);
     expect((await renewalStore.read(SITE)).state.paused).toBeUndefined();
   });

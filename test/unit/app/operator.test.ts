@@ -23,8 +23,10 @@ function statusDeps(w: World, renewalStore: RenewalStore = new MemoryRenewalStor
   };
 }
 
+const NOT_LEADING = "this deployment does not lead";
+
 function reprovisionDeps(w: World): ReprovisionDeps {
-  return { currentTerm: () => w.gate.currentTerm(), admission: w.admission, logger: w.logger };
+  return { currentTerm: () => w.gate.currentTerm(), notLeading: NOT_LEADING, admission: w.admission, registry: w.registry, forceHint: '"force": true', logger: w.logger };
 }
 
 describe("operator: status", () => {
@@ -44,6 +46,7 @@ describe("operator: status", () => {
       site: SITE,
       deploymentId: "east",
       leaderElection: true,
+      role: "leader",
       lease: { leader: "east", term: 1, expiresAt: stored!.expiresAt, heldByThisDeployment: true },
       queues: {
         hostWork: { visible: 2, inFlight: 0, delayed: 0 },
@@ -57,6 +60,7 @@ describe("operator: status", () => {
         inFlight: 0,
         failed: [],
         failing: 0,
+        runs: { missing: expect.stringContaining('no renew run has been seen on site "lab"') },
       },
     });
     expect(w.metrics.lastGauge(METRIC.paused)).toBe(0);
@@ -168,7 +172,7 @@ describe("operator: status", () => {
 });
 
 describe("operator: reprovision", () => {
-  it("admits the hosts again at once under the current term, and rejects invalid names", async () => {
+  it("admits known hosts again at once under the current term, and refuses invalid names", async () => {
     // Arrange
     const w = world();
     await w.admission.admitAndEnqueue(["a.example.net"], "discovery", (await w.gate.currentTerm())!);
@@ -177,29 +181,55 @@ describe("operator: reprovision", () => {
     const result = await reprovision(reprovisionDeps(w), ["a.example.net", "not valid"]);
 
     // Assert
-    expect(result).toEqual({ admitted: ["a.example.net"], rejected: [{ identity: "not valid", reason: expect.stringContaining("whitespace") }] });
+    expect(result).toEqual({ term: 1, admitted: ["a.example.net"], refused: [{ identity: "not valid", reason: expect.stringContaining("whitespace") }] });
     expect(w.queues.hostWork.bodies().map(decodeHostWork).at(-1)).toMatchObject({ identity: "a.example.net", term: 1, source: "operator" });
   });
 
-  it("rejects every host while this deployment does not lead", async () => {
+  it("refuses a host the registry does not know and one just provisioned, unless forced", async () => {
+    // Arrange
+    const w = world();
+    const term = (await w.gate.currentTerm())!;
+    const begun = await w.registry.begin((await w.registry.admit("done.example.net", "discovery", term))!, term);
+    if (begun.status !== "claimed") throw new Error(begun.status);
+    await w.registry.complete(begun.claim, "provisioned");
+
+    // Act
+    const refused = await reprovision(reprovisionDeps(w), ["new.example.net", "done.example.net"]);
+    const queuedAfterRefusal = w.queues.hostWork.sent.length;
+    const forced = await reprovision(reprovisionDeps(w), ["new.example.net", "done.example.net", "not valid"], { force: true });
+
+    // Assert
+    expect(refused).toEqual({
+      term,
+      admitted: [],
+      refused: [
+        { identity: "new.example.net", reason: 'not known to the registry (never discovered, or its entry expired): admit it only if it is in provisioning mode now ("force": true)' },
+        { identity: "done.example.net", reason: 'already provisioned: it left provisioning mode and would not answer; put it back in provisioning mode first, then "force": true' },
+      ],
+    });
+    expect(queuedAfterRefusal).toBe(0);
+    expect(forced).toEqual({ term, admitted: ["new.example.net", "done.example.net"], refused: [{ identity: "not valid", reason: expect.stringContaining("whitespace") }] });
+  });
+
+  it("refuses every host while this deployment does not lead", async () => {
     // Arrange
     const site = shared();
     await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
     const standby = world({ deploymentId: "east", shared: site });
 
     // Act
-    const result = await reprovision(reprovisionDeps(standby), ["a.example.net"]);
+    const result = await reprovision(reprovisionDeps(standby), ["a.example.net", "a.example.net"]);
 
     // Assert
-    expect(result).toEqual({ admitted: [], rejected: [{ identity: "a.example.net", reason: "paused: this deployment does not hold the lease" }] });
+    expect(result).toEqual({ term: null, admitted: [], refused: [{ identity: "a.example.net", reason: NOT_LEADING }] });
     expect(standby.queues.hostWork.sent).toEqual([]);
   });
 
-  it("the operator CLI's reprovision goes through the same flow and gives the same reasons", async () => {
+  it("the operator CLI's reprovision applies the same rules and gives the same reasons and result", async () => {
     // Arrange
     const w = world();
     const term = (await w.gate.currentTerm())!;
-    const [work] = (await w.admission.admitAndEnqueue(["busy.example.net"], "discovery", term)).queued;
+    const [work] = (await w.admission.admitAndEnqueue(["busy.example.net", "known.example.net"], "discovery", term)).queued;
     await w.registry.begin(work!, term);
     const noDeadLetters = { receive: async () => [], unhide: async () => undefined, remove: async () => undefined };
     const dlq = Object.assign(new InMemoryQueue("memory://dlq"), noDeadLetters);
@@ -212,15 +242,24 @@ describe("operator: reprovision", () => {
       queues: { ...w.queues, hostWorkDlq: dlq },
       clock: w.clock,
     });
+    const hosts = ["busy.example.net", "unknown.example.net"];
 
     // Act
-    const fromCli = await cli.reprovision(["busy.example.net", "a.example.net"]);
-    const fromFunction = await reprovision(reprovisionDeps(w), ["busy.example.net"]);
+    const fromCli = await cli.reprovision([...hosts, "known.example.net"]);
+    const fromFunction = await reprovision(reprovisionDeps(w), hosts);
 
     // Assert
-    const busy = { identity: "busy.example.net", reason: "the host is being provisioned right now" };
-    expect(fromCli).toEqual({ term, requeued: ["a.example.net"], skipped: [busy] });
-    expect(fromFunction.rejected).toEqual(fromCli.skipped);
+    expect(fromCli).toEqual({
+      term,
+      admitted: ["known.example.net"],
+      refused: [
+        { identity: "unknown.example.net", reason: expect.stringContaining("not known to the registry") },
+        { identity: "busy.example.net", reason: "the host is being provisioned right now" },
+      ],
+    });
+    const withoutHint = (result: { refused: Array<{ identity: string; reason: string }> }) =>
+      result.refused.map(({ identity, reason }) => ({ identity, reason: reason.replace(/--force|"force": true/, "FORCE") }));
+    expect(withoutHint(fromFunction)).toEqual(withoutHint(fromCli));
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dueHosts, emptyRenewalState, expiryReport, renewableAt, retryMark, spreadOf } from "../../../lib/app/renewal-state";
+import { dueHosts, emptyRenewalState, expiryReport, renewableAt, renewRunsMissing, retryMark, spreadOf } from "../../../lib/app/renewal-state";
 import { RpcNotSentError } from "../../../lib/errors";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
@@ -306,6 +306,27 @@ describe("renewal sends", () => {
     expect(second).toMatchObject({ status: "paused", sent: [], refused: [] });
     expect(w.rpc.callsTo("choria_provision#reprovision")).toHaveLength(3);
     expect(w.metrics.of(EXTRA_METRIC.renewalPaused).at(-1)?.value).toBe(1);
+  });
+});
+
+describe("renewal's mark of its runs", () => {
+  it("a leader's run marks the site's state with when it ran and its term, so an operator's request knows a run will take it; a standby's run does not", async () => {
+    // Arrange
+    const w = renewalWorld({ enabled: false });
+    const site = renewalWorld({ enabled: false });
+    site.gate.closeWhen = () => true;
+
+    // Act
+    await w.run();
+    const asStandby = await site.renewal.run({ remainingMs: () => MINUTE_MS });
+
+    // Assert
+    const { state } = await w.store.read(SITE);
+    expect(state.lastRun).toEqual({ at: w.clock.now(), term: TERM });
+    expect(renewRunsMissing(state, SITE, w.clock.now() + 5 * MINUTE_MS)).toBeUndefined();
+    expect(renewRunsMissing(state, SITE, w.clock.now() + 6 * MINUTE_MS)).toMatch(/^the last renew run on site "\S+" was 6 minutes ago \(term \d+\)/);
+    expect(asStandby).toEqual({ status: "standby" });
+    expect((await site.store.read(SITE)).version).toBe(0);
   });
 });
 

@@ -59,10 +59,10 @@ describe("every problem in one run", () => {
   });
 
   it.each([
-    ["a number below its minimum", { workers: -1 }, "workers", "must be at least 0; got -1"],
+    ["a number below its minimum", { workers: -1 }, "workers", "must be at least 0 hosts; got -1 hosts"],
     ["a number above its maximum", { monitor_port: 70000 }, "monitor_port", "must be at most 65535; got 70000"],
-    ["a fraction for a whole number", { workers: 1.5 }, "workers", "must be a whole number; got 1.5"],
-    ["a word for a number", { discovery_max_nodes: "many" }, "discovery_max_nodes", 'must be a number; got "many"'],
+    ["a fraction for a whole number", { workers: 1.5 }, "workers", "must be a whole number of hosts; got 1.5 hosts"],
+    ["a word for a number", { discovery_max_nodes: "many" }, "discovery_max_nodes", 'must be a number of identities; got "many"'],
     ["a value outside a list", { loglevel: "verbose" }, "loglevel", 'must be debug, info, warn or error; got "verbose"'],
     ["a value outside a union", { protocol_version: 3 }, "protocol_version", "must be 1 or 2; got 3"],
     ["a word for a flag", { choria_insecure: "sometimes" }, "choria_insecure", 'must be true or false; got "sometimes"'],
@@ -92,7 +92,7 @@ describe("every problem in one run", () => {
 
     // Assert
     expect(one).toHaveLength(1);
-    expect(error.message).toMatch(/^invalid configuration key "workers": must be at least 0; got -1 \(and 3 more: "loglevel": .*"helper": .*"broker_urls": /);
+    expect(error.message).toMatch(/^invalid configuration key "workers": must be at least 0 hosts; got -1 hosts \(and 3 more: "loglevel": .*"helper": .*"broker_urls": /);
   });
 });
 

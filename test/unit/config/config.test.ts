@@ -105,8 +105,8 @@ describe("parseConfig accepts valid values for every key", () => {
     ["rpc_ttl", 120, (c) => c.rpcTtl, 120],
     ["discovery_timeout", "1500ms", (c) => c.discoveryTimeoutMs, 1_500],
   ])("%s: %j", (key, value, read, expected) => {
-    // Act: as a deployed stack, which has a default deployment_id.
-    const config = parse({ [key]: value }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
+    // Act: as a deployed stack, which has a default deployment_id, of a site (leader_election needs one).
+    const config = parse({ site: "lon", [key]: value }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
 
     // Assert
     expect(read(config)).toEqual(expected);
@@ -310,9 +310,9 @@ describe("unknown keys", () => {
 describe("deployment_id and the lease bounds", () => {
   it("with leader election on, is required unless the stack provides its <stage>/<Region>/<account>, and is never the Region alone", () => {
     // Act
-    const refused = configErrorOf(() => parse({ leader_election: true }, { AWS_REGION: "eu-west-1" }));
-    const derived = parse({ leader_election: true }, { AWS_REGION: "eu-west-1", STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
-    const configured = parse({ leader_election: true, deployment_id: "east" }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
+    const refused = configErrorOf(() => parse({ site: "lon", leader_election: true }, { AWS_REGION: "eu-west-1" }));
+    const derived = parse({ site: "lon", leader_election: true }, { AWS_REGION: "eu-west-1", STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
+    const configured = parse({ site: "lon", leader_election: true, deployment_id: "east" }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
 
     // Assert
     expect(refused.key).toBe("deployment_id");

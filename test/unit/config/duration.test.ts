@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DurationError, parseDuration } from "../../../lib/config";
+import { formatDuration } from "../../../lib/config/duration";
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -56,4 +57,26 @@ describe("parseDuration", () => {
       expect(parse).toThrow(DurationError);
     },
   );
+});
+
+describe("formatDuration", () => {
+  it.each([
+    [0, "0s"],
+    [250, "250ms"],
+    [1_500, "1.5s"],
+    [7 * SECOND, "7s"],
+    [22 * SECOND, "22s"],
+    [90 * SECOND, "1m30s"],
+    [HOUR, "1h"],
+    [HOUR + 30 * MINUTE, "1h30m"],
+    [-5 * SECOND, "-5s"],
+    [7 * SECOND + 1e-9, "7s"],
+  ])("writes %d ms as %j, a duration the configuration reads back", (ms, text) => {
+    // Act
+    const written = formatDuration(ms);
+
+    // Assert
+    expect(written).toBe(text);
+    expect(parseDuration(written)).toBeCloseTo(ms, 3);
+  });
 });

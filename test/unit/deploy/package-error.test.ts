@@ -51,7 +51,7 @@ describe("a configuration that cannot be deployed, at package time", () => {
     expect(printed).toHaveLength(1);
     const lines = (printed[0] ?? "").split("\n");
     expect(lines[0]).toBe(`error: ${file} cannot be deployed (npm run check-config -- ${file}):`);
-    expect(lines.slice(1)).toEqual(["  workers: must be at least 0; got -1", "  interval: is too small, the minimum is 1 minute (for example 10m or 1h)"]);
+    expect(lines.slice(1)).toEqual(["  workers: must be at least 0 hosts; got -1 hosts", '  interval: must be at least 1m (for example 1m, 5m or 1h); got "10s"']);
     expect(error?.message).toBe(`${file} cannot be deployed (npm run check-config -- ${file}): (printed above)`);
     expect(error?.stack).toBe(error?.message);
   }, 60_000);

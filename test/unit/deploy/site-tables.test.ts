@@ -19,21 +19,21 @@ type Kind = "lease" | "admission";
 type TableParams = Record<"table" | "replicaRegions" | "witnessRegion" | "consistency", string>;
 type Tables = Record<Kind, Topology>;
 const { siteTables, siteTableResources } = require("../../../config/deployment.cjs") as {
-  siteTables: (input: { params: Record<Kind, TableParams>; prefix: string; region: string; standby?: boolean }) => Tables;
+  siteTables: (input: { params: Record<Kind, TableParams>; prefix: string; region: string; standby?: boolean; pausedAlarm?: boolean }) => Tables;
   siteTableResources: (tables: Tables) => { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
 };
 
 /** Params as the stack is given them (`leaseTable`, `admissionReplicaRegions`, ...). */
 type Given = Partial<Record<`${Kind}${"Table" | "ReplicaRegions" | "WitnessRegion" | "MultiRegionConsistency"}`, string>>;
 
-function tablesOf(given: Given, { region = "eu-west-1", standby = false } = {}): Tables {
+function tablesOf(given: Given, { region = "eu-west-1", standby = false, pausedAlarm = true } = {}): Tables {
   const of = (kind: Kind): TableParams => ({
     table: given[`${kind}Table`] ?? "",
     replicaRegions: given[`${kind}ReplicaRegions`] ?? "",
     witnessRegion: given[`${kind}WitnessRegion`] ?? "",
     consistency: given[`${kind}MultiRegionConsistency`] ?? "STRONG",
   });
-  return siteTables({ params: { lease: of("lease"), admission: of("admission") }, prefix: "choria-provisioner-prod", region, standby });
+  return siteTables({ params: { lease: of("lease"), admission: of("admission") }, prefix: "choria-provisioner-prod", region, standby, pausedAlarm });
 }
 
 const SITE_LEASE = "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-provisioner-prod-lease";
@@ -50,6 +50,14 @@ describe("a stack joining a site", () => {
     expect(() => tablesOf({ leaseTable: SITE_LEASE }, { standby: true })).toThrow(
       /standby \(param standby=true\) but param admissionTable is empty: it would keep a registry of its own, and after a failover it would renew none of the hosts the other deployments provisioned\. Set admissionTable to the name or ARN of the site's admission table \(the AdmissionTableName output/,
     );
+  });
+
+  it("refuses a stack whose paused alarm is off (as only a standby's is) without the site's tables", () => {
+    expect(() => tablesOf({}, { pausedAlarm: false })).toThrow(
+      /param pausedAlarm=false, which only a standby needs, but param leaseTable is empty: it would create a lease table of its own.*a standby also sets standby=true/,
+    );
+    expect(() => tablesOf({ leaseTable: SITE_LEASE }, { pausedAlarm: false })).toThrow(/param admissionTable is empty/);
+    expect(tablesOf({ leaseTable: SITE_LEASE, admissionTable: SITE_ADMISSION }, { pausedAlarm: false }).lease.layout).toBe("external");
   });
 
   it("refuses a stack that names the site's lease table but not its admission table, standby or not", () => {

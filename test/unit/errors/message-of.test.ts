@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { HelperError, LeaseStoreError, messageOf } from "../../../lib/errors";
+import { RpcRetriesExhaustedError } from "../../../lib/engine";
+import { causesOf, HelperError, LeaseStoreError, messageOf, RpcTransportError, withCauseChain } from "../../../lib/errors";
 import { createConsoleLogger } from "../../../lib/observability";
 
 /** What the AWS SDK throws: the exception is the error's name, the text its message. */
-function awsError(name: string, message: string): Error {
-  const error = new Error(message);
+function awsError(name: string, message: string, options?: { cause?: unknown }): Error {
+  const error = new Error(message, options);
   error.name = name;
   return error;
 }
@@ -77,6 +78,21 @@ describe("messageOf", () => {
     expect(message).toBe(expected);
   });
 
+  it("does not repeat the RPC failure that the call which gave up on it quotes, and keeps what is under it", () => {
+    // Arrange
+    const rpc = "choria_provision#jwt";
+    const lastTry = new RpcTransportError("n1.example.net", rpc, "the connection closed before the broker confirmed the request", { cause: refused() });
+    const error = new RpcRetriesExhaustedError("n1.example.net", rpc, 5, lastTry);
+
+    // Act
+    const message = messageOf(error);
+
+    // Assert
+    expect(message).toBe(
+      "choria_provision#jwt to n1.example.net failed: gave up after 5 tries: the connection closed before the broker confirmed the request: connect ECONNREFUSED 127.0.0.1:8000",
+    );
+  });
+
   it("says a non-Error value was thrown when it has nothing to say", () => {
     // Act
     const message = messageOf({ code: 7 });
@@ -96,6 +112,40 @@ describe("messageOf", () => {
 
     // Assert
     expect(message).toBe("second: first");
+  });
+
+  it("follows a log line's text with each link of the chain it does not already say", () => {
+    // Arrange
+    const error = new LeaseStoreError("the lease store for site local could not be reached", {
+      cause: awsError("TimeoutError", "The operation was aborted due to timeout"),
+    });
+
+    // Act
+    const line = withCauseChain(`Could not provision n1: ${error.message}`, error);
+
+    // Assert
+    expect(line).toBe("Could not provision n1: the lease store for site local could not be reached: TimeoutError: The operation was aborted due to timeout");
+  });
+
+  it("lists the causes by name and own message, with the same stops as the message", () => {
+    // Arrange
+    let parseError: unknown;
+    try {
+      JSON.parse("{");
+    } catch (error) {
+      parseError = error;
+    }
+    const denied = awsError("AccessDeniedException", "not authorized", { cause: parseError });
+    const error = new HelperError("could not invoke configure helper", { cause: new LeaseStoreError("could not read", { cause: denied }) });
+
+    // Act
+    const causes = causesOf(error);
+
+    // Assert
+    expect(causes).toEqual([
+      { name: "LeaseStoreError", message: "could not read" },
+      { name: "AccessDeniedException", message: "not authorized" },
+    ]);
   });
 
   it("gives the logged line the cause, with secret values masked", () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig, secretValues } from "../../../lib/config";
 import { createLogger } from "../../../lib/aws/powertools-logger";
+import { LeaseStoreError, messageOf } from "../../../lib/errors";
 import { createConsoleLogger } from "../../../lib/observability";
 import { captureOutput } from "../../support/capture";
 
@@ -81,5 +82,39 @@ describe("createConsoleLogger", () => {
     });
     expect(JSON.parse(lines[1] ?? "")).toMatchObject({ level: "ERROR", password: "[redacted]" });
     expect(leakedIn(lines)).toEqual([]);
+  });
+});
+
+describe("the message of a record with an error", () => {
+  const messages = (log: (logger: ReturnType<typeof createConsoleLogger>) => void) => {
+    const lines: string[] = [];
+    log(createConsoleLogger({ write: (line) => lines.push(line) }));
+    return lines.map((line) => (JSON.parse(line) as { message: string }).message);
+  };
+  const timedOut = () => Object.assign(new Error("The operation was aborted due to timeout"), { name: "TimeoutError" });
+
+  it("says only what it does not already say of the chain", () => {
+    // Arrange
+    const error = new LeaseStoreError("could not read the lease for site lon", { cause: timedOut() });
+
+    // Act
+    const logged = messages((logger) => {
+      logger.error(`paused: ${error.message}`, { error });
+      logger.error(`paused: ${messageOf(error)}`, { error });
+    });
+
+    // Assert
+    expect(logged).toEqual([
+      "paused: could not read the lease for site lon: TimeoutError: The operation was aborted due to timeout",
+      "paused: could not read the lease for site lon: TimeoutError: The operation was aborted due to timeout",
+    ]);
+  });
+
+  it("is left as it is when the error is already text", () => {
+    // Act
+    const logged = messages((logger) => logger.info("reading the lease again in 250 ms", { error: "could not read the lease: TimeoutError: aborted" }));
+
+    // Assert
+    expect(logged).toEqual(["reading the lease again in 250 ms"]);
   });
 });

@@ -1,0 +1,66 @@
+/**
+ * One exit code for a usage mistake across the project's commands: 2, as the operator CLI and
+ * `npm run local` use it, so a script can tell "you called me wrong" from "the run failed" (1).
+ * Before, scripts/sls-local.sh and check-config exited 64, and the commands that let Node's
+ * argument parser throw exited 1 with a stack trace, after loading everything.
+ */
+import { execFile } from "node:child_process";
+import { resolve } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const ROOT = resolve(import.meta.dirname, "../../..");
+const USAGE_ERROR = 2;
+
+interface Outcome {
+  code: number;
+  stderr: string;
+}
+
+/** Runs a command from the repository root with only PATH and HOME set, so no exported setting helps it along. */
+async function outcomeOf(file: string, args: readonly string[]): Promise<Outcome> {
+  const env = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" };
+  return promisify(execFile)(file, [...args], { cwd: ROOT, env, timeout: 60_000 }).then(
+    ({ stderr }) => ({ code: 0, stderr }),
+    (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+  );
+}
+
+const tsx = (script: string, ...args: string[]): [string, string[]] => [process.execPath, ["--import", "tsx", script, ...args]];
+
+describe("a usage mistake exits 2 in every command", () => {
+  it.concurrent.each<[string, [string, string[]], RegExp]>([
+    ["check-config, an unknown option", tsx("scripts/check-config.ts", "--bogus", "config/local.yaml"), /^check-config: unknown option --bogus$/],
+    ["scripts/sls-local.sh, no function", ["bash", ["scripts/sls-local.sh"]], /^usage: scripts\/sls-local\.sh <function>/],
+    ["scripts/sls-local.sh, the services' exports missing", ["bash", ["scripts/sls-local.sh", "status"]], /is not set: start scripts\/local-services\.ts/],
+    ["npm run local, a bad value", tsx("scripts/local.ts", "--nodes", "0"), /^npm run local: --nodes must be a positive number/],
+    ["npm run local:services, an unknown option", tsx("scripts/local-services.ts", "--bogus"), /^local services: Unknown option '--bogus'/],
+    // Checked before anything starts: it used to be read once the prerequisites were in place.
+    ["npm run local:services, a bad port", tsx("scripts/local-services.ts", "--nats-port", "0"), /^local services: --nats-port must be a port number/],
+    ["scripts/sqs-event.ts, an unknown option", tsx("scripts/sqs-event.ts", "--bogus"), /^sqs-event: Unknown option '--bogus'/],
+    ["npm run bench:cost, an unknown option", tsx("bench/cost.ts", "--bogus"), /^bench:cost: Unknown option '--bogus'/],
+    ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^Unknown option '--bogus'/],
+    ["bench/helper-launch.ts, an unknown option", tsx("bench/helper-launch.ts", "--bogus"), /^helper-launch: Unknown option '--bogus'/],
+    ["npm run realfleet, an unknown option", tsx("scripts/realfleet.ts", "--bogus"), /^Unknown option '--bogus'/],
+    ["scripts/soak.ts, an unknown option", tsx("scripts/soak.ts", "--bogus"), /^soak: Unknown option '--bogus'/],
+    ["scripts/bundle-report.ts, an unknown option", tsx("scripts/bundle-report.ts", "--bogus"), /^bundle-report: Unknown option '--bogus'/],
+    ["scripts/reliability-report.ts, an unknown option", tsx("scripts/reliability-report.ts", "--bogus"), /^reliability-report: Unknown option '--bogus'/],
+  ])("%s", async (_case, [file, args], firstLine) => {
+    // Act
+    const { code, stderr } = await outcomeOf(file, args);
+
+    // Assert: the mistake named on the first line, and no stack trace.
+    expect(code).toBe(USAGE_ERROR);
+    expect(stderr.split("\n")[0]).toMatch(firstLine);
+    expect(stderr).not.toMatch(/^\s+at /m);
+  }, 90_000);
+
+  it("npm run local:services -- --help prints its options and succeeds, starting nothing", async () => {
+    // Act: execFile rejects on any exit code but 0.
+    const { stdout } = await promisify(execFile)(...tsx("scripts/local-services.ts", "--help"), { cwd: ROOT });
+
+    // Assert
+    expect(stdout).toMatch(/^Usage: npm run local:services -- \[options\]/);
+    expect(stdout).toContain("--nats-port N");
+  }, 90_000);
+});
