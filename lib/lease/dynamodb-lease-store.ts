@@ -16,7 +16,19 @@ import {
 import * as z from "zod";
 import { readItem, writeExpressions, type WriteSpec } from "./dynamodb-expression";
 import { LeaseStoreError } from "../errors";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";
+import {
+  extensionOf,
+  type AnnounceRequest,
+  type ClaimRequest,
+  type ConditionalWrite,
+  type ExtendedTiming,
+  type ExtendRequest,
+  type HolderBounds,
+  type LeaseItem,
+  type LeaseStore,
+  type PeerRequest,
+  type ReleaseRequest,
+} from "./lease";
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map
@@ -27,6 +39,42 @@ const PEER_PREFIX = "peers.";
 /** What a claim or an extension records of its holder: its bounds and its presence. */
 function boundsSet(holder: string, bounds: HolderBounds): WriteSpec["set"] {
   return { skewBoundMs: bounds.skewBoundMs, deliveryHorizonMs: bounds.deliveryHorizonMs, [`${PEER_PREFIX}${holder}`]: bounds.seenAt };
+}
+
+/**
+ * "The stored delivery horizon is at most :<valueKey>", where one absent or not a number counts as
+ * none, as the decoder reads it (a condition comparing a string with a number is false).
+ */
+function horizonAtMost(valueKey: string): string {
+  return `(NOT attribute_type(#deliveryHorizonMs, :numberType) OR #deliveryHorizonMs <= :${valueKey})`;
+}
+
+/**
+ * An extension is written again, from the item its failed condition returned, while the holder's
+ * other containers keep moving the stored timing it is computed from; each retry sees a later
+ * timing, so a few suffice. If they do not, the extension counts as not applied (the round holds
+ * nothing; the gate reads the standing as unknown, since the item names this deployment).
+ */
+const EXTEND_ATTEMPTS = 4;
+
+/**
+ * The extension computed from `stored` (extensionOf), conditioned on the stored timing being still
+ * the one it was computed from, so that no write in between is overtaken.
+ */
+function timingRaise(stored: LeaseItem, request: ExtendRequest, timing: ExtendedTiming): WriteSpec {
+  const horizon = stored.deliveryHorizonMs;
+  return {
+    set: { expiresAt: timing.expiresAt, ...boundsSet(request.holder, { ...request, deliveryHorizonMs: timing.deliveryHorizonMs }) },
+    condition: `#holder = :holder AND #term = :term AND attribute_not_exists(#released) AND #expiresAt = :storedExpiresAt AND ${
+      horizon === undefined ? "NOT attribute_type(#deliveryHorizonMs, :numberType)" : "#deliveryHorizonMs = :storedHorizonMs"
+    }`,
+    conditionValues: {
+      holder: request.holder,
+      term: stored.term,
+      storedExpiresAt: stored.expiresAt,
+      ...(horizon === undefined ? { numberType: "N" } : { storedHorizonMs: horizon }),
+    },
+  };
 }
 
 /** An optional attribute of a wrong type is read as absent, as a missing one is. */
@@ -71,18 +119,37 @@ export class DynamoDbLeaseStore implements LeaseStore {
       set: { holder: request.holder, expiresAt: request.expiresAt, ...boundsSet(request.holder, request) },
       remove: ["released"],
       add: { term: 1 },
-      condition: "attribute_not_exists(#site) OR #expiresAt < :expiredBefore",
-      conditionValues: { expiredBefore: request.expiredBefore },
+      condition: `(attribute_not_exists(#site) OR #expiresAt < :expiredBefore) AND ${horizonAtMost("waitedHorizonMs")}`,
+      conditionValues: { expiredBefore: request.expiredBefore, waitedHorizonMs: request.waitedHorizonMs, numberType: "N" },
     });
   }
 
-  extend(request: ExtendRequest): Promise<ConditionalWrite> {
+  /**
+   * extensionOf's rule in conditional writes. DynamoDB cannot take the larger of two values in an
+   * update, so the first write covers the common case (a later expiry, and a stored horizon not
+   * longer than ours: our deadline is then the later one too); when its condition fails, the
+   * returned item says whether there is still something to raise, and the raise is written from it.
+   */
+  async extend(request: ExtendRequest): Promise<ConditionalWrite> {
     const term = request.term === undefined ? "" : " AND #term = :term";
-    return this.update(request.site, {
+    let write = await this.update(request.site, {
       set: { expiresAt: request.expiresAt, ...boundsSet(request.holder, request) },
-      condition: `#holder = :holder AND #expiresAt < :expiresAt AND attribute_not_exists(#released)${term}`,
-      conditionValues: { holder: request.holder, expiresAt: request.expiresAt, ...(request.term === undefined ? {} : { term: request.term }) },
+      condition: `#holder = :holder AND #expiresAt < :expiresAt AND attribute_not_exists(#released)${term} AND ${horizonAtMost("deliveryHorizonMs")}`,
+      conditionValues: {
+        holder: request.holder,
+        expiresAt: request.expiresAt,
+        deliveryHorizonMs: request.deliveryHorizonMs,
+        numberType: "N",
+        ...(request.term === undefined ? {} : { term: request.term }),
+      },
     });
+    for (let attempt = 1; !write.applied && attempt < EXTEND_ATTEMPTS; attempt++) {
+      const stored = write.current;
+      const timing = stored && extensionOf(stored, request);
+      if (!stored || !timing) return write;
+      write = await this.update(request.site, timingRaise(stored, request, timing));
+    }
+    return write;
   }
 
   async recordPeer(request: PeerRequest): Promise<void> {

@@ -32,9 +32,12 @@ export interface LeaseItem {
   /** The holder gave the term up: it can no longer be extended, only claimed after expiry. */
   released?: boolean;
   /**
-   * What a challenger must honour, as the holder configured it: its skew bound and its delivery
-   * horizon (its request TTL). A challenger waits the larger of its own and these. Absent on items
-   * written before they were recorded.
+   * What a challenger must honour, on top of its own (it waits the larger of each): the skew bound of
+   * the holder's last write, and the delivery horizon past `expiresAt`. `expiresAt +
+   * deliveryHorizonMs` is the term's delivery deadline: the latest instant (plus skew) at which a
+   * request any container of the holder sent under this term may still be executed at a node. No
+   * write of a term moves it earlier (see extensionOf); a claim starts it from the winner's own.
+   * Absent on items written before they were recorded.
    */
   skewBoundMs?: number;
   deliveryHorizonMs?: number;
@@ -111,6 +114,12 @@ export interface ClaimRequest extends HolderBounds {
   expiresAt: number;
   /** The lease may be taken over only if its stored `expiresAt` is below this. */
   expiredBefore: number;
+  /**
+   * The delivery horizon `expiredBefore` waited out past the expiry. The claim also fails if the
+   * stored horizon is longer: a write since the claimant read the item (it may have read it before
+   * a freeze) moved the term's delivery deadline later than it waited for.
+   */
+  waitedHorizonMs: number;
 }
 
 /** A round that writes nothing else records that `deployment` took part, as `peers.<deployment> = seenAt`. */
@@ -146,9 +155,16 @@ export interface ReleaseRequest {
  * the caller treats every throw as "outcome unknown" and settles it with `read`.
  */
 export interface LeaseStore {
-  /** If the item is absent or `expiresAt < expiredBefore`: set holder and expiry, term + 1 (1 when absent). */
+  /**
+   * If the item is absent, or `expiresAt < expiredBefore` and its delivery horizon is at most
+   * `waitedHorizonMs`: set holder, expiry and the claimant's bounds, term + 1 (1 when absent).
+   */
   claim(request: ClaimRequest): Promise<ConditionalWrite>;
-  /** If holder (and term, when given) match, the term is not released and the stored `expiresAt` is lower: raise it. */
+  /**
+   * If holder (and term, when given) match and the term is not released, and the request would
+   * raise the stored expiry or the term's delivery deadline: write the lease extensionOf gives.
+   * A request the stored lease already covers is not applied (the stored item is returned).
+   */
   extend(request: ExtendRequest): Promise<ConditionalWrite>;
   /**
    * If holder and term match: mark the term released (no more extensions). `expiresAt` is kept:
@@ -161,6 +177,36 @@ export interface LeaseStore {
   recordPeer(request: PeerRequest): Promise<void>;
   /** Strongly consistent read. */
   read(site: string): Promise<LeaseItem | undefined>;
+}
+
+/** The stored lease's timing after an extension: its expiry and the delivery horizon past it. */
+export interface ExtendedTiming {
+  expiresAt: number;
+  deliveryHorizonMs: number;
+}
+
+/** Until when (plus skew) a request sent under the item's term may still be executed at a node. */
+function deliveryDeadline(item: LeaseItem): number {
+  return item.expiresAt + (item.deliveryHorizonMs ?? 0);
+}
+
+/**
+ * What `request` makes of the stored lease, the rule both stores apply: undefined when it may not
+ * extend it (another holder or term, released) or when the stored lease already covers it (expiry
+ * and delivery deadline at least the request's). The expiry becomes the later of the two, and so
+ * does the delivery deadline: the containers of one deployment can send with different request
+ * TTLs (a rollout that changes `rpc_ttl`), and a request one of them let go may be executed until
+ * its own deadline whichever container writes last. The horizon is stored past the new expiry, so
+ * once the containers with the longer TTL stop renewing it comes down to the writers' own within
+ * that TTL, instead of keeping the longest for as long as the term lasts.
+ */
+export function extensionOf(stored: LeaseItem, request: ExtendRequest): ExtendedTiming | undefined {
+  if (stored.holder !== request.holder || stored.released || (request.term !== undefined && stored.term !== request.term)) return undefined;
+  const storedDeadline = deliveryDeadline(stored);
+  const requestedDeadline = request.expiresAt + request.deliveryHorizonMs;
+  if (request.expiresAt <= stored.expiresAt && requestedDeadline <= storedDeadline) return undefined;
+  const expiresAt = Math.max(stored.expiresAt, request.expiresAt);
+  return { expiresAt, deliveryHorizonMs: Math.max(storedDeadline, requestedDeadline) - expiresAt };
 }
 
 /** What one acquire/renew established. */
@@ -400,8 +446,11 @@ export class Lease {
    */
   private claimableBefore(current: LeaseItem | undefined): number {
     const skew = Math.max(this.settings.skewBoundMs, current?.skewBoundMs ?? 0);
-    const horizon = Math.max(this.settings.deliveryHorizonMs ?? 0, current?.deliveryHorizonMs ?? 0);
-    return this.deps.clock.now() - skew - horizon;
+    return this.deps.clock.now() - skew - this.horizonToWait(current);
+  }
+
+  private horizonToWait(current: LeaseItem | undefined): number {
+    return Math.max(this.settings.deliveryHorizonMs ?? 0, current?.deliveryHorizonMs ?? 0);
   }
 
   /** What this deployment records with every write of its own: its bounds and that it took part now. */
@@ -425,7 +474,10 @@ export class Lease {
   /**
    * Says so loudly when the lease item shows another deployment nobody declared (`lease.peers`), or
    * a holder whose skew bound or request TTL differ from ours: each is logged once, and counted at
-   * every round so the alarm stays on while it lasts.
+   * every round so the alarm stays on while it lasts. The item's horizon is the term's, not only
+   * the last writer's: after the holder's rollout lowered `rpc_ttl` it stays longer until the old
+   * containers' requests can no longer run (at most their TTL after their last renewal), and so
+   * does the count, because the takeover is that much slower meanwhile; then it stops by itself.
    */
   private inspect(item: LeaseItem | undefined): void {
     if (!item) return;
@@ -487,7 +539,7 @@ export class Lease {
     const sentAt = this.deps.clock.monotonic();
     const now = this.deps.clock.now();
     const expiresAt = now + leaseDurationMs;
-    const request = { site, holder, expiresAt, expiredBefore: this.claimableBefore(seen), ...this.bounds() };
+    const request = { site, holder, expiresAt, expiredBefore: this.claimableBefore(seen), waitedHorizonMs: this.horizonToWait(seen), ...this.bounds() };
     const result = await this.settled(() => this.deps.store.claim(request), expiresAt, undefined);
     if (result.applied || this.covers(result.current, expiresAt, undefined)) {
       const item = result.applied ? result.item : (result.current as LeaseItem);
@@ -505,14 +557,19 @@ export class Lease {
     return { holding: false, current };
   }
 
-  /** The stored item already guarantees our lease: same holder, expected term, not released, expiry at least ours. */
+  /**
+   * The stored item already guarantees our lease: same holder, expected term, not released, expiry
+   * at least ours, and a delivery deadline at least ours: a sibling container's later expiry with a
+   * shorter request TTL does not make a challenger wait for the requests this one would send.
+   */
   private covers(item: LeaseItem | undefined, expiresAt: number, term: number | undefined): boolean {
     return (
       item !== undefined &&
       item.holder === this.settings.deploymentId &&
       !item.released &&
       (term === undefined || item.term === term) &&
-      item.expiresAt >= expiresAt
+      item.expiresAt >= expiresAt &&
+      deliveryDeadline(item) >= expiresAt + (this.settings.deliveryHorizonMs ?? 0)
     );
   }
 

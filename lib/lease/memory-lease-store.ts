@@ -3,7 +3,18 @@
  * randomized interleaving test and a single-process local run. Each operation is atomic because
  * it runs without awaiting.
  */
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "./lease";
+import {
+  extensionOf,
+  type AnnounceRequest,
+  type ClaimRequest,
+  type ConditionalWrite,
+  type ExtendRequest,
+  type HolderBounds,
+  type LeaseItem,
+  type LeaseStore,
+  type PeerRequest,
+  type ReleaseRequest,
+} from "./lease";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();
@@ -33,9 +44,9 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   /** The synchronous forms, for callers that model the network around an atomic store. */
-  applyClaim({ site, holder, expiresAt, expiredBefore, ...bounds }: ClaimRequest): ConditionalWrite {
+  applyClaim({ site, holder, expiresAt, expiredBefore, waitedHorizonMs, ...bounds }: ClaimRequest): ConditionalWrite {
     const current = this.items.get(site);
-    if (current && current.expiresAt >= expiredBefore) return { applied: false, current: copy(current) };
+    if (current && (current.expiresAt >= expiredBefore || (current.deliveryHorizonMs ?? 0) > waitedHorizonMs)) return { applied: false, current: copy(current) };
     const item: LeaseItem = { site, holder, expiresAt, term: (current?.term ?? 0) + 1, peers: { ...current?.peers } };
     if (current?.announcedTerm !== undefined) item.announcedTerm = current.announcedTerm;
     writeBounds(item, holder, bounds);
@@ -43,19 +54,12 @@ export class MemoryLeaseStore implements LeaseStore {
     return { applied: true, item: copy(item) };
   }
 
-  applyExtend({ site, holder, term, expiresAt, ...bounds }: ExtendRequest): ConditionalWrite {
-    const current = this.items.get(site);
-    if (
-      !current ||
-      current.holder !== holder ||
-      current.released ||
-      current.expiresAt >= expiresAt ||
-      (term !== undefined && current.term !== term)
-    ) {
-      return { applied: false, current: current && copy(current) };
-    }
-    current.expiresAt = expiresAt;
-    writeBounds(current, holder, bounds);
+  applyExtend(request: ExtendRequest): ConditionalWrite {
+    const current = this.items.get(request.site);
+    const extended = current && extensionOf(current, request);
+    if (!current || !extended) return { applied: false, current: current && copy(current) };
+    current.expiresAt = extended.expiresAt;
+    writeBounds(current, request.holder, { ...request, deliveryHorizonMs: extended.deliveryHorizonMs });
     return { applied: true, item: copy(current) };
   }
 

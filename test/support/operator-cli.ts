@@ -55,6 +55,7 @@ export async function takeLease(store: DynamoDbLeaseStore, site: string, holder:
     holder,
     expiresAt: now + 30_000,
     expiredBefore: Number.MAX_SAFE_INTEGER,
+    waitedHorizonMs: Number.MAX_SAFE_INTEGER,
     skewBoundMs: 5_000,
     deliveryHorizonMs: 0,
     seenAt: now,

@@ -3,7 +3,8 @@
  * connections, one shared lease table on DynamoDB Local) contending for one site and provisioning
  * a simulated fleet over a real nats-server: both started at once, the leader killed mid-sequence,
  * the leader's paths to the broker and DynamoDB stalled past its lease and healed, lease writes
- * held back, a configure held in the stalled path across the takeover, ambiguous writes and blips,
+ * held back, a configure held in the stalled path across the takeover (also by the leader's old
+ * container during a rollout that lowers rpc_ttl), ambiguous writes and blips,
  * wall clocks skewed up to the bound, a graceful release; and, beyond the bound, skew past it and the
  * held configure again with the delivery horizon off, the demonstration that the check sees
  * violations made through the real code paths.
@@ -19,7 +20,7 @@ import { createLeaseTable } from "../../../lib/lease/dynamodb-lease-store";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { seededRandom } from "../../support/random";
-import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions, type Published } from "../../support/chaos/deployments";
+import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned, type DeploymentOptions, type LeaseWrite, type Published } from "../../support/chaos/deployments";
 import { recordScenario, type FaultClass } from "../../support/chaos/scenario";
 import { TOKEN } from "../../support/chaos/support";
 
@@ -58,7 +59,7 @@ interface Scenario {
   deployments: ChaosDeployment[];
 }
 
-type Extra = Partial<Pick<DeploymentOptions, "skewMs" | "lease" | "rpcTtlSeconds">>;
+type Extra = Partial<Pick<DeploymentOptions, "skewMs" | "lease" | "rpcTtlSeconds" | "deploymentId">>;
 
 /** A fresh site and fleet (on the scaled clock), and one deployment per name. */
 async function scenario(names: string[], extra: Record<string, Extra> = {}): Promise<Scenario> {
@@ -148,6 +149,62 @@ async function holdAConfigureAcrossTheTakeover(run: Scenario): Promise<Published
   const request = held!;
   await waitFor(() => run.fleet.record.some((entry) => entry.requestId === request.requestId), "the held request reaching its node");
   return request;
+}
+
+/**
+ * A rollout of one deployment ("east") that lowers rpc_ttl: its old container sends with 120 s, the
+ * rolled-out one with 30 s, and both renew the same term, alternately. The old container's paths
+ * stall at the instant it lets a configure go (inside its validity); the rolled-out container
+ * renews once more after that, so the term's last write is the 30 s one's, and is then killed; the
+ * standby takes over. The stalled paths heal when the new leader lets its configure go to the same
+ * node. Returns the held request and the old container's last expiry it could count on.
+ */
+async function holdAnOldContainersConfigureAcrossTheTakeover(run: Scenario): Promise<{ held: Published; oldContainersLastExpiry: number }> {
+  const [old, rolledOut, standby] = run.deployments as [ChaosDeployment, ChaosDeployment, ChaosDeployment];
+  let held: Published | undefined;
+  let writesAtStall = 0;
+  let healed = false;
+  run.observatory.whenPublished(
+    (published) => published.deployment === old.name && published.action === "configure" && configured(run.fleet) >= NODES / 4,
+    (published) => {
+      old.stallPaths();
+      held = published;
+      writesAtStall = run.observatory.leaseWrites.length;
+      run.observatory.whenPublished(
+        (next) => next.deployment === standby.name && next.identity === published.identity && next.action === "configure",
+        () => {
+          old.healPaths();
+          healed = true;
+        },
+      );
+    },
+  );
+  old.start();
+  await waitFor(() => run.observatory.published.size > 0, "the old container leading");
+  rolledOut.start();
+  await waitFor(() => held !== undefined, "the old container's paths stalling as it lets a configure go");
+  const renewedAfterStall = () => run.observatory.leaseWrites.slice(writesAtStall).some((write) => write.container === rolledOut.name && write.result.applied);
+  await waitFor(renewedAfterStall, "the rolled-out container renewing after the stall");
+  rolledOut.kill();
+  const oldContainersLastExpiry = Math.max(...countedOnBy(run, old.name).map((write) => write.requested.expiresAt));
+  standby.start();
+  await waitFor(() => run.observatory.terms.some((term) => term.deployment === standby.name), "the standby winning a term");
+  await waitFor(() => healed, "the new leader configuring the node the held request is for");
+  await waitFor(() => unprovisioned(run.fleet).length === 0, "every node provisioned");
+  const request = held!;
+  await waitFor(() => run.fleet.record.some((entry) => entry.requestId === request.requestId), "the held request reaching its node");
+  return { held: request, oldContainersLastExpiry };
+}
+
+/** The lease writes of `container` whose answer let it count on the term: applied, or an item of its own deployment covering it. */
+function countedOnBy(run: Scenario, container: string): LeaseWrite[] {
+  const holder = run.deployments.find((deployment) => deployment.name === container)!.deploymentId;
+  return run.observatory.leaseWrites.filter(({ container: writer, requested, result }) => {
+    if (writer !== container) return false;
+    if (result.applied) return true;
+    const item = result.current;
+    return item?.holder === holder && item.expiresAt >= requested.expiresAt && item.expiresAt + (item.deliveryHorizonMs ?? 0) >= requested.expiresAt + requested.deliveryHorizonMs;
+  });
 }
 
 function record(task: Parameters<typeof recordScenario>[0], run: Scenario, faultClass: FaultClass, faults: number, figures: ReturnType<typeof assertSafe>): void {
@@ -249,6 +306,30 @@ describe("leadership faults, observed at the node", () => {
     const atNode = run.fleet.record.filter((entry) => entry.requestId === held.requestId);
     expect(atNode.map((entry) => [entry.outcome, entry.reason])).toEqual([["dropped", "request is outside its ttl"]]);
     record(task, run, "stalled-path", 2, assertSafe(run));
+  });
+
+  it("a rollout lowering rpc_ttl (the leader's old container 120 s, its rolled-out one 30 s, renewing alternately, the 30 s one last): the standby waits the 120 s horizon and the old container's configure held across the takeover never runs at the node after the new term's", async ({ task }) => {
+    // Arrange: two containers of one deployment ("east") in a rollout, and a standby on the new setting.
+    const old = { deploymentId: "east", lease: { deliveryHorizonMs: 120_000 }, rpcTtlSeconds: 120 };
+    const rolledOut = { deploymentId: "east", lease: { deliveryHorizonMs: 30_000 }, rpcTtlSeconds: 30 };
+    const run = await scenario(["east-old", "east-new", "west"], { "east-old": old, "east-new": rolledOut, west: { lease: { deliveryHorizonMs: 30_000 }, rpcTtlSeconds: 30 } });
+
+    // Act
+    const { held, oldContainersLastExpiry } = await holdAnOldContainersConfigureAcrossTheTakeover(run);
+
+    // Assert, at the table: the term's last item still ends its delivery deadline at the old
+    // container's last expiry plus 120 s, though the 30 s container wrote it; the standby's term
+    // began only past that (its claim also waits the skew bound on top).
+    const termItems = run.observatory.leaseWrites.flatMap(({ result }) => (result.applied && result.item.term === held.term ? [result.item] : []));
+    const lastItem = termItems.reduce((latest, item) => (item.expiresAt > latest.expiresAt ? item : latest));
+    expect(lastItem.expiresAt + (lastItem.deliveryHorizonMs ?? 0)).toBeGreaterThanOrEqual(oldContainersLastExpiry + 120_000);
+    const newTerm = run.observatory.terms.find((term) => term.deployment === "west")!;
+    expect(newTerm.term).toBe(held.term + 1);
+    expect(newTerm.wallAt).toBeGreaterThan(oldContainersLastExpiry + 120_000);
+    // At the node: the held 120 s request reached it after the new term's requests and was refused.
+    const atNode = run.fleet.record.filter((entry) => entry.requestId === held.requestId);
+    expect(atNode.map((entry) => [entry.outcome, entry.reason])).toEqual([["dropped", "request is outside its ttl"]]);
+    record(task, run, "stalled-path", 3, assertSafe(run));
   });
 
   it("leader's lease writes held back past its lease: it pauses by its own deadline and the standby's term never overlaps at the node", async ({ task }) => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, GetItemCommand, PutItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { LeaseStoreError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
@@ -39,6 +39,24 @@ describe("lease on DynamoDB Local", () => {
       expiresAt: { N: String(time.trueTime + 30_000) },
       "peers.prod-eu": { N: expect.any(String) },
     });
+  });
+
+  it("reads a delivery horizon that is absent or not a number (older code, a hand edit) as none: renewals raise it and a claim does not wait for it", async () => {
+    const store = new DynamoDbLeaseStore({ client, tableName: TABLE });
+    const [absent, text, claimed] = ["absent", "text", "claimed"].map((label) => `horizon-${label}-${randomUUID()}`) as [string, string, string];
+    const lease = (site: string) => ({ site: { S: site }, holder: { S: "prod-eu" }, term: { N: "1" }, expiresAt: { N: "30000" } });
+    await client.send(new PutItemCommand({ TableName: TABLE, Item: lease(absent) }));
+    await client.send(new PutItemCommand({ TableName: TABLE, Item: { ...lease(text), deliveryHorizonMs: { S: "120 s" } } }));
+    await client.send(new PutItemCommand({ TableName: TABLE, Item: { ...lease(claimed), deliveryHorizonMs: { S: "120 s" } } }));
+    const bounds = { skewBoundMs: 5_000, seenAt: 1 };
+
+    const renewed = await store.extend({ site: absent, holder: "prod-eu", term: 1, expiresAt: 40_000, deliveryHorizonMs: 30_000, ...bounds });
+    const raisedOnly = await store.extend({ site: text, holder: "prod-eu", term: 1, expiresAt: 29_000, deliveryHorizonMs: 60_000, ...bounds });
+    const taken = await store.claim({ site: claimed, holder: "prod-us", expiresAt: 90_000, expiredBefore: 60_000, waitedHorizonMs: 0, deliveryHorizonMs: 30_000, ...bounds });
+
+    expect(renewed).toMatchObject({ applied: true, item: { expiresAt: 40_000, deliveryHorizonMs: 30_000 } });
+    expect(raisedOnly).toMatchObject({ applied: true, item: { expiresAt: 30_000, deliveryHorizonMs: 59_000 } });
+    expect(taken).toMatchObject({ applied: true, item: { holder: "prod-us", term: 2, deliveryHorizonMs: 30_000 } });
   });
 });
 

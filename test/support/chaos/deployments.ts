@@ -79,6 +79,14 @@ export interface NodeExecution extends Published {
   executedAt: number;
 }
 
+/** A lease write a container's lease got an answer to (applied, or refused with the stored item). */
+export interface LeaseWrite {
+  container: string;
+  /** The expiry and delivery horizon the container asked for. */
+  requested: { expiresAt: number; deliveryHorizonMs: number };
+  result: ConditionalWrite;
+}
+
 export interface TermBegin {
   deployment: string;
   term: number;
@@ -90,6 +98,7 @@ export interface TermBegin {
 export class Observatory {
   readonly published = new Map<string, Published>();
   readonly terms: TermBegin[] = [];
+  readonly leaseWrites: LeaseWrite[] = [];
   readonly outcomes: Array<{ deployment: string; outcome: ProvisionOutcome }> = [];
   private readonly watches: Array<{ match: (published: Published) => boolean; then: (published: Published) => void }> = [];
 
@@ -163,18 +172,19 @@ class ObservedLeaseStore implements LeaseStore {
 
   constructor(
     private readonly inner: LeaseStore,
+    private readonly container: string,
     private readonly deployment: string,
     private readonly observatory: Observatory,
     private readonly random: () => number,
   ) {}
 
   async claim(request: ClaimRequest): Promise<ConditionalWrite> {
-    const result = await this.write(() => this.inner.claim(request));
+    const result = await this.write(request, () => this.inner.claim(request));
     return result;
   }
 
   extend(request: ExtendRequest): Promise<ConditionalWrite> {
-    return this.write(() => this.inner.extend(request));
+    return this.write(request, () => this.inner.extend(request));
   }
 
   release(request: ReleaseRequest): Promise<ConditionalWrite> {
@@ -193,13 +203,18 @@ class ObservedLeaseStore implements LeaseStore {
     return this.inner.read(site);
   }
 
-  private async write(send: () => Promise<ConditionalWrite>): Promise<ConditionalWrite> {
+  private async write(requested: ClaimRequest | ExtendRequest, send: () => Promise<ConditionalWrite>): Promise<ConditionalWrite> {
     if (this.writeDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.writeDelayMs));
     if (this.random() < this.blipRate) {
       this.faults++;
       throw new InjectedStoreFault("injected: the write failed before it was sent");
     }
     const result = await send();
+    this.observatory.leaseWrites.push({
+      container: this.container,
+      requested: { expiresAt: requested.expiresAt, deliveryHorizonMs: requested.deliveryHorizonMs },
+      result,
+    });
     if (result.applied && result.item.holder === this.deployment) {
       const last = this.observatory.terms.at(-1);
       if (!last || last.term < result.item.term) {
@@ -215,7 +230,10 @@ class ObservedLeaseStore implements LeaseStore {
 }
 
 export interface DeploymentOptions {
+  /** This process (a container); also the deployment's id unless `deploymentId` is given. */
   name: string;
+  /** The lease holder id: containers of one deployment (a rollout's old and new code) share it. */
+  deploymentId?: string;
   site: string;
   tableName: string;
   /** The site's admission registry, the same store for every deployment of the site. */
@@ -236,6 +254,7 @@ export interface DeploymentOptions {
 
 export class ChaosDeployment {
   readonly name: string;
+  readonly deploymentId: string;
   readonly clock: Clock;
   readonly helper = new CountingHelper();
   gate!: LeaseGate;
@@ -256,6 +275,7 @@ export class ChaosDeployment {
 
   private constructor(private readonly options: DeploymentOptions) {
     this.name = options.name;
+    this.deploymentId = options.deploymentId ?? options.name;
     this.clock = scaledClock(options.skewMs ?? 0);
   }
 
@@ -278,8 +298,10 @@ export class ChaosDeployment {
     });
     this.nc = await connect({ servers: `nats://${this.brokerPath.address}`, name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
     const random = options.random ?? Math.random;
-    this.store = new ObservedLeaseStore(new DynamoDbLeaseStore({ client: this.dynamo, tableName: options.tableName }), options.name, options.observatory, random);
-    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId: options.name, ...LEASE, ...options.lease, roundTimeoutMs: 1_500 });
+    const { deploymentId } = this;
+    const leaseStore = new DynamoDbLeaseStore({ client: this.dynamo, tableName: options.tableName });
+    this.store = new ObservedLeaseStore(leaseStore, options.name, deploymentId, options.observatory, random);
+    const settings = resolveLeaseSettings({ leaderElection: true, site: options.site, deploymentId, ...LEASE, ...options.lease, roundTimeoutMs: 1_500 });
     // onWon on the gate, not the keeper: a term announced by an engine's gate read must start leading too.
     this.gate = createLeaseGate(settings, {
       store: this.store,

@@ -8,20 +8,23 @@ import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { ClaimRequest, ExtendRequest, LeaseStore } from "../../../lib/lease/lease";
+import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const BOUNDS = { skewBoundMs: 5_000, deliveryHorizonMs: 10_000 };
 
-function claim(site: string, holder: string, expiresAt: number, expiredBefore: number, seenAt = 1): ClaimRequest {
-  return { site, holder, expiresAt, expiredBefore, seenAt, ...BOUNDS };
+function claim(site: string, holder: string, expiresAt: number, expiredBefore: number, seenAt = 1, overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return { site, holder, expiresAt, expiredBefore, waitedHorizonMs: BOUNDS.deliveryHorizonMs, seenAt, ...BOUNDS, ...overrides };
 }
 
-function extend(site: string, holder: string, expiresAt: number, term?: number, seenAt = 2): ExtendRequest {
-  return { site, holder, expiresAt, term, seenAt, ...BOUNDS };
+function extend(site: string, holder: string, expiresAt: number, term?: number, seenAt = 2, overrides: Partial<ExtendRequest> = {}): ExtendRequest {
+  return { site, holder, expiresAt, term, seenAt, ...BOUNDS, ...overrides };
 }
+
+/** Until when a request of the item's term may still run at a node (before skew): expiry plus horizon. */
+const deadlineOf = (item: LeaseItem | undefined) => (item ? item.expiresAt + (item.deliveryHorizonMs ?? 0) : undefined);
 
 /**
  * `makeStore` is called before each test and that store serves the whole test (every deployment in
@@ -130,6 +133,83 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       expect(second).toMatchObject({ applied: false, current: { announcedTerm: 1 } });
     });
 
+    it("within a term no write moves the delivery deadline earlier: containers of one holder with 120 s and 30 s request TTLs renew alternately, and the deadline is the 120 s one's", async () => {
+      const site = uniqueSite("rollout");
+      const leases = store();
+      const old = { deliveryHorizonMs: 120_000 };
+      const rolledOut = { deliveryHorizonMs: 30_000 };
+      await leases.claim(claim(site, "prod-eu", 30_000, 0, 1, old));
+
+      const afterRolledOut = await leases.extend(extend(site, "prod-eu", 40_000, 1, 2, rolledOut));
+      const afterOld = await leases.extend(extend(site, "prod-eu", 45_000, 1, 3, old));
+      const rolledOutAgain = await leases.extend(extend(site, "prod-eu", 50_000, undefined, 4, rolledOut));
+
+      // The horizon is kept past the latest expiry: the 120 s container's deadline, 30 s + 120 s, then 45 s + 120 s.
+      expect(afterRolledOut).toMatchObject({ applied: true, item: { term: 1, expiresAt: 40_000, deliveryHorizonMs: 110_000 } });
+      expect(afterOld).toMatchObject({ applied: true, item: { expiresAt: 45_000, deliveryHorizonMs: 120_000 } });
+      expect(rolledOutAgain).toMatchObject({ applied: true, item: { expiresAt: 50_000, deliveryHorizonMs: 115_000, peers: { "prod-eu": 4 } } });
+      expect(deadlineOf(await leases.read(site))).toBe(45_000 + 120_000);
+    });
+
+    it("once the container with the longer request TTL stops renewing, the horizon comes down to the writers' own within that TTL", async () => {
+      const site = uniqueSite("rollout-done");
+      const leases = store();
+      await leases.claim(claim(site, "prod-eu", 30_000, 0, 1, { deliveryHorizonMs: 120_000 }));
+      const rolledOut = { deliveryHorizonMs: 30_000 };
+
+      const within = await leases.extend(extend(site, "prod-eu", 100_000, 1, 2, rolledOut));
+      const past = await leases.extend(extend(site, "prod-eu", 125_000, 1, 3, rolledOut));
+
+      expect(within).toMatchObject({ applied: true, item: { expiresAt: 100_000, deliveryHorizonMs: 50_000 } });
+      expect(past).toMatchObject({ applied: true, item: { expiresAt: 125_000, deliveryHorizonMs: 30_000 } });
+    });
+
+    it("a renewal whose expiry a sibling's already covers, but not its delivery deadline, raises the horizon only; one covered in both is not applied", async () => {
+      const site = uniqueSite("covered");
+      const leases = store();
+      await leases.claim(claim(site, "prod-eu", 30_000, 0, 1, { deliveryHorizonMs: 30_000 }));
+
+      const longerTtl = await leases.extend(extend(site, "prod-eu", 29_000, 1, 2, { deliveryHorizonMs: 120_000 }));
+      const covered = await leases.extend(extend(site, "prod-eu", 29_500, 1, 3, { deliveryHorizonMs: 60_000 }));
+
+      expect(longerTtl).toMatchObject({ applied: true, item: { expiresAt: 30_000, deliveryHorizonMs: 119_000, peers: { "prod-eu": 2 } } });
+      expect(covered).toMatchObject({ applied: false, current: { expiresAt: 30_000, deliveryHorizonMs: 119_000, peers: { "prod-eu": 2 } } });
+    });
+
+    it("concurrent renewals of one holder with different request TTLs: every one the caller can count on is within the final delivery deadline", async () => {
+      const site = uniqueSite("concurrent");
+      const leases = store();
+      await leases.claim(claim(site, "prod-eu", 30_000, 0, 1, { deliveryHorizonMs: 30_000 }));
+      const requests = Array.from({ length: 12 }, (_, index) =>
+        extend(site, "prod-eu", 30_000 + ((index * 7_919) % 12) * 1_000, 1, index, { deliveryHorizonMs: index % 3 === 0 ? 120_000 : 30_000 }),
+      );
+
+      const writes = await Promise.all(requests.map((request) => leases.extend(request)));
+
+      const final = await leases.read(site);
+      const countedOn = requests.filter((request, index) => {
+        const write = writes[index]!;
+        const item = write.applied ? write.item : write.current;
+        return write.applied || (item !== undefined && item.expiresAt >= request.expiresAt && deadlineOf(item)! >= request.expiresAt + request.deliveryHorizonMs);
+      });
+      expect(countedOn.length).toBeGreaterThan(0);
+      for (const request of countedOn) expect(deadlineOf(final)).toBeGreaterThanOrEqual(request.expiresAt + request.deliveryHorizonMs);
+      expect(deadlineOf(final)).toBe(Math.max(...countedOn.map((request) => request.expiresAt + request.deliveryHorizonMs)));
+    });
+
+    it("a new term starts from its winner's own horizon, and a claim that waited a shorter horizon than the stored one is refused", async () => {
+      const site = uniqueSite("new-term");
+      const leases = store();
+      await leases.claim(claim(site, "prod-eu", 30_000, 0, 1, { deliveryHorizonMs: 120_000 }));
+      await leases.extend(extend(site, "prod-eu", 40_000, 1, 2, { deliveryHorizonMs: 30_000 }));
+
+      const waitedTooLittle = await leases.claim(claim(site, "prod-us", 300_000, 250_000, 3, { deliveryHorizonMs: 30_000, waitedHorizonMs: 30_000 }));
+      const waitedEnough = await leases.claim(claim(site, "prod-us", 300_000, 250_000, 3, { deliveryHorizonMs: 30_000, waitedHorizonMs: 110_000 }));
+
+      expect(waitedTooLittle).toMatchObject({ applied: false, current: { holder: "prod-eu", term: 1, deliveryHorizonMs: 110_000 } });
+      expect(waitedEnough).toMatchObject({ applied: true, item: { holder: "prod-us", term: 2, expiresAt: 300_000, deliveryHorizonMs: 30_000 } });
+    });
+
     it("records a peer on an existing lease only, changing nothing else", async () => {
       const site = uniqueSite("peer");
       const leases = store();
@@ -155,10 +235,10 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
   describe(`lease gate over the store (${name})`, () => {
     beforeEach(freshStore);
 
-    function deployment(site: string, deploymentId: string, time: VirtualClock, offsetMs = 0) {
+    function deployment(site: string, deploymentId: string, time: VirtualClock, offsetMs = 0, deliveryHorizonMs?: number) {
       const metrics = new RecordingMetrics();
       const logger = new RecordingLogger();
-      const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId });
+      const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId, ...(deliveryHorizonMs === undefined ? {} : { deliveryHorizonMs }) });
       const gate = createLeaseGate(settings, { store: store(), metrics, logger, clock: time.skewed(offsetMs) });
       return { gate, metrics, logger };
     }
@@ -242,6 +322,56 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
       expect(early.holding).toBe(false);
       expect(outcome).toMatchObject({ holding: true, term: 2, wonNewTerm: true });
+    });
+
+    it("two containers of one deployment (rpc_ttl 120 s and 30 s) renew alternately, the 30 s one last: a challenger takes over only past the 120 s one's last expiry plus the skew bound and 120 s", async () => {
+      const site = uniqueSite("rollout-takeover");
+      const time = new VirtualClock();
+      const old = deployment(site, "prod-eu", time, 0, 120_000);
+      const rolledOut = deployment(site, "prod-eu", time, 0, 30_000);
+      const challenger = deployment(site, "prod-us", time, 0, 30_000);
+      await old.gate.acquireOrRenew();
+      time.advance(5_000);
+      await rolledOut.gate.acquireOrRenew();
+      time.advance(5_000);
+      await old.gate.acquireOrRenew();
+      const oldExpiry = time.trueTime + 30_000;
+      time.advance(5_000);
+      await rolledOut.gate.acquireOrRenew();
+      const lastExpiry = time.trueTime + 30_000;
+
+      time.advance(lastExpiry + 5_000 + 30_000 + 1 - time.trueTime);
+      const pastTheLastWritersBounds = await challenger.gate.acquireOrRenew();
+      time.advance(oldExpiry + 5_000 + 120_000 - time.trueTime);
+      const atTheOldOnes = await challenger.gate.acquireOrRenew();
+      time.advance(1);
+      const pastTheOldOnes = await challenger.gate.acquireOrRenew();
+
+      expect(pastTheLastWritersBounds.holding).toBe(false);
+      expect(atTheOldOnes.holding).toBe(false);
+      expect(pastTheOldOnes).toMatchObject({ holding: true, term: 2 });
+      expect((await store().read(site))?.deliveryHorizonMs).toBe(30_000);
+    });
+
+    it("a container whose renewal a sibling's later expiry covers, but not its longer request TTL, still gets that TTL waited for", async () => {
+      const site = uniqueSite("covered-takeover");
+      const time = new VirtualClock();
+      const rolledOut = deployment(site, "prod-eu", time, 0, 30_000);
+      // A second behind: its expiry is below the sibling's, its delivery deadline far above it.
+      const old = deployment(site, "prod-eu", time, -1_000, 120_000);
+      const challenger = deployment(site, "prod-us", time, 0, 30_000);
+      await rolledOut.gate.acquireOrRenew();
+      const renewal = await old.gate.acquireOrRenew();
+      const oldExpiry = time.trueTime - 1_000 + 30_000;
+
+      time.advance(oldExpiry + 5_000 + 120_000 - time.trueTime);
+      const atTheOldOnes = await challenger.gate.acquireOrRenew();
+      time.advance(1);
+      const pastTheOldOnes = await challenger.gate.acquireOrRenew();
+
+      expect(renewal).toMatchObject({ holding: true, term: 1 });
+      expect(atTheOldOnes.holding).toBe(false);
+      expect(pastTheOldOnes).toMatchObject({ holding: true, term: 2 });
     });
 
     it.each([2, 3, 5])("lets exactly one of %i contending deployments win", async (contenders) => {

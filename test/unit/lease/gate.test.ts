@@ -353,6 +353,39 @@ describe("pause gate across invocations, freezes and releases", () => {
     expect(logger.at("warn").filter((line) => /bounds differ from the holder's/.test(line.message))).toHaveLength(1);
   });
 
+  it("a standby counts the bounds mismatch while a holder's rollout from rpc_ttl 120 s to its own 30 s still has 120 s requests to wait for, and stops by itself once they are past", async () => {
+    // Arrange: the holder's old container (120 s) claims, then only its rolled-out one (30 s) renews.
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const logger = new RecordingLogger();
+    const metrics = new RecordingMetrics();
+    const gateOf = (deploymentId: string, horizonMs: number, deps: { logger?: RecordingLogger; metrics?: RecordingMetrics } = {}) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, deliveryHorizonMs: horizonMs }), {
+        store,
+        metrics: deps.metrics ?? new RecordingMetrics(),
+        logger: deps.logger,
+        clock: time.skewed(),
+      });
+    await gateOf("east", 120_000).acquireOrRenew();
+    const rolledOut = gateOf("east", 30_000);
+    const standby = gateOf("west", 30_000, { logger, metrics });
+
+    // Act: every 10 s the rolled-out container renews and the standby looks.
+    const countedPerRound: number[] = [];
+    for (let round = 0; round < 11; round++) {
+      time.advance(10_000);
+      await rolledOut.acquireOrRenew();
+      const before = metrics.total(EXTRA_METRIC.leaseSettingsMismatch);
+      await standby.acquireOrRenew();
+      countedPerRound.push(metrics.total(EXTRA_METRIC.leaseSettingsMismatch) - before);
+    }
+
+    // Assert: the old container's last expiry + 120 s is reached by 30 s renewals after 90 s (the 9th round).
+    expect(countedPerRound).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]);
+    expect(store.snapshot("eu")).toMatchObject({ holder: "east", term: 1, deliveryHorizonMs: 30_000 });
+    expect(logger.at("warn").filter((line) => /bounds differ from the holder's/.test(line.message))).toHaveLength(1);
+  });
+
   it("each round records its deployment among the lease's peers, and one not in lease.peers is reported loudly", async () => {
     // Arrange: east leads and expects west; a third deployment turns up.
     const time = new VirtualClock();
