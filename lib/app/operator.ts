@@ -488,7 +488,12 @@ export class Operator {
       ...(note.reason ? { reason: note.reason } : {}),
     };
     await this.deps.pause.write(state);
-    return { ...state, takeoverAt: holds && item ? item.expiresAt + timing.skewBoundMs + timing.deliveryHorizonMs : null };
+    if (!holds || !item) return { ...state, takeoverAt: null };
+    // A standby waits the larger of its own bounds and the item's (lib/lease/lease.ts, claimableBefore):
+    // the item's horizon is the term's, longer while a container with a longer rpc_ttl still sends.
+    const skewMs = Math.max(timing.skewBoundMs, item.skewBoundMs ?? 0);
+    const horizonMs = Math.max(timing.deliveryHorizonMs, item.deliveryHorizonMs ?? 0);
+    return { ...state, takeoverAt: item.expiresAt + skewMs + horizonMs };
   }
 
   private async renewal(): Promise<SiteRenewalReport | undefined> {

@@ -478,4 +478,25 @@ describe("choria-provisioner pause", () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toContain(`a standby can take over from ${new Date(expiresAt + 7_000 + 60_000).toISOString().slice(11, 19)} UTC`);
   });
+
+  it("waits out the lease item's longer delivery horizon, as a standby's claim does (a holder's container with a longer rpc_ttl)", async () => {
+    const now = time.trueTime;
+    await leaseStore.claim({
+      site: SITE,
+      holder: "primary",
+      expiresAt: now + 30_000,
+      expiredBefore: Number.MAX_SAFE_INTEGER,
+      waitedHorizonMs: Number.MAX_SAFE_INTEGER,
+      skewBoundMs: 9_000,
+      deliveryHorizonMs: 120_000,
+      seenAt: now,
+    });
+    const config = join(await mkdtemp(join(tmpdir(), "cli-config-")), "provisioner.yaml");
+    await writeFile(config, "site: ops\nrpc_ttl: 60\nlease:\n  skew_bound: 7s\n");
+
+    const result = await cli("pause", "--config", config);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`a standby can take over from ${new Date(now + 30_000 + 9_000 + 120_000).toISOString().slice(11, 19)} UTC`);
+  });
 });
