@@ -3,12 +3,15 @@
  * item layout. Each write is one conditional write on the exact admission or claim it acts on, so
  * it never undoes a newer admission or another worker's claim; a condition failure returns the
  * stored entry. `ttl` (epoch seconds) lets DynamoDB delete entries no rule reads any more; no rule
- * depends on that deletion happening.
+ * depends on that deletion happening. The names a discovery left waiting are one item of their own
+ * partition (`discovery#<site>`), so the site's host listing never reads them.
  */
 import {
   ConditionalCheckFailedException,
   CreateTableCommand,
+  DeleteItemCommand,
   GetItemCommand,
+  PutItemCommand,
   QueryCommand,
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
@@ -30,9 +33,12 @@ import type {
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
   MarkRenewalRequest,
+  RecordCredentialsRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
+  RememberWaitingRequest,
   VoidClaimRequest,
+  WaitingName,
 } from "./registry";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 import type { AdmissionSource } from "../ports";
@@ -48,6 +54,9 @@ export interface DynamoDbAdmissionStoreOptions {
 
 /** DynamoDB's TTL reads epoch seconds. */
 const ttlOf = (expiresAt: number) => Math.ceil(expiresAt / 1000);
+
+/** The key of a site's names waiting for discovery: a partition of their own, as renewal's state has (`renewal#<site>`). */
+const waitingKey = (site: string): Record<string, AttributeValue> => ({ site: { S: `discovery#${site}` }, identity: { S: "waiting-names" } });
 
 /** The claim attributes every write that ends a claim removes. */
 const CLAIM = ["claimToken", "claimedUntil"] as const;
@@ -120,6 +129,21 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     });
   }
 
+  recordCredentials(request: RecordCredentialsRequest): Promise<AdmissionWrite> {
+    const { credentials } = request;
+    return this.update(request, {
+      set: {
+        credentialsExpireAt: credentials.expiresAt,
+        expiryKind: credentials.kind,
+        credentialsIssuedAt: credentials.issuedAt,
+        expiresAt: request.expiresAt,
+        [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
+      },
+      remove: RENEWAL_ATTRIBUTES,
+      ...ownClaim(request.claimToken),
+    });
+  }
+
   markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite> {
     const { mark } = request;
     return this.update(request, {
@@ -130,8 +154,11 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     });
   }
 
-  forget(request: ForgetRequest): Promise<AdmissionWrite> {
-    return this.delete(request, ownClaim(request.claimToken));
+  async forget(request: ForgetRequest): Promise<AdmissionWrite> {
+    const deleted = await this.delete(request, { condition: "#claimToken = :token AND attribute_not_exists(#credentialsExpireAt)", conditionValues: { token: request.claimToken } });
+    if (deleted.applied || deleted.current?.claimToken !== request.claimToken) return deleted;
+    // A host with recorded credentials may be in service on them: it is kept, failed, for renewal.
+    return this.update(request, { set: { state: "failed", endedClaimToken: request.claimToken }, remove: CLAIM, ...ownClaim(request.claimToken) });
   }
 
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
@@ -212,6 +239,23 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       new GetItemCommand({ TableName: this.options.tableName, Key: this.key(key), ConsistentRead: true }),
     );
     return decodeEntry(Item);
+  }
+
+  async readWaiting(site: string): Promise<WaitingName[]> {
+    const { Item } = await this.options.client.send(new GetItemCommand({ TableName: this.options.tableName, Key: waitingKey(site), ConsistentRead: true }));
+    return readItem(WAITING, Item) ?? [];
+  }
+
+  /** A whole-item put: the list is rewritten by each discovery that changes it, and only the leader discovers. */
+  async rememberWaiting({ site, names, expiresAt }: RememberWaitingRequest): Promise<void> {
+    const { client, tableName } = this.options;
+    if (names.length === 0) {
+      await client.send(new DeleteItemCommand({ TableName: tableName, Key: waitingKey(site) }));
+      return;
+    }
+    const list = names.map(({ identity, firstSeen, lastSeen }) => ({ L: [{ S: identity }, { N: String(firstSeen) }, { N: String(lastSeen) }] }));
+    const Item = { ...waitingKey(site), names: { L: list }, expiresAt: { N: String(expiresAt) }, [ADMISSION_TTL_ATTRIBUTE]: { N: String(ttlOf(expiresAt)) } };
+    await client.send(new PutItemCommand({ TableName: tableName, Item }));
   }
 
   private key({ site, identity }: AdmissionKey): Record<string, AttributeValue> {
@@ -319,6 +363,7 @@ const SUMMARY_ROW = z
     identity: z.string().catch("").default(""),
     term: z.number().catch(0).default(0),
     state: STATE,
+    claimedUntil: optionalNumber,
     lastError: optionalString,
     lastErrorAt: optionalNumber,
     failedStep: optionalString,
@@ -330,6 +375,17 @@ const SUMMARY_ROW = z
     ...defined(row),
     ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
   }));
+
+const WAITING_NAME = z.tuple([z.string().min(1), z.number(), z.number()]);
+/** Each name as `[identity, firstSeen, lastSeen]`; one of another shape is skipped, as it would only be a name less to prefer. */
+const WAITING = z
+  .object({ names: z.array(z.unknown()).catch([]).default([]) })
+  .transform(({ names }): WaitingName[] =>
+    names.flatMap((name) => {
+      const parsed = WAITING_NAME.safeParse(name);
+      return parsed.success ? [{ identity: parsed.data[0], firstSeen: parsed.data[1], lastSeen: parsed.data[2] }] : [];
+    }),
+  );
 
 function decodeEntry(item: Record<string, AttributeValue> | undefined): AdmissionEntry | undefined {
   return readItem(ENTRY, item);

@@ -15,9 +15,12 @@ import type {
   ForgetUnlessClaimedRequest,
   MarkProvisionedRequest,
   MarkRenewalRequest,
+  RecordCredentialsRequest,
   RecordFailureRequest,
   ReleaseClaimRequest,
+  RememberWaitingRequest,
   VoidClaimRequest,
+  WaitingName,
 } from "./registry";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 
@@ -25,6 +28,8 @@ const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...R
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
+  /** Per site, apart from the entries, as the DynamoDB store keeps them in a partition of their own. */
+  private readonly waiting = new Map<string, WaitingName[]>();
 
   async admit({ entry, blockIfAdmittedAfter, now }: AdmitRequest): Promise<AdmissionWrite> {
     const current = this.get(entry);
@@ -78,6 +83,15 @@ export class MemoryAdmissionStore implements AdmissionStore {
     return { applied: true };
   }
 
+  async recordCredentials(request: RecordCredentialsRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
+    for (const field of RENEWAL_ATTRIBUTES) delete current[field];
+    const { expiresAt, kind, issuedAt } = request.credentials;
+    Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt, expiresAt: Math.max(current.expiresAt, request.expiresAt) });
+    return { applied: true };
+  }
+
   async markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current === undefined || current.credentialsIssuedAt !== request.credentialsIssuedAt) return { applied: false, current: copy(current) };
@@ -90,7 +104,13 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async forget(request: ForgetRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
-    this.entries.delete(keyOf(request));
+    if (current.credentialsExpireAt === undefined) {
+      this.entries.delete(keyOf(request));
+      return { applied: true };
+    }
+    delete current.claimToken;
+    delete current.claimedUntil;
+    Object.assign(current, { state: "failed", endedClaimToken: request.claimToken });
     return { applied: true };
   }
 
@@ -153,6 +173,15 @@ export class MemoryAdmissionStore implements AdmissionStore {
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {
     return copy(this.get(key));
+  }
+
+  async readWaiting(site: string): Promise<WaitingName[]> {
+    return (this.waiting.get(site) ?? []).map((name) => ({ ...name }));
+  }
+
+  async rememberWaiting({ site, names }: RememberWaitingRequest): Promise<void> {
+    if (names.length === 0) this.waiting.delete(site);
+    else this.waiting.set(site, names.map((name) => ({ ...name })));
   }
 
   private get(key: AdmissionKey): AdmissionEntry | undefined {

@@ -106,6 +106,14 @@ export interface MarkProvisionedRequest extends AdmissionKey {
   credentials?: CredentialsExpiry;
 }
 
+/** The credentials a claimed host is about to be given (AdmissionRegistry.recordCredentials). */
+export interface RecordCredentialsRequest extends AdmissionKey {
+  claimToken: string;
+  credentials: CredentialsExpiry;
+  /** The entry is kept at least this long: past the credentials' expiry, so status can say they expired. */
+  expiresAt: number;
+}
+
 /** Failed renewals of one host's credentials: how many in a row, the next try, the last reason and when. */
 export interface RenewalMark {
   attempts: number;
@@ -164,7 +172,7 @@ export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "cred
 export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
-export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
+export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 
 export type AdmissionSummaryRow = Pick<AdmissionEntry, (typeof SUMMARY_ATTRIBUTES)[number]>;
 
@@ -202,6 +210,11 @@ export interface HostExpiry {
   credentials: CredentialsExpiry;
   /** Failed renewals of these credentials, when there were any. */
   renewal?: RenewalMark;
+  /**
+   * Claimed for provisioning, and the claim ran out with no outcome recorded: the worker died, maybe
+   * after the node took these credentials (recorded before they left), so renewal must not pass it by.
+   */
+  abandoned?: true;
 }
 
 export interface RegistrySummary {
@@ -209,6 +222,23 @@ export interface RegistrySummary {
   byState: Record<AdmissionState, number>;
   /** Hosts whose last attempt failed (retrying, failed or parked), with the reason; newest first. */
   lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
+}
+
+/**
+ * A name a discovery saw but left out over its budget of new names: the site remembers it, so the
+ * next discovery admits names seen before first (lib/app/discovery-selection.ts). Epoch ms.
+ */
+export interface WaitingName {
+  identity: string;
+  firstSeen: number;
+  lastSeen: number;
+}
+
+export interface RememberWaitingRequest {
+  site: string;
+  /** Replaces the site's list; an empty one removes it. */
+  names: readonly WaitingName[];
+  expiresAt: number;
 }
 
 /** `entry` on an applied claim: the entry as claimed (with its failure record). */
@@ -241,9 +271,14 @@ export interface AdmissionStore {
    * when given, removed when not; any renewal mark removed (it was about the old credentials).
    */
   markProvisioned(request: MarkProvisionedRequest): Promise<AdmissionWrite>;
+  /** If the claim token matches: the credentials recorded (any renewal mark removed), the entry kept until at least `expiresAt`. */
+  recordCredentials(request: RecordCredentialsRequest): Promise<AdmissionWrite>;
   /** If the entry still has credentials issued at `credentialsIssuedAt`: the renewal mark written, or removed when none is given. */
   markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite>;
-  /** If the claim token matches: delete the entry. */
+  /**
+   * If the claim token matches: delete the entry; or, when it records credentials (the host may be
+   * in service on them), keep it failed with them, its claim ended (`endedClaimToken`).
+   */
   forget(request: ForgetRequest): Promise<AdmissionWrite>;
   /** If the claim token matches: claim removed (the token kept as `endedClaimToken`); state, failure record, last error and hold as given. */
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite>;
@@ -262,6 +297,13 @@ export interface AdmissionStore {
   listSite(site: string): Promise<AdmissionSummaryRow[]>;
   /** Strongly consistent read. */
   read(key: AdmissionKey): Promise<AdmissionEntry | undefined>;
+  /**
+   * The site's names waiting for discovery, as last written (in that order), or none. They are
+   * no host entries: listSite never returns them.
+   */
+  readWaiting(site: string): Promise<WaitingName[]>;
+  /** Replaces the site's names waiting for discovery, unconditionally: only the leader's discovery writes them. */
+  rememberWaiting(request: RememberWaitingRequest): Promise<void>;
 }
 
 export class AdmissionStoreError extends ProvisionerError {}
@@ -301,6 +343,9 @@ export const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 const LAST_ERROR_MAX_LENGTH = 1_000;
 
+/** Times a write that ends a claim is sent again when it was lost on its way and the claim is still ours. */
+const SETTLE_RESENDS = 3;
+
 /** Give-back and void rounds for a claim whose outcome is unknown; each round is two writes. */
 const ABANDON_ROUNDS = 3;
 
@@ -308,6 +353,13 @@ const ABANDON_ROUNDS = 3;
 const EXPIRY_SLACK_MS = 60 * 60_000;
 /** A host whose credentials expired stays listed this long after, so status can say so and what to do. */
 const EXPIRED_KEPT_MS = 14 * 24 * 3_600_000;
+
+/** A waiting name no discovery saw for this many intervals is forgotten. */
+const WAITING_KEPT_INTERVALS = 3;
+/** The names waiting are one DynamoDB item, which holds at most 400 KB. */
+export const WAITING_MAX_BYTES = 256 * 1024;
+/** What one waiting name costs in the item besides its UTF-8 bytes: its two times and the list's framing, rounded up. */
+const WAITING_ENTRY_OVERHEAD_BYTES = 32;
 
 export interface HostClaim {
   work: HostWork;
@@ -471,7 +523,10 @@ export class AdmissionRegistry {
     return { status: "already-claimed" };
   }
 
-  /** Records the end of a claimed provisioning: keep a provisioned host for the hold time, forget a failed one. */
+  /**
+   * Records the end of a claimed provisioning: keep a provisioned host for the hold time, forget a
+   * failed one (one with recorded credentials stays, failed, so renewal keeps it in sight).
+   */
   async complete(claim: HostClaim, outcome: "provisioned" | "failed", credentials?: CredentialsExpiry): Promise<void> {
     const key = { site: this.settings.site, identity: claim.work.identity };
     const heldUntil = this.clock.now() + this.holdMs;
@@ -485,7 +540,8 @@ export class AdmissionRegistry {
         outcome === "provisioned"
           ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt, ...(credentials ? { credentials } : {}) })
           : this.deps.store.forget({ ...key, claimToken: claim.token }),
-      (current) => (outcome === "provisioned" ? endedBy(current, claim.token, "provisioned") : current === undefined),
+      (current) => (outcome === "provisioned" ? endedBy(current, claim.token, "provisioned") : current === undefined || endedBy(current, claim.token, "failed")),
+      (current) => holdsClaim(current, claim.token),
     );
     if (!result.applied) {
       this.logger.warn("the claim on this host ran out before the provisioning finished", {
@@ -494,6 +550,32 @@ export class AdmissionRegistry {
         claimedUntil: claim.claimedUntil,
       });
     }
+  }
+
+  /**
+   * Records the credentials a claimed host is about to be configured with, before the configure
+   * request leaves. A worker that dies after the node took them (a crash, a freeze past the
+   * invocation's deadline) records no outcome, and the node, now on the main broker, is never
+   * discovered again: without this record renewal would never learn its credentials and would let
+   * them expire in service. False when the claim is no longer ours (nothing may be sent then).
+   */
+  async recordCredentials(claim: HostClaim, credentials: CredentialsExpiry): Promise<boolean> {
+    const request: RecordCredentialsRequest = {
+      site: this.settings.site,
+      identity: claim.work.identity,
+      claimToken: claim.token,
+      credentials,
+      // Never sooner than the claim's own entry would go: credentials may be shorter-lived than a claim.
+      expiresAt: Math.max(claim.claimedUntil + EXPIRY_SLACK_MS, credentials.expiresAt + EXPIRED_KEPT_MS),
+    };
+    const result = await this.settle(
+      "record the credentials of",
+      claim.work.identity,
+      () => this.deps.store.recordCredentials(request),
+      (current) => holdsClaim(current, claim.token) && current?.credentialsIssuedAt === credentials.issuedAt,
+      (current) => holdsClaim(current, claim.token),
+    );
+    return result.applied;
   }
 
   /**
@@ -523,6 +605,7 @@ export class AdmissionRegistry {
       claim.work.identity,
       () => this.deps.store.recordFailure(request),
       (current) => endedBy(current, claim.token, state),
+      (current) => holdsClaim(current, claim.token),
     );
     return result.applied;
   }
@@ -545,6 +628,7 @@ export class AdmissionRegistry {
       claim.work.identity,
       () => this.deps.store.releaseClaim(request),
       (current) => current?.endedClaimToken === claim.token,
+      (current) => holdsClaim(current, claim.token),
     );
     return result.applied;
   }
@@ -614,9 +698,42 @@ export class AdmissionRegistry {
     return new Set((await this.deps.store.listSite(this.settings.site)).map((row) => row.identity));
   }
 
+  /**
+   * The names earlier discoveries of this site left waiting, as remembered (most deserving first).
+   * A name no discovery has seen for WAITING_KEPT_INTERVALS intervals is forgotten: its node is gone,
+   * or it was made up.
+   */
+  async waitingNames(): Promise<WaitingName[]> {
+    let names: WaitingName[];
+    try {
+      names = await this.deps.store.readWaiting(this.settings.site);
+    } catch (error) {
+      throw new AdmissionStoreError(`could not read the names waiting for discovery of site ${this.settings.site}`, { cause: error });
+    }
+    const forgetBefore = this.clock.now() - WAITING_KEPT_INTERVALS * this.settings.intervalMs;
+    return names.filter((name) => name.lastSeen >= forgetBefore);
+  }
+
+  /**
+   * Remembers `names`, most deserving first, as this site's names waiting for discovery, in place of
+   * the ones before. Stale names are left out, and the list is cut to WAITING_MAX_BYTES so that it
+   * stays one item of the admission table however long the names a flood makes up.
+   */
+  async rememberWaiting(names: readonly WaitingName[]): Promise<void> {
+    const now = this.clock.now();
+    const kept = fitWaiting(names, now - WAITING_KEPT_INTERVALS * this.settings.intervalMs);
+    const expiresAt = now + WAITING_KEPT_INTERVALS * this.settings.intervalMs + EXPIRY_SLACK_MS;
+    try {
+      await this.deps.store.rememberWaiting({ site: this.settings.site, names: kept, expiresAt });
+    } catch (error) {
+      throw new AdmissionStoreError(`could not remember the names waiting for discovery of site ${this.settings.site}`, { cause: error });
+    }
+  }
+
   /** Every host of this site whose credentials' expiry is recorded, in no particular order. */
   async expiries(): Promise<HostExpiry[]> {
     const hosts: HostExpiry[] = [];
+    const now = this.clock.now();
     for (const row of await this.deps.store.listSite(this.settings.site)) {
       if (row.credentialsExpireAt === undefined || row.expiryKind === undefined) continue;
       const { renewalAttempts: attempts, renewalRetryAt: retryAt, renewalError: reason, renewalErrorAt: at } = row;
@@ -625,6 +742,7 @@ export class AdmissionRegistry {
         state: row.state,
         credentials: { expiresAt: row.credentialsExpireAt, kind: row.expiryKind, issuedAt: row.credentialsIssuedAt ?? 0 },
         ...(attempts !== undefined && retryAt !== undefined ? { renewal: { attempts, retryAt, reason: reason ?? "", at: at ?? 0 } } : {}),
+        ...(row.state === "provisioning" && (row.claimedUntil ?? 0) <= now ? { abandoned: true as const } : {}),
       });
     }
     return hosts;
@@ -707,29 +825,55 @@ export class AdmissionRegistry {
    * satisfied, returning our own effect. A throw means the outcome is unknown, so a consistent
    * read decides.
    */
+  /**
+   * Sends `write` and settles an unknown outcome with a consistent read: `landed` says whether the
+   * stored entry shows this write. One that did not land while `mayResend` says the entry still
+   * takes it (the claim is still ours) is sent again, up to SETTLE_RESENDS times: a request lost on
+   * its way is not a claim that ran out, and dropping it would leave a provisioned host unknown.
+   */
   private async settle(
     action: string,
     identity: string,
     write: () => Promise<AdmissionWrite>,
     landed: (current: AdmissionEntry | undefined) => boolean,
+    mayResend: (current: AdmissionEntry | undefined) => boolean = () => false,
   ): Promise<AdmissionWrite> {
-    let result: AdmissionWrite;
-    try {
-      result = await write();
-    } catch (writeError) {
-      this.logger.warn(`admission ${action} outcome unknown, settling with a consistent read`, { identity, error: messageOf(writeError) });
-      let current: AdmissionEntry | undefined;
+    for (let resends = 0; ; resends++) {
+      let result: AdmissionWrite;
       try {
-        current = await this.deps.store.read({ site: this.settings.site, identity });
-      } catch (readError) {
-        throw new AdmissionStoreError(`could not ${action} host ${identity}: the admission store failed`, { cause: readError });
+        result = await write();
+      } catch (writeError) {
+        this.logger.warn(`admission ${action} outcome unknown, settling with a consistent read`, { identity, error: messageOf(writeError) });
+        let current: AdmissionEntry | undefined;
+        try {
+          current = await this.deps.store.read({ site: this.settings.site, identity });
+        } catch (readError) {
+          throw new AdmissionStoreError(`could not ${action} host ${identity}: the admission store failed`, { cause: readError });
+        }
+        if (landed(current)) return appliedAs(current);
+        if (resends < SETTLE_RESENDS && mayResend(current)) continue;
+        return { applied: false, current };
       }
-      return landed(current) ? appliedAs(current) : { applied: false, current };
+      if (result.applied || !landed(result.current)) return result;
+      this.logger.info(`admission ${action} had already been applied by an earlier attempt of the same write`, { identity });
+      return appliedAs(result.current);
     }
-    if (result.applied || !landed(result.current)) return result;
-    this.logger.info(`admission ${action} had already been applied by an earlier attempt of the same write`, { identity });
-    return appliedAs(result.current);
   }
+}
+
+/** Each name once, none last seen before `forgetBefore`, the first ones up to WAITING_MAX_BYTES. */
+function fitWaiting(names: readonly WaitingName[], forgetBefore: number): WaitingName[] {
+  const seen = new Set<string>();
+  const kept: WaitingName[] = [];
+  let bytes = 0;
+  for (const name of names) {
+    if (name.lastSeen < forgetBefore || seen.has(name.identity)) continue;
+    bytes += Buffer.byteLength(name.identity, "utf8") + WAITING_ENTRY_OVERHEAD_BYTES;
+    if (bytes > WAITING_MAX_BYTES) break;
+    seen.add(name.identity);
+    kept.push({ identity: name.identity, firstSeen: name.firstSeen, lastSeen: name.lastSeen });
+  }
+  return kept;
 }
 
 /** An applied write, carrying the stored entry when there is one (a claim reads its failure record from it). */
@@ -750,6 +894,11 @@ function claimableBy(current: AdmissionEntry | undefined, request: ClaimRequest)
 }
 
 /** Whether the stored entry shows the end of `claimToken`'s claim recorded with `state`. */
+/** The stored entry still carries this claim: a write ending it has not landed and may be sent again. */
+function holdsClaim(current: AdmissionEntry | undefined, claimToken: string): boolean {
+  return current?.claimToken === claimToken;
+}
+
 function endedBy(current: AdmissionEntry | undefined, claimToken: string, state: AdmissionState): boolean {
   return current?.endedClaimToken === claimToken && current.state === state;
 }

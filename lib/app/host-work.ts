@@ -4,7 +4,7 @@
  * RPC attempt and helper run), and finished: recorded, given back for a later delivery, or parked
  * in the host-work DLQ after too many failures in a row at one step.
  */
-import { failuresInARow, type AdmissionRegistry, type HostClaim } from "../admission/registry";
+import { failuresInARow, type AdmissionRegistry, type CredentialsExpiry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
@@ -29,7 +29,7 @@ interface HostWorkSettings {
 export interface HostWorkDeps {
   settings: HostWorkSettings;
   gate: Pick<LeaseGate, "standing">;
-  registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater">;
+  registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater" | "recordCredentials">;
   engine: Pick<ProvisionEngine, "provision">;
   broker: Pick<Broker, "prepareRpc">;
   hostWork: MessageQueue;
@@ -61,6 +61,9 @@ export function retryDelaySeconds(receiveCount: number, baseSeconds: number, max
 }
 
 export class HostWorkProcessor {
+  /** Claims whose host had its new credentials recorded: the node may have taken them. */
+  private readonly credentialsRecorded = new WeakSet<HostClaim>();
+
   constructor(private readonly deps: HostWorkDeps) {}
 
   async handle(messages: readonly QueueMessage[], ctx: InvocationContext): Promise<BatchResult> {
@@ -155,15 +158,16 @@ export class HostWorkProcessor {
       await this.giveBack(claim, message, `the broker could not be reached: ${messageOf(error)}`);
       throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
     }
-    let outcome = await this.deps.engine.provision(work, { remainingMs });
+    const options = { remainingMs, recordCredentials: (credentials: CredentialsExpiry) => this.recordCredentials(claim, credentials, remainingMs) };
+    let outcome = await this.deps.engine.provision(work, options);
     // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
     for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       if (outcome.kind !== "paused" || !isLeaseStoreBlip(outcome) || remainingMs() <= pauseMs) break;
       logger.info(`the lease could not be confirmed for the attempt; provisioning again in ${pauseMs} ms`, { ...attributes, step: outcome.step, reason: messageOf(outcome.error) });
       await this.clock.sleep(pauseMs);
-      outcome = await this.deps.engine.provision(work, { remainingMs });
+      outcome = await this.deps.engine.provision(work, options);
     }
-    await this.finish(claim, message, outcome);
+    await this.finish(claim, message, outcome, remainingMs);
   }
 
   /**
@@ -171,20 +175,33 @@ export class HostWorkProcessor {
    * registry has already given back a claim whose outcome stayed unknown (its token never claims
    * again), so a new claim here is what the next delivery would do, without the retry delay.
    */
-  private async claimHost(work: HostWork, term: number, remainingMs: () => number) {
+  private claimHost(work: HostWork, term: number, remainingMs: () => number) {
+    return this.acrossStoreBlips("claim the host", { identity: work.identity, term }, remainingMs, () => this.deps.registry.begin(work, term));
+  }
+
+  /** The credentials recorded on our claim before they leave (AdmissionRegistry.recordCredentials); throws when the claim is no longer ours. */
+  private async recordCredentials(claim: HostClaim, credentials: CredentialsExpiry, remainingMs: () => number): Promise<void> {
+    const { identity, term } = claim.work;
+    const recorded = await this.acrossStoreBlips("record the credentials", { identity, term }, remainingMs, () => this.deps.registry.recordCredentials(claim, credentials));
+    if (!recorded) throw new ClaimLostError(`the claim on ${identity} ran out before its credentials could be recorded`);
+    this.credentialsRecorded.add(claim);
+  }
+
+  /** `act`, tried again after each blip pause while it throws and the invocation has time for the pause. */
+  private async acrossStoreBlips<T>(what: string, attributes: LogAttributes, remainingMs: () => number, act: () => Promise<T>): Promise<T> {
     for (const pauseMs of STORE_BLIP_PAUSES_MS) {
       try {
-        return await this.deps.registry.begin(work, term);
+        return await act();
       } catch (error) {
         if (remainingMs() <= pauseMs) throw error;
-        this.deps.logger.info(`could not claim the host; claiming again in ${pauseMs} ms`, { identity: work.identity, term, error: messageOf(error) });
+        this.deps.logger.info(`could not ${what}; trying again in ${pauseMs} ms`, { ...attributes, error: messageOf(error) });
         await this.clock.sleep(pauseMs);
       }
     }
-    return this.deps.registry.begin(work, term);
+    return act();
   }
 
-  private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome): Promise<void> {
+  private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome, remainingMs: () => number): Promise<void> {
     const { identity, term } = claim.work;
     if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
       // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
@@ -200,13 +217,27 @@ export class HostWorkProcessor {
     }
     if (outcome.kind === "paused") {
       this.deps.logger.info("paused mid-provisioning; dropping the work, the leader rediscovers the host", { identity, term, step: outcome.step });
+      // Paused after the node was sent its configuration: it may be in service on the credentials
+      // recorded for it, out of discovery's sight. The host is kept with them, so renewal finds it.
+      if (this.credentialsRecorded.has(claim)) return this.keepRecorded(claim, messageOf(outcome.error));
     }
     const keep = isSuccessfulOutcome(outcome) && keepsHostKnown(outcome);
+    const credentials = outcome.kind === "provisioned" ? outcome.credentials : undefined;
     try {
-      await this.deps.registry.complete(claim, keep ? "provisioned" : "failed", outcome.kind === "provisioned" ? outcome.credentials : undefined);
+      // A provisioned host has left the provisioning broker: no discovery finds it again, so its record is worth the pauses.
+      await this.acrossStoreBlips("record the end of provisioning", { identity, term }, remainingMs, () => this.deps.registry.complete(claim, keep ? "provisioned" : "failed", credentials));
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.deps.logger.error("could not record the end of provisioning", { identity, term, error });
+    }
+  }
+
+  private async keepRecorded(claim: HostClaim, reason: string): Promise<void> {
+    const { identity, term } = claim.work;
+    try {
+      if (!(await this.deps.registry.retryLater(claim, reason))) this.deps.logger.warn("the claim ran out before the host could be kept with its credentials", { identity, term });
+    } catch (error) {
+      this.deps.logger.error("could not keep the host with its credentials; its claim runs out on its own and renewal takes it then", { identity, term, error });
     }
   }
 
@@ -272,6 +303,9 @@ export class HostWorkProcessor {
     }
   }
 }
+
+/** Our claim on a host is gone (it ran out, another worker took it over): nothing more is sent for it. */
+class ClaimLostError extends ProvisionerError {}
 
 /** A lease round answered "standby" without showing another holder: the batch goes back. */
 class LeaseStandingUnknownError extends ProvisionerError {}

@@ -7,7 +7,8 @@ import { messageOf } from "../errors";
 import type { LeaseGate } from "../lease/gate";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
-import type { AdmissionRegistry } from "../admission/registry";
+import type { AdmissionRegistry, WaitingName } from "../admission/registry";
+import type { RandomSource } from "../engine";
 import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
@@ -48,13 +49,15 @@ export interface LeadershipDeps {
   gate: Pick<LeaseGate, "acquireOrRenew" | "assertOpen">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
-  /** Which discovered names are known, so they are admitted before new ones. */
-  registry: Pick<AdmissionRegistry, "knownIdentities">;
+  /** Which discovered names are known, so they are admitted before new ones; and which new ones waited before. */
+  registry: Pick<AdmissionRegistry, "knownIdentities" | "waitingNames" | "rememberWaiting">;
   /** Its depth paces admission and is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  /** Orders the new names a discovery chooses from (default Math.random). */
+  random?: RandomSource;
 }
 
 /** A lease-keeper invocation loops at most this long (bench/failover.ts runs it the same way). */
@@ -251,18 +254,31 @@ export class Leadership {
     }
   }
 
-  /** Known names first, then new ones up to the budget, all within the cap; what is left out is counted. */
+  /**
+   * Known names first, then new ones up to the budget, those left waiting by earlier discoveries
+   * first (lib/app/discovery-selection.ts), all within the cap; what is left out is counted and the
+   * names left waiting are remembered for the next discovery.
+   */
   private async selectKnownFirst(identities: string[], term: number): Promise<string[]> {
-    const { registry, logger, metrics, settings } = this.deps;
-    let known: ReadonlySet<string>;
-    try {
-      known = await registry.knownIdentities();
-    } catch (error) {
-      // Without the registry every name counts as new: the budget still bounds what a flood admits.
-      logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
-      known = new Set();
-    }
-    const selection = selectDiscovered(identities, known, settings.discoveryMaxNodes, settings.discoveryNewNamesPerInterval);
+    const { registry, clock, logger, metrics, settings } = this.deps;
+    const [known, waiting] = await Promise.all([
+      registry.knownIdentities().catch((error: unknown): ReadonlySet<string> => {
+        // Without the registry every name counts as new: the budget still bounds what a flood admits.
+        logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
+        return new Set();
+      }),
+      registry.waitingNames().catch((error: unknown): WaitingName[] => {
+        // The memory only orders new names: without it they are chosen at random, as on a first discovery.
+        logger.warn("could not read the names earlier discoveries left waiting; choosing new names at random", { term, error: messageOf(error) });
+        return [];
+      }),
+    ]);
+    const selection = selectDiscovered(
+      identities,
+      known,
+      { cap: settings.discoveryMaxNodes, newBudget: settings.discoveryNewNamesPerInterval },
+      { waiting, now: clock.now(), random: this.deps.random ?? Math.random },
+    );
     const dropped = selection.droppedOverBudget + selection.droppedOverCap;
     if (dropped > 0) {
       metrics.count(EXTRA_METRIC.discoveryNamesDropped, dropped);
@@ -272,6 +288,13 @@ export class Leadership {
         droppedKnown: selection.droppedOverCap,
         newNamesPerInterval: settings.discoveryNewNamesPerInterval,
         maxNodes: settings.discoveryMaxNodes,
+        waiting: selection.waiting.length,
+      });
+    }
+    // Nothing waited and nothing waits: a discovery of hosts the registry knows costs no write.
+    if (waiting.length > 0 || selection.waiting.length > 0) {
+      await registry.rememberWaiting(selection.waiting).catch((error: unknown) => {
+        logger.warn("could not remember the names this discovery left waiting; the next one chooses among them at random", { term, error: messageOf(error) });
       });
     }
     return selection.selected;

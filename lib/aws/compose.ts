@@ -211,6 +211,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
     clock: parts.clock,
     logger: parts.logger,
     metrics: parts.metrics,
+    ...(parts.overrides.random ? { random: parts.overrides.random } : {}),
   });
   parts.announceWonTerms((term, remainingMs) => leadership.onWonTerm(term, remainingMs));
   return leadership;

@@ -28,6 +28,9 @@ export class RpcRetriesExhaustedError extends RpcError {
   }
 }
 
+/** The credentials a node was about to be given could not be recorded first, so it was not configured; retried. */
+export class CredentialsNotRecordedError extends ProvisionerError {}
+
 /** The upgrade step could not run or failed (fatal unless `upgrades_optional`). */
 export class UpgradeError extends ProvisionerError {}
 

@@ -35,6 +35,7 @@ import {
   ProvisionerError,
   RpcProtocolError,
   RpcStatusError,
+  RpcTimeoutError,
   RpcTransportError,
 } from "../errors";
 import {
@@ -56,7 +57,7 @@ import {
   type RpcReply,
 } from "../ports";
 import type { CredentialsExpiry } from "../admission/registry";
-import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, ServerJwtError, UpgradeError } from "./errors";
+import { CredentialsNotRecordedError, KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
 import { waitedTooLong } from "./waiting";
 import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
@@ -107,6 +108,11 @@ export interface EngineDeps {
 export interface ProvisionOptions {
   /** Time left in this invocation (minus a margin); attempts that cannot finish are not started. */
   remainingMs?: RemainingTime;
+  /**
+   * Records the credentials the node is about to be given, before the configure request leaves.
+   * When it throws, nothing is sent: the host fails at step configure and is retried.
+   */
+  recordCredentials?: (credentials: CredentialsExpiry) => Promise<void>;
 }
 
 /** Where in the sequence an outcome arose. */
@@ -193,7 +199,7 @@ export class ProvisionEngine {
     if (waited) return { kind: "skipped", identity, reason: waited };
 
     this.logger.info(`Provisioning ${identity}`, { identity, term: work.term });
-    const host = new HostProvisioning(work, this.deps, this.clock, this.logger, options.remainingMs);
+    const host = new HostProvisioning(work, this.deps, this.clock, this.logger, options);
     try {
       return await host.provision();
     } catch (error) {
@@ -222,7 +228,8 @@ function classifyFailure(identity: string, step: ProvisionStep, error: unknown):
   if (error instanceof PausedError) return { kind: "paused", identity, step, error };
   if (error instanceof DeferredError) return { kind: "deferred", identity, error };
   const named = error instanceof ProvisionerError ? error : new ProvisionerError(messageOf(error), { cause: error });
-  return { kind: "failed", identity, step, error: named, retryable: error instanceof OutOfTimeError || isTransportFailure(error) };
+  const retryable = error instanceof OutOfTimeError || error instanceof CredentialsNotRecordedError || isTransportFailure(error);
+  return { kind: "failed", identity, step, error: named, retryable };
 }
 
 /** The last attempt never verifiably reached the broker: nothing was learnt about the node, so it does not count against it. */
@@ -251,13 +258,14 @@ class HostProvisioning {
   private upgradable = false;
   /** Epoch ms the signed server JWT expires (its `exp`). */
   private serverJwtExpiresAt: number | undefined;
+  private readonly record: ProvisionOptions["recordCredentials"];
 
   constructor(
     private readonly work: HostWork,
     private readonly deps: EngineDeps,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    private readonly remainingMs: RemainingTime | undefined,
+    options: ProvisionOptions,
   ) {
     this.identity = work.identity;
     this.settings = deps.settings;
@@ -269,8 +277,9 @@ class HostProvisioning {
       metrics: deps.metrics,
       logger,
       random: deps.random,
-      remainingMs,
+      remainingMs: options.remainingMs,
     };
+    this.record = options.recordCredentials;
   }
 
   async provision(): Promise<ProvisionOutcome> {
@@ -321,9 +330,10 @@ class HostProvisioning {
 
     const credentials = this.credentialsExpiry(response);
     this.step = "configure";
+    if (credentials) await this.recordCredentials(credentials);
     await this.configure(response, serverJwt, key);
     this.step = "restart";
-    await this.restart();
+    await this.restartConfigured();
     return { kind: "provisioned", identity: this.identity, ...(credentials ? { credentials } : {}) };
   }
 
@@ -469,7 +479,7 @@ class HostProvisioning {
       jwt: this.claims ? helperJwtClaims(this.claims) : null,
     };
     const helperTimeoutMs = this.deps.settings.helperTimeoutMs ?? HELPER_TIMEOUT_MS;
-    assertTimeLeft(this.remainingMs, "the helper", helperTimeoutMs);
+    assertTimeLeft(this.retry.remainingMs, "the helper", helperTimeoutMs);
     const window = await assertGateOpen(this.deps.gate, this.work.term, helperTimeoutMs, "the helper");
 
     const started = this.clock.monotonic();
@@ -627,6 +637,31 @@ class HostProvisioning {
       },
       () => undefined,
     );
+  }
+
+  private async recordCredentials(credentials: CredentialsExpiry): Promise<void> {
+    if (!this.record) return;
+    try {
+      await this.record(credentials);
+    } catch (error) {
+      throw new CredentialsNotRecordedError(`the credentials could not be recorded before configuring: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  /**
+   * Restarts the node on its new configuration. When no restart attempt got a reply, the last one
+   * timing out, the node is taken as restarted: it answers before it restarts, so once a reply is
+   * lost the retries talk to a node that has left the provisioning broker. Counted as a failure, its
+   * new credentials would be unknown to the registry and renewal would let them expire in service.
+   * A node that did not restart is still in provisioning mode, and discovery provisions it again.
+   */
+  private async restartConfigured(): Promise<void> {
+    try {
+      await this.restart();
+    } catch (error) {
+      if (!(error instanceof RpcRetriesExhaustedError && error.cause instanceof RpcTimeoutError)) throw error;
+      this.logger.warn("no restart attempt was answered after the node took its configuration; taking it as restarted", { ...this.log, error: messageOf(error) });
+    }
   }
 
   private async restart(): Promise<void> {

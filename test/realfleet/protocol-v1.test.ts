@@ -12,6 +12,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
+import { retriedOnPortClash } from "../support/port-clash";
+import { NODE_CONNECT_BOUND_MS, provisionBoundMs, termBoundMs } from "../support/real-fleet-bounds";
 import { adminReachesEveryNode } from "./admin";
 
 const run = promisify(execFile);
@@ -19,22 +21,33 @@ const run = promisify(execFile);
 // the node sends it byte for byte in its `jwt` reply and as its NATS token.
 const NEWLINE_JWT = "nl1.v1.real.example.net";
 const IDENTITIES = ["n1.v1.real.example.net", "n2.v1.real.example.net", "n3.v1.real.example.net", NEWLINE_JWT];
+/** Time for setting up the fleet and the stack (CA, certificates, two brokers ready within 30 s each, tables, queues). */
+const SETUP_ALLOWANCE_MS = 120_000;
+/** The hook's own limit; it only backs the protocol bound of the wait inside it (checked below). */
+const SETUP_HOOK_MS = 15 * 60_000;
 
 describe("real fleet, protocol v1 with jwt + pki", () => {
   let provisioned: ProvisionedFleet;
 
   beforeAll(async () => {
-    provisioned = await provisionedFleet({
-      identities: IDENTITIES.filter((identity) => identity !== NEWLINE_JWT),
-      protocolV2: false,
-      features: ["jwt", "pki"],
-      dynamoDbEndpoint: inject("dynamoEndpoint"),
-    });
+    // Its brokers bind ports picked moments before: another run beside this one may take one first.
+    provisioned = await retriedOnPortClash(() =>
+      provisionedFleet({
+        identities: IDENTITIES.filter((identity) => identity !== NEWLINE_JWT),
+        protocolV2: false,
+        features: ["jwt", "pki"],
+        dynamoDbEndpoint: inject("dynamoEndpoint"),
+      }),
+    );
+    const timings = provisioned.stack.timings;
+    // A node still starting when a discovery went out (a loaded machine) is found by the next one.
+    const toArrive = NODE_CONNECT_BOUND_MS + termBoundMs(timings) + timings.discoverRateMs + provisionBoundMs(timings);
+    expect(SETUP_ALLOWANCE_MS + toArrive).toBeLessThan(SETUP_HOOK_MS);
     await provisioned.fleet.addNode(NEWLINE_JWT, { start: false, jwtFileSuffix: "\n" });
     await provisioned.fleet.startAll();
     provisioned.stack.start();
-    await waitForArrivals(provisioned, IDENTITIES, 180_000);
-  });
+    await waitForArrivals(provisioned, IDENTITIES, toArrive);
+  }, SETUP_HOOK_MS);
 
   afterAll(async () => {
     await provisioned?.stop();
@@ -97,7 +110,7 @@ describe("real fleet, protocol v1 with jwt + pki", () => {
     expect(await node.log()).toBe("");
     await node.start();
 
-    await waitUntil(() => (startups() > before ? undefined : `${node.identity} sent no provisioning-mode startup event`), 60_000);
+    await waitUntil(() => (startups() > before ? undefined : `${node.identity} sent no provisioning-mode startup event`), NODE_CONNECT_BOUND_MS);
     expect(await node.log()).toContain("Setting build defaults to those found in");
   });
 });

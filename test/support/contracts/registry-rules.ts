@@ -8,6 +8,7 @@ import {
   AdmissionStoreError,
   failuresInARow,
   LAST_ERRORS_SHOWN,
+  WAITING_MAX_BYTES,
   type AdmissionStore,
   type AdmissionWrite,
   type AdmitRequest,
@@ -33,6 +34,8 @@ class CountingStore implements AdmissionStore {
   unappliedWrites = 0;
   /** The next consistent read fails (the store is still unreachable when the registry settles). */
   failNextRead = false;
+  /** The next read or write of the names waiting for discovery fails. */
+  failNextWaiting = false;
   /** The last request of each write, to send it again as a late duplicate. */
   readonly lastRequest: { admit?: AdmitRequest; claim?: ClaimRequest } = {};
   set loseNextResponse(lose: boolean) {
@@ -49,6 +52,7 @@ class CountingStore implements AdmissionStore {
   };
   markProvisioned: AdmissionStore["markProvisioned"] = (request) => this.write(() => this.inner.markProvisioned(request));
   markRenewal: AdmissionStore["markRenewal"] = (request) => this.write(() => this.inner.markRenewal(request));
+  recordCredentials: AdmissionStore["recordCredentials"] = (request) => this.write(() => this.inner.recordCredentials(request));
   forget: AdmissionStore["forget"] = (request) => this.write(() => this.inner.forget(request));
   releaseClaim: AdmissionStore["releaseClaim"] = (request) => this.write(() => this.inner.releaseClaim(request));
   recordFailure: AdmissionStore["recordFailure"] = (request) => this.write(() => this.inner.recordFailure(request));
@@ -63,6 +67,15 @@ class CountingStore implements AdmissionStore {
     return this.inner.read(key);
   };
   listSite: AdmissionStore["listSite"] = (site) => this.inner.listSite(site);
+  readWaiting: AdmissionStore["readWaiting"] = (site) => this.waiting(() => this.inner.readWaiting(site));
+  rememberWaiting: AdmissionStore["rememberWaiting"] = (request) => this.waiting(() => this.inner.rememberWaiting(request));
+  private async waiting<T>(send: () => Promise<T>): Promise<T> {
+    if (this.failNextWaiting) {
+      this.failNextWaiting = false;
+      throw new Error("ProvisionedThroughputExceededException");
+    }
+    return send();
+  }
   private async write(send: () => Promise<AdmissionWrite>): Promise<AdmissionWrite> {
     this.writes++;
     let disturbance = this.nextWrite;
@@ -428,6 +441,64 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", claimToken: token });
     });
 
+    it.each([
+      { write: "mark provisioned", end: (registry: AdmissionRegistry, claim: HostClaim) => registry.complete(claim, "provisioned", { expiresAt: Date.now() + 3_600_000, kind: "certificate", issuedAt: Date.now() }), state: "provisioned" },
+      { write: "record a failure", end: (registry: AdmissionRegistry, claim: HostClaim) => registry.recordFailure(claim, { step: "configure", reason: "refused", failures: 1, park: false }), state: "failed" },
+      { write: "give the claim back", end: (registry: AdmissionRegistry, claim: HostClaim) => registry.retryLater(claim, "the broker could not be reached"), state: "queued" },
+    ])("sends $write again when it was lost before it applied and the claim is still ours: a lost request is not a claim that ran out", async ({ end, state }) => {
+      const { registry, store, site, logger } = setup();
+      const claim = await claimed(registry, "node-1");
+      store.unappliedWrites = 2;
+
+      await end(registry, claim);
+
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state, endedClaimToken: claim.token });
+      expect(logger.records.filter((record) => record.message.includes("ran out"))).toEqual([]);
+    });
+
+    it("records a claimed host's credentials before they leave, and hands them to renewal once the claim ran out with no outcome", async () => {
+      const { registry, time, site, store } = setup();
+      const claim = await claimed(registry, "node-1");
+      const credentials = { expiresAt: time.now() + 3_600_000, kind: "certificate" as const, issuedAt: time.now() };
+
+      const recorded = await registry.recordCredentials(claim, credentials);
+      const whileClaimed = await registry.expiries();
+      time.advance(CLAIM_TTL + 1_000);
+      const afterClaim = await registry.expiries();
+
+      expect(recorded).toBe(true);
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", credentialsExpireAt: credentials.expiresAt, credentialsIssuedAt: credentials.issuedAt });
+      expect(whileClaimed).toMatchObject([{ identity: "node-1", state: "provisioning" }]);
+      expect(whileClaimed[0]?.abandoned).toBeUndefined();
+      expect(afterClaim).toMatchObject([{ identity: "node-1", abandoned: true, credentials }]);
+    });
+
+    it("keeps a host with recorded credentials when its attempt ends without an outcome, admissible again at once", async () => {
+      const { registry, time, site, store } = setup();
+      const first = await claimed(registry, "node-1");
+      const credentials = { expiresAt: time.now() + 3_600_000, kind: "certificate" as const, issuedAt: time.now() };
+      await registry.complete(first, "provisioned", credentials);
+      time.advance(61_000);
+      const again = await claimed(registry, "node-1", 2);
+
+      await registry.complete(again, "failed");
+      const readmitted = await registry.admit("node-1", "discovery", 2);
+
+      expect(await registry.expiries()).toMatchObject([{ identity: "node-1", credentials }]);
+      expect(readmitted).toMatchObject({ identity: "node-1", term: 2 });
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ credentialsExpireAt: credentials.expiresAt });
+    });
+
+    it("refuses to record credentials under a claim that is no longer ours", async () => {
+      const { registry, time } = setup();
+      const claim = await claimed(registry, "node-1");
+      await registry.complete(claim, "failed");
+
+      const recorded = await registry.recordCredentials(claim, { expiresAt: time.now() + 3_600_000, kind: "certificate", issuedAt: time.now() });
+
+      expect(recorded).toBe(false);
+    });
+
     it("sends an admission again when it threw and the read found no entry, so its late landing is ours", async () => {
       const { registry, store, site } = setup();
       store.unappliedWrites = 1;
@@ -769,6 +840,85 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         const forgotten = await registry.forgetUnlessClaimed("node-unknown");
 
         expect(forgotten).toBe(true);
+      });
+    });
+
+    describe("names waiting for discovery", () => {
+      const waitingName = (identity: string, seenAt: number) => ({ identity, firstSeen: seenAt - 1_000, lastSeen: seenAt });
+
+      it("remembers the names in the order given, per site, and has none before", async () => {
+        const { registry, otherSite, time } = setup();
+        const before = await registry.waitingNames();
+        const names = [waitingName("node-b", time.trueTime), waitingName("node-a", time.trueTime - 10), waitingName("node-c", time.trueTime)];
+
+        await registry.rememberWaiting(names);
+
+        expect(before).toEqual([]);
+        expect(await registry.waitingNames()).toEqual(names);
+        expect(await otherSite().waitingNames()).toEqual([]);
+      });
+
+      it("keeps them apart from the hosts: not listed, not summarised, not known", async () => {
+        const { registry, store, site, time } = setup();
+        await registry.admit("node-admitted", "discovery", 1);
+
+        await registry.rememberWaiting([waitingName("node-waiting", time.trueTime)]);
+
+        expect([...(await registry.knownIdentities())]).toEqual(["node-admitted"]);
+        expect((await registry.summary()).total).toBe(1);
+        expect((await store.listSite(site)).map((row) => row.identity)).toEqual(["node-admitted"]);
+      });
+
+      it("replaces the list each time, and an empty list forgets it", async () => {
+        const { registry, time } = setup();
+        await registry.rememberWaiting([waitingName("node-a", time.trueTime), waitingName("node-b", time.trueTime)]);
+
+        await registry.rememberWaiting([waitingName("node-c", time.trueTime)]);
+        const replaced = await registry.waitingNames();
+        await registry.rememberWaiting([]);
+
+        expect(replaced.map((name) => name.identity)).toEqual(["node-c"]);
+        expect(await registry.waitingNames()).toEqual([]);
+      });
+
+      it("forgets a name no discovery saw for three intervals, on writing and on reading", async () => {
+        const { registry, time } = setup();
+        const now = time.trueTime;
+        await registry.rememberWaiting([waitingName("node-stale", now - 3 * INTERVAL - 1), waitingName("node-old", now - 2 * INTERVAL), waitingName("node-new", now)]);
+        const written = await registry.waitingNames();
+
+        time.advance(INTERVAL + 1);
+        const later = await registry.waitingNames();
+
+        expect(written.map((name) => name.identity)).toEqual(["node-old", "node-new"]);
+        expect(later.map((name) => name.identity)).toEqual(["node-new"]);
+      });
+
+      it("keeps each name once and the list within WAITING_MAX_BYTES, the first names given kept, whatever length the names have", async () => {
+        const { registry, time } = setup();
+        const long = (index: number) => `node-${index}.`.padEnd(255, "x");
+        const names = [waitingName(long(0), time.trueTime), ...Array.from({ length: 1_200 }, (_, index) => waitingName(long(index), time.trueTime))];
+
+        await registry.rememberWaiting(names);
+        const kept = await registry.waitingNames();
+
+        expect(kept.length).toBeGreaterThan(800);
+        expect(kept.length * 255).toBeLessThan(WAITING_MAX_BYTES);
+        expect(kept.map((name) => name.identity)).toEqual(Array.from({ length: kept.length }, (_, index) => long(index)));
+      });
+
+      it("names the failure of the store, with its cause, when the names cannot be read or written", async () => {
+        const { registry, store, time } = setup();
+
+        store.failNextWaiting = true;
+        const readError = await registry.waitingNames().catch((caught: unknown) => caught);
+        store.failNextWaiting = true;
+        const writeError = await registry.rememberWaiting([waitingName("node-a", time.trueTime)]).catch((caught: unknown) => caught);
+
+        expect(readError).toBeInstanceOf(AdmissionStoreError);
+        expect((readError as Error).cause).toEqual(new Error("ProvisionedThroughputExceededException"));
+        expect(writeError).toBeInstanceOf(AdmissionStoreError);
+        expect(await registry.waitingNames()).toEqual([]);
       });
     });
 

@@ -116,6 +116,28 @@ describe("host work: provisioning one queued host", () => {
     });
   });
 
+  it("keeps a host paused after its configuration was sent with the credentials recorded for it, so renewal finds it", async () => {
+    // Arrange: the engine records the credentials before configuring, then the gate closes (the
+    // lease was lost while the configure request may already have reached the node).
+    const w = world();
+    const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now() };
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        await options?.recordCredentials?.(credentials);
+        return { kind: "paused", identity: work.identity, step: "restart", error: new PausedError("paused: the lease was lost") };
+      },
+    };
+    const messages = await admitted(w, "a.example.net");
+
+    // Act
+    const result = await processor(w, engine).handle(messages, context());
+
+    // Assert: the work is dropped, as any paused work is, but the host is not forgotten.
+    expect(result.failedMessageIds).toEqual([]);
+    expect(await stateOf(w, "a.example.net")).toMatchObject({ state: "queued", credentialsExpireAt: credentials.expiresAt, credentialsIssuedAt: credentials.issuedAt });
+    expect((await w.registry.expiries()).map((host) => host.identity)).toEqual(["a.example.net"]);
+  });
+
   it("provisions a duplicate delivery of provisioned work only once", async () => {
     // Arrange
     const w = world();

@@ -10,7 +10,7 @@ import { admissionFlowOver, answerLostOnce, blippingLeaseStore, context, RESEND_
  */
 function leadership(
   w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] },
-  overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number; discoveryBacklogMs?: number } = {},
+  overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number; discoveryBacklogMs?: number; registry?: LeadershipDeps["registry"] } = {},
 ): Leadership {
   const useCase = new Leadership({
     settings: {
@@ -25,7 +25,7 @@ function leadership(
     gate: w.gate,
     broker: w.broker,
     admission: w.admission,
-    registry: w.registry,
+    registry: overrides.registry ?? w.registry,
     hostWork: w.queues.hostWork,
     clock: w.clock,
     logger: w.logger,
@@ -266,16 +266,14 @@ describe("leadership: discover", () => {
     // Arrange
     const w = world();
     w.broker.identities = Array.from({ length: 50 }, (_, index) => `forged-${index}.example.net`);
-    const useCase = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.east", discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 5, discoveryBacklogMs: 0, renewIntervalMs: 10_000, deadlineMarginMs: 1_000 },
-      gate: w.gate,
-      broker: w.broker,
-      admission: w.admission,
-      registry: { knownIdentities: () => Promise.reject(new Error("table unreachable")) },
-      hostWork: w.queues.hostWork,
-      clock: w.clock,
-      logger: w.logger,
-      metrics: w.metrics,
+    const useCase = leadership(w, {
+      discoveryMaxNodes: 100,
+      discoveryNewNamesPerInterval: 5,
+      registry: {
+        knownIdentities: () => Promise.reject(new Error("table unreachable")),
+        waitingNames: () => Promise.reject(new Error("table unreachable")),
+        rememberWaiting: () => Promise.reject(new Error("table unreachable")),
+      },
     });
 
     // Act
@@ -285,6 +283,82 @@ describe("leadership: discover", () => {
     expect(result.admitted).toBe(5);
     expect(w.metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(45);
     expect(w.logger.at("warn").map((line) => line.message)).toContain("could not read the known hosts; treating every discovered name as new");
+    expect(w.logger.at("warn").map((line) => line.message)).toEqual(
+      expect.arrayContaining([
+        "could not read the names earlier discoveries left waiting; choosing new names at random",
+        "could not remember the names this discovery left waiting; the next one chooses among them at random",
+      ]),
+    );
+  });
+
+  it("admits every real node by the second discovery while a client answers each discovery first with 50 fresh made-up names", async () => {
+    // Arrange: budget 10; the forger's names come before the three real ones and are new each time.
+    const w = world();
+    const real = ["web1.example.net", "web2.example.net", "web3.example.net"];
+    const useCase = leadership(w, { discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 10 });
+
+    // Act
+    for (let round = 0; round < 2; round++) {
+      w.broker.identities = [...Array.from({ length: 50 }, (_, index) => `forged-${round}-${index}.example.net`), ...real];
+      await useCase.discover(context());
+      w.clock.advance(60_000);
+    }
+
+    // Assert: at the queue.
+    const queued = w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity);
+    expect(queued.filter((identity) => real.includes(identity)).sort()).toEqual(real);
+    expect(queued).toHaveLength(20);
+  });
+
+  it("admits a forger's repeated names and the real nodes among them within ceil(names / budget) discoveries", async () => {
+    // Arrange
+    const w = world();
+    const real = ["web1.example.net", "web2.example.net", "web3.example.net"];
+    w.broker.identities = [...Array.from({ length: 50 }, (_, index) => `forged-${index}.example.net`), ...real];
+    const useCase = leadership(w, { discoveryMaxNodes: 100, discoveryNewNamesPerInterval: 10 });
+
+    // Act
+    for (let round = 0; round < Math.ceil(53 / 10); round++) {
+      await useCase.discover(context());
+      w.clock.advance(60_000);
+    }
+
+    // Assert
+    const queued = new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity));
+    expect(queued.size).toBe(53);
+    for (const identity of real) expect(queued).toContain(identity);
+  });
+
+  it("writes the names waiting only while there are some: once the hosts are known, a discovery writes nothing", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["a.example.net", "b.example.net"];
+    const remembered: number[] = [];
+    const useCase = leadership(w, {
+      discoveryMaxNodes: 100,
+      discoveryNewNamesPerInterval: 5,
+      registry: {
+        knownIdentities: () => w.registry.knownIdentities(),
+        waitingNames: () => w.registry.waitingNames(),
+        rememberWaiting: (names) => {
+          remembered.push(names.length);
+          return w.registry.rememberWaiting(names);
+        },
+      },
+    });
+
+    // Act
+    const admitted: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      admitted.push((await useCase.discover(context())).admitted);
+      // Within the interval, so the known hosts are not admitted again.
+      w.clock.advance(1_000);
+    }
+
+    // Assert: the chosen names are remembered until the registry knows them, then forgotten once.
+    expect(admitted).toEqual([2, 0, 0]);
+    expect(remembered).toEqual([2, 0]);
+    expect(await w.registry.waitingNames()).toEqual([]);
   });
 
   it("without leader election announces once per container and discovers under term 0", async () => {

@@ -278,6 +278,22 @@ describe("ProvisionEngine sequence without features", () => {
     expectFailed(restartOutcome, "restart", RpcRetriesExhaustedError);
     expect(restartDown.rpc.callsTo(RESTART)).toHaveLength(3);
   });
+
+  it("takes a configured node whose restart got no reply as provisioned, so its new credentials are recorded", async () => {
+    // Arrange: the node took its configuration, then no restart attempt was answered (the first
+    // reply lost, the node gone from the provisioning broker for the others).
+    const h = await harness({ helper: helperResponse({ certificate: selfSignedCertificate(IDENTITY, 30) }) });
+    h.rpc.respond(RESTART, () => timeout(IDENTITY, RESTART));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(outcome.kind === "provisioned" && outcome.credentials?.kind).toBe("certificate");
+    expect(h.rpc.callsTo(RESTART)).toHaveLength(3);
+    expect(h.logger.records.some((record) => record.level === "warn" && record.message.includes("taking it as restarted"))).toBe(true);
+  });
 });
 
 describe("ProvisionEngine with the jwt feature", () => {

@@ -1,0 +1,420 @@
+/**
+ * One deployment (one stack) of the site in the simulation, composed from the production use
+ * cases: the lease gate, the admission registry and flow, leadership (keeper and discovery), host
+ * work, lifecycle events and their bridge, and renewal. Each Lambda function runs in its own
+ * container (its own gate and in-process lease state); a crashed container is replaced at the
+ * function's next invocation, as Lambda does. Scheduled functions run every minute; the queue
+ * functions are invoked by an event source that polls when a message may be visible.
+ *
+ * What every deployment of a site shares comes in `site`: the lease table (lease and pause
+ * switches), the admission registry and renewal's state. A deployment's queues are its own.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionFlow } from "../../../lib/app/admission-flow";
+import { HostWorkProcessor } from "../../../lib/app/host-work";
+import { Leadership } from "../../../lib/app/leadership";
+import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
+import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
+import type { RenewalStore } from "../../../lib/app/renewal-state";
+import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
+import { ProvisionEngine } from "../../../lib/engine";
+import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import type { LeaseStore } from "../../../lib/lease/lease";
+import type { PauseStore } from "../../../lib/lease/pause";
+import { resolveLeaseSettings } from "../../../lib/lease/settings";
+import { PausedError } from "../../../lib/errors";
+import { silentLogger, type HelperRunner, type HostWork, type PauseGate } from "../../../lib/ports";
+import { engineSettings } from "../engine-settings";
+import { noMetrics } from "../fakes";
+import { helperResponseWith } from "../helper-response";
+import { certificateValidUntil } from "./certificate";
+import { overNetwork, SimFault, type Faults, type Paths } from "./faults";
+import { LIFECYCLE_COMPONENT, type SimFleet } from "./fleet";
+import { SimQueue } from "./queue";
+import { Container, type VirtualTime } from "./time";
+
+export const SITE = "sim";
+export const TOKEN = "sim-provisioning-token";
+export const LEASE_TIMING = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 } as const;
+/** How long the helper's certificates are valid, and so the renewal window (half of it). */
+export const CREDENTIAL_LIFETIME_MS = 60 * 60_000;
+const HOST_FAILURE_LIMIT = 5;
+
+/** What every deployment of the site shares (or, under the per-deployment-registry variant, does not). */
+export interface SiteStores {
+  lease: LeaseStore;
+  pause: PauseStore;
+  admission: AdmissionStore;
+  renewal: RenewalStore;
+}
+
+/** Known-bad variants of the pipeline the simulation must catch (see variants.ts). */
+export interface Variant {
+  gateNotRead?: boolean;
+  termNotCompared?: boolean;
+  horizonIgnored?: boolean;
+  pauseIgnored?: boolean;
+}
+
+export interface DeploymentSpec {
+  id: string;
+  wallSkewMs: number;
+  rpcTtlSeconds: number;
+  workers: number;
+  /** The discovery `interval`: how often a host may be admitted, and how old queued work may get. */
+  intervalMs: number;
+}
+
+export type FunctionName = "keeper" | "discover" | "provision" | "lifecycle" | "bridge" | "renew" | "release";
+
+/** One container's lease gate, the gate its engine reads, the lease table's stores it reaches them through, and whom a won term is announced to. */
+interface Leasing {
+  container: Container;
+  gate: LeaseGate;
+  engineGate: PauseGate;
+  leaseStore: LeaseStore;
+  pauseStore: PauseStore;
+  announce: { to?: Pick<Leadership, "onWonTerm"> };
+}
+
+/** What one container runs: every use case, over its own gate and network paths. */
+interface Stack {
+  container: Container;
+  gate: LeaseGate;
+  leadership: Leadership;
+  hostWork: HostWorkProcessor;
+  lifecycle: LifecycleEvents;
+  bridge: LifecycleBridge;
+  renewal: Renewal;
+}
+
+export interface SimWorld {
+  time: VirtualTime;
+  faults: Faults;
+  fleet: SimFleet;
+  variant: Variant;
+}
+
+export class SimDeployment {
+  readonly paths: Paths = { storeHeldUntil: 0, brokerCutUntil: 0 };
+  readonly hostWork: SimQueue;
+  readonly hostWorkDlq: SimQueue;
+  readonly lifecycleQueue: SimQueue;
+  readonly lifecycleDlq: SimQueue;
+  private readonly containers = new Map<FunctionName, Stack>();
+  private readonly busy = new Set<FunctionName>();
+  private readonly polls = new Map<FunctionName, number>();
+  private readonly armed = new Map<FunctionName, Array<(container: Container) => void>>();
+  private generation = 0;
+
+  constructor(
+    readonly spec: DeploymentSpec,
+    private readonly world: SimWorld,
+    private readonly site: SiteStores,
+  ) {
+    const { time, faults } = world;
+    const url = (name: string) => `sim://${spec.id}/${name}`;
+    this.hostWorkDlq = new SimQueue(url("host-work-dlq"), time, faults, { visibilityTimeoutMs: 30_000 });
+    this.hostWork = new SimQueue(url("host-work"), time, faults, { visibilityTimeoutMs: 330_000, maxReceiveCount: 10, deadLetters: this.hostWorkDlq });
+    this.lifecycleDlq = new SimQueue(url("lifecycle-dlq"), time, faults, { visibilityTimeoutMs: 30_000 });
+    this.lifecycleQueue = new SimQueue(url("lifecycle"), time, faults, { visibilityTimeoutMs: 185_000, maxReceiveCount: 5, deadLetters: this.lifecycleDlq });
+    this.hostWork.watch((at) => this.pollAt("provision", at));
+    this.lifecycleQueue.watch((at) => this.pollAt("lifecycle", at));
+  }
+
+  /** Schedules the minute functions from `startAt` to `endAt` (true ms), each at its own phase. */
+  schedule(startAt: number, endAt: number): void {
+    const { time, faults } = this.world;
+    const minute = (fn: FunctionName, timeoutMs: number, run: (stack: Stack, ctx: InvocationContext) => Promise<unknown>) => {
+      const phase = faults.between(0, 59_000);
+      for (let at = startAt + phase; at < endAt; at += 60_000) time.at(at, () => this.invoke(fn, timeoutMs, run));
+    };
+    minute("keeper", 70_000, (stack, ctx) => stack.leadership.keepLease(ctx));
+    minute("discover", 55_000, (stack, ctx) => stack.leadership.discover(ctx));
+    minute("bridge", 70_000, (stack, ctx) => stack.bridge.run(ctx));
+    minute("renew", 120_000, async (stack, ctx) => {
+      const result = await stack.renewal.run(ctx);
+      if (process.env.SIM_DEBUG) console.log(this.spec.id, this.world.time.now, JSON.stringify(result));
+    });
+  }
+
+  /** The registry this deployment writes (the site's, unless the variant gives each deployment its own). */
+  get admissionStore(): AdmissionStore {
+    return this.site.admission;
+  }
+
+  get renewalStore(): RenewalStore {
+    return this.site.renewal;
+  }
+
+  /** The running container of `fn`, if any: what a crash or a freeze strikes. */
+  container(fn: FunctionName): Container | undefined {
+    return this.containers.get(fn)?.container;
+  }
+
+  get functions(): FunctionName[] {
+    return [...this.containers.keys()];
+  }
+
+  /**
+   * Runs `strike` on the container of `fn` a moment into its next invocation (at once if one is
+   * running): a fault aimed at work in flight, not at an idle container.
+   */
+  whenBusy(fn: FunctionName, strike: (container: Container) => void): void {
+    const running = this.busy.has(fn) ? this.containers.get(fn)?.container : undefined;
+    if (running) strike(running);
+    else this.armed.set(fn, [...(this.armed.get(fn) ?? []), strike]);
+  }
+
+  /** The operator's `release` function: a fresh container gives the deployment's term up. */
+  async release(): Promise<boolean> {
+    const stack = this.stack("release");
+    this.containers.delete("release");
+    return stack.gate.release();
+  }
+
+  private pollAt(fn: "provision" | "lifecycle", at: number): void {
+    const due = Math.max(at, this.world.time.now) + 200;
+    const scheduled = this.polls.get(fn);
+    if (scheduled !== undefined && scheduled <= due && scheduled >= this.world.time.now) return;
+    this.polls.set(fn, due);
+    this.world.time.at(due, () => {
+      if (this.polls.get(fn) === due) this.polls.delete(fn);
+      this.poll(fn);
+    });
+  }
+
+  private poll(fn: "provision" | "lifecycle"): void {
+    if (this.busy.has(fn)) return;
+    const queue = fn === "provision" ? this.hostWork : this.lifecycleQueue;
+    const messages = queue.receive(10);
+    if (messages.length === 0) return;
+    const timeoutMs = fn === "provision" ? 300_000 : 30_000;
+    this.invoke(fn, timeoutMs, async (stack, ctx) => {
+      const processor = fn === "provision" ? stack.hostWork : stack.lifecycle;
+      const result = await processor.handle(messages, ctx);
+      const failed = new Set(result.failedMessageIds);
+      for (const message of messages) if (!failed.has(message.id)) queue.remove(message.id);
+    });
+  }
+
+  private invoke(fn: FunctionName, timeoutMs: number, run: (stack: Stack, ctx: InvocationContext) => Promise<unknown>): void {
+    if (this.busy.has(fn)) return;
+    const { time } = this.world;
+    const stack = this.stack(fn);
+    const deadline = time.now + timeoutMs;
+    const ctx: InvocationContext = { remainingMs: () => deadline - time.now };
+    this.busy.add(fn);
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      this.busy.delete(fn);
+      if (fn === "provision" || fn === "lifecycle") this.pollAt(fn, time.now);
+    };
+    // Lambda ends an invocation at its timeout, whatever it was doing: the container is gone.
+    time.at(deadline, () => {
+      if (done) return;
+      stack.container.crash();
+      finish();
+    });
+    stack.gate.beginInvocation();
+    for (const strike of this.armed.get(fn) ?? []) time.after(this.world.faults.between(0, 3_000), () => strike(stack.container));
+    this.armed.delete(fn);
+    run(stack, ctx).then(finish, (error: unknown) => {
+      if (!(error instanceof SimFault)) throw error;
+      finish();
+    });
+  }
+
+  private stack(fn: FunctionName): Stack {
+    const existing = this.containers.get(fn);
+    if (existing && !existing.container.dead) return existing;
+    const stack = this.compose(`${this.spec.id}/${fn}#${++this.generation}`);
+    this.containers.set(fn, stack);
+    return stack;
+  }
+
+  private compose(name: string): Stack {
+    const { time, faults, fleet } = this.world;
+    const container = new Container(name, time, this.spec.wallSkewMs, faults.between(0, 1_000_000));
+    const net = <T extends object>(store: T) => overNetwork(store, container, time, faults, this.paths);
+    const parts = this.leasing(container, net(this.site.lease), net(this.site.pause));
+    const registry = new AdmissionRegistry(
+      { site: SITE, intervalMs: this.spec.intervalMs },
+      { store: net(this.site.admission), metrics: noMetrics, clock: container.clock, newClaimToken: () => `claim-${faults.random().toString(36).slice(2)}` },
+    );
+    const admission = new AdmissionFlow({ registry, hostWork: this.hostWork, logger: silentLogger, clock: container.clock, resendUnknown: { pauseMs: 1_000, withinMs: 4_000 } });
+    const broker = fleet.broker(container, this.spec.id, this.paths);
+    const leadership = new Leadership({
+      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, renewIntervalMs: LEASE_TIMING.renewIntervalMs, deadlineMarginMs: 1_000 },
+      ...{ gate: parts.gate, broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
+    });
+    parts.announce.to = leadership;
+    const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
+    return {
+      container,
+      gate: parts.gate,
+      leadership,
+      hostWork: this.hostWorkOf(parts, registry, broker),
+      lifecycle,
+      bridge: this.bridgeOf(parts),
+      renewal: this.renewalOf(parts, registry, net(this.site.renewal)),
+    };
+  }
+
+  /** The container's lease gate (the pause switch read unless the variant ignores it), and the one the engine reads. */
+  private leasing(container: Container, leaseStore: LeaseStore, pauseStore: PauseStore): Leasing {
+    const { variant } = this.world;
+    const settings = resolveLeaseSettings({
+      leaderElection: true,
+      site: SITE,
+      deploymentId: this.spec.id,
+      ...LEASE_TIMING,
+      deliveryHorizonMs: variant.horizonIgnored ? 0 : this.spec.rpcTtlSeconds * 1_000,
+    });
+    const announce: Leasing["announce"] = {};
+    const gate = createLeaseGate(settings, {
+      store: leaseStore,
+      ...(variant.pauseIgnored ? {} : { pause: pauseStore }),
+      metrics: noMetrics,
+      clock: container.clock,
+      onWon: (term, remainingMs) => announce.to?.onWonTerm(term, remainingMs),
+    });
+    return { container, gate, engineGate: this.engineGate(gate, container), leaseStore, pauseStore, announce };
+  }
+
+  private hostWorkOf(parts: Leasing, registry: AdmissionRegistry, broker: Pick<Broker, "prepareRpc">): HostWorkProcessor {
+    const { fleet, faults } = this.world;
+    const { container, gate, engineGate } = parts;
+    const clock = container.clock;
+    // The term each request is sent under, for the nodes' records: the term of the work being provisioned.
+    const engineTerm = new AsyncLocalStorage<number>();
+    const rpc = fleet.rpc(container, this.spec.id, "provisioning", this.spec.rpcTtlSeconds, this.paths, () => engineTerm.getStore() ?? -1);
+    const engine = new ProvisionEngine({ settings: engineSettings(TOKEN, { intervalMs: this.spec.intervalMs }), rpc, gate: engineGate, helper: this.helper(container), metrics: noMetrics, clock, random: faults.random });
+    return new HostWorkProcessor({
+      settings: { deploymentId: this.spec.id, workers: this.spec.workers, retry: { baseDelaySeconds: 10, maxDelaySeconds: 120 }, failureLimit: HOST_FAILURE_LIMIT, deadlineMarginMs: 5_000 },
+      gate,
+      registry: this.termBlind(registry),
+      engine: { provision: (work, options) => engineTerm.run(work.term, () => engine.provision(work, options)) },
+      broker,
+      hostWork: this.hostWork,
+      hostWorkDlq: this.hostWorkDlq,
+      logger: silentLogger,
+      metrics: noMetrics,
+      clock,
+    });
+  }
+
+  private bridgeOf(parts: Leasing): LifecycleBridge {
+    return new LifecycleBridge({
+      settings: { leaderElection: true, site: SITE, deploymentId: this.spec.id, skewBoundMs: LEASE_TIMING.skewBoundMs },
+      leaseStore: parts.leaseStore,
+      ...(this.world.variant.pauseIgnored ? {} : { pauseStore: parts.pauseStore }),
+      source: this.eventSource(parts.container),
+      lifecycle: this.lifecycleQueue,
+      lifecycleDlq: this.lifecycleDlq,
+      clock: parts.container.clock,
+      logger: silentLogger,
+      metrics: noMetrics,
+    });
+  }
+
+  private renewalOf(parts: Leasing, registry: AdmissionRegistry, store: RenewalStore): Renewal {
+    const { container, gate, engineGate } = parts;
+    // A run sends under one term, the one its gate reads opened for: what the nodes' records carry.
+    let renewalTerm = -1;
+    const renewalGate = {
+      standing: () => gate.standing(),
+      assertOpen: async (term: number, ms: number) => {
+        const window = await engineGate.assertOpen(term, ms);
+        renewalTerm = term;
+        return window;
+      },
+    };
+    return new Renewal({
+      settings: {
+        ...{ site: SITE, enabled: true, before: { fraction: 0.5 }, ratePerMinute: 100, maxInFlight: 50, timeoutMs: 5 * 60_000 },
+        ...{ unansweredHoldMs: unansweredHoldFor(this.spec.intervalMs), failureThreshold: 1_000, failureWindow: 1_000, token: TOKEN, deadlineMarginMs: 5_000 },
+      },
+      gate: renewalGate,
+      registry,
+      store,
+      rpc: this.world.fleet.rpc(container, this.spec.id, "main", this.spec.rpcTtlSeconds, this.paths, () => renewalTerm),
+      prepareRpc: async () => undefined,
+      clock: container.clock,
+      logger: silentLogger,
+      metrics: noMetrics,
+    });
+  }
+
+  /**
+   * The gate the engine and renewal read before each attempt. The gate-not-read variant opens
+   * without reading it; the term-not-compared variant opens for whatever term this deployment holds.
+   */
+  private engineGate(gate: LeaseGate, container: Container): PauseGate {
+    const { variant } = this.world;
+    if (variant.gateNotRead) return { assertOpen: async (term, ms) => ({ term, stampedAt: container.clock.now(), endsBy: container.clock.monotonic() + ms }) };
+    if (!variant.termNotCompared) return gate;
+    return {
+      assertOpen: async (term, ms) => {
+        const held = await gate.currentTerm();
+        if (held === undefined) throw new PausedError("simulated variant: this deployment holds no term");
+        return { ...(await gate.assertOpen(held, ms)), term };
+      },
+    };
+  }
+
+  /** Under the term-not-compared variant, work of any term is claimed as if its term were current. */
+  private termBlind(registry: AdmissionRegistry): AdmissionRegistry {
+    if (!this.world.variant.termNotCompared) return registry;
+    return new Proxy(registry, {
+      get: (target, property, receiver) =>
+        property === "begin" ? (work: HostWork) => target.begin(work, work.term) : Reflect.get(target, property, receiver),
+    });
+  }
+
+  private helper(container: Container): HelperRunner {
+    const { time, faults } = this.world;
+    return {
+      run: (request) =>
+        container.send(async () => {
+          const late = faults.strikes("helper-late", faults.rates.helperLate);
+          await time.sleep(late ? faults.between(9_000, 15_000) : faults.between(20, 400));
+          if (faults.strikes("helper-failure", faults.rates.helperFailure)) throw new SimFault(`simulated: the helper failed for ${request.identity}`);
+          const now = container.clock.now();
+          if (faults.strikes("helper-defer", faults.rates.helperDefer)) return helperResponseWith({ defer: true, msg: "simulated: not ready for this host yet" });
+          return helperResponseWith({
+            configuration: { "plugin.choria.server.provision": "false", identity: request.identity },
+            certificate: certificateValidUntil(request.identity, now - 60_000, now + CREDENTIAL_LIFETIME_MS),
+          });
+        }),
+    };
+  }
+
+  /** The site's durable stream as one container's bridge reads it: unacknowledged events, oldest first. */
+  private eventSource(container: Container): LifecycleEventSource {
+    const { fleet } = this.world;
+    return {
+      run: async ({ until, leadsNow, forward }) => {
+        let led = false;
+        while (container.clock.monotonic() < until) {
+          if (this.paths.brokerCutUntil <= this.world.time.now && (await leadsNow())) {
+            led = true;
+            const pending = fleet.stream.filter((event) => !event.acked).slice(0, 50);
+            if (pending.length > 0) {
+              const outcomes = await forward(pending.map((event) => ({ data: event.body, subject: "choria.lifecycle.event.startup.provision_mode_server", lastChance: false })));
+              pending.forEach((event, index) => {
+                if (outcomes[index] !== "retry") event.acked = true;
+              });
+            }
+          }
+          await container.clock.sleep(5_000);
+        }
+        return { mode: "jetstream", led };
+      },
+    };
+  }
+}
+

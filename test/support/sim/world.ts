@@ -1,0 +1,239 @@
+/**
+ * One simulated run of the whole pipeline from a scenario: the site's deployments and fleet on
+ * virtual time, the scenario's faults and operator actions in its first phase, then a quiet phase
+ * in which everything must settle, then the invariants. The same scenario replays exactly.
+ */
+import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { AdmissionFlow } from "../../../lib/app/admission-flow";
+import { OperatorRefusal, RenewalOperator } from "../../../lib/app/operator";
+import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
+import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { silentLogger, type Clock } from "../../../lib/ports";
+import { noMetrics } from "../fakes";
+import { LEASE_TIMING, SimDeployment, SITE, TOKEN, type DeploymentSpec, type FunctionName, type SiteStores, type Variant } from "./deployment";
+import { Faults, type FaultClass, type FaultRates } from "./faults";
+import { SimFleet, type NodeRecord } from "./fleet";
+import { ObservedLeaseTable } from "./lease-history";
+import { checkInvariants, type OperatorLog, type Violation } from "./invariants";
+import { SIM_EPOCH_MS, VirtualTime } from "./time";
+
+export const FAULT_PHASE_MS = 45 * 60_000;
+const RUN_MS = 70 * 60_000;
+/**
+ * A host may still wait at the end if it entered provisioning this recently: two of the slowest
+ * deployment's intervals (a failed admission waits one) and a few minutes of provisioning.
+ */
+const waitBoundMs = (scenario: Scenario) => 2 * Math.max(...scenario.deployments.map((spec) => spec.intervalMs)) + 3 * 60_000;
+
+export type SimFunction = Exclude<FunctionName, "release">;
+
+export type SimEvent =
+  | { at: number; kind: "crash"; deployment: number; fn: SimFunction }
+  | { at: number; kind: "freeze"; deployment: number; fn: SimFunction; forMs: number }
+  /** Every running container of the deployment stalls at once (a stack that stops making progress mid-work). */
+  | { at: number; kind: "stall-deployment"; deployment: number; forMs: number }
+  | { at: number; kind: "cut-broker"; deployment: number; forMs: number }
+  | { at: number; kind: "stall-store"; deployment: number; forMs: number }
+  | { at: number; kind: "pause"; deployment: number; forMs: number }
+  /** The operator releases the lease of whichever deployment leads then. */
+  | { at: number; kind: "release" }
+  | { at: number; kind: "reprovision"; node: number }
+  | { at: number; kind: "renew"; node: number }
+  | { at: number; kind: "node-restart"; node: number }
+  /** A new node boots in provisioning mode (the fleet grows during the run). */
+  | { at: number; kind: "join" };
+
+export interface Scenario {
+  seed: number;
+  deployments: DeploymentSpec[];
+  nodes: number;
+  rates: FaultRates;
+  events: SimEvent[];
+}
+
+/** Variants of the site itself (not of the code) the simulation must also catch. */
+export interface SiteVariant extends Variant {
+  registryPerDeployment?: boolean;
+}
+
+export interface RunReport {
+  violations: Violation[];
+  hits: Map<FaultClass, number>;
+  /** Every request that reached a node, in order: what replaying a scenario must reproduce. */
+  records: readonly NodeRecord[];
+  provisioned: number;
+  renewed: number;
+}
+
+export async function runScenario(scenario: Scenario, variant: SiteVariant = {}): Promise<RunReport> {
+  const time = new VirtualTime();
+  const faults = new Faults(scenario.seed, scenario.rates);
+  const identities = Array.from({ length: scenario.nodes }, (_, index) => `n${index}.sim.example.net`);
+  const fleet = new SimFleet(time, faults, identities, LEASE_TIMING.skewBoundMs, TOKEN);
+  const lease = new ObservedLeaseTable(time);
+  const shared: SiteStores = { lease, pause: new MemoryPauseStore(), ...registryStores() };
+  const deployments = scenario.deployments.map((spec) => new SimDeployment(spec, { time, faults, fleet, variant }, variant.registryPerDeployment ? { ...shared, ...registryStores() } : shared));
+  countSettings(scenario, faults);
+  for (const deployment of deployments) deployment.schedule(0, RUN_MS);
+  const operator: OperatorLog = { paused: [], released: [], renewRequested: [] };
+  const act = new Operations(time, faults, fleet, deployments, shared, operator);
+  for (const event of scenario.events) time.at(event.at, () => void act.apply(event));
+  time.at(FAULT_PHASE_MS, () => {
+    faults.active = false;
+  });
+  await time.run(RUN_MS);
+  const stores = variant.registryPerDeployment ? deployments.map((deployment) => deployment.admissionStore) : [shared.admission];
+  const violations = await checkInvariants({
+    fleet,
+    end: RUN_MS,
+    waitBoundMs: waitBoundMs(scenario),
+    stores,
+    hostWorkDlqs: deployments.map((deployment) => deployment.hostWorkDlq),
+    lifecycleQueues: deployments.flatMap((deployment) => [deployment.lifecycleQueue, deployment.lifecycleDlq]),
+    operator,
+    lease,
+    deployments: new Map(scenario.deployments.map((spec) => [spec.id, spec])),
+  });
+  const configures = fleet.records.filter((record) => record.outcome === "ran" && record.action === "choria_provision#restart").length;
+  const renewed = fleet.records.filter((record) => record.outcome === "ran" && record.action === "choria_provision#reprovision").length;
+  return { violations, hits: faults.hits, records: fleet.records, provisioned: configures, renewed };
+}
+
+function registryStores(): Pick<SiteStores, "admission" | "renewal"> {
+  return { admission: new MemoryAdmissionStore(), renewal: new MemoryRenewalStore() };
+}
+
+function countSettings(scenario: Scenario, faults: Faults): void {
+  const skews = scenario.deployments.map((spec) => spec.wallSkewMs);
+  if (Math.max(...skews) - Math.min(...skews) >= 1_000) faults.hit("clock-skew");
+  const settings = (spec: DeploymentSpec) => `${spec.rpcTtlSeconds}/${spec.intervalMs}`;
+  if (new Set(scenario.deployments.map(settings)).size > 1) faults.hit("settings-differ");
+}
+
+/** The scenario's events, applied as they fall due: faults on deployments and nodes, and the operator's commands. */
+class Operations {
+  private readonly clock: Clock;
+
+  constructor(
+    private readonly time: VirtualTime,
+    private readonly faults: Faults,
+    private readonly fleet: SimFleet,
+    private readonly deployments: SimDeployment[],
+    private readonly site: SiteStores,
+    private readonly log: OperatorLog,
+  ) {
+    this.clock = { now: () => SIM_EPOCH_MS + time.now, monotonic: () => time.now, sleep: (ms) => time.sleep(ms) };
+  }
+
+  async apply(event: SimEvent): Promise<void> {
+    const node = "node" in event ? this.fleet.identities[event.node % this.fleet.identities.length]! : "";
+    const deployment = "deployment" in event ? this.deployments[event.deployment % this.deployments.length]! : undefined;
+    switch (event.kind) {
+      case "crash":
+        deployment!.whenBusy(event.fn, (container) => {
+          container.crash();
+          this.faults.hit("container-crash");
+        });
+        return;
+      case "freeze":
+        deployment!.whenBusy(event.fn, (container) => {
+          container.freeze(event.forMs);
+          this.faults.hit("container-freeze");
+        });
+        return;
+      case "stall-deployment":
+        return this.stallFirstBusy(event.forMs);
+      case "join":
+        this.fleet.join(`n${this.fleet.identities.length}.sim.example.net`);
+        return;
+      case "cut-broker":
+        deployment!.paths.brokerCutUntil = this.time.now + event.forMs;
+        this.faults.hit("broker-partition");
+        return;
+      case "stall-store":
+        deployment!.paths.storeHeldUntil = this.time.now + event.forMs;
+        this.faults.hit("store-stall");
+        return;
+      case "pause":
+        return this.pause(deployment!, event.forMs);
+      case "release": {
+        const leader = await this.leader();
+        return leader ? this.release(leader.deployment) : undefined;
+      }
+      case "reprovision": {
+        // The operator reprovisions a host waiting in provisioning mode (a configured one is renewed instead).
+        const waiting = this.fleet.identities.filter((identity) => this.fleet.modeOf(identity) === "provisioning");
+        return waiting.length === 0 ? undefined : this.reprovision(waiting[event.node % waiting.length]!);
+      }
+      case "renew":
+        return this.renew(node);
+      case "node-restart":
+        this.fleet.restart(node);
+    }
+  }
+
+  /** Aimed at hosts in flight: the first deployment to provision (the leader) stops making progress, every container at once. */
+  private stallFirstBusy(forMs: number): void {
+    let struck = false;
+    for (const deployment of this.deployments) {
+      deployment.whenBusy("provision", () => {
+        if (struck) return;
+        struck = true;
+        for (const fn of deployment.functions) deployment.container(fn)?.freeze(forMs);
+        this.faults.hit("container-freeze");
+      });
+    }
+  }
+
+  private async pause(deployment: SimDeployment, forMs: number): Promise<void> {
+    const id = deployment.spec.id;
+    await this.site.pause.write({ site: SITE, deploymentId: id, paused: true, changedAt: this.clock.now() });
+    const entry = { deployment: id, from: this.time.now, until: Infinity };
+    this.log.paused.push(entry);
+    this.faults.hit("operator-pause");
+    this.time.after(forMs, () => {
+      entry.until = this.time.now;
+      void this.site.pause.write({ site: SITE, deploymentId: id, paused: false, changedAt: this.clock.now() });
+    });
+  }
+
+  private async release(deployment: SimDeployment): Promise<void> {
+    const before = await this.site.lease.read(SITE);
+    if (!(await deployment.release()) || before?.holder !== deployment.spec.id) return;
+    this.log.released.push({ deployment: deployment.spec.id, term: before.term, at: this.time.now });
+    this.faults.hit("operator-release");
+  }
+
+  /** The operator's reprovision, run against the leader's stack: forget the host and admit it afresh. */
+  private async reprovision(identity: string): Promise<void> {
+    const leader = await this.leader();
+    if (!leader) return;
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: leader.deployment.spec.intervalMs }, { store: leader.deployment.admissionStore, metrics: noMetrics, clock: this.clock });
+    const flow = new AdmissionFlow({ registry, hostWork: leader.deployment.hostWork, logger: silentLogger });
+    const [outcome] = await flow.readmit([identity], leader.term);
+    if (outcome?.queued) this.faults.hit("operator-reprovision");
+  }
+
+  private async renew(identity: string): Promise<void> {
+    const leader = await this.leader();
+    if (!leader) return;
+    const registry = new AdmissionRegistry({ site: SITE, intervalMs: leader.deployment.spec.intervalMs }, { store: leader.deployment.admissionStore, metrics: noMetrics, clock: this.clock });
+    const renewal = new RenewalOperator({ site: SITE, operator: { currentTerm: async () => leader.term }, registry, store: leader.deployment.renewalStore, clock: this.clock });
+    try {
+      const result = await renewal.request({ selection: { identities: [identity] }, dryRun: false });
+      if (result.hosts.length === 0) return;
+      this.log.renewRequested.push({ identity, at: this.time.now });
+      this.faults.hit("operator-renew");
+    } catch (error) {
+      if (!(error instanceof OperatorRefusal)) throw error;
+    }
+  }
+
+  private async leader(): Promise<{ deployment: SimDeployment; term: number } | undefined> {
+    const item = await this.site.lease.read(SITE);
+    const deployment = this.deployments.find((candidate) => candidate.spec.id === item?.holder);
+    if (!item || !deployment || item.released || item.expiresAt < this.clock.now()) return undefined;
+    return { deployment, term: item.term };
+  }
+}
