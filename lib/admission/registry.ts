@@ -823,13 +823,9 @@ export class AdmissionRegistry {
    * effect in the stored entry. A failed condition is checked too: the store client retries a
    * write whose answer was slow or lost, and that retry fails the condition the first attempt
    * satisfied, returning our own effect. A throw means the outcome is unknown, so a consistent
-   * read decides.
-   */
-  /**
-   * Sends `write` and settles an unknown outcome with a consistent read: `landed` says whether the
-   * stored entry shows this write. One that did not land while `mayResend` says the entry still
-   * takes it (the claim is still ours) is sent again, up to SETTLE_RESENDS times: a request lost on
-   * its way is not a claim that ran out, and dropping it would leave a provisioned host unknown.
+   * read decides; a write it shows did not land, while `mayResend` says the entry still takes it
+   * (the claim is still ours), is sent again, up to SETTLE_RESENDS times: a request lost on its way
+   * is not a claim that ran out, and dropping it would leave a provisioned host unknown.
    */
   private async settle(
     action: string,
