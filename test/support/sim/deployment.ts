@@ -9,7 +9,6 @@
  * What every deployment of a site shares comes in `site`: the lease table (lease and pause
  * switches), the admission registry and renewal's state. A deployment's queues are its own.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
@@ -289,15 +288,17 @@ export class SimDeployment {
     const { fleet, faults } = this.world;
     const { container, gate, engineGate } = parts;
     const clock = container.clock;
-    // The term each request is sent under, for the nodes' records: the term of the work being provisioned.
-    const engineTerm = new AsyncLocalStorage<number>();
-    const rpc = fleet.rpc(container, this.spec.id, "provisioning", this.spec.rpcTtlSeconds, this.paths, () => engineTerm.getStore() ?? -1);
-    const engine = new ProvisionEngine({ settings: engineSettings(TOKEN, { intervalMs: this.spec.intervalMs }), rpc, gate: engineGate, helper: this.helper(container), metrics: noMetrics, clock, random: faults.random });
+    // One engine per work item, so the nodes' records carry the term each request was sent under:
+    // the term of the work being provisioned (the engine keeps nothing between items but a gauge).
+    const engineFor = (term: number) => {
+      const rpc = fleet.rpc(container, this.spec.id, "provisioning", this.spec.rpcTtlSeconds, this.paths, () => term);
+      return new ProvisionEngine({ settings: engineSettings(TOKEN, { intervalMs: this.spec.intervalMs }), rpc, gate: engineGate, helper: this.helper(container), metrics: noMetrics, clock, random: faults.random });
+    };
     return new HostWorkProcessor({
       settings: { deploymentId: this.spec.id, workers: this.spec.workers, retry: { baseDelaySeconds: 10, maxDelaySeconds: 120 }, failureLimit: HOST_FAILURE_LIMIT, deadlineMarginMs: 5_000 },
       gate,
       registry: this.termBlind(registry),
-      engine: { provision: (work, options) => engineTerm.run(work.term, () => engine.provision(work, options)) },
+      engine: { provision: (work, options) => engineFor(work.term).provision(work, options) },
       broker,
       hostWork: this.hostWork,
       hostWorkDlq: this.hostWorkDlq,
