@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import { FAULT_CLASSES } from "../test/support/sim/faults";
 import { INVARIANTS } from "../test/support/sim/invariants";
-import { KNOWN_BAD, search, type SearchResult } from "../test/support/sim/search";
+import { KNOWN_BAD, search, SHRINK_FOR_MS, type SearchResult } from "../test/support/sim/search";
 
 function usageError(message: string): never {
   process.stderr.write(`sim: ${message}\n`);
@@ -67,7 +67,8 @@ async function searchOnce(options: Options): Promise<boolean> {
   const unhit = printCoverage(result);
   if (result.failure) {
     const { failure } = result;
-    process.stdout.write(`\nFAILED at scenario ${failure.foundAtRun}; shrunk to:\n${JSON.stringify(failure.scenario)}\n`);
+    const shrunk = failure.shrinkCutShort ? `shrinking stopped after ${SHRINK_FOR_MS / 60_000} minutes at` : "shrunk to";
+    process.stdout.write(`\nFAILED at scenario ${failure.foundAtRun}; ${shrunk}:\n${JSON.stringify(failure.scenario)}\n`);
     for (const violation of failure.violations) process.stdout.write(`  ${violation.invariant}: ${violation.detail}\n`);
     const variantFlag = options.variant ? ` --variant ${options.variant}` : "";
     process.stdout.write(`replay: npm run sim -- --seed ${failure.seed} --path ${failure.path}${variantFlag}\n`);

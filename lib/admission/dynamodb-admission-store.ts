@@ -40,7 +40,7 @@ import type {
   VoidClaimRequest,
   WaitingName,
 } from "./registry";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
 import { DynamoDbDirectWrites } from "../lease/dynamodb-direct-writes";
@@ -202,8 +202,13 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     });
   }
 
-  forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
-    return this.delete(request, { condition: "attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now", conditionValues: { now: request.now } });
+  async forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
+    const unclaimed = "(attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)";
+    const conditionValues = { now: request.now };
+    const deleted = await this.delete(request, { condition: `${unclaimed} AND attribute_not_exists(#credentialsExpireAt)`, conditionValues });
+    if (deleted.applied || deleted.current?.credentialsExpireAt === undefined) return deleted;
+    // A host with recorded credentials may be in service on them: it is kept, failed, for renewal.
+    return this.update(request, { set: { state: "failed" }, remove: FORGOTTEN_WITH_CREDENTIALS, condition: `${unclaimed} AND attribute_exists(#credentialsExpireAt)`, conditionValues });
   }
 
   async listSite(site: string): Promise<AdmissionSummaryRow[]> {

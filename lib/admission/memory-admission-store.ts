@@ -22,7 +22,7 @@ import type {
   VoidClaimRequest,
   WaitingName,
 } from "./registry";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
 
 const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 
@@ -160,7 +160,12 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimedUntil !== undefined && current.claimedUntil > request.now) return { applied: false, current: copy(current) };
-    this.entries.delete(keyOf(request));
+    if (current?.credentialsExpireAt === undefined) {
+      this.entries.delete(keyOf(request));
+      return { applied: true };
+    }
+    for (const field of FORGOTTEN_WITH_CREDENTIALS) delete current[field];
+    current.state = "failed";
     return { applied: true };
   }
 

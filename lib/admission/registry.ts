@@ -170,6 +170,11 @@ export const FAILURE_ATTRIBUTES = ["lastError", "lastErrorAt", "failedStep", "fa
 export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /** Renewal's marks on those credentials (`RenewalMark`): they end with the credentials. */
 export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+/**
+ * What the operator's forget removes from a host with recorded credentials, which it keeps (failed,
+ * so admissible at once) instead of deleting: the node may be in service on those credentials.
+ */
+export const FORGOTTEN_WITH_CREDENTIALS = ["claimToken", "claimedUntil", "heldUntil", ...FAILURE_ATTRIBUTES] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
 export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
@@ -651,15 +656,19 @@ export class AdmissionRegistry {
 
   /**
    * The operator's override of the once-per-interval rule and the provisioned hold: forgets the
-   * host unless a worker holds an unexpired claim on it, in which case it returns false.
+   * host unless a worker holds an unexpired claim on it, in which case it returns false. A host
+   * with recorded credentials keeps them (failed, admissible at once): if the operator's attempt
+   * fails because the node is in service after all, renewal must still know what it holds.
    */
   async forgetUnlessClaimed(identity: string): Promise<boolean> {
     const request = { site: this.settings.site, identity, now: this.clock.now() };
+    const unclaimed = (current: AdmissionEntry | undefined) => current?.claimedUntil === undefined || current.claimedUntil <= request.now;
     const result = await this.settle(
       "forget",
       identity,
       () => this.deps.store.forgetUnlessClaimed(request),
-      (current) => current === undefined,
+      (current) => current === undefined || (current.credentialsExpireAt !== undefined && current.state === "failed" && current.failures === undefined && unclaimed(current)),
+      unclaimed,
     );
     return result.applied;
   }

@@ -16,7 +16,7 @@ import { createApp } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { DiscoveryForger } from "../../support/discovery-forger";
-import { RecordingLogger } from "../../support/fakes";
+import { realClock, RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";
 import { lambdaContext, receive, sqsEvent, servicesForSuite } from "../../support/aws";
 import { startDeployment, TOKEN, HELPER } from "../../support/handlers";
@@ -114,9 +114,54 @@ describe("discovery under forged replies", () => {
   });
 });
 
+describe("discovery under forged replies across a failover", () => {
+  it("admits at the new leader's first discovery the real nodes the old leader's discovery left waiting", async () => {
+    // Arrange: east and west share the site's tables; a forger answers every discovery first with 50 fresh names.
+    const time = realClock();
+    fleet = await startFleet({ natsUrl: services.nats.url, identities: REAL, token: TOKEN, restartDelayMs: 50, recordDiscovery: false, faults: answerLate(), clock: time });
+    await forger.forge(FORGED, { fresh: true });
+    const site = `forged-${randomUUID().slice(0, 8)}`;
+    const eastResources = await services.resources(`${site}-east`);
+    const westResources = await services.resources(`${site}-west`, eastResources.tables);
+    const extraYaml = [`discovery_new_names_per_interval: ${BUDGET}`, "discovery_backlog: 0s"].join("\n");
+    const east = await startDeployment({ site, deploymentId: "east", natsUrl: services.nats.url, resources: eastResources, extraYaml, clock: time });
+    const west = await startDeployment({ site, deploymentId: "west", natsUrl: services.nats.url, resources: westResources, extraYaml, clock: time });
+
+    // Act: east discovers once and hands over; west takes the next term and discovers once.
+    let eastDiscovery, westDiscovery;
+    try {
+      eastDiscovery = await east.app.discover({ remainingMs: () => 25_000 });
+      expect(await east.app.release()).toEqual({ released: true });
+      // The released term's expiry, the skew bound and the delivery horizon (the request TTL) pass.
+      time.jump(30_000 + 5_000 + 30_000 + 1_000);
+      westDiscovery = await west.app.discover({ remainingMs: () => 25_000 });
+    } finally {
+      await east.app.close();
+      await west.app.close();
+    }
+
+    // Assert: at both deployments' queues and in the site's registry.
+    const queuedBy = async (queue: string) => (await receive(services.sqsApi, queue, 200)).map((message) => decodeHostWork(message.Body ?? ""));
+    const eastQueued = await queuedBy(eastResources.queues.hostWork);
+    const westQueued = await queuedBy(westResources.queues.hostWork);
+    const store = new DynamoDbAdmissionStore({ client: services.dynamo, tableName: eastResources.tables.admission });
+    expect(eastDiscovery).toMatchObject({ paused: false, admitted: BUDGET });
+    expect(westDiscovery).toMatchObject({ paused: false, term: eastDiscovery.term! + 1 });
+    expect(eastQueued.map((work) => work.term)).toEqual(Array(BUDGET).fill(eastDiscovery.term));
+    // East's queued work is of an old term: west queues the real nodes east admitted again, under its
+    // own term, and those east left waiting go first among west's new names.
+    const westTerm = westQueued.filter((work) => work.term === westDiscovery.term).map((work) => work.identity);
+    expect(REAL.filter((identity) => westTerm.includes(identity))).toEqual(REAL);
+    for (const identity of REAL) expect((await store.read({ site, identity }))?.state).toBe("queued");
+  });
+});
+
 const REAL = ["web1.example.net", "web2.example.net", "web3.example.net"];
 const FORGED = 50;
 const BUDGET = 10;
+
+/** The real nodes answer discovery 100 ms after it is asked: well after the forger, within the 300 ms of quiet that ends a discovery. */
+const answerLate = () => Object.fromEntries(REAL.map((identity) => [identity, { delay: { ms: 100, on: ["discovery#ping"] } }]));
 
 /**
  * Three real nodes in provisioning mode that answer discovery 100 ms after it is asked, well after
@@ -124,8 +169,7 @@ const BUDGET = 10;
  * new names a discovery, which runs `discoveries` discoveries. Returns the names queued, in order.
  */
 async function discoverAmidForgery(fresh: boolean, discoveries: number) {
-  const delayed = Object.fromEntries(REAL.map((identity) => [identity, { delay: { ms: 100, on: ["discovery#ping"] } }]));
-  fleet = await startFleet({ natsUrl: services.nats.url, identities: REAL, token: TOKEN, restartDelayMs: 50, recordDiscovery: false, faults: delayed });
+  fleet = await startFleet({ natsUrl: services.nats.url, identities: REAL, token: TOKEN, restartDelayMs: 50, recordDiscovery: false, faults: answerLate() });
   await forger.forge(FORGED, { fresh });
   const site = `forged-${randomUUID().slice(0, 8)}`;
   const resources = await services.resources(site);

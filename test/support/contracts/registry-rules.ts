@@ -489,6 +489,20 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(await store.read({ site, identity: "node-1" })).toMatchObject({ credentialsExpireAt: credentials.expiresAt });
     });
 
+    it.each(["lost", "retried", "unapplied"] as const)("recognises its own credentials record when the write's outcome was unknown (%s)", async (disturbance) => {
+      const { registry, time, site, store } = setup();
+      const claim = await claimed(registry, "node-1");
+      const credentials = { expiresAt: time.now() + 3_600_000, kind: "certificate" as const, issuedAt: time.now() };
+      store.nextWrite = disturbance;
+
+      const recorded = await registry.recordCredentials(claim, credentials);
+      time.advance(CLAIM_TTL + 1_000);
+
+      expect(recorded).toBe(true);
+      expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "provisioning", credentialsIssuedAt: credentials.issuedAt });
+      expect(await registry.expiries()).toMatchObject([{ identity: "node-1", abandoned: true, credentials }]);
+    });
+
     it("refuses to record credentials under a claim that is no longer ours", async () => {
       const { registry, time } = setup();
       const claim = await claimed(registry, "node-1");
@@ -810,6 +824,25 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         expect(forgotten).toBe(true);
         expect(readmitted).toMatchObject({ identity: "node-1" });
       });
+
+      it.each(["answered", "lost", "unapplied"] as const)(
+        "keeps the credentials of a provisioned host it forgets, so renewal still knows them after the operator's attempt fails (write %s)",
+        async (disturbance) => {
+          const { registry, time, site, store } = setup();
+          const claim = await claimed(registry, "node-1");
+          const credentials = { expiresAt: time.now() + 3_600_000, kind: "certificate" as const, issuedAt: time.now() };
+          await registry.complete(claim, "provisioned", credentials);
+          store.nextWrite = disturbance === "answered" ? undefined : disturbance;
+
+          const forgotten = await registry.forgetUnlessClaimed("node-1");
+          const again = await claimed(registry, "node-1");
+          await registry.recordFailure(again, { step: "configure", reason: "the node did not answer", failures: 1, park: false });
+
+          expect(forgotten).toBe(true);
+          expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "failed", credentialsIssuedAt: credentials.issuedAt, failures: 1 });
+          expect(await registry.expiries()).toMatchObject([{ identity: "node-1", credentials }]);
+        },
+      );
 
       it("refuses while a worker holds an unexpired claim, and forgets once it runs out", async () => {
         const { registry, time } = setup();

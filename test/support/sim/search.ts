@@ -18,6 +18,11 @@ export interface SearchOptions {
   variant?: SiteVariant;
   /** Stop at the first failure instead of shrinking it (the known-bad variants only need to be caught). */
   stopAtFirstFailure?: boolean;
+  /**
+   * How long shrinking may go on (default SHRINK_FOR_MS): after it, the smallest failing scenario
+   * found so far is the one reported. Each candidate is a whole run, and there can be thousands.
+   */
+  shrinkForMs?: number;
   onRun?: (index: number) => void;
 }
 
@@ -28,7 +33,11 @@ export interface SearchFailure {
   foundAtRun: number;
   scenario: Scenario;
   violations: Violation[];
+  /** Shrinking ran out of time: the scenario fails and replays, but a smaller one may exist. */
+  shrinkCutShort: boolean;
 }
+
+export const SHRINK_FOR_MS = 10 * 60_000;
 
 export interface SearchResult {
   runs: number;
@@ -41,7 +50,14 @@ export async function search(options: SearchOptions): Promise<SearchResult> {
   const hits = Object.fromEntries(FAULT_CLASSES.map((kind) => [kind, 0])) as Record<FaultClass, number>;
   let runs = 0;
   let foundAtRun = 0;
+  let shrinkUntil = Infinity;
+  let shrinkCutShort = false;
   const property = fc.asyncProperty(scenarios, async (scenario) => {
+    // A candidate not run counts as passing, so fast-check keeps the last one that failed.
+    if (performance.now() > shrinkUntil) {
+      shrinkCutShort = true;
+      return true;
+    }
     const report = await runScenario(scenario, options.variant);
     if (foundAtRun === 0) {
       runs++;
@@ -49,7 +65,10 @@ export async function search(options: SearchOptions): Promise<SearchResult> {
       for (const kind of report.hits.keys()) hits[kind]++;
     }
     if (report.violations.length === 0) return true;
-    if (foundAtRun === 0) foundAtRun = runs;
+    if (foundAtRun === 0) {
+      foundAtRun = runs;
+      shrinkUntil = performance.now() + (options.shrinkForMs ?? SHRINK_FOR_MS);
+    }
     return false;
   });
   const details = await fc.check(property, {
@@ -63,7 +82,7 @@ export async function search(options: SearchOptions): Promise<SearchResult> {
   if (!details.failed || !details.counterexample) return { runs, hits };
   const [scenario] = details.counterexample;
   const { violations } = await runScenario(scenario, options.variant);
-  return { runs, hits, failure: { seed: details.seed, path: details.counterexamplePath ?? "", foundAtRun, scenario, violations } };
+  return { runs, hits, failure: { seed: details.seed, path: details.counterexamplePath ?? "", foundAtRun, scenario, violations, shrinkCutShort } };
 }
 
 /** The known-bad variants a search must catch, by the name `--variant` takes. */
