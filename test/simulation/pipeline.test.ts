@@ -41,6 +41,24 @@ const FOUND: Record<string, Scenario> = {
       { at: 31449, kind: "reprovision", node: 0 },
     ],
   },
+  // The same search, scenario 296: two pauses of one deployment overlap and the shorter one's resume
+  // turns the switch off. The simulation's operator log held the deployment paused until the longer
+  // one's end, so its next send looked like one from a paused deployment.
+  "one deployment paused twice at once, resumed by the shorter pause": {
+    seed: 684897178,
+    deployments: [
+      { id: "d0", wallSkewMs: 0, rpcTtlSeconds: 30, workers: 1, intervalMs: 60000 },
+      { id: "d1", wallSkewMs: 0, rpcTtlSeconds: 30, workers: 1, intervalMs: 60000 },
+    ],
+    nodes: 3,
+    rates: { storeDelay: 0, storeRequestLost: 0, storeAnswerLost: 0, rpcRequestHeld: 0, rpcReplyLost: 0, sqsDuplicate: 0, sqsSendAmbiguous: 0, helperFailure: 0, helperDefer: 0, helperLate: 0 },
+    events: [
+      { at: 0, kind: "renew", node: 0 },
+      { at: 1544, kind: "pause", deployment: 0, forMs: 2555 },
+      { at: 1544, kind: "pause", deployment: 0, forMs: 89952 },
+      { at: 7874, kind: "node-restart", node: 0 },
+    ],
+  },
 };
 
 describe("the whole pipeline, simulated", () => {

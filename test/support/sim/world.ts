@@ -189,11 +189,12 @@ class Operations {
   private async pause(deployment: SimDeployment, forMs: number): Promise<void> {
     const id = deployment.spec.id;
     await this.site.pause.write({ site: SITE, deploymentId: id, paused: true, changedAt: this.clock.now() });
-    const entry = { deployment: id, from: this.time.now, until: Infinity };
-    this.log.paused.push(entry);
+    this.log.paused.push({ deployment: id, from: this.time.now, until: Infinity });
     this.faults.hit("operator-pause");
     this.time.after(forMs, () => {
-      entry.until = this.time.now;
+      // The switch is one per deployment: resuming it ends every pause of the deployment still open,
+      // an overlapping longer one included (found by seed 1914184947, scenario 296).
+      for (const open of this.log.paused) if (open.deployment === id && open.until === Infinity) open.until = this.time.now;
       void this.site.pause.write({ site: SITE, deploymentId: id, paused: false, changedAt: this.clock.now() });
     });
   }
