@@ -59,6 +59,32 @@ const FOUND: Record<string, Scenario> = {
       { at: 7874, kind: "node-restart", node: 0 },
     ],
   },
+  // Seed 1398387626, scenario 624 (shrinking cut short): a crash armed early in the fault phase
+  // waited for its function to be busy and struck in the quiet phase, 64 minutes in, leaving a
+  // renewed host claimed by a dead worker at the end. Strikes now land in the fault phase only.
+  "a crash armed in the fault phase that would strike in the quiet phase": {
+    seed: 325825777,
+    deployments: [
+      { id: "d0", wallSkewMs: 0, rpcTtlSeconds: 30, workers: 1, intervalMs: 60000 },
+      { id: "d1", wallSkewMs: 0, rpcTtlSeconds: 60, workers: 1, intervalMs: 60000 },
+    ],
+    nodes: 4,
+    rates: { storeDelay: 0, storeRequestLost: 0, storeAnswerLost: 0, rpcRequestHeld: 0, rpcReplyLost: 0, sqsDuplicate: 0.023804398952052, sqsSendAmbiguous: 0, helperFailure: 0, helperDefer: 0, helperLate: 0 },
+    events: [
+      { at: 5, kind: "pause", deployment: 1, forMs: 116542 },
+      { at: 17, kind: "node-restart", node: 0 },
+      { at: 139335, kind: "join" },
+      { at: 152653, kind: "crash", deployment: 2, fn: "bridge" },
+      { at: 230504, kind: "crash", deployment: 1, fn: "provision" },
+      { at: 274352, kind: "renew", node: 1 },
+      { at: 277444, kind: "cut-broker", deployment: 1, forMs: 3747 },
+      { at: 1430591, kind: "join" },
+      { at: 1846571, kind: "join" },
+      { at: 2108726, kind: "crash", deployment: 1, fn: "bridge" },
+      { at: 2300913, kind: "release" },
+      { at: 2684885, kind: "pause", deployment: 0, forMs: 120088 },
+    ],
+  },
 };
 
 describe("the whole pipeline, simulated", () => {
