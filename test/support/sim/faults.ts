@@ -28,6 +28,8 @@ export const FAULT_CLASSES = [
   "node-restart",
   "operator-pause",
   "operator-release",
+  /** A stalled leader led again, with work of its earlier term in hand (world.ts, handover-and-back). */
+  "lease-handed-back",
   "operator-reprovision",
   "operator-renew",
 ] as const;

@@ -26,6 +26,7 @@ const event: fc.Arbitrary<SimEvent> = fc.oneof(
   fc.record({ at, kind: fc.constant("stall-store" as const), deployment, forMs: short(60_000) }),
   fc.record({ at, kind: fc.constant("pause" as const), deployment, forMs: short(180_000) }),
   fc.record({ at, kind: fc.constant("release" as const) }),
+  fc.record({ at, kind: fc.constant("handover-and-back" as const), releaseAfterMs: fc.integer({ min: 0, max: 30_000 }) }),
   fc.record({ at, kind: fc.constant("reprovision" as const), node }),
   fc.record({ at, kind: fc.constant("renew" as const), node }),
   fc.record({ at, kind: fc.constant("node-restart" as const), node }),

@@ -66,6 +66,8 @@ const never = <T>() => new Promise<T>(() => undefined);
 export class Container {
   private frozenUntil = 0;
   private crashed = false;
+  /** What waits for a freeze to end. */
+  private readonly thawed: Array<() => void> = [];
 
   constructor(
     readonly name: string,
@@ -88,6 +90,19 @@ export class Container {
 
   freeze(forMs: number): void {
     this.frozenUntil = Math.max(this.frozenUntil, this.time.now + forMs);
+    this.time.at(this.frozenUntil, () => this.wake());
+  }
+
+  /** Ends a freeze now: what was waiting for the container goes on at once. */
+  thaw(): void {
+    this.frozenUntil = Math.min(this.frozenUntil, this.time.now);
+    this.wake();
+  }
+
+  private wake(): void {
+    if (this.frozen) return;
+    const waiting = this.thawed.splice(0);
+    for (const resume of waiting) resume();
   }
 
   readonly clock: Clock = {
@@ -107,7 +122,7 @@ export class Container {
     } catch (error) {
       settled = { ok: false, error };
     }
-    while (!this.crashed && this.frozen) await this.time.sleep(this.frozenUntil - this.time.now);
+    while (!this.crashed && this.frozen) await new Promise<void>((resume) => this.thawed.push(resume));
     if (this.crashed) return never<T>();
     if (settled.ok) return settled.value;
     throw settled.error;

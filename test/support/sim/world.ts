@@ -26,6 +26,10 @@ const RUN_MS = 70 * 60_000;
  */
 const waitBoundMs = (scenario: Scenario) => 2 * Math.max(...scenario.deployments.map((spec) => spec.intervalMs)) + 3 * 60_000;
 
+/** How often, and how long, the operator of a hand-over-and-back looks for the next leader. */
+const HANDBACK_POLL_MS = 5_000;
+const HANDBACK_WAIT_MS = 5 * 60_000;
+
 export type SimFunction = Exclude<FunctionName, "release">;
 
 export type SimEvent =
@@ -38,6 +42,14 @@ export type SimEvent =
   | { at: number; kind: "pause"; deployment: number; forMs: number }
   /** The operator releases the lease of whichever deployment leads then. */
   | { at: number; kind: "release" }
+  /**
+   * The leader stalls with hosts in flight, every container at once; `releaseAfterMs` into it the
+   * operator releases the leader, then pauses and releases every other leader as soon as it leads,
+   * until the stalled deployment leads again (a new container of it wins the lease), every
+   * deployment cut off from the brokers meanwhile; then the stall and the cut end, with work of
+   * the stalled deployment's earlier term in hand.
+   */
+  | { at: number; kind: "handover-and-back"; releaseAfterMs: number }
   | { at: number; kind: "reprovision"; node: number }
   | { at: number; kind: "renew"; node: number }
   | { at: number; kind: "node-restart"; node: number }
@@ -143,7 +155,7 @@ class Operations {
         });
         return;
       case "stall-deployment":
-        return this.stallFirstBusy(event.forMs);
+        return this.stallFirstBusy((stalled) => stalled.functions.forEach((fn) => stalled.container(fn)?.freeze(event.forMs)));
       case "join":
         this.fleet.join(`n${this.fleet.identities.length}.sim.example.net`);
         return;
@@ -157,10 +169,13 @@ class Operations {
         return;
       case "pause":
         return this.pause(deployment!, event.forMs);
-      case "release": {
-        const leader = await this.leader();
-        return leader ? this.release(leader.deployment) : undefined;
-      }
+      case "release":
+        return this.releaseLeader();
+      case "handover-and-back":
+        return this.stallFirstBusy((stalled) => {
+          stalled.functions.forEach((fn) => stalled.container(fn)?.freeze(HANDBACK_WAIT_MS + event.releaseAfterMs));
+          this.time.after(event.releaseAfterMs, () => void this.handOverAndBack(stalled));
+        });
       case "reprovision": {
         // The operator reprovisions a host waiting in provisioning mode (a configured one is renewed instead).
         const waiting = this.fleet.identities.filter((identity) => this.fleet.modeOf(identity) === "provisioning");
@@ -174,16 +189,51 @@ class Operations {
   }
 
   /** Aimed at hosts in flight: the first deployment to provision (the leader) stops making progress, every container at once. */
-  private stallFirstBusy(forMs: number): void {
+  private stallFirstBusy(stall: (stalled: SimDeployment) => void): void {
     let struck = false;
     for (const deployment of this.deployments) {
       deployment.whenBusy("provision", () => {
         if (struck) return;
         struck = true;
-        for (const fn of deployment.functions) deployment.container(fn)?.freeze(forMs);
+        stall(deployment);
         this.faults.hit("container-freeze");
       });
     }
+  }
+
+  /**
+   * Releases the stalled deployment's lease, then pauses and releases any other leader as soon as
+   * it leads, until the stalled deployment leads again (or HANDBACK_WAIT_MS pass).
+   */
+  private async handOverAndBack(stalled: SimDeployment): Promise<void> {
+    const thaw = () => {
+      stalled.functions.forEach((fn) => stalled.container(fn)?.thaw());
+      for (const deployment of this.deployments) deployment.paths.brokerCutUntil = Math.min(deployment.paths.brokerCutUntil, this.time.now);
+    };
+    const first = await this.leader();
+    if (first?.deployment !== stalled) return thaw();
+    // Meanwhile every deployment is cut off from the brokers: nobody admits the stalled work's hosts
+    // again, so its claims stand when it resumes.
+    for (const deployment of this.deployments) deployment.paths.brokerCutUntil = this.time.now + HANDBACK_WAIT_MS;
+    this.faults.hit("broker-partition");
+    await this.release(stalled);
+    for (let waited = 0; waited < HANDBACK_WAIT_MS; waited += HANDBACK_POLL_MS) {
+      await this.time.sleep(HANDBACK_POLL_MS);
+      const next = await this.leader();
+      if (next?.deployment === stalled) {
+        this.faults.hit("lease-handed-back");
+        return thaw();
+      }
+      if (!next) continue;
+      // Paused first, so it cannot simply win its lease back: the operator moves leadership on.
+      await this.pause(next.deployment, HANDBACK_WAIT_MS);
+      await this.release(next.deployment);
+    }
+  }
+
+  private async releaseLeader(): Promise<void> {
+    const leader = await this.leader();
+    if (leader) await this.release(leader.deployment);
   }
 
   private async pause(deployment: SimDeployment, forMs: number): Promise<void> {
