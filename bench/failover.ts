@@ -18,7 +18,7 @@ import { createAppLeaseGate } from "../lib/aws";
 import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
-import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
+import { createLeaseTable } from "../lib/dynamodb/lease-store";
 import type { LeaseGate } from "../lib/lease/gate";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";

@@ -215,6 +215,19 @@ async function waitForQuietMachine(): Promise<void> {
   }
 }
 
+/** What the steps of one run share. */
+interface RunContext {
+  spec: RunSpec;
+  shared: Shared;
+  helperCommand: string;
+  workDir: string;
+  /** The seed of the key that signs the fleet's provisioning JWT. */
+  seed: Uint8Array;
+  nats: RunningNats;
+  /** Undone last first when the run ends, whatever happened. */
+  cleanup: Array<() => Promise<unknown>>;
+}
+
 async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   const setting = spec.side === "go" ? `workers ${spec.setting.workers}` : `${spec.setting.maxConcurrency} x ${spec.setting.workers}`;
   const helperCommand = shared.helpers[spec.helper];
@@ -224,185 +237,51 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   sdkSlowRequests = 0;
   const workDir = await mkdtemp(join(tmpdir(), `peer-${spec.side}-`));
   const seed = generateEd25519Seed();
-  const signer = ed25519SigningKey(seed);
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
     const nats: RunningNats = await startNats();
     cleanup.push(() => nats.stop());
-    const fleet = spawnTs("bench/peer-fleet.ts", {
-      PEER_FLEET: JSON.stringify({
-        natsUrl: nats.url,
-        count: spec.nodes,
-        signerSeedHex: encodeHex(seed),
-        token: LOCAL_PROVISIONING_TOKEN,
-        restartDelayMs: RESTART_DELAY_MS,
-      }),
-    });
-    cleanup.push(() => stopChild(fleet, () => fleet.process.send({ type: "stop" })));
-    const restartedAt = new Map<string, number>();
-    let refused = 0;
-    let lastRefusal: string | undefined;
-    const inventoryAt = new Map<string, number>();
-    fleet.process.on("message", (report: FleetReport) => {
-      if (report.type !== "restarted") return;
-      for (const [identity, at] of report.inventory) inventoryAt.set(identity, at);
-      for (const [identity, at] of report.nodes) restartedAt.set(identity, at);
-      refused += report.refused;
-      lastRefusal = report.lastRefusal ?? lastRefusal;
-    });
-    await waitForMessage(fleet, "ready", 120_000);
-    const fleetCpuBefore = cpuSeconds(procStat(fleet.pid));
-    const natsCpuBefore = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid));
-    const dynamoCpu = () => cpuSeconds(shared.dynamoDb.pid === undefined ? undefined : procStat(shared.dynamoDb.pid));
-    const dynamoCpuBefore = dynamoCpu();
-
-    const admittedAt = new Map<string, number[]>();
-    const admit = (identity: string, at: number) => {
-      const times = admittedAt.get(identity) ?? [];
-      times.push(at);
-      admittedAt.set(identity, times);
-    };
-    let provisioner: Child;
-    let profileDir: string | undefined;
-    /** Ours: takes the admissions the queue has seen since the last read. */
-    let readAdmissionsNow = () => undefined as void;
+    const context: RunContext = { spec, shared, helperCommand, workDir, seed, nats, cleanup };
+    const { fleet, progress } = await startPeerFleet(context);
+    const othersCpuSince = otherProcessesCpu(fleet.pid, nats.pid, shared.dynamoDb.pid);
+    const admissions = admissionLog();
     // The wait for a quiet machine comes right before a side starts working: Go discovers as soon as
     // it is spawned, ours once told to start (after its start-up).
-    if (spec.side === "go") {
-      await waitForQuietMachine();
-      provisioner = await startGo(spec, shared.goBin as string, helperCommand, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
-      cleanup.push(() => stopChild(provisioner, () => provisioner.process.kill("SIGTERM")));
-    } else {
-      const sqs = await startSqs({ spy: true });
-      cleanup.push(() => sqs.stop());
-      // Admissions as they land in the host-work queue (the message carries its admission time).
-      const readAdmissions = () => {
-        for (const message of sqs.spy.take()) {
-          if (message.status !== "published" || !message.queueName.endsWith("-host-work")) continue;
-          const work = JSON.parse(message.body) as { identity?: unknown; admittedAt?: unknown };
-          if (typeof work.identity === "string" && typeof work.admittedAt === "number") admit(work.identity, work.admittedAt);
-        }
-      };
-      const spying = setInterval(readAdmissions, 200);
-      cleanup.push(async () => clearInterval(spying));
-      readAdmissionsNow = readAdmissions;
-      profileDir = spec.profile ? join(workDir, "profile") : undefined;
-      const settings: OursSettings = {
-        natsUrl: nats.url,
-        natsPort: nats.port,
-        dynamoDbUrl: shared.dynamoDb.url,
-        sqsUrl: sqs.url,
-        signerSeedHex: encodeHex(seed),
-        maxConcurrency: spec.setting.maxConcurrency ?? 5,
-        workers: spec.setting.workers,
-        helper: helperCommand,
-        // Go admits every discovered node at once; ours' default bound on new names per discovery
-        // (a defence against forged replies) would spread a larger fleet over several intervals.
-        newNamesPerInterval: spec.nodes,
-      };
-      const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
-      provisioner = ours;
-      cleanup.push(() => stopChild(ours, () => ours.process.send({ type: "stop" }), 30_000));
-      await waitForMessage(ours, "ready", 120_000);
-      await waitForQuietMachine();
-    }
+    const provisioner = spec.side === "go" ? await startGoSide(context, admissions.admit) : await startOursSide(context, admissions.admit);
     const loadStart = loadavg()[0] ?? 0;
     const loadSamples = [loadStart];
     const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
     cleanup.push(async () => clearInterval(sampler));
     // Ours starts helpers through its launcher process, a long-lived child: its own CPU and memory
     // are ours', its reaped children are the helpers. Go forks each helper itself.
-    const provisionerPids = () => [provisioner.pid, ...(spec.side === "ours" ? childPids(provisioner.pid) : [])];
+    const provisionerPids = () => [provisioner.child.pid, ...(spec.side === "ours" ? childPids(provisioner.child.pid) : [])];
     const provisionerStat = () => sumStats(provisionerPids().map(procStat));
     const cpuBefore = provisionerStat();
     const benchmarkCpuBefore = process.cpuUsage();
-    if (spec.side === "ours") provisioner.process.send({ type: "start" });
-    const startedAt = Date.now();
-
-    let exitedEarly: number | null | undefined;
-    void provisioner.exited.then((code) => (exitedEarly = code));
-    let lastLine = startedAt;
-    while (restartedAt.size < spec.nodes && Date.now() - startedAt < timeoutMs && exitedEarly === undefined) {
-      await new Promise((done) => setTimeout(done, 250));
-      if (Date.now() - lastLine >= 10_000) {
-        lastLine = Date.now();
-        process.stdout.write(`  ${((lastLine - startedAt) / 1000).toFixed(0)}s admitted ${admittedAt.size} restarted ${restartedAt.size}/${spec.nodes} refused ${refused} load ${(loadavg()[0] ?? 0).toFixed(2)}\n`);
-      }
-    }
-    // The last fleet report may still be in flight.
-    await new Promise((done) => setTimeout(done, 300));
-    readAdmissionsNow();
-    if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
+    await awaitRestarts(context, provisioner, progress, admissions.admittedAt, timeoutMs);
     const cpuAfter = provisionerStat();
     const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
     const peakMemory = provisionerPids().reduce((sum, pid) => sum + procMemory(pid, "VmHWM"), 0);
-    const fleetCpu = cpuSeconds(procStat(fleet.pid)) - fleetCpuBefore;
-    const natsCpu = cpuSeconds(nats.pid === undefined ? undefined : procStat(nats.pid)) - natsCpuBefore;
-    const dynamoDbCpu = dynamoCpu() - dynamoCpuBefore;
+    const othersCpu = othersCpuSince();
     const loadAfter = loadavg()[0] ?? 0;
-    let stages: StageBreakdown | undefined;
-    if (spec.side === "ours") {
-      const asked = waitForMessage<Extract<OursReport, { type: "stages" }>>(provisioner, "stages", 30_000);
-      provisioner.process.send({ type: "stages" });
-      const reply = await asked;
-      const hosts = new Map(reply.hosts);
-      for (const [identity, stamps] of hosts) {
-        stamps.inventoryAt = inventoryAt.get(identity);
-        stamps.restartAt = restartedAt.get(identity);
-      }
-      stages = breakdown(hosts, restartedAt.size, new Map(reply.dynamoDb));
-      process.stdout.write(`${stagesTable(stages).map((line) => `  ${line}`).join("\n")}\n`);
-    }
+    const stages = spec.side === "ours" ? await oursStages(provisioner.child, progress) : undefined;
     clearInterval(sampler);
     loadSamples.push(loadAfter);
+    const profileTop = provisioner.profileDir ? await stopAndSummariseProfile(provisioner.child, provisioner.profileDir) : undefined;
 
-    let profileTop: ProfileEntry[] | undefined;
-    if (profileDir) {
-      await stopChild(provisioner, () => provisioner.process.send({ type: "stop" }), 30_000);
-      const file = (await readdir(profileDir)).find((name) => name.endsWith(".cpuprofile"));
-      if (file) profileTop = summariseProfile(JSON.parse(await readFile(join(profileDir, file), "utf8")) as CpuProfile, 20);
-    }
-
-    const latencies: number[] = [];
-    for (const [identity, restart] of restartedAt) {
-      const last = (admittedAt.get(identity) ?? []).filter((at) => at <= restart).at(-1);
-      if (last !== undefined) latencies.push(restart - last);
-    }
-    latencies.sort((a, b) => a - b);
-    const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
-    const lastRestart = Math.max(...restartedAt.values());
-    const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
-    const provisioned = restartedAt.size;
-    const provisionerCpu = cpuSeconds(cpuAfter) - cpuSeconds(cpuBefore);
-    const helperCpu = cpuSeconds(cpuAfter, true) - cpuSeconds(cpuBefore, true);
-    const perHost = (seconds: number) => (provisioned > 0 ? Math.round((seconds / provisioned) * 10_000) / 10 : 0);
-    const result: RunResult = {
-      side: spec.side,
-      fleet: spec.fleet,
-      nodes: spec.nodes,
-      setting,
-      helper: spec.helper,
-      complete: provisioned >= spec.nodes,
-      timeout_s: timeoutMs / 1000,
-      restarted: provisioned,
-      provisioned,
-      refused_requests: refused,
-      ...(spec.side === "ours" ? { sdk_slow_requests: sdkSlowRequests } : {}),
-      ...(lastRefusal === undefined ? {} : { last_refusal: lastRefusal }),
-      seconds_first_admission_to_last_restart: round2(activeSeconds),
-      hosts_per_min: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
-      admission_to_restart_ms: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), samples: latencies.length },
-      cpu_s: { provisioner: round2(provisionerCpu), helpers_reaped: round2(helperCpu), fleet: round2(fleetCpu), nats_server: round2(natsCpu), dynamodb_local: round2(dynamoDbCpu), benchmark_process: round2((benchmarkCpu.user + benchmarkCpu.system) / 1e6) },
-      cpu_ms_per_host: perHost(provisionerCpu),
-      helper_cpu_ms_per_host: perHost(helperCpu),
-      peak_memory_mb: round2(peakMemory / (1024 * 1024)),
-      load_average_1m: { start: round2(loadStart), max: round2(Math.max(...loadSamples)), after: round2(loadAfter), samples: loadSamples.map(round2) },
-      ...(profileTop ? { profile_top: profileTop } : {}),
-      ...(stages ? { stages } : {}),
-    };
+    const result = runResult(spec, { setting, timeoutMs, progress, admittedAt: admissions.admittedAt }, {
+      provisionerCpu: cpuSeconds(cpuAfter) - cpuSeconds(cpuBefore),
+      helperCpu: cpuSeconds(cpuAfter, true) - cpuSeconds(cpuBefore, true),
+      ...othersCpu,
+      benchmarkCpu: (benchmarkCpu.user + benchmarkCpu.system) / 1e6,
+      peakMemory,
+      load: { start: loadStart, samples: loadSamples, after: loadAfter },
+      profileTop,
+      stages,
+    });
     process.stdout.write(
-      `  -> ${provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p50/p99 ${result.admission_to_restart_ms.p50}/${result.admission_to_restart_ms.p99} ms, ` +
-        `${result.cpu_ms_per_host} CPU ms/host (+${result.helper_cpu_ms_per_host} helpers), VmHWM ${result.peak_memory_mb} MB, refused ${refused}${lastRefusal ? ` (last: ${lastRefusal})` : ""}, ` +
+      `  -> ${result.provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p50/p99 ${result.admission_to_restart_ms.p50}/${result.admission_to_restart_ms.p99} ms, ` +
+        `${result.cpu_ms_per_host} CPU ms/host (+${result.helper_cpu_ms_per_host} helpers), VmHWM ${result.peak_memory_mb} MB, refused ${progress.refused}${progress.lastRefusal ? ` (last: ${progress.lastRefusal})` : ""}, ` +
         `load ${result.load_average_1m.start} at start (max ${result.load_average_1m.max})${result.load_average_1m.start > CORES ? ` ABOVE ${CORES} cores: no ratio from this run` : ""}\n`,
     );
     return result;
@@ -410,6 +289,235 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => process.stderr.write(`cleanup: ${String(error)}\n`));
     await rm(workDir, { recursive: true, force: true });
   }
+}
+
+/** What the fleet reported so far: when each node answered inventory and acknowledged its restart, and the requests it refused. */
+interface FleetProgress {
+  restartedAt: Map<string, number>;
+  inventoryAt: Map<string, number>;
+  refused: number;
+  lastRefusal: string | undefined;
+}
+
+/** Starts the simulated fleet in its own process; resolves once it is ready, with what it reports from then on. */
+async function startPeerFleet(context: RunContext): Promise<{ fleet: Child; progress: FleetProgress }> {
+  const fleet = spawnTs("bench/peer-fleet.ts", {
+    PEER_FLEET: JSON.stringify({
+      natsUrl: context.nats.url,
+      count: context.spec.nodes,
+      signerSeedHex: encodeHex(context.seed),
+      token: LOCAL_PROVISIONING_TOKEN,
+      restartDelayMs: RESTART_DELAY_MS,
+    }),
+  });
+  context.cleanup.push(() => stopChild(fleet, () => fleet.process.send({ type: "stop" })));
+  const progress: FleetProgress = { restartedAt: new Map(), inventoryAt: new Map(), refused: 0, lastRefusal: undefined };
+  fleet.process.on("message", (report: FleetReport) => {
+    if (report.type !== "restarted") return;
+    for (const [identity, at] of report.inventory) progress.inventoryAt.set(identity, at);
+    for (const [identity, at] of report.nodes) progress.restartedAt.set(identity, at);
+    progress.refused += report.refused;
+    progress.lastRefusal = report.lastRefusal ?? progress.lastRefusal;
+  });
+  await waitForMessage(fleet, "ready", 120_000);
+  return { fleet, progress };
+}
+
+/** Reads the CPU time of the fleet, nats-server and DynamoDB Local now; the returned function gives what each used since. */
+function otherProcessesCpu(fleetPid: number, natsPid: number | undefined, dynamoDbPid: number | undefined) {
+  const fleetCpu = () => cpuSeconds(procStat(fleetPid));
+  const natsCpu = () => cpuSeconds(natsPid === undefined ? undefined : procStat(natsPid));
+  const dynamoCpu = () => cpuSeconds(dynamoDbPid === undefined ? undefined : procStat(dynamoDbPid));
+  const before = { fleet: fleetCpu(), nats: natsCpu(), dynamo: dynamoCpu() };
+  return () => ({ fleetCpu: fleetCpu() - before.fleet, natsCpu: natsCpu() - before.nats, dynamoDbCpu: dynamoCpu() - before.dynamo });
+}
+
+type Admit = (identity: string, at: number) => void;
+
+/** Every admission time per host (a host admitted again has several). */
+function admissionLog(): { admittedAt: Map<string, number[]>; admit: Admit } {
+  const admittedAt = new Map<string, number[]>();
+  const admit = (identity: string, at: number) => {
+    const times = admittedAt.get(identity) ?? [];
+    times.push(at);
+    admittedAt.set(identity, times);
+  };
+  return { admittedAt, admit };
+}
+
+/** The provisioner under test, started and ready to work. */
+interface StartedProvisioner {
+  child: Child;
+  /** Ours, profiled: where its --cpu-prof file goes. */
+  profileDir?: string;
+  /** Ours: takes the admissions the queue has seen since the last read. */
+  readAdmissionsNow: () => void;
+}
+
+async function startGoSide(context: RunContext, admit: Admit): Promise<StartedProvisioner> {
+  const { spec, shared, helperCommand, workDir, nats, cleanup } = context;
+  const signer = ed25519SigningKey(context.seed);
+  await waitForQuietMachine();
+  const provisioner = await startGo(spec, shared.goBin as string, helperCommand, workDir, nats.url, signer.alg === "EdDSA" ? signer.publicKeyHex : "", admit);
+  cleanup.push(() => stopChild(provisioner, () => provisioner.process.kill("SIGTERM")));
+  return { child: provisioner, readAdmissionsNow: () => undefined };
+}
+
+/** Ours (bench/peer-ours.ts) with its own fauxqs, whose message spy gives the admission times. */
+async function startOursSide(context: RunContext, admit: Admit): Promise<StartedProvisioner> {
+  const { spec, shared, workDir, nats, cleanup } = context;
+  const sqs = await startSqs({ spy: true });
+  cleanup.push(() => sqs.stop());
+  // Admissions as they land in the host-work queue (the message carries its admission time).
+  const readAdmissions = () => {
+    for (const message of sqs.spy.take()) {
+      if (message.status !== "published" || !message.queueName.endsWith("-host-work")) continue;
+      const work = JSON.parse(message.body) as { identity?: unknown; admittedAt?: unknown };
+      if (typeof work.identity === "string" && typeof work.admittedAt === "number") admit(work.identity, work.admittedAt);
+    }
+  };
+  const spying = setInterval(readAdmissions, 200);
+  cleanup.push(async () => clearInterval(spying));
+  const profileDir = spec.profile ? join(workDir, "profile") : undefined;
+  const settings: OursSettings = {
+    natsUrl: nats.url,
+    natsPort: nats.port,
+    dynamoDbUrl: shared.dynamoDb.url,
+    sqsUrl: sqs.url,
+    signerSeedHex: encodeHex(context.seed),
+    maxConcurrency: spec.setting.maxConcurrency ?? 5,
+    workers: spec.setting.workers,
+    helper: context.helperCommand,
+    // Go admits every discovered node at once; ours' default bound on new names per discovery
+    // (a defence against forged replies) would spread a larger fleet over several intervals.
+    newNamesPerInterval: spec.nodes,
+  };
+  const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
+  cleanup.push(() => stopChild(ours, () => ours.process.send({ type: "stop" }), 30_000));
+  await waitForMessage(ours, "ready", 120_000);
+  await waitForQuietMachine();
+  return { child: ours, ...(profileDir ? { profileDir } : {}), readAdmissionsNow: readAdmissions };
+}
+
+/** Sets the provisioner to work and waits until every node restarted or the run's bound passed; throws when it exited first. */
+async function awaitRestarts(
+  context: RunContext,
+  provisioner: StartedProvisioner,
+  progress: FleetProgress,
+  admittedAt: Map<string, number[]>,
+  timeoutMs: number,
+): Promise<void> {
+  const { spec } = context;
+  if (spec.side === "ours") provisioner.child.process.send({ type: "start" });
+  const startedAt = Date.now();
+
+  let exitedEarly: number | null | undefined;
+  void provisioner.child.exited.then((code) => (exitedEarly = code));
+  let lastLine = startedAt;
+  while (progress.restartedAt.size < spec.nodes && Date.now() - startedAt < timeoutMs && exitedEarly === undefined) {
+    await new Promise((done) => setTimeout(done, 250));
+    if (Date.now() - lastLine >= 10_000) {
+      lastLine = Date.now();
+      process.stdout.write(`  ${((lastLine - startedAt) / 1000).toFixed(0)}s admitted ${admittedAt.size} restarted ${progress.restartedAt.size}/${spec.nodes} refused ${progress.refused} load ${(loadavg()[0] ?? 0).toFixed(2)}\n`);
+    }
+  }
+  // The last fleet report may still be in flight.
+  await new Promise((done) => setTimeout(done, 300));
+  provisioner.readAdmissionsNow();
+  if (exitedEarly !== undefined) throw new Error(`the ${spec.side} provisioner exited (${exitedEarly}) ${((Date.now() - startedAt) / 1000).toFixed(0)} s into the run`);
+}
+
+/** Ours' per-host timestamps with the fleet's, as stages (also printed). */
+async function oursStages(provisioner: Child, progress: FleetProgress): Promise<StageBreakdown> {
+  const asked = waitForMessage<Extract<OursReport, { type: "stages" }>>(provisioner, "stages", 30_000);
+  provisioner.process.send({ type: "stages" });
+  const reply = await asked;
+  const hosts = new Map(reply.hosts);
+  for (const [identity, stamps] of hosts) {
+    stamps.inventoryAt = progress.inventoryAt.get(identity);
+    stamps.restartAt = progress.restartedAt.get(identity);
+  }
+  const stages = breakdown(hosts, progress.restartedAt.size, new Map(reply.dynamoDb));
+  process.stdout.write(`${stagesTable(stages).map((line) => `  ${line}`).join("\n")}\n`);
+  return stages;
+}
+
+/** Stops ours, so node writes the --cpu-prof file, and summarises the profile. */
+async function stopAndSummariseProfile(provisioner: Child, profileDir: string): Promise<ProfileEntry[] | undefined> {
+  await stopChild(provisioner, () => provisioner.process.send({ type: "stop" }), 30_000);
+  const file = (await readdir(profileDir)).find((name) => name.endsWith(".cpuprofile"));
+  return file ? summariseProfile(JSON.parse(await readFile(join(profileDir, file), "utf8")) as CpuProfile, 20) : undefined;
+}
+
+/** What runOnce measured, in seconds of CPU and bytes of memory. */
+interface Measured {
+  provisionerCpu: number;
+  helperCpu: number;
+  fleetCpu: number;
+  natsCpu: number;
+  dynamoDbCpu: number;
+  benchmarkCpu: number;
+  peakMemory: number;
+  load: { start: number; samples: number[]; after: number };
+  profileTop: ProfileEntry[] | undefined;
+  stages: StageBreakdown | undefined;
+}
+
+function runResult(
+  spec: RunSpec,
+  run: { setting: string; timeoutMs: number; progress: FleetProgress; admittedAt: Map<string, number[]> },
+  measured: Measured,
+): RunResult {
+  const { restartedAt, refused, lastRefusal } = run.progress;
+  const { provisionerCpu, helperCpu, load, profileTop, stages } = measured;
+  const { latencies, activeSeconds } = admissionToRestart(restartedAt, run.admittedAt);
+  const provisioned = restartedAt.size;
+  const perHost = (seconds: number) => (provisioned > 0 ? Math.round((seconds / provisioned) * 10_000) / 10 : 0);
+  return {
+    side: spec.side,
+    fleet: spec.fleet,
+    nodes: spec.nodes,
+    setting: run.setting,
+    helper: spec.helper,
+    complete: provisioned >= spec.nodes,
+    timeout_s: run.timeoutMs / 1000,
+    restarted: provisioned,
+    provisioned,
+    refused_requests: refused,
+    ...(spec.side === "ours" ? { sdk_slow_requests: sdkSlowRequests } : {}),
+    ...(lastRefusal === undefined ? {} : { last_refusal: lastRefusal }),
+    seconds_first_admission_to_last_restart: round2(activeSeconds),
+    hosts_per_min: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
+    admission_to_restart_ms: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), samples: latencies.length },
+    cpu_s: {
+      provisioner: round2(provisionerCpu),
+      helpers_reaped: round2(helperCpu),
+      fleet: round2(measured.fleetCpu),
+      nats_server: round2(measured.natsCpu),
+      dynamodb_local: round2(measured.dynamoDbCpu),
+      benchmark_process: round2(measured.benchmarkCpu),
+    },
+    cpu_ms_per_host: perHost(provisionerCpu),
+    helper_cpu_ms_per_host: perHost(helperCpu),
+    peak_memory_mb: round2(measured.peakMemory / (1024 * 1024)),
+    load_average_1m: { start: round2(load.start), max: round2(Math.max(...load.samples)), after: round2(load.after), samples: load.samples.map(round2) },
+    ...(profileTop ? { profile_top: profileTop } : {}),
+    ...(stages ? { stages } : {}),
+  };
+}
+
+/** Per host, the time from its last admission before its restart to the restart; and the span from the first admission to the last restart. */
+function admissionToRestart(restartedAt: Map<string, number>, admittedAt: Map<string, number[]>): { latencies: number[]; activeSeconds: number } {
+  const latencies: number[] = [];
+  for (const [identity, restart] of restartedAt) {
+    const last = (admittedAt.get(identity) ?? []).filter((at) => at <= restart).at(-1);
+    if (last !== undefined) latencies.push(restart - last);
+  }
+  latencies.sort((a, b) => a - b);
+  const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
+  const lastRestart = Math.max(...restartedAt.values());
+  const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
+  return { latencies, activeSeconds };
 }
 
 /**
@@ -480,9 +588,18 @@ interface Report {
 }
 
 function markdown(report: Report): string {
-  const lines: string[] = [];
+  const lines = [...resultSection(report), ...realFleetMarkdown(report.real_fleet, report.cpus)];
+  if (report.cut.length > 0) lines.push("**Cut from the full matrix:** " + report.cut.join("; "), "");
+  lines.push(...methodSection(), ...everyRunTable(report.runs), ...cpuPerProcessTable(report.runs));
+  lines.push("", "## Findings", "", ...findings(report));
+  lines.push(...profileSection(report.runs));
+  return `${lines.join("\n")}\n`;
+}
+
+/** The ratios per fleet, why a ratio is missing, and which Go binary ran. */
+function resultSection(report: Report): string[] {
   const cpu = cpus();
-  lines.push("# Side by side: the Go provisioner and this project", "");
+  const lines = ["# Side by side: the Go provisioner and this project", ""];
   lines.push(
     `Generated ${report.generated} by \`npm run bench:peer\` on ${report.cpus} CPU(s) (${cpu[0]?.model ?? "unknown"}), Node ${report.node}; the whole benchmark took ${report.wall_seconds.toFixed(0)} s.`,
     "The machine is shared (1-minute load average per run below): the ratios and CPU per host are the results, absolute rates are not.",
@@ -511,9 +628,11 @@ function markdown(report: Report): string {
       "",
     );
   }
-  lines.push(...realFleetMarkdown(report.real_fleet, report.cpus));
-  if (report.cut.length > 0) lines.push("**Cut from the full matrix:** " + report.cut.join("; "), "");
-  lines.push(
+  return lines;
+}
+
+function methodSection(): string[] {
+  return [
     "## How it was measured",
     "",
     "- **Same work**: one nats-server per run (plain, loopback), a fresh simulated fleet (dev/simulator) in its own process, features `jwt` + `ed25519`,",
@@ -540,17 +659,26 @@ function markdown(report: Report): string {
     "- **bounds**: the sweep runs at the first size only; each run stops at max(180 s, 120 s + 0.1 s per node) (`PEER_TIMEOUT_S`), and a run",
     "  stopped there is marked, its hosts/min over the hosts it did restart. One unmeasured 200-node run of ours first warms DynamoDB Local's JVM.",
     "",
+  ];
+}
+
+function everyRunTable(runs: RunResult[]): string[] {
+  const lines = [
     "## Every run",
     "",
     "| side | fleet | helper | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | DynamoDB Local CPU s | refused | load start / max / after |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-  );
-  for (const r of report.runs) {
+  ];
+  for (const r of runs) {
     lines.push(
       `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.side === "ours" ? r.cpu_s.dynamodb_local : "-"} | ${r.refused_requests} | ${r.load_average_1m.start} / ${r.load_average_1m.max} / ${r.load_average_1m.after} |`,
     );
   }
-  lines.push(
+  return lines;
+}
+
+function cpuPerProcessTable(runs: RunResult[]): string[] {
+  const lines = [
     "",
     "## CPU per restarted host in every process (ms)",
     "",
@@ -559,8 +687,8 @@ function markdown(report: Report): string {
     "",
     "| side | fleet | helper | setting | provisioner | helpers | fleet | nats-server | DynamoDB Local | benchmark (fauxqs) | total |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
-  );
-  for (const r of report.runs) {
+  ];
+  for (const r of runs) {
     const per = (seconds: number | undefined) => (seconds === undefined || r.provisioned === 0 ? undefined : Math.round((seconds / r.provisioned) * 10_000) / 10);
     const c = r.cpu_s;
     const parts = [c.provisioner, c.helpers_reaped, c.fleet, c.nats_server, r.side === "ours" ? c.dynamodb_local : 0, c.benchmark_process];
@@ -569,15 +697,17 @@ function markdown(report: Report): string {
       `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.setting} | ${parts.map((value, i) => (i === 4 && r.side === "go" ? "-" : (per(value) ?? "-"))).join(" | ")} | ${total ?? "-"} |`,
     );
   }
-  lines.push("", "## Findings", "", ...findings(report));
-  const profiled = report.runs.find((r) => r.profile_top);
-  if (profiled?.profile_top) {
-    lines.push("", `## Profile of ours (${profiled.nodes} nodes, ${profiled.setting})`, "");
-    lines.push("`node --cpu-prof` of the bench/peer-ours.ts process for the whole run (start-up included), top self time:", "");
-    lines.push("| function | location | self ms | % |", "|---|---|---|---|");
-    for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
-  }
-  return `${lines.join("\n")}\n`;
+  return lines;
+}
+
+function profileSection(runs: RunResult[]): string[] {
+  const profiled = runs.find((r) => r.profile_top);
+  if (!profiled?.profile_top) return [];
+  const lines = ["", `## Profile of ours (${profiled.nodes} nodes, ${profiled.setting})`, ""];
+  lines.push("`node --cpu-prof` of the bench/peer-ours.ts process for the whole run (start-up included), top self time:", "");
+  lines.push("| function | location | self ms | % |", "|---|---|---|---|");
+  for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
+  return lines;
 }
 
 const perHost = (r: RunResult, seconds: number) => (r.provisioned > 0 ? Math.round((seconds / r.provisioned) * 10_000) / 10 : 0);
@@ -759,80 +889,23 @@ function upgradeReport(report: Report): Report {
 }
 
 async function main(): Promise<void> {
-  if (process.argv.includes("--markdown-only")) {
-    const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
-    // The fleet summaries follow the runs, so runs merged from two invocations are summarised as one report.
-    await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(recorded, null, 2)}\n`);
-    await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(recorded));
-    process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its runs\n");
-    return;
-  }
+  if (process.argv.includes("--markdown-only")) return rewriteFromRecordedRuns();
   const started = Date.now();
   const go = goProvisioner();
   if (go.reason) process.stdout.write(`Go provisioner unavailable: ${go.reason}\n`);
-  if (options.realFleetOnly) {
-    const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
-    const sweepFleet = recorded.fleets[0]?.fleet ?? `simulator-${SIZES[0]}`;
-    const settings = realFleetSettings(best(recorded.runs, "go", sweepFleet, "bash"), best(recorded.runs, "ours", sweepFleet, "bash"));
-    const report: Report = { ...recorded, real_fleet: await realFleetComparison(go.bin, settings) };
-    await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
-    await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
-    process.stdout.write(`\nwrote the real fleet into reports/peer.json and reports/peer.md (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
-    return;
-  }
+  if (options.realFleetOnly) return rerunRealFleet(go.bin, started);
   const dynamoDb = await startDynamoDbLocal();
-  const helpers: Shared["helpers"] = { bash: options.helpers.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
-  if (options.helpers.includes("compiled")) {
-    try {
-      helpers.compiled = buildCompiledHelper();
-    } catch (error) {
-      process.stdout.write(`compiled helper unavailable: ${error instanceof Error ? error.message : String(error)}\n`);
-    }
-  }
+  const helpers = availableHelpers();
   const shared: Shared = { dynamoDb, goBin: go.bin, helpers };
-  const results: RunResult[] = [];
-  const cut: string[] = [];
   // The sweep runs with the first helper asked for; the other helper runs each side's best setting.
   const [sweepHelper, ...otherHelpers] = options.helpers.filter((kind) => helpers[kind] !== undefined);
+  let matrix: { results: RunResult[]; cut: string[] };
   try {
-    const [sweepSize, ...larger] = SIZES;
-    if (sweepHelper === undefined) throw new Error(`none of the helpers asked for (${options.helpers.join(", ")}) is available`);
-    if (WARM_UP_NODES > 0) {
-      process.stdout.write(`\nwarm-up (not reported): ours on ${WARM_UP_NODES} nodes, so DynamoDB Local's JVM is not cold for the first measured run`);
-      await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }, helper: sweepHelper }, shared);
-    }
-    const sweepFleet = `simulator-${sweepSize}`;
-    if (sweepSize !== undefined) {
-      // Alternate the sides so load from other jobs on the machine falls on both.
-      const rounds = Math.max(go.bin ? GO_WORKERS.length : 0, OURS_SETTINGS.length);
-      for (let i = 0; i < rounds; i++) {
-        const workers = GO_WORKERS[i];
-        if (go.bin && workers !== undefined) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: { workers }, helper: sweepHelper }, shared));
-        const ours = OURS_SETTINGS[i];
-        if (ours) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: ours, helper: sweepHelper }, shared));
-      }
-      const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
-      if (PROFILE && bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper: sweepHelper, profile: true }, shared));
-    }
-    const bestGo = best(results, "go", sweepFleet, sweepHelper);
-    const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
-    for (const helper of otherHelpers) {
-      if (sweepSize === undefined) break;
-      if (bestGo) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestGo), helper }, shared));
-      if (bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper }, shared));
-      cut.push(`the ${helper} helper ran only each side's best setting from the ${sweepHelper} sweep`);
-    }
-    for (const nodes of larger) {
-      const fleet = `simulator-${nodes}`;
-      for (const helper of [sweepHelper, ...otherHelpers]) {
-        if (bestGo) results.push(await runOnce({ side: "go", fleet, nodes, setting: settingOf(bestGo), helper }, shared));
-        if (bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper }, shared));
-      }
-      cut.push(`at ${nodes} nodes only each side's best setting from the ${sweepSize}-node sweep was run`);
-    }
+    matrix = await runMatrix(shared, sweepHelper, otherHelpers);
   } finally {
     await dynamoDb.stop();
   }
+  const { results, cut } = matrix;
   const sweepFleet = `simulator-${SIZES[0]}`;
   const sweepHelperKind = sweepHelper ?? "bash";
   const realFleet = await realFleetComparison(go.bin, realFleetSettings(best(results, "go", sweepFleet, sweepHelperKind), best(results, "ours", sweepFleet, sweepHelperKind)));
@@ -853,6 +926,88 @@ async function main(): Promise<void> {
   await appendStages(report);
   process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
   for (const f of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
+}
+
+/** `--markdown-only`: peer.md, and the fleet summaries in peer.json, again from the recorded runs. */
+async function rewriteFromRecordedRuns(): Promise<void> {
+  const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
+  // The fleet summaries follow the runs, so runs merged from two invocations are summarised as one report.
+  await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(recorded, null, 2)}\n`);
+  await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(recorded));
+  process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its runs\n");
+}
+
+/** `--real-fleet-only`: the real fleet again, with the settings of the recorded sweep, into the recorded report. */
+async function rerunRealFleet(goBin: string | undefined, started: number): Promise<void> {
+  const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
+  const sweepFleet = recorded.fleets[0]?.fleet ?? `simulator-${SIZES[0]}`;
+  const settings = realFleetSettings(best(recorded.runs, "go", sweepFleet, "bash"), best(recorded.runs, "ours", sweepFleet, "bash"));
+  const report: Report = { ...recorded, real_fleet: await realFleetComparison(goBin, settings) };
+  await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
+  process.stdout.write(`\nwrote the real fleet into reports/peer.json and reports/peer.md (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
+}
+
+/** The helpers asked for that this machine has: bash always, the compiled one if it builds. */
+function availableHelpers(): Shared["helpers"] {
+  const helpers: Shared["helpers"] = { bash: options.helpers.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
+  if (options.helpers.includes("compiled")) {
+    try {
+      helpers.compiled = buildCompiledHelper();
+    } catch (error) {
+      process.stdout.write(`compiled helper unavailable: ${error instanceof Error ? error.message : String(error)}\n`);
+    }
+  }
+  return helpers;
+}
+
+/**
+ * Every run on the simulator: an unmeasured warm-up, the sweep at the first size, then each side's
+ * best setting with the other helpers and at the larger sizes. `cut` names what of the full matrix was left out.
+ */
+async function runMatrix(shared: Shared, sweepHelper: HelperKind | undefined, otherHelpers: HelperKind[]): Promise<{ results: RunResult[]; cut: string[] }> {
+  const results: RunResult[] = [];
+  const cut: string[] = [];
+  const [sweepSize, ...larger] = SIZES;
+  if (sweepHelper === undefined) throw new Error(`none of the helpers asked for (${options.helpers.join(", ")}) is available`);
+  if (WARM_UP_NODES > 0) {
+    process.stdout.write(`\nwarm-up (not reported): ours on ${WARM_UP_NODES} nodes, so DynamoDB Local's JVM is not cold for the first measured run`);
+    await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }, helper: sweepHelper }, shared);
+  }
+  const sweepFleet = `simulator-${sweepSize}`;
+  if (sweepSize !== undefined) results.push(...(await runSweep(shared, sweepFleet, sweepSize, sweepHelper)));
+  const bestGo = best(results, "go", sweepFleet, sweepHelper);
+  const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
+  for (const helper of otherHelpers) {
+    if (sweepSize === undefined) break;
+    if (bestGo) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestGo), helper }, shared));
+    if (bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper }, shared));
+    cut.push(`the ${helper} helper ran only each side's best setting from the ${sweepHelper} sweep`);
+  }
+  for (const nodes of larger) {
+    const fleet = `simulator-${nodes}`;
+    for (const helper of [sweepHelper, ...otherHelpers]) {
+      if (bestGo) results.push(await runOnce({ side: "go", fleet, nodes, setting: settingOf(bestGo), helper }, shared));
+      if (bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper }, shared));
+    }
+    cut.push(`at ${nodes} nodes only each side's best setting from the ${sweepSize}-node sweep was run`);
+  }
+  return { results, cut };
+}
+
+/** The sweep: Go's `workers` and ours' settings, alternated so load from other jobs on the machine falls on both; then ours' best, profiled, with --profile. */
+async function runSweep(shared: Shared, fleet: string, nodes: number, helper: HelperKind): Promise<RunResult[]> {
+  const results: RunResult[] = [];
+  const rounds = Math.max(shared.goBin ? GO_WORKERS.length : 0, OURS_SETTINGS.length);
+  for (let i = 0; i < rounds; i++) {
+    const workers = GO_WORKERS[i];
+    if (shared.goBin && workers !== undefined) results.push(await runOnce({ side: "go", fleet, nodes, setting: { workers }, helper }, shared));
+    const ours = OURS_SETTINGS[i];
+    if (ours) results.push(await runOnce({ side: "ours", fleet, nodes, setting: ours, helper }, shared));
+  }
+  const bestOurs = best(results, "ours", fleet, helper);
+  if (PROFILE && bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper, profile: true }, shared));
+  return results;
 }
 
 main().then(

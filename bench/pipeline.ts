@@ -16,7 +16,7 @@ import { cpus, loadavg } from "node:os";
 import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
-import { startLocalStack, type HelperChoice, type LocalStackOptions } from "../dev/local/stack";
+import { startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { cpuSeconds, percentile, procMemory, procStat, round2, summariseProfile, type CpuProfile } from "./measure";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -98,7 +98,7 @@ function helperName(helper: HelperChoice): string {
 }
 
 async function runOnce(spec: RunSpec): Promise<RunResult> {
-  const admittedAt = new Map<string, number[]>();
+  const admissions = hostWorkAdmissions();
   const options: LocalStackOptions = {
     nodes: spec.nodes,
     helper: spec.helper,
@@ -108,24 +108,7 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
     // The Go server's 2 s (+ splay) restart delay only delays the node's return, not the pipeline.
     restartDelayMs: 2_000,
     waitTimeSeconds: 1,
-    observe: ({ operation, body }) => {
-      if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
-      try {
-        const parsed = JSON.parse(body) as { QueueUrl?: string; Entries?: Array<{ MessageBody?: string }>; MessageBody?: string };
-        if (!parsed.QueueUrl?.endsWith("-host-work")) return;
-        const bodies = parsed.Entries?.map((entry) => entry.MessageBody) ?? [parsed.MessageBody];
-        for (const text of bodies) {
-          const work = JSON.parse(text ?? "{}") as { identity?: string; admittedAt?: number };
-          if (work.identity && typeof work.admittedAt === "number") {
-            const times = admittedAt.get(work.identity) ?? [];
-            times.push(work.admittedAt);
-            admittedAt.set(work.identity, times);
-          }
-        }
-      } catch {
-        // Not host work.
-      }
-    },
+    observe: admissions.observe,
   };
   process.stdout.write(`\n== ${spec.label}: ${spec.nodes} nodes, helper ${helperName(spec.helper)}, concurrency ${spec.maxConcurrency} x workers ${spec.workers}${spec.standby ? ", standby" : ""}\n`);
   const stack = await startLocalStack(options);
@@ -135,21 +118,11 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
   try {
     const pids = { nats: stack.nats.pid, dynamo: stack.dynamoDb.pid };
     const loadBefore = loadavg()[0] ?? 0;
-    const before = {
-      self: process.cpuUsage(),
-      children: cpuSeconds(procStat("self"), true),
-      nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
-      dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
-    };
+    const before = cpuReading(pids);
     const sampler = setInterval(() => {
       samples.push({ rssSelf: process.memoryUsage.rss(), rssNats: procMemory(pids.nats, "VmRSS"), rssDynamo: procMemory(pids.dynamo, "VmRSS") });
     }, 200);
-    if (session) {
-      session.connect();
-      await session.post("Profiler.enable");
-      await session.post("Profiler.setSamplingInterval", { interval: 1000 });
-      await session.post("Profiler.start");
-    }
+    if (session) await startProfiler(session);
     let lastLine = 0;
     const summary = await runLocal(stack, {
       timeoutMs: spec.timeoutMs ?? 300_000,
@@ -164,116 +137,10 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
     });
     const profile = session ? ((await session.post("Profiler.stop")) as { profile: CpuProfile }).profile : undefined;
     clearInterval(sampler);
-    const after = {
-      self: process.cpuUsage(before.self),
-      children: cpuSeconds(procStat("self"), true),
-      nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
-      dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
-    };
-
-    const latencies: number[] = [];
-    for (const [identity, restartAt] of summary.restartedAt) {
-      const admitted = (admittedAt.get(identity) ?? []).filter((at) => at <= restartAt);
-      const last = admitted.at(-1);
-      if (last !== undefined) latencies.push(restartAt - last);
-    }
-    latencies.sort((a, b) => a - b);
-    const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
-    const lastRestart = Math.max(...summary.restartedAt.values());
-    const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
-
-    const provisioned = summary.provisioned;
-    const perHost = (value: number) => (provisioned > 0 ? value / provisioned : 0);
-    const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
-    const messagesSent = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
-    const sqsRequests = stack.traffic.sqsApp.total() + stack.traffic.sqsEventSources.total();
-    const byFunction = summary.invocations;
-    const perHostFunctions = Object.entries(byFunction).filter(([name]) => /-(provision|lifecycle|discover)$/.test(name));
-    const perHostInvocations = perHostFunctions.reduce((sum, [, figures]) => sum + figures.invocations, 0);
-    const perHostGbSeconds = perHostFunctions.reduce((sum, [, figures]) => sum + figures.gbSeconds, 0);
-    const thousand = (value: number) => perHost(value) * 1000;
-    const cost = {
-      lambda_requests: thousand(perHostInvocations) * (PRICES.lambdaPerMillionRequests / 1e6),
-      lambda_compute: thousand(perHostGbSeconds) * PRICES.lambdaPerGbSecondArm64,
-      sqs: thousand(sqsRequests) * (PRICES.sqsPerMillionRequests / 1e6),
-      dynamodb: thousand(dynamo.writes) * (PRICES.dynamoDbPerMillionWrites / 1e6) + thousand(dynamo.reads) * (PRICES.dynamoDbPerMillionReads / 1e6),
-      total: 0,
-    };
-    cost.total = cost.lambda_requests + cost.lambda_compute + cost.sqs + cost.dynamodb;
-    const peak = (pick: (s: Sample) => number) => Math.max(0, ...samples.map(pick)) / (1024 * 1024);
-    const selfCpu = (after.self.user + after.self.system) / 1e6;
-    const cpu = {
-      self: selfCpu,
-      helpers_and_reaped_children: after.children - before.children,
-      nats_server: after.nats - before.nats,
-      dynamodb_local: after.dynamo - before.dynamo,
-      total: 0,
-    };
-    cpu.total = cpu.self + cpu.helpers_and_reaped_children + cpu.nats_server + cpu.dynamodb_local;
-
-    const result: RunResult = {
-      label: spec.label,
-      complete: summary.provisioned === summary.total,
-      timeout_s: (spec.timeoutMs ?? 300_000) / 1000,
-      load_average_1m: { before: round2(loadBefore), after: round2(loadavg()[0] ?? 0) },
-      nodes: spec.nodes,
-      helper: helperName(spec.helper),
-      max_concurrency: spec.maxConcurrency,
-      workers: spec.workers,
-      provisioned,
-      lost: summary.lost.length,
-      dead_lettered: summary.deadLetters.length,
-      seconds_from_start: summary.elapsedMs / 1000,
-      seconds_first_admission_to_last_restart: activeSeconds,
-      hosts_per_minute: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
-      latency_ms: {
-        p50: percentile(latencies, 50),
-        p95: percentile(latencies, 95),
-        p99: percentile(latencies, 99),
-        max: latencies.at(-1),
-        samples: latencies.length,
-      },
-      cpu_seconds: round(cpu),
-      cpu_ms_per_host: Math.round(perHost(cpu.total) * 1000 * 10) / 10,
-      peak_rss_mb: round({
-        self: peak((s) => s.rssSelf),
-        nats_server: peak((s) => s.rssNats),
-        dynamodb_local: peak((s) => s.rssDynamo),
-        sum: peak((s) => s.rssSelf + s.rssNats + s.rssDynamo),
-      }),
-      dynamodb: {
-        writes: dynamo.writes,
-        reads: dynamo.reads,
-        writes_per_host: round2(perHost(dynamo.writes)),
-        reads_per_host: round2(perHost(dynamo.reads)),
-        by_operation: Object.fromEntries(stack.traffic.dynamoDb.operations),
-      },
-      sqs: {
-        app_requests: stack.traffic.sqsApp.total(),
-        event_source_requests: stack.traffic.sqsEventSources.total(),
-        messages_sent: messagesSent,
-        messages_per_host: round2(perHost(messagesSent)),
-        requests_per_host: round2(perHost(sqsRequests)),
-        by_operation_app: Object.fromEntries(stack.traffic.sqsApp.operations),
-      },
-      lambda: {
-        invocations: stack.ledger.count(),
-        invocations_per_host: round2(perHost(stack.ledger.count())),
-        per_host_invocations: round2(perHost(perHostInvocations)),
-        by_function: byFunction,
-      },
-      cost_per_1000_hosts_usd: {
-        lambda_requests: round6(cost.lambda_requests),
-        lambda_compute: round6(cost.lambda_compute),
-        sqs: round6(cost.sqs),
-        dynamodb: round6(cost.dynamodb),
-        total: round6(cost.total),
-      },
-      ...(summary.failover ? { failover: { ...summary.failover, no_host_lost: summary.provisioned === summary.total } } : {}),
-      ...(profile ? { profile_top: summariseProfile(profile, 15) } : {}),
-    };
+    const cpu = cpuUsed(before, cpuReading(pids, before.self));
+    const result = runResult(spec, stack, summary, { admittedAt: admissions.admittedAt, samples, loadBefore, cpu, profile });
     process.stdout.write(
-      `  -> ${provisioned}/${spec.nodes} provisioned, ${result.hosts_per_minute} hosts/min, p50/p95/p99 ${result.latency_ms.p50}/${result.latency_ms.p95}/${result.latency_ms.p99} ms, ` +
+      `  -> ${summary.provisioned}/${spec.nodes} provisioned, ${result.hosts_per_minute} hosts/min, p50/p95/p99 ${result.latency_ms.p50}/${result.latency_ms.p95}/${result.latency_ms.p99} ms, ` +
         `${result.dynamodb.writes_per_host} DynamoDB writes/host, ${result.sqs.messages_per_host} SQS messages/host, CPU ${cpu.total.toFixed(1)} s\n`,
     );
     return result;
@@ -283,19 +150,211 @@ async function runOnce(spec: RunSpec): Promise<RunResult> {
   }
 }
 
+/** When each host's work was admitted, read from the host-work messages the Apps send to SQS. */
+function hostWorkAdmissions() {
+  const admittedAt = new Map<string, number[]>();
+  const observe: LocalStackOptions["observe"] = ({ operation, body }) => {
+    if (operation !== "SendMessageBatch" && operation !== "SendMessage") return;
+    try {
+      const parsed = JSON.parse(body) as { QueueUrl?: string; Entries?: Array<{ MessageBody?: string }>; MessageBody?: string };
+      if (!parsed.QueueUrl?.endsWith("-host-work")) return;
+      const bodies = parsed.Entries?.map((entry) => entry.MessageBody) ?? [parsed.MessageBody];
+      for (const text of bodies) {
+        const work = JSON.parse(text ?? "{}") as { identity?: string; admittedAt?: number };
+        if (work.identity && typeof work.admittedAt === "number") {
+          const times = admittedAt.get(work.identity) ?? [];
+          times.push(work.admittedAt);
+          admittedAt.set(work.identity, times);
+        }
+      }
+    } catch {
+      // Not host work.
+    }
+  };
+  return { admittedAt, observe };
+}
+
+async function startProfiler(session: Session): Promise<void> {
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 1000 });
+  await session.post("Profiler.start");
+}
+
+type CpuReading = ReturnType<typeof cpuReading>;
+
+/** CPU time so far of this process's children, nats-server and DynamoDB Local, and this process's own since `selfSince`. */
+function cpuReading(pids: { nats: number | undefined; dynamo: number | undefined }, selfSince?: NodeJS.CpuUsage) {
+  return {
+    self: process.cpuUsage(selfSince),
+    children: cpuSeconds(procStat("self"), true),
+    nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
+    dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
+  };
+}
+
+/** CPU seconds spent between the readings; `after.self` is already the difference. */
+function cpuUsed(before: CpuReading, after: CpuReading): RunResult["cpu_seconds"] {
+  const cpu = {
+    self: (after.self.user + after.self.system) / 1e6,
+    helpers_and_reaped_children: after.children - before.children,
+    nats_server: after.nats - before.nats,
+    dynamodb_local: after.dynamo - before.dynamo,
+    total: 0,
+  };
+  cpu.total = cpu.self + cpu.helpers_and_reaped_children + cpu.nats_server + cpu.dynamodb_local;
+  return cpu;
+}
+
+/** What runOnce measured around the run. */
+interface Measured {
+  admittedAt: Map<string, number[]>;
+  samples: Sample[];
+  loadBefore: number;
+  cpu: RunResult["cpu_seconds"];
+  profile: CpuProfile | undefined;
+}
+
+function runResult(spec: RunSpec, stack: LocalStack, summary: RunSummary, measured: Measured): RunResult {
+  const { samples, cpu, profile } = measured;
+  const { latencies, activeSeconds } = admissionToRestart(summary, measured.admittedAt);
+  const provisioned = summary.provisioned;
+  const perHost = (value: number) => (provisioned > 0 ? value / provisioned : 0);
+  const peak = (pick: (s: Sample) => number) => Math.max(0, ...samples.map(pick)) / (1024 * 1024);
+  return {
+    label: spec.label,
+    complete: summary.provisioned === summary.total,
+    timeout_s: (spec.timeoutMs ?? 300_000) / 1000,
+    load_average_1m: { before: round2(measured.loadBefore), after: round2(loadavg()[0] ?? 0) },
+    nodes: spec.nodes,
+    helper: helperName(spec.helper),
+    max_concurrency: spec.maxConcurrency,
+    workers: spec.workers,
+    provisioned,
+    lost: summary.lost.length,
+    dead_lettered: summary.deadLetters.length,
+    seconds_from_start: summary.elapsedMs / 1000,
+    seconds_first_admission_to_last_restart: activeSeconds,
+    hosts_per_minute: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
+    latency_ms: {
+      p50: percentile(latencies, 50),
+      p95: percentile(latencies, 95),
+      p99: percentile(latencies, 99),
+      max: latencies.at(-1),
+      samples: latencies.length,
+    },
+    cpu_seconds: round(cpu),
+    cpu_ms_per_host: Math.round(perHost(cpu.total) * 1000 * 10) / 10,
+    peak_rss_mb: round({
+      self: peak((s) => s.rssSelf),
+      nats_server: peak((s) => s.rssNats),
+      dynamodb_local: peak((s) => s.rssDynamo),
+      sum: peak((s) => s.rssSelf + s.rssNats + s.rssDynamo),
+    }),
+    ...requestFigures(stack, summary, perHost),
+    ...(summary.failover ? { failover: { ...summary.failover, no_host_lost: summary.provisioned === summary.total } } : {}),
+    ...(profile ? { profile_top: summariseProfile(profile, 15) } : {}),
+  };
+}
+
+/** Per host, the time from the admission of the work that provisioned it to its restart; and the span from the first admission to the last restart. */
+function admissionToRestart(summary: RunSummary, admittedAt: Map<string, number[]>): { latencies: number[]; activeSeconds: number } {
+  const latencies: number[] = [];
+  for (const [identity, restartAt] of summary.restartedAt) {
+    const admitted = (admittedAt.get(identity) ?? []).filter((at) => at <= restartAt);
+    const last = admitted.at(-1);
+    if (last !== undefined) latencies.push(restartAt - last);
+  }
+  latencies.sort((a, b) => a - b);
+  const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
+  const lastRestart = Math.max(...summary.restartedAt.values());
+  const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
+  return { latencies, activeSeconds };
+}
+
+/** The DynamoDB, SQS and Lambda requests the run made, and what they cost per 1,000 hosts. */
+function requestFigures(
+  stack: LocalStack,
+  summary: RunSummary,
+  perHost: (value: number) => number,
+): Pick<RunResult, "dynamodb" | "sqs" | "lambda" | "cost_per_1000_hosts_usd"> {
+  const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
+  const messagesSent = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+  const sqsRequests = stack.traffic.sqsApp.total() + stack.traffic.sqsEventSources.total();
+  const byFunction = summary.invocations;
+  const perHostFunctions = Object.entries(byFunction).filter(([name]) => /-(provision|lifecycle|discover)$/.test(name));
+  const perHostInvocations = perHostFunctions.reduce((sum, [, figures]) => sum + figures.invocations, 0);
+  const perHostGbSeconds = perHostFunctions.reduce((sum, [, figures]) => sum + figures.gbSeconds, 0);
+  return {
+    dynamodb: {
+      writes: dynamo.writes,
+      reads: dynamo.reads,
+      writes_per_host: round2(perHost(dynamo.writes)),
+      reads_per_host: round2(perHost(dynamo.reads)),
+      by_operation: Object.fromEntries(stack.traffic.dynamoDb.operations),
+    },
+    sqs: {
+      app_requests: stack.traffic.sqsApp.total(),
+      event_source_requests: stack.traffic.sqsEventSources.total(),
+      messages_sent: messagesSent,
+      messages_per_host: round2(perHost(messagesSent)),
+      requests_per_host: round2(perHost(sqsRequests)),
+      by_operation_app: Object.fromEntries(stack.traffic.sqsApp.operations),
+    },
+    lambda: {
+      invocations: stack.ledger.count(),
+      invocations_per_host: round2(perHost(stack.ledger.count())),
+      per_host_invocations: round2(perHost(perHostInvocations)),
+      by_function: byFunction,
+    },
+    cost_per_1000_hosts_usd: costPer1000Hosts(perHost, { invocations: perHostInvocations, gbSeconds: perHostGbSeconds, sqsRequests, dynamo }),
+  };
+}
+
+/** At PRICES; Lambda counts only the per-host functions' invocations and GB-seconds. */
+function costPer1000Hosts(
+  perHost: (value: number) => number,
+  usage: { invocations: number; gbSeconds: number; sqsRequests: number; dynamo: { writes: number; reads: number } },
+): RunResult["cost_per_1000_hosts_usd"] {
+  const thousand = (value: number) => perHost(value) * 1000;
+  const lambdaRequests = thousand(usage.invocations) * (PRICES.lambdaPerMillionRequests / 1e6);
+  const lambdaCompute = thousand(usage.gbSeconds) * PRICES.lambdaPerGbSecondArm64;
+  const sqs = thousand(usage.sqsRequests) * (PRICES.sqsPerMillionRequests / 1e6);
+  const dynamodb = thousand(usage.dynamo.writes) * (PRICES.dynamoDbPerMillionWrites / 1e6) + thousand(usage.dynamo.reads) * (PRICES.dynamoDbPerMillionReads / 1e6);
+  return {
+    lambda_requests: round6(lambdaRequests),
+    lambda_compute: round6(lambdaCompute),
+    sqs: round6(sqs),
+    dynamodb: round6(dynamodb),
+    total: round6(lambdaRequests + lambdaCompute + sqs + dynamodb),
+  };
+}
+
 const round6 = (value: number) => Math.round(value * 1e6) / 1e6;
 function round<T extends Record<string, number>>(values: T): T {
   return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, round2(value)])) as T;
 }
 
 function markdown(results: RunResult[], generated: string, wallSeconds: number): string {
-  const lines: string[] = [];
+  const lines = [
+    ...introduction(generated, wallSeconds),
+    ...throughputTable(results),
+    ...resourcesTable(results),
+    ...requestsTable(results),
+    ...failoverSection(results),
+    ...targetsTable(results),
+  ];
+  if (FINDINGS) lines.push("", "## Findings", "", FINDINGS);
+  lines.push(...profileSection(results));
+  return `${lines.join("\n")}\n`;
+}
+
+function introduction(generated: string, wallSeconds: number): string[] {
   const cpu = cpus();
-  lines.push("# Pipeline benchmark", "");
-  lines.push(
+  return [
+    "# Pipeline benchmark",
+    "",
     `Generated ${generated} by \`npx tsx bench/pipeline.ts\` on ${cpu.length} CPU(s) (${cpu[0]?.model ?? "unknown"}), Node ${process.version}; the whole benchmark took ${wallSeconds.toFixed(0)} s.`,
-  );
-  lines.push(
     "",
     "Each run starts its own nats-server, DynamoDB Local and fauxqs, a simulated fleet and one deployment (two for the failover run),",
     "with `features: {jwt: true, ed25519: true}`, the lease on (30 s / 10 s / 5 s) and AWS timings (not `--fast`). The real handlers",
@@ -309,8 +368,11 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
     "- **memory**: peak of RSS samples every 200 ms (this process, nats-server, the JVM, and their sum).",
     "- **requests**: counted by proxies in front of DynamoDB Local and fauxqs (by `X-Amz-Target`); event-source SQS requests are the emulated Lambda pollers' ReceiveMessage / DeleteMessageBatch, which AWS also bills.",
     "",
-  );
-  lines.push("## Throughput and latency", "");
+  ];
+}
+
+function throughputTable(results: RunResult[]): string[] {
+  const lines = ["## Throughput and latency", ""];
   lines.push("| run | nodes | helper | concurrency × workers | provisioned | complete | hosts/min | p50 ms | p95 ms | p99 ms | max ms | wall s | load 1m before/after |");
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const r of results) {
@@ -318,7 +380,11 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
       `| ${r.label} | ${r.nodes} | ${r.helper.includes("/") ? r.helper.split("/").at(-1) : r.helper} | ${r.max_concurrency} × ${r.workers} | ${r.provisioned} | ${r.complete ? "yes" : `no (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_minute} | ${r.latency_ms.p50 ?? "-"} | ${r.latency_ms.p95 ?? "-"} | ${r.latency_ms.p99 ?? "-"} | ${r.latency_ms.max ?? "-"} | ${r.seconds_from_start.toFixed(1)} | ${r.load_average_1m.before} / ${r.load_average_1m.after} |`,
     );
   }
-  lines.push("", "## Resources", "");
+  return lines;
+}
+
+function resourcesTable(results: RunResult[]): string[] {
+  const lines = ["", "## Resources", ""];
   lines.push("| run | CPU s total | self | helpers | nats | DynamoDB Local | CPU ms/host | peak RSS MB (self / nats / JVM / sum) |");
   lines.push("|---|---|---|---|---|---|---|---|");
   for (const r of results) {
@@ -326,7 +392,11 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
     const m = r.peak_rss_mb;
     lines.push(`| ${r.label} | ${c.total} | ${c.self} | ${c.helpers_and_reaped_children} | ${c.nats_server} | ${c.dynamodb_local} | ${r.cpu_ms_per_host} | ${m.self} / ${m.nats_server} / ${m.dynamodb_local} / ${m.sum} |`);
   }
-  lines.push("", "## Requests and cost per host", "");
+  return lines;
+}
+
+function requestsTable(results: RunResult[]): string[] {
+  const lines = ["", "## Requests and cost per host", ""];
   lines.push(
     `Prices (us-east-1 on-demand, stated not fetched): Lambda $${PRICES.lambdaPerMillionRequests}/M requests + $${PRICES.lambdaPerGbSecondArm64}/GB-s (arm64); SQS $${PRICES.sqsPerMillionRequests}/M requests; DynamoDB on-demand $${PRICES.dynamoDbPerMillionWrites}/M writes, $${PRICES.dynamoDbPerMillionReads}/M reads.`,
     "Per-host cost counts the provision, lifecycle and discover invocations (durations as measured in-process, 512/256/256 MB);",
@@ -340,19 +410,28 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
       `| ${r.label} | ${r.dynamodb.writes_per_host} | ${r.dynamodb.reads_per_host} | ${r.sqs.messages_per_host} | ${r.sqs.requests_per_host} | ${r.lambda.per_host_invocations} | ${r.cost_per_1000_hosts_usd.total.toFixed(4)} |`,
     );
   }
+  return lines;
+}
+
+function failoverSection(results: RunResult[]): string[] {
   const failover = results.find((r) => r.failover);
-  if (failover?.failover) {
-    const f = failover.failover;
-    lines.push("", "## Failover", "");
-    lines.push(
-      `${failover.nodes} nodes, a leader and a standby deployment with the default lease (30 s / 10 s / 5 s, keeper every minute looping ~58 s). ` +
-        `The leader was crashed ${(f.killedAtMs / 1000).toFixed(1)} s into the run (schedules and pollers stopped, running invocations out of time, no release).`,
-      "",
-      `- failover (crash → standby's claim visible in the lease table): **${f.tookMs === undefined ? "did not happen" : `${(f.tookMs / 1000).toFixed(1)} s`}** (new term ${f.newTerm ?? "-"})`,
-      `- hosts provisioned: ${failover.provisioned}/${failover.nodes}; lost: ${failover.lost}; dead-lettered: ${failover.dead_lettered}; no host lost: ${f.no_host_lost}`,
-    );
-  }
-  lines.push("", "## Targets", "");
+  if (!failover?.failover) return [];
+  const f = failover.failover;
+  return [
+    "",
+    "## Failover",
+    "",
+    `${failover.nodes} nodes, a leader and a standby deployment with the default lease (30 s / 10 s / 5 s, keeper every minute looping ~58 s). ` +
+      `The leader was crashed ${(f.killedAtMs / 1000).toFixed(1)} s into the run (schedules and pollers stopped, running invocations out of time, no release).`,
+    "",
+    `- failover (crash → standby's claim visible in the lease table): **${f.tookMs === undefined ? "did not happen" : `${(f.tookMs / 1000).toFixed(1)} s`}** (new term ${f.newTerm ?? "-"})`,
+    `- hosts provisioned: ${failover.provisioned}/${failover.nodes}; lost: ${failover.lost}; dead-lettered: ${failover.dead_lettered}; no host lost: ${f.no_host_lost}`,
+  ];
+}
+
+/** The project's targets against the measured figures. */
+function targetsTable(results: RunResult[]): string[] {
+  const lines = ["", "## Targets", ""];
   lines.push("Figures, not assertions. A run marked incomplete stopped at its time limit; its hosts/min is over the hosts it did provision.", "");
   lines.push("| target | measured | verdict |", "|---|---|---|");
   const byLabel = (label: string) => results.find((r) => r.label === label);
@@ -375,21 +454,24 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
     lines.push(`| <= 4 DynamoDB writes per host | ${thousand.dynamodb.writes_per_host} (bash-1000) | ${thousand.dynamodb.writes_per_host <= 4 ? "met" : `missed by ${(thousand.dynamodb.writes_per_host - 4).toFixed(2)}`} |`);
     lines.push(`| <= 2 SQS messages per host | ${thousand.sqs.messages_per_host} (bash-1000) | ${thousand.sqs.messages_per_host <= 2 ? "met" : "missed"} |`);
   }
+  const failover = results.find((r) => r.failover);
   if (failover?.failover) {
     const took = failover.failover.tookMs;
     lines.push(
       `| failover < 45 s with defaults, no host lost | ${took === undefined ? "no takeover" : `${(took / 1000).toFixed(1)} s`}, ${failover.provisioned}/${failover.nodes} provisioned | ${took !== undefined && took < 45_000 && failover.failover.no_host_lost ? "met" : "missed"} |`,
     );
   }
-  if (FINDINGS) lines.push("", "## Findings", "", FINDINGS);
+  return lines;
+}
+
+function profileSection(results: RunResult[]): string[] {
   const profiled = results.find((r) => r.profile_top);
-  if (profiled?.profile_top) {
-    lines.push("", `## Profile (${profiled.label})`, "");
-    lines.push("V8 CPU profile of this process (the same sampler as `node --cpu-prof`, started through `node:inspector`), top self time:", "");
-    lines.push("| function | location | self ms | % |", "|---|---|---|---|");
-    for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
-  }
-  return `${lines.join("\n")}\n`;
+  if (!profiled?.profile_top) return [];
+  const lines = ["", `## Profile (${profiled.label})`, ""];
+  lines.push("V8 CPU profile of this process (the same sampler as `node --cpu-prof`, started through `node:inspector`), top self time:", "");
+  lines.push("| function | location | self ms | % |", "|---|---|---|---|");
+  for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
+  return lines;
 }
 
 let currentStop: (() => Promise<void>) | undefined;

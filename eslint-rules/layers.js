@@ -26,21 +26,29 @@ export const ZONES = [
   {
     name: "domain",
     files: DOMAIN,
-    forbidden: ["lib/app", "lib/aws", "lib/nats", "cli"],
+    forbidden: ["lib/app", "lib/aws", "lib/dynamodb", "lib/nats", "cli"],
     belongs:
-      "domain code takes ports: a use case belongs in lib/app, AWS code in lib/aws, NATS code in lib/nats; a type both sides need belongs in the domain (lib/ports.ts)",
+      "domain code takes ports: a use case belongs in lib/app, AWS code in lib/aws, DynamoDB code in lib/dynamodb, NATS code in lib/nats; a type both sides need belongs in the domain (lib/ports.ts)",
   },
   {
     name: "app",
     files: ["lib/app"],
-    forbidden: ["lib/aws", "lib/nats", "cli"],
-    belongs: "use cases take ports (lib/app/use-case-ports.ts): the AWS adapter belongs in lib/aws, the NATS adapter in lib/nats, and the wiring of either in lib/aws",
+    forbidden: ["lib/aws", "lib/dynamodb", "lib/nats", "cli"],
+    belongs:
+      "use cases take ports (lib/app/use-case-ports.ts): the AWS adapter belongs in lib/aws, DynamoDB code in lib/dynamodb, the NATS adapter in lib/nats, and the wiring of any of them in lib/aws",
   },
   {
     name: "nats",
     files: ["lib/nats"],
-    forbidden: ["lib/aws", "cli"],
-    belongs: "NATS adapters implement the ports of lib/app and lib/ports.ts: the composition that gives them AWS settings or clients belongs in lib/aws",
+    forbidden: ["lib/aws", "lib/dynamodb", "cli"],
+    belongs: "NATS adapters implement the ports of lib/app and lib/ports.ts: the composition that gives them AWS settings, clients or stores belongs in lib/aws",
+  },
+  {
+    name: "dynamodb",
+    files: ["lib/dynamodb"],
+    forbidden: ["lib/aws", "lib/nats", "cli"],
+    belongs:
+      "DynamoDB adapters implement the ports of lib/app and the domain: the composition that gives them settings, clients or other adapters belongs in lib/aws (a type they share with it belongs in lib/dynamodb or the domain)",
   },
   {
     name: "aws",

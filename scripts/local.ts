@@ -11,9 +11,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../lib/observability";
-import { formatLifecycleEvents, formatSummary, createProgressWriter } from "../dev/local/progress";
-import { runLocal } from "../dev/local/run";
-import { startLocalStack, type FeatureName, type HelperChoice } from "../dev/local/stack";
+import type { Logger } from "../lib/ports";
+import { formatLifecycleEvents, formatSummary, createProgressWriter, type ProgressWriter } from "../dev/local/progress";
+import { runLocal, type RunSummary } from "../dev/local/run";
+import { startLocalStack, type FeatureName, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { exportLines } from "../dev/local/shell";
 import { ensurePrerequisites, MissingPrerequisiteError } from "../dev/local/prerequisites";
@@ -68,10 +69,11 @@ function parseHelper(text: string | undefined): HelperChoice {
   return { command: text };
 }
 
-async function main(): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
+type CommandLine = Record<string, string | boolean | undefined>;
+
+function parseCommandLine(): CommandLine {
   try {
-    ({ values } = parseArgs({
+    return parseArgs({
       options: {
         nodes: { type: "string" },
         features: { type: "string" },
@@ -90,30 +92,52 @@ async function main(): Promise<number> {
         help: { type: "boolean" },
       },
       strict: true,
-    }));
+    }).values;
   } catch (error) {
     fail((error as Error).message);
   }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  const str = (name: string) => values[name] as string | undefined;
+}
+
+const stringOption = (values: CommandLine, name: string) => values[name] as string | undefined;
+
+type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** The options checked before anything starts; the stack's own are checked as it starts (stackOptions). */
+function checkedOptions(values: CommandLine) {
   const fast = values.fast === true;
-  const nodes = Math.trunc(positive("nodes", str("nodes"), 100));
-  const timeoutMs = positive("timeout", str("timeout"), fast ? 300 : 600) * 1000;
-  const killAfter = str("kill-leader-after");
+  const nodes = Math.trunc(positive("nodes", stringOption(values, "nodes"), 100));
+  const timeoutMs = positive("timeout", stringOption(values, "timeout"), fast ? 300 : 600) * 1000;
+  const killAfter = stringOption(values, "kill-leader-after");
   const killLeaderAfterMs = killAfter === undefined ? undefined : positive("kill-leader-after", killAfter, 1) * 1000;
-  const logLevel = (str("log-level") ?? "info") as "debug" | "info" | "warn" | "error";
+  const logLevel = (stringOption(values, "log-level") ?? "info") as LogLevel;
   if (!["debug", "info", "warn", "error"].includes(logLevel)) fail(`--log-level must be debug, info, warn or error`);
   // Without a standby nothing takes over: the run would only wait out its timeout and prove nothing.
   if (killLeaderAfterMs !== undefined && !values.standby) fail("--kill-leader-after needs --standby: with one deployment nothing can take over");
-  const helper = parseHelper(str("helper"));
+  return { fast, nodes, timeoutMs, killLeaderAfterMs, logLevel, helper: parseHelper(stringOption(values, "helper")) };
+}
 
-  const progress = createProgressWriter({ plain: values.plain === true });
-  await ensurePrerequisites({ jq: helper === "bash", say: (message) => progress.event(message) });
+type CheckedOptions = ReturnType<typeof checkedOptions>;
+
+function stackOptions(values: CommandLine, run: CheckedOptions, logger: Logger): LocalStackOptions {
+  const batchSize = stringOption(values, "batch-size");
+  const concurrency = stringOption(values, "concurrency");
+  return {
+    nodes: run.nodes,
+    features: parseFeatures(stringOption(values, "features")),
+    helper: run.helper,
+    deployments: values.standby ? ["primary", "standby"] : ["primary"],
+    fast: run.fast,
+    workers: Math.trunc(positive("workers", stringOption(values, "workers"), 10)),
+    // Unset, the stack's own: serverless.yml's, or --fast's.
+    ...(batchSize === undefined ? {} : { batchSize: Math.trunc(positive("batch-size", batchSize, 0)) }),
+    ...(concurrency === undefined ? {} : { maxConcurrency: Math.trunc(positive("concurrency", concurrency, 0)) }),
+    logger,
+  };
+}
+
+/** The orderly stop on a signal: summary, then every service, the fleet and the work dir with the key files. */
+function stopOnSignals(progress: ProgressWriter): AbortSignal {
   const interrupt = new AbortController();
-  // The orderly stop: summary, then every service, the fleet and the work dir with the key files.
   watchStopSignals({
     onStop: (why) => {
       progress.event(`${why}: stopping everything (Ctrl-C again to force)`);
@@ -124,33 +148,35 @@ async function main(): Promise<number> {
       process.exit(130);
     },
   });
+  return interrupt.signal;
+}
 
-  progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${nodes} simulated nodes${fast ? " (fast mode)" : ""}`);
-  const logPath = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
-  const logFile = createWriteStream(logPath);
+/** The run's log file (and stderr with --verbose); `close` ends the file. */
+function openLog(level: LogLevel, verbose: boolean) {
+  const path = join(tmpdir(), `choria-local-${process.pid}-${Date.now()}.log`);
+  const file = createWriteStream(path);
   // The keeper and bridge loops a stop does not wait for may still log; a write after the end would throw.
-  let logOpen = true;
+  let open = true;
   const logger = createConsoleLogger({
-    level: logLevel,
+    level,
     serviceName: "choria-provisioner-local",
     write: (line) => {
-      if (logOpen) logFile.write(`${line}\n`);
-      if (values.verbose) process.stderr.write(`${line}\n`);
+      if (open) file.write(`${line}\n`);
+      if (verbose) process.stderr.write(`${line}\n`);
     },
   });
-  const stack = await startLocalStack({
-    nodes,
-    features: parseFeatures(str("features")),
-    helper,
-    deployments: values.standby ? ["primary", "standby"] : ["primary"],
-    fast,
-    workers: Math.trunc(positive("workers", str("workers"), 10)),
-    // Unset, the stack's own: serverless.yml's, or --fast's.
-    ...(str("batch-size") === undefined ? {} : { batchSize: Math.trunc(positive("batch-size", str("batch-size"), 0)) }),
-    ...(str("concurrency") === undefined ? {} : { maxConcurrency: Math.trunc(positive("concurrency", str("concurrency"), 0)) }),
-    logger,
-  });
-  // A forced stop (a second signal) exits at once: never leave the servers or the key files behind.
+  const close = async () => {
+    open = false;
+    await new Promise<void>((resolve) => file.end(resolve));
+  };
+  return { path, logger, close };
+}
+
+/**
+ * A forced stop (a second signal) exits at once: never leave the servers or the key files behind.
+ * Call the returned function once the stack has stopped them itself.
+ */
+function killServicesOnExit(stack: LocalStack): () => void {
   let servicesStopped = false;
   process.on("exit", () => {
     if (servicesStopped) return;
@@ -163,51 +189,80 @@ async function main(): Promise<number> {
     }
     rmSync(stack.workDir, { recursive: true, force: true });
   });
+  return () => {
+    servicesStopped = true;
+  };
+}
+
+async function writeSummary(stack: LocalStack, summary: RunSummary, logPath: string): Promise<void> {
+  const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
+  const sqsMessages = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
+  const events = await stack.lifecycleEvents();
+  process.stdout.write(
+    `${formatSummary(summary, [
+      ["DynamoDB writes/reads (app)", `${dynamo.writes} / ${dynamo.reads}`],
+      ["SQS requests (app / event sources)", `${stack.traffic.sqsApp.total()} / ${stack.traffic.sqsEventSources.total()}`],
+      ["SQS messages sent (app)", String(sqsMessages)],
+      ["startup events", formatLifecycleEvents(events)],
+      ["logs", logPath],
+    ])}\n`,
+  );
+}
+
+/** `--keep-running`: prints the primary deployment's environment and waits for Ctrl-C. */
+async function keepRunning(stack: LocalStack, interrupt: AbortSignal): Promise<void> {
+  const primary = stack.deployments[0];
+  process.stdout.write("\nThe stack stays up until Ctrl-C. For sls invoke local (scripts/sls-local.sh), run:\n");
+  process.stdout.write(exportLines(primary?.env ?? {}));
+  await new Promise((resolve) => interrupt.addEventListener("abort", resolve, { once: true }));
+}
+
+async function main(): Promise<number> {
+  const values = parseCommandLine();
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const run = checkedOptions(values);
+
+  const progress = createProgressWriter({ plain: values.plain === true });
+  await ensurePrerequisites({ jq: run.helper === "bash", say: (message) => progress.event(message) });
+  const interrupt = stopOnSignals(progress);
+
+  progress.event(`starting nats-server, DynamoDB Local, fauxqs and ${run.nodes} simulated nodes${run.fast ? " (fast mode)" : ""}`);
+  const log = openLog(run.logLevel, values.verbose === true);
+  const stack = await startLocalStack(stackOptions(values, run, log.logger));
+  const servicesStopped = killServicesOnExit(stack);
   progress.event(
     `services up: nats ${stack.nats.url}, DynamoDB ${stack.dynamoDb.url}, SQS ${stack.sqs.url}; deployments ${stack.deployments
       .map((d) => d.id)
-      .join(", ")}; work dir ${stack.workDir}; logs in ${logPath}`,
+      .join(", ")}; work dir ${stack.workDir}; logs in ${log.path}`,
   );
 
   try {
     const summary = await runLocal(stack, {
-      timeoutMs,
-      ...(killLeaderAfterMs === undefined ? {} : { killLeaderAfterMs }),
-      signal: interrupt.signal,
+      timeoutMs: run.timeoutMs,
+      ...(run.killLeaderAfterMs === undefined ? {} : { killLeaderAfterMs: run.killLeaderAfterMs }),
+      signal: interrupt,
       onSnapshot: (snapshot) => progress.snapshot(snapshot),
       onEvent: (message) => progress.event(message),
     });
     progress.finish();
-    const dynamo = dynamoDbSplit(stack.traffic.dynamoDb.operations);
-    const sqsMessages = [...stack.traffic.sqsApp.messagesSent.values()].reduce((a, b) => a + b, 0);
-    const events = await stack.lifecycleEvents();
-    process.stdout.write(
-      `${formatSummary(summary, [
-        ["DynamoDB writes/reads (app)", `${dynamo.writes} / ${dynamo.reads}`],
-        ["SQS requests (app / event sources)", `${stack.traffic.sqsApp.total()} / ${stack.traffic.sqsEventSources.total()}`],
-        ["SQS messages sent (app)", String(sqsMessages)],
-        ["startup events", formatLifecycleEvents(events)],
-        ["logs", logPath],
-      ])}\n`,
-    );
+    await writeSummary(stack, summary, log.path);
     const code = summary.provisioned === summary.total ? 0 : 1;
-    if (values["keep-running"] && !interrupt.signal.aborted) {
-      const primary = stack.deployments[0];
-      process.stdout.write("\nThe stack stays up until Ctrl-C. For sls invoke local (scripts/sls-local.sh), run:\n");
-      process.stdout.write(exportLines(primary?.env ?? {}));
-      await new Promise((resolve) => interrupt.signal.addEventListener("abort", resolve, { once: true }));
+    if (values["keep-running"] && !interrupt.aborted) {
+      await keepRunning(stack, interrupt);
       return code;
     }
-    return interrupt.signal.aborted ? 130 : code;
+    return interrupt.aborted ? 130 : code;
   } finally {
     progress.finish();
     // Each step named as it begins, so a stop that takes long says what it waits for.
     const stopping = Date.now();
     await stack.stop((what) => progress.status(`stopping: ${what}`));
-    servicesStopped = true;
+    servicesStopped();
     progress.event(`stopped everything the run started in ${((Date.now() - stopping) / 1000).toFixed(1)} s`);
-    logOpen = false;
-    await new Promise<void>((resolve) => logFile.end(resolve));
+    await log.close();
   }
 }
 

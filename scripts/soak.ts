@@ -15,11 +15,11 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 
-import { createLeaseTable } from "../lib/lease/dynamodb-lease-store";
+import { createLeaseTable } from "../lib/dynamodb/lease-store";
 import { MemoryAdmissionStore } from "../lib/admission/memory-admission-store";
-import { LOCAL_AWS, startDynamoDbLocal, startNats } from "../dev/local/services";
-import { startFleet } from "../dev/simulator";
-import { ChaosDeployment, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/support/chaos/deployments";
+import { LOCAL_AWS, type RunningNats, startDynamoDbLocal, startNats } from "../dev/local/services";
+import { type Fleet, startFleet } from "../dev/simulator";
+import { ChaosDeployment, type DeploymentOptions, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/support/chaos/deployments";
 import { TOKEN } from "../test/support/chaos/support";
 import { seededRandom } from "../test/support/random";
 
@@ -68,70 +68,13 @@ async function main(): Promise<void> {
   const fleet = await startFleet({ natsUrl: nats.url, count: nodes, identityPrefix: "soak", token: TOKEN, restartDelayMs: 20, recordDiscovery: false, rsaKeys: { size: 4, reuse: true }, clock: scaledClock() });
   const observatory = new Observatory();
   const site = `soak-${randomUUID()}`;
-  const admissionStore = new MemoryAdmissionStore();
+  const contenders = new Contenders({ site, tableName, admissionStore: new MemoryAdmissionStore(), natsUrl: nats.url, dynamoEndpoint: dynamoDb.url, fleet, observatory });
 
-  const alive: ChaosDeployment[] = [];
-  const retired: ChaosDeployment[] = [];
-  let named = 0;
+  await contenders.launch();
+  await contenders.launch();
+  const faults = new FaultInjector({ nats, fleet, observatory, contenders, nodes });
+  await faults.injectFor(minutes * 60_000, random);
 
-  const launch = async (): Promise<ChaosDeployment> => {
-    const name = `deployment-${++named}`;
-    const deployment = await ChaosDeployment.create({ name, site, tableName, admissionStore, natsUrl: nats.url, dynamoEndpoint: dynamoDb.url, fleet, observatory });
-    deployment.start();
-    alive.push(deployment);
-    return deployment;
-  };
-  const retire = (deployment: ChaosDeployment) => {
-    alive.splice(alive.indexOf(deployment), 1);
-    retired.push(deployment);
-  };
-  const leader = (): ChaosDeployment | undefined => {
-    const latest = observatory.terms.at(-1)?.deployment;
-    return alive.find((deployment) => deployment.name === latest);
-  };
-
-  await launch();
-  await launch();
-  const injected: Record<FaultKind, number> = { "kill-leader": 0, release: 0, "delay-writes": 0, "restart-nats": 0, "add-nodes": 0 };
-  const deadline = performance.now() + minutes * 60_000;
-  let delayed: ChaosDeployment | undefined;
-
-  while (performance.now() < deadline) {
-    await sleep(FAULT_EVERY_MS);
-    delayed?.delayStoreWrites(0);
-    delayed = undefined;
-    const kind = FAULTS[Math.floor(random() * FAULTS.length)] as FaultKind;
-    const current = leader();
-    switch (kind) {
-      case "kill-leader":
-        if (!current) continue;
-        current.kill();
-        retire(current);
-        await launch();
-        break;
-      case "release":
-        if (!current) continue;
-        retire(current);
-        await current.stopAndRelease();
-        await launch();
-        break;
-      case "delay-writes":
-        if (!current) continue;
-        current.delayStoreWrites((LEASE.leaseDurationMs * 2) / SCALE);
-        delayed = current;
-        break;
-      case "restart-nats":
-        await nats.restart();
-        break;
-      case "add-nodes":
-        await fleet.addNodes(Math.ceil(nodes / 10));
-        break;
-    }
-    injected[kind] += 1;
-    console.log(`${new Date().toISOString()} ${kind}: ${fleet.identities.length - unprovisioned(fleet).length}/${fleet.identities.length} provisioned, ${observatory.terms.length} terms, ${observatory.crossTermExecutions(fleet).length} executions across terms at the nodes`);
-  }
-
-  delayed?.delayStoreWrites(0);
   const drainUntil = performance.now() + DRAIN_MS;
   while (unprovisioned(fleet).length > 0 && performance.now() < drainUntil) await sleep(500);
 
@@ -143,21 +86,122 @@ async function main(): Promise<void> {
     hostsLost: unprovisioned(fleet).length,
     crossTermExecutions: observatory.crossTermExecutions(fleet).length,
     terms: observatory.terms.length,
-    deployments: named,
+    deployments: contenders.launched,
     rpcsRunAtNodes: observatory.executions(fleet).attributed.length,
-    faults: injected,
+    faults: faults.injected,
   };
   console.log(JSON.stringify(summary, null, 2));
   if (out) writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
 
-  for (const deployment of alive) deployment.kill();
-  await Promise.all([...alive, ...retired].map((deployment) => deployment.shutdown()));
+  await contenders.shutdown();
   await fleet.stop();
 
   dynamo.destroy();
   await dynamoDb.stop();
   await nats.stop();
   process.exitCode = summary.hostsLost === 0 && summary.crossTermExecutions === 0 ? 0 : 1;
+}
+
+/** The deployments contending for the site: those still running, and those killed or released. */
+class Contenders {
+  private readonly alive: ChaosDeployment[] = [];
+  private readonly retired: ChaosDeployment[] = [];
+  private named = 0;
+
+  constructor(private readonly shared: Omit<DeploymentOptions, "name">) {}
+
+  /** How many deployments ran, retired ones included. */
+  get launched(): number {
+    return this.named;
+  }
+
+  async launch(): Promise<void> {
+    const name = `deployment-${++this.named}`;
+    const deployment = await ChaosDeployment.create({ name, ...this.shared });
+    deployment.start();
+    this.alive.push(deployment);
+  }
+
+  retire(deployment: ChaosDeployment): void {
+    this.alive.splice(this.alive.indexOf(deployment), 1);
+    this.retired.push(deployment);
+  }
+
+  /** The running deployment that began the latest term, if it is still running. */
+  leader(): ChaosDeployment | undefined {
+    const latest = this.shared.observatory.terms.at(-1)?.deployment;
+    return this.alive.find((deployment) => deployment.name === latest);
+  }
+
+  async shutdown(): Promise<void> {
+    for (const deployment of this.alive) deployment.kill();
+    await Promise.all([...this.alive, ...this.retired].map((deployment) => deployment.shutdown()));
+  }
+}
+
+interface SoakWorld {
+  nats: RunningNats;
+  fleet: Fleet;
+  observatory: Observatory;
+  contenders: Contenders;
+  /** The fleet's starting size. */
+  nodes: number;
+}
+
+/** The seeded fault schedule: a fault every FAULT_EVERY_MS, each lease-write delay lifted before the next. */
+class FaultInjector {
+  readonly injected: Record<FaultKind, number> = { "kill-leader": 0, release: 0, "delay-writes": 0, "restart-nats": 0, "add-nodes": 0 };
+  private delayed: ChaosDeployment | undefined;
+
+  constructor(private readonly world: SoakWorld) {}
+
+  /** Injects faults for `durationMs`, then lifts the last write delay. */
+  async injectFor(durationMs: number, random: () => number): Promise<void> {
+    const { fleet, observatory } = this.world;
+    const deadline = performance.now() + durationMs;
+    while (performance.now() < deadline) {
+      await sleep(FAULT_EVERY_MS);
+      this.delayed?.delayStoreWrites(0);
+      this.delayed = undefined;
+      const kind = FAULTS[Math.floor(random() * FAULTS.length)] as FaultKind;
+      if (!(await this.inject(kind))) continue;
+      this.injected[kind] += 1;
+      console.log(`${new Date().toISOString()} ${kind}: ${fleet.identities.length - unprovisioned(fleet).length}/${fleet.identities.length} provisioned, ${observatory.terms.length} terms, ${observatory.crossTermExecutions(fleet).length} executions across terms at the nodes`);
+    }
+    this.delayed?.delayStoreWrites(0);
+  }
+
+  /** False when the fault needs a leader and none is running. */
+  private async inject(kind: FaultKind): Promise<boolean> {
+    const { contenders, nats, fleet, nodes } = this.world;
+    const current = contenders.leader();
+    switch (kind) {
+      case "kill-leader":
+        if (!current) return false;
+        current.kill();
+        contenders.retire(current);
+        await contenders.launch();
+        break;
+      case "release":
+        if (!current) return false;
+        contenders.retire(current);
+        await current.stopAndRelease();
+        await contenders.launch();
+        break;
+      case "delay-writes":
+        if (!current) return false;
+        current.delayStoreWrites((LEASE.leaseDurationMs * 2) / SCALE);
+        this.delayed = current;
+        break;
+      case "restart-nats":
+        await nats.restart();
+        break;
+      case "add-nodes":
+        await fleet.addNodes(Math.ceil(nodes / 10));
+        break;
+    }
+    return true;
+  }
 }
 
 await main();

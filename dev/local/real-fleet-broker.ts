@@ -121,34 +121,7 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
   const port = await freePort();
   const configFile = join(dir, "broker.conf");
   const logFile = join(dir, "broker.log");
-  const lines = [
-    `identity = ${identity}`,
-    "loglevel = info",
-    `logfile = ${logFile}`,
-    "plugin.choria.use_srv = false",
-    "plugin.choria.broker_network = true",
-    "plugin.choria.network.listen_address = 127.0.0.1",
-    `plugin.choria.network.client_port = ${port}`,
-    // No cluster, leafnode, gateway, websocket or monitoring listeners: one broker per network.
-    "plugin.choria.network.peer_port = 0",
-    "plugin.choria.stats_port = 0",
-    "plugin.security.provider = file",
-    `plugin.security.file.certificate = ${certificate.certFile}`,
-    `plugin.security.file.key = ${certificate.keyFile}`,
-    `plugin.security.file.ca = ${ca.certFile}`,
-  ];
-  if (options.provisioning) {
-    lines.push(
-      `plugin.choria.network.provisioning.client_password = ${options.provisioning.password}`,
-      `plugin.choria.network.provisioning.signer_cert = ${options.provisioning.signerFile}`,
-    );
-  }
-  if (options.jwtSigners && options.jwtSigners.length > 0) {
-    lines.push(
-      `plugin.choria.network.server_signer_cert = ${options.jwtSigners.join(",")}`,
-      `plugin.choria.network.client_signer_cert = ${options.jwtSigners.join(",")}`,
-    );
-  }
+  const lines = brokerConfig(options, { identity, port, logFile, certificate });
   // The password is a credential: the file is the broker's alone.
   await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
 
@@ -202,6 +175,43 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
     logFile,
     log: () => readFile(logFile, "utf8").catch(() => ""),
   };
+}
+
+/** The broker's configuration file, one setting a line. */
+function brokerConfig(
+  options: ChoriaBrokerOptions,
+  broker: { identity: string; port: number; logFile: string; certificate: IssuedCertificate },
+): string[] {
+  const { identity, port, logFile, certificate } = broker;
+  const lines = [
+    `identity = ${identity}`,
+    "loglevel = info",
+    `logfile = ${logFile}`,
+    "plugin.choria.use_srv = false",
+    "plugin.choria.broker_network = true",
+    "plugin.choria.network.listen_address = 127.0.0.1",
+    `plugin.choria.network.client_port = ${port}`,
+    // No cluster, leafnode, gateway, websocket or monitoring listeners: one broker per network.
+    "plugin.choria.network.peer_port = 0",
+    "plugin.choria.stats_port = 0",
+    "plugin.security.provider = file",
+    `plugin.security.file.certificate = ${certificate.certFile}`,
+    `plugin.security.file.key = ${certificate.keyFile}`,
+    `plugin.security.file.ca = ${options.ca.certFile}`,
+  ];
+  if (options.provisioning) {
+    lines.push(
+      `plugin.choria.network.provisioning.client_password = ${options.provisioning.password}`,
+      `plugin.choria.network.provisioning.signer_cert = ${options.provisioning.signerFile}`,
+    );
+  }
+  if (options.jwtSigners && options.jwtSigners.length > 0) {
+    lines.push(
+      `plugin.choria.network.server_signer_cert = ${options.jwtSigners.join(",")}`,
+      `plugin.choria.network.client_signer_cert = ${options.jwtSigners.join(",")}`,
+    );
+  }
+  return lines;
 }
 
 /** How many times the broker's NATS server said it is ready (one line per start; restarts append). */

@@ -212,6 +212,7 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
   const build = options.build ?? choriaBuild();
   const token = options.token ?? "real-fleet-provisioning-token";
   if (token === "") throw new Error("a real node ignores a provisioning JWT with an empty token");
+  const protocolV2 = options.protocolV2 ?? false;
   const dir = await mkdtemp(join(tmpdir(), "choria-real-fleet-"));
   const cleanup: Array<() => Promise<unknown>> = [() => rm(dir, { recursive: true, force: true })];
   const nodes = new Map<string, RealNode>();
@@ -222,57 +223,14 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
   };
 
   try {
-    const ca = await makeCertificateAuthority(join(dir, "ca"));
-    const signerFiles = await makeSigner(join(dir, "signer"), "provisioning");
-    const siteSigner = await makeSigner(join(dir, "site-signer"), "site");
-    const provisioningPassword = randomBytes(18).toString("base64url");
-    const targetCa = options.targetCertificateFromOtherCa ? await makeCertificateAuthority(join(dir, "other-ca")) : ca;
-    const [provisioningBroker, targetBroker] = await Promise.all([
-      startChoriaBroker({
-        build,
-        ca,
-        dir: join(dir, "provisioning-broker"),
-        name: "provisioning",
-        provisioning: { password: provisioningPassword, signerFile: signerFiles.publicKeyFile },
-      }),
-      startChoriaBroker({
-        build,
-        ca: targetCa,
-        dir: join(dir, "target-broker"),
-        name: "target",
-        ...(options.protocolV2 ? { jwtSigners: [siteSigner.publicKeyHex] } : {}),
-      }),
-    ]);
-    cleanup.push(() => provisioningBroker.nats.stop(), () => targetBroker.nats.stop());
-    const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net", {
-      rsa: !options.protocolV2,
-    });
-    const targetObserverCertificate = await issueCertificate(targetCa, join(dir, "target-observer-tls"), "observer.realfleet.example.net");
-
-    const makeProvisioningJwt = async (file: string, seedFile: string) => {
-      await run(build.binary, [
-        "jwt",
-        "prov",
-        file,
-        seedFile,
-        "--token",
-        token,
-        "--urls",
-        provisioningBroker.url,
-        "--default",
-        ...(options.protocolV2 ? ["--protocol-v2"] : []),
-      ]);
-      return readFile(file, "utf8");
-    };
+    const site = await startFleetSite(build, dir, options, cleanup);
+    const { ca, provisioningBroker, targetBroker, signer, siteSigner } = site;
+    const jwtClaims = { token, brokerUrl: provisioningBroker.url, protocolV2 };
+    const makeProvisioningJwt = (file: string, seedFile: string) => writeProvisioningJwt(build, jwtClaims, file, seedFile);
     const provisioningJwtFile = join(dir, "provisioning.jwt");
-    const provisioningJwt = await makeProvisioningJwt(provisioningJwtFile, signerFiles.seedFile);
+    const provisioningJwt = await makeProvisioningJwt(provisioningJwtFile, signer.seedFile);
 
-    // A v1 node authorizes requests by action policy files, which a site ships with the package or
-    // config management (provisioning cannot write them): here the admin may use rpcutil. A v2 node
-    // authorizes by the agent list in the caller's JWT (rpcauthprovider aaasvc) and needs none.
-    const policies: Record<string, string> = options.protocolV2
-      ? {}
-      : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n`, ...options.policies };
+    const policies = nodePolicies(options);
     const nodesDir = join(dir, "nodes");
     const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
       if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
@@ -289,39 +247,16 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     return {
       build,
       dir,
-      ca,
-      protocolV2: options.protocolV2 ?? false,
-      provisioningBroker,
-      targetBroker,
-      provisioningPassword,
-      provisionerCertificate,
-      targetCa,
-      targetObserverCertificate,
+      protocolV2,
+      ...site,
       provisioningJwtFile,
       provisioningJwt,
-      signer: signerFiles,
-      siteSigner,
       token,
       nodes,
       addNode,
-      adminClient: (adminOptions = {}) =>
-        makeAdminClient({ build, ca, dir, broker: targetBroker, siteSigner, protocolV2: options.protocolV2 ?? false, ...adminOptions }),
-      async clientCredentials(callerId, credentialOptions = {}) {
-        const clientDir = await mkdtemp(join(dir, "client-"));
-        const seed = generateEd25519Seed();
-        const key = ed25519SigningKey(seed);
-        const seedHex = encodeHex(seed);
-        const seedFile = join(clientDir, "client.seed");
-        const jwtFile = join(clientDir, "client.jwt");
-        await writeFile(seedFile, seedHex, { mode: 0o600 });
-        await run(build.binary, [
-          "jwt", "client", jwtFile, callerId, credentialOptions.siteSigned ? siteSigner.seedFile : signerFiles.seedFile,
-          "--public-key", key.alg === "EdDSA" ? key.publicKeyHex : "",
-          ...(credentialOptions.agents ?? []).flatMap((agent) => ["--agents", agent]),
-          "--server-provisioner", "--validity", "24h",
-        ]);
-        return { jwtFile, seedFile, jwt: (await readFile(jwtFile, "utf8")).trim(), seedHex };
-      },
+      adminClient: (adminOptions = {}) => makeAdminClient({ build, ca, dir, broker: targetBroker, siteSigner, protocolV2, ...adminOptions }),
+      clientCredentials: (callerId, credentialOptions = {}) =>
+        makeClientCredentials(build, dir, callerId, credentialOptions.siteSigned ? siteSigner.seedFile : signer.seedFile, credentialOptions.agents ?? []),
       async foreignProvisioningJwt() {
         const foreignDir = await mkdtemp(join(dir, "foreign-signer-"));
         const foreign = await makeSigner(foreignDir, "foreign");
@@ -343,6 +278,100 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     await stopAll();
     throw error;
   }
+}
+
+/** What the fleet runs on besides its nodes: the CAs, the signers, the two brokers and the clients' certificates. */
+type FleetSite = Pick<
+  RealFleet,
+  | "ca"
+  | "targetCa"
+  | "signer"
+  | "siteSigner"
+  | "provisioningPassword"
+  | "provisioningBroker"
+  | "targetBroker"
+  | "provisionerCertificate"
+  | "targetObserverCertificate"
+>;
+
+/** Makes the fleet's keys and certificates and starts its brokers, whose stops go onto `cleanup`. */
+async function startFleetSite(build: ChoriaBuild, dir: string, options: RealFleetOptions, cleanup: Array<() => Promise<unknown>>): Promise<FleetSite> {
+  const ca = await makeCertificateAuthority(join(dir, "ca"));
+  const signer = await makeSigner(join(dir, "signer"), "provisioning");
+  const siteSigner = await makeSigner(join(dir, "site-signer"), "site");
+  const provisioningPassword = randomBytes(18).toString("base64url");
+  const targetCa = options.targetCertificateFromOtherCa ? await makeCertificateAuthority(join(dir, "other-ca")) : ca;
+  const [provisioningBroker, targetBroker] = await Promise.all([
+    startChoriaBroker({
+      build,
+      ca,
+      dir: join(dir, "provisioning-broker"),
+      name: "provisioning",
+      provisioning: { password: provisioningPassword, signerFile: signer.publicKeyFile },
+    }),
+    startChoriaBroker({
+      build,
+      ca: targetCa,
+      dir: join(dir, "target-broker"),
+      name: "target",
+      ...(options.protocolV2 ? { jwtSigners: [siteSigner.publicKeyHex] } : {}),
+    }),
+  ]);
+  cleanup.push(() => provisioningBroker.nats.stop(), () => targetBroker.nats.stop());
+  const provisionerCertificate = await issueCertificate(ca, join(dir, "provisioner-tls"), "provisioner.realfleet.example.net", {
+    rsa: !options.protocolV2,
+  });
+  const targetObserverCertificate = await issueCertificate(targetCa, join(dir, "target-observer-tls"), "observer.realfleet.example.net");
+  return { ca, targetCa, signer, siteSigner, provisioningPassword, provisioningBroker, targetBroker, provisionerCertificate, targetObserverCertificate };
+}
+
+/** `choria jwt prov` into `file`, signed with `seedFile`: the fleet's token and provisioning broker. */
+async function writeProvisioningJwt(
+  build: ChoriaBuild,
+  claims: { token: string; brokerUrl: string; protocolV2: boolean },
+  file: string,
+  seedFile: string,
+): Promise<string> {
+  await run(build.binary, [
+    "jwt",
+    "prov",
+    file,
+    seedFile,
+    "--token",
+    claims.token,
+    "--urls",
+    claims.brokerUrl,
+    "--default",
+    ...(claims.protocolV2 ? ["--protocol-v2"] : []),
+  ]);
+  return readFile(file, "utf8");
+}
+
+/**
+ * A v1 node authorizes requests by action policy files, which a site ships with the package or
+ * config management (provisioning cannot write them): here the admin may use rpcutil. A v2 node
+ * authorizes by the agent list in the caller's JWT (rpcauthprovider aaasvc) and needs none.
+ */
+function nodePolicies(options: RealFleetOptions): Record<string, string> {
+  return options.protocolV2 ? {} : { rpcutil: `policy default deny\nallow\tchoria=${ADMIN_NAME}.mcollective\t*\t*\t*\n`, ...options.policies };
+}
+
+/** `choria jwt client` in a new directory under `dir`: a v2 client JWT signed with `signerSeedFile`, and the client's seed. */
+async function makeClientCredentials(build: ChoriaBuild, dir: string, callerId: string, signerSeedFile: string, agents: string[]) {
+  const clientDir = await mkdtemp(join(dir, "client-"));
+  const seed = generateEd25519Seed();
+  const key = ed25519SigningKey(seed);
+  const seedHex = encodeHex(seed);
+  const seedFile = join(clientDir, "client.seed");
+  const jwtFile = join(clientDir, "client.jwt");
+  await writeFile(seedFile, seedHex, { mode: 0o600 });
+  await run(build.binary, [
+    "jwt", "client", jwtFile, callerId, signerSeedFile,
+    "--public-key", key.alg === "EdDSA" ? key.publicKeyHex : "",
+    ...agents.flatMap((agent) => ["--agents", agent]),
+    "--server-provisioner", "--validity", "24h",
+  ]);
+  return { jwtFile, seedFile, jwt: (await readFile(jwtFile, "utf8")).trim(), seedHex };
 }
 
 /** A fresh ed25519 key pair as go-choria's files: the hex seed (mode 600) and the hex public key. */

@@ -4,7 +4,8 @@
  * words, one group of hosts per cause: "6 hosts in an attempt (claimed by a running invocation,
  * admitted 3 m ago)", "2 hosts given back after an error, next try by 17:04:10".
  */
-import { DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
+import { createDynamoDbClient, type AttributeValue } from "../../lib/dynamodb/client";
+import { querySite } from "../../lib/dynamodb/site-query";
 
 export interface RegistryRow {
   identity: string;
@@ -22,26 +23,10 @@ export interface RegistryRow {
 const FIELDS = ["identity", "term", "state", "admittedAt", "claimedUntil", "heldUntil", "lastError", "lastErrorAt", "failedStep", "failures"] as const;
 
 export function registryView(options: { endpoint: string; region: string; credentials: { accessKeyId: string; secretAccessKey: string }; table: string; site: string }) {
-  const client = new DynamoDBClient({ endpoint: options.endpoint, region: options.region, credentials: options.credentials });
+  const client = createDynamoDbClient({ endpoint: options.endpoint, region: options.region, credentials: options.credentials });
   return {
     async rows(): Promise<RegistryRow[]> {
-      const rows: RegistryRow[] = [];
-      let startKey: Record<string, AttributeValue> | undefined;
-      do {
-        const page = await client.send(
-          new QueryCommand({
-            TableName: options.table,
-            KeyConditionExpression: "#site = :site",
-            ProjectionExpression: FIELDS.map((field) => `#${field}`).join(", "),
-            ExpressionAttributeNames: { "#site": "site", ...Object.fromEntries(FIELDS.map((field) => [`#${field}`, field])) },
-            ExpressionAttributeValues: { ":site": { S: options.site } },
-            ExclusiveStartKey: startKey,
-          }),
-        );
-        for (const item of page.Items ?? []) rows.push(decode(item));
-        startKey = page.LastEvaluatedKey;
-      } while (startKey);
-      return rows;
+      return (await querySite(client, { tableName: options.table, site: options.site, attributes: FIELDS })).map(decode);
     },
     close: () => client.destroy(),
   };

@@ -6,8 +6,8 @@
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
-import { createAdmissionTable } from "../../lib/admission/dynamodb-admission-store";
-import { createLeaseTable } from "../../lib/lease/dynamodb-lease-store";
+import { createAdmissionTable } from "../../lib/dynamodb/admission-store";
+import { createLeaseTable } from "../../lib/dynamodb/lease-store";
 import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 

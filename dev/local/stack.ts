@@ -316,244 +316,335 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   const logger = options.logger ?? silentLogger;
   const timings: StackTimings = { ...(options.fast ? FAST_TIMINGS : DEFAULT_TIMINGS), ...options.timings };
   const site = options.site ?? "local";
-  const deploymentIds = options.deployments ?? ["primary"];
-  const features = new Set<FeatureName>(options.features ?? ["jwt", "ed25519"]);
-  const cleanup: CleanupStep[] = [];
-  const stopAll = async (onStep?: (what: string) => void) => {
-    for (const step of cleanup.reverse()) {
-      if (step.what !== undefined) onStep?.(step.what);
-      await step.run().catch((error) => logger.warn("cleanup step failed", { error: String(error) }));
-    }
-    cleanup.length = 0;
-  };
+  const cleanup = new CleanupSteps(logger);
 
   const counting = options.countingProxies ?? true;
   if (!counting && (options.observe || options.observeReply)) throw new TrafficNotCountedError("observe / observeReply");
   try {
     const workDir = await mkdtemp(join(tmpdir(), "choria-local-"));
     cleanup.push({ what: "the work dir", run: () => rm(workDir, { recursive: true, force: true }) });
-
-    const external = options.dynamoDbEndpoint;
-    // Settled one by one, so the services that did start are stopped when another one fails.
-    const services = await Promise.allSettled([
-      options.nats ?? startNats(),
-      external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
-      options.sqs ?? startSqs(),
-    ]);
-    // A broker or SQS the caller gave is the caller's to stop.
-    const given: unknown[] = [options.nats, undefined, options.sqs];
-    const serviceNames = ["nats-server", "DynamoDB Local", "fauxqs"];
-    services.forEach((service, index) => {
-      if (service.status === "fulfilled" && service.value && service.value !== given[index]) {
-        cleanup.push({ what: serviceNames[index] as string, run: () => service.value!.stop() });
-      }
-    });
-    const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
-    if (failed) throw failed.reason;
-    const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
-      RunningNats,
-      Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
-      RunningSqs,
-    ];
-    const dynamoDbUrl = dynamoDb?.url ?? (external as string);
-
-    const appProxies: AppProxies[] = [];
-    const sqsEventSources = counting ? await startCountingProxy({ target: sqs.url }) : undefined;
-    if (sqsEventSources) cleanup.push({ run: () => sqsEventSources.stop() });
-    const counted = sqsEventSources && {
-      dynamoDb: mergedTraffic(() => appProxies.map((proxies) => proxies.dynamoDb)),
-      sqsApp: mergedTraffic(() => appProxies.map((proxies) => proxies.sqs)),
-      sqsEventSources,
-    };
-    const observe = { ...(options.observe ? { observe: options.observe } : {}), ...(options.observeReply ? { observeReply: options.observeReply } : {}) };
+    const services = await startServices(options, cleanup);
+    const { nats, sqs, dynamoDbUrl } = services;
+    const traffic = await startEventSourceCounting(counting, sqs.url, cleanup);
 
     const dynamoClient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoDbUrl });
-    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEventSources?.url ?? sqs.url });
+    const sqsClient = new SQSClient({ ...LOCAL_AWS, endpoint: traffic.sqsEventSources?.url ?? sqs.url });
     cleanup.push({
       run: async () => {
         dynamoClient.destroy();
         sqsClient.destroy();
       },
     });
-    // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
-    // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables. The first
-    // deployment owns them; the others name them, as the `leaseTable` and `admissionTable` params do.
-    const localNames = stageResourceNames(LOCAL_STAGE);
-    const unique = `${site}-${randomUUID().slice(0, 8)}`;
-    const tables = {
-      lease: external === undefined ? localNames.leaseTable : `${unique}-lease`,
-      admission: external === undefined ? localNames.admissionTable : `${unique}-admission`,
-    };
-    await createProvisionerTables(dynamoClient, tables);
+    const tables = await createSiteTables(dynamoClient, site, options.dynamoDbEndpoint);
     if (options.lifecycleStream ?? true) await createLifecycleStream(nats.url, options.natsCaFile === undefined ? undefined : { ca: await readFile(options.natsCaFile, "utf8") });
 
-    // Key material made fresh for every run: the provisioning JWT signer and the server JWT signing key.
-    const provisioningSigner = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
-    const signerFile = join(workDir, "provisioning-signer.pub");
-    const signingKeyFile = join(workDir, "server-jwt-signing.seed");
-    await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
-    await writeFile(signingKeyFile, encodeHex(generateEd25519Seed()), { mode: 0o600 });
-
+    const keys = await writeKeyMaterial(workDir, options.provisioningSigner);
     const ledger = new InvocationLedger();
-    const deployments: LocalDeployment[] = [];
-    for (const id of deploymentIds) {
-      const proxies: AppProxies | undefined = counting
-        ? { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) }
-        : undefined;
-      if (proxies) {
-        appProxies.push(proxies);
-        cleanup.push({ run: () => proxies.dynamoDb.stop() }, { run: () => proxies.sqs.stop() });
-      }
-      const deployment = await startDeployment({
-        id,
-        peers: deploymentIds.filter((other) => other !== id),
-        site,
-        options,
-        timings,
-        features,
-        natsUrl: nats.url,
-        sqs,
-        sqsClient,
-        tables,
-        endpoints: proxies ? { dynamoDb: proxies.dynamoDb.url, sqs: proxies.sqs.url } : { dynamoDb: dynamoDbUrl, sqs: sqs.url },
-        proxies,
-        ledger,
-        logger,
-        signerFile,
-        signingKeyFile,
-        workDir,
-      });
-      deployments.push(deployment.view);
-      cleanup.push({ what: `deployment ${id}`, run: deployment.close });
-    }
+    const shared: SharedDeploymentInput = {
+      site,
+      options,
+      timings,
+      features: new Set<FeatureName>(options.features ?? ["jwt", "ed25519"]),
+      natsUrl: nats.url,
+      sqs,
+      sqsClient,
+      tables,
+      ledger,
+      logger,
+      ...keys.files,
+      workDir,
+    };
+    const deployments = await startDeployments(options.deployments ?? ["primary"], shared, dynamoDbUrl, traffic, cleanup);
 
     const fleet = await startFleet({
       natsUrl: nats.url,
       count: options.nodes ?? 100,
-      provisioningSigner,
+      provisioningSigner: keys.provisioningSigner,
       token: TOKEN,
       restartDelayMs: options.restartDelayMs ?? 2_000,
       recordDiscovery: false,
       ...options.fleet,
     });
     cleanup.push({ what: `the fleet (${fleet.identities.length} nodes)`, run: () => fleet.stop() });
-
-    const lease = async (): Promise<LeaseView | undefined> => {
-      const reply = await dynamoClient.send(
-        new GetItemCommand({ TableName: tables.lease, Key: { site: { S: site } }, ConsistentRead: true }),
-      );
-      const item = reply.Item;
-      if (!item?.holder?.S || !item.term?.N || !item.expiresAt?.N) return undefined;
-      return { holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
-    };
-
-    let stopped = false;
-    let markStarted!: () => void;
-    const started = new Promise<void>((resolve) => (markStarted = resolve));
-    let starting = false;
-    const startDeployments = async () => {
-      const [first, ...others] = deployments;
-      for (const source of first?.sources ?? []) source.start();
-      // A standby joins a site whose lease is held: wait until the first deployment leads (its
-      // keeper's first round), or give up waiting after two lease durations and let them contest.
-      const waitUntil = Date.now() + 2 * 30_000;
-      while (first && others.length > 0 && !stopped && Date.now() < waitUntil) {
-        const current = await lease().catch(() => undefined);
-        if (current?.holder === first.id && current.expiresAt > Date.now()) break;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      if (!stopped) for (const deployment of others) for (const source of deployment.sources) source.start();
-      markStarted();
-    };
-
-    const streamPending = async (): Promise<number> => {
-      const nc = await connectNats({ servers: nats.url });
-      try {
-        const jsm = await nc.jetstreamManager();
-        const info = await jsm.consumers.info(LIFECYCLE_STREAM, defaultConsumerName(site)).catch(() => undefined);
-        return info ? info.num_pending + info.num_ack_pending : 0;
-      } finally {
-        await nc.close();
-      }
-    };
-
-    return {
-      nats,
-      dynamoDb: { url: dynamoDbUrl, pid: dynamoDb?.pid },
-      sqs,
-      fleet,
-      deployments,
-      ledger,
-      get traffic() {
-        if (!counted) throw new TrafficNotCountedError("traffic");
-        return counted;
-      },
-      site,
-      tables,
-      timings,
-      workDir,
-      start() {
-        if (starting) return;
-        starting = true;
-        void startDeployments();
-      },
-      started,
-      async lifecycleEvents() {
-        const published = fleet.lifecycleEvents.filter((event) => event.subject === lifecycleSubject("startup", "provision_mode_server")).length;
-        const reachedLeader = Object.fromEntries(deployments.map((deployment) => [deployment.id, deployment.metrics.total(EXTRA_METRIC.lifecycleEventsReceived)]));
-        const droppedPaused = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDropped), 0);
-        const deadLettered = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDeadLettered), 0);
-        const pendingInStream = await streamPending().catch(() => 0);
-        const reached = Object.values(reachedLeader).reduce((sum, count) => sum + count, 0);
-        return {
-          published,
-          reachedLeader,
-          droppedPaused,
-          deadLettered,
-          pendingInStream,
-          noneLost: droppedPaused === 0 && deadLettered === 0 && pendingInStream === 0 && reached >= published,
-        };
-      },
-      lease,
-      async deadLetters() {
-        const letters: DeadLetter[] = [];
-        for (const deployment of deployments) {
-          const seen = new Set<string>();
-          for (;;) {
-            const reply = await sqsClient.send(
-              new ReceiveMessageCommand({
-                QueueUrl: deployment.queues.hostWorkDlq,
-                MaxNumberOfMessages: 10,
-                VisibilityTimeout: 30,
-                WaitTimeSeconds: 0,
-                MessageAttributeNames: ["All"],
-              }),
-            );
-            const messages = (reply.Messages ?? []).filter((m) => m.MessageId && !seen.has(m.MessageId));
-            if (messages.length === 0) break;
-            for (const message of messages) {
-              seen.add(message.MessageId as string);
-              letters.push({
-                deployment: deployment.id,
-                identity: identityOf(message.Body),
-                reason: message.MessageAttributes?.reason?.StringValue,
-                body: message.Body ?? "",
-              });
-            }
-          }
-        }
-        return letters;
-      },
-      async stop(onStep) {
-        if (stopped) return;
-        stopped = true;
-        await stopAll(onStep);
-      },
-    };
+    return localStackHandle({ services, fleet, deployments, ledger, counted: traffic.counted, site, tables, timings, workDir, dynamoClient, sqsClient }, cleanup);
   } catch (error) {
-    await stopAll();
+    await cleanup.runAll();
     throw error;
   }
+}
+
+/** What `stop` undoes, kept in the order it was started. */
+class CleanupSteps {
+  private readonly steps: CleanupStep[] = [];
+
+  constructor(private readonly logger: Logger) {}
+
+  push(...steps: CleanupStep[]): void {
+    this.steps.push(...steps);
+  }
+
+  /** Runs every step, the last started first; a step that fails is logged and the others still run. */
+  async runAll(onStep?: (what: string) => void): Promise<void> {
+    for (const step of this.steps.reverse()) {
+      if (step.what !== undefined) onStep?.(step.what);
+      await step.run().catch((error) => this.logger.warn("cleanup step failed", { error: String(error) }));
+    }
+    this.steps.length = 0;
+  }
+}
+
+interface StackServices {
+  nats: RunningNats;
+  /** Undefined when the caller gave `dynamoDbEndpoint`. */
+  dynamoDb: Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined;
+  dynamoDbUrl: string;
+  sqs: RunningSqs;
+}
+
+/** Starts the services the caller did not give; `cleanup` stops those. */
+async function startServices(options: LocalStackOptions, cleanup: CleanupSteps): Promise<StackServices> {
+  const external = options.dynamoDbEndpoint;
+  // Settled one by one, so the services that did start are stopped when another one fails.
+  const services = await Promise.allSettled([
+    options.nats ?? startNats(),
+    external === undefined ? startDynamoDbLocal() : Promise.resolve(undefined),
+    options.sqs ?? startSqs(),
+  ]);
+  // A broker or SQS the caller gave is the caller's to stop.
+  const given: unknown[] = [options.nats, undefined, options.sqs];
+  const serviceNames = ["nats-server", "DynamoDB Local", "fauxqs"];
+  services.forEach((service, index) => {
+    if (service.status === "fulfilled" && service.value && service.value !== given[index]) {
+      cleanup.push({ what: serviceNames[index] as string, run: () => service.value!.stop() });
+    }
+  });
+  const failed = services.find((service): service is PromiseRejectedResult => service.status === "rejected");
+  if (failed) throw failed.reason;
+  const [nats, dynamoDb, sqs] = services.map((service) => (service as PromiseFulfilledResult<unknown>).value) as [
+    RunningNats,
+    Awaited<ReturnType<typeof startDynamoDbLocal>> | undefined,
+    RunningSqs,
+  ];
+  return { nats, dynamoDb, dynamoDbUrl: dynamoDb?.url ?? (external as string), sqs };
+}
+
+/**
+ * The counting proxies, when `counting`: the event sources' one in front of SQS, started here, and
+ * each App's pair, added to `appProxies` as its deployment starts. Undefined `counted` without them.
+ */
+interface TrafficCounting {
+  counting: boolean;
+  appProxies: AppProxies[];
+  sqsEventSources: CountingProxy | undefined;
+  counted: LocalStack["traffic"] | undefined;
+}
+
+async function startEventSourceCounting(counting: boolean, sqsUrl: string, cleanup: CleanupSteps): Promise<TrafficCounting> {
+  const appProxies: AppProxies[] = [];
+  const sqsEventSources = counting ? await startCountingProxy({ target: sqsUrl }) : undefined;
+  if (sqsEventSources) cleanup.push({ run: () => sqsEventSources.stop() });
+  const counted = sqsEventSources && {
+    dynamoDb: mergedTraffic(() => appProxies.map((proxies) => proxies.dynamoDb)),
+    sqsApp: mergedTraffic(() => appProxies.map((proxies) => proxies.sqs)),
+    sqsEventSources,
+  };
+  return { counting, appProxies, sqsEventSources, counted };
+}
+
+/** Creates the site's lease and admission tables; `external`: the caller's DynamoDB, where the names get a unique suffix. */
+async function createSiteTables(dynamoClient: DynamoDBClient, site: string, external: string | undefined): Promise<{ lease: string; admission: string }> {
+  // Its own DynamoDB: the names serverless.yml gives stage "local", so `--keep-running` and
+  // scripts/sls-local.sh (sls invoke local --stage local) meet the same tables. The first
+  // deployment owns them; the others name them, as the `leaseTable` and `admissionTable` params do.
+  const localNames = stageResourceNames(LOCAL_STAGE);
+  const unique = `${site}-${randomUUID().slice(0, 8)}`;
+  const tables = {
+    lease: external === undefined ? localNames.leaseTable : `${unique}-lease`,
+    admission: external === undefined ? localNames.admissionTable : `${unique}-admission`,
+  };
+  await createProvisionerTables(dynamoClient, tables);
+  return tables;
+}
+
+/** Key material made fresh for every run: the provisioning JWT signer (unless given) and the server JWT signing key. */
+async function writeKeyMaterial(workDir: string, given: SigningKey | undefined) {
+  const provisioningSigner = given ?? ed25519SigningKey(generateEd25519Seed());
+  const signerFile = join(workDir, "provisioning-signer.pub");
+  const signingKeyFile = join(workDir, "server-jwt-signing.seed");
+  await writeFile(signerFile, provisioningSigner.alg === "EdDSA" ? provisioningSigner.publicKeyHex : "");
+  await writeFile(signingKeyFile, encodeHex(generateEd25519Seed()), { mode: 0o600 });
+  return { provisioningSigner, files: { signerFile, signingKeyFile } };
+}
+
+/** What every deployment of the stack is started with. */
+type SharedDeploymentInput = Omit<DeploymentInput, "id" | "peers" | "endpoints" | "proxies">;
+
+/** Starts the deployments one after the other, each with its own counting proxies when the stack counts. */
+async function startDeployments(
+  deploymentIds: string[],
+  shared: SharedDeploymentInput,
+  dynamoDbUrl: string,
+  traffic: TrafficCounting,
+  cleanup: CleanupSteps,
+): Promise<LocalDeployment[]> {
+  const { options, sqs } = shared;
+  const observe = { ...(options.observe ? { observe: options.observe } : {}), ...(options.observeReply ? { observeReply: options.observeReply } : {}) };
+  const deployments: LocalDeployment[] = [];
+  for (const id of deploymentIds) {
+    const proxies: AppProxies | undefined = traffic.counting
+      ? { dynamoDb: await startCountingProxy({ target: dynamoDbUrl, ...observe }), sqs: await startCountingProxy({ target: sqs.url, ...observe }) }
+      : undefined;
+    if (proxies) {
+      traffic.appProxies.push(proxies);
+      cleanup.push({ run: () => proxies.dynamoDb.stop() }, { run: () => proxies.sqs.stop() });
+    }
+    const deployment = await startDeployment({
+      ...shared,
+      id,
+      peers: deploymentIds.filter((other) => other !== id),
+      endpoints: proxies ? { dynamoDb: proxies.dynamoDb.url, sqs: proxies.sqs.url } : { dynamoDb: dynamoDbUrl, sqs: sqs.url },
+      proxies,
+    });
+    deployments.push(deployment.view);
+    cleanup.push({ what: `deployment ${id}`, run: deployment.close });
+  }
+  return deployments;
+}
+
+/** What the running stack is made of, for its handle. */
+interface StackParts {
+  services: StackServices;
+  fleet: Fleet;
+  deployments: LocalDeployment[];
+  ledger: InvocationLedger;
+  counted: LocalStack["traffic"] | undefined;
+  site: string;
+  tables: { lease: string; admission: string };
+  timings: StackTimings;
+  workDir: string;
+  dynamoClient: DynamoDBClient;
+  sqsClient: SQSClient;
+}
+
+function localStackHandle(parts: StackParts, cleanup: CleanupSteps): LocalStack {
+  const { services, fleet, deployments, counted, site, tables, dynamoClient, sqsClient } = parts;
+  const lease = async (): Promise<LeaseView | undefined> => {
+    const reply = await dynamoClient.send(
+      new GetItemCommand({ TableName: tables.lease, Key: { site: { S: site } }, ConsistentRead: true }),
+    );
+    const item = reply.Item;
+    if (!item?.holder?.S || !item.term?.N || !item.expiresAt?.N) return undefined;
+    return { holder: item.holder.S, term: Number(item.term.N), expiresAt: Number(item.expiresAt.N) };
+  };
+
+  let stopped = false;
+  let markStarted!: () => void;
+  const started = new Promise<void>((resolve) => (markStarted = resolve));
+  let starting = false;
+  return {
+    nats: services.nats,
+    dynamoDb: { url: services.dynamoDbUrl, pid: services.dynamoDb?.pid },
+    sqs: services.sqs,
+    fleet,
+    deployments,
+    ledger: parts.ledger,
+    get traffic() {
+      if (!counted) throw new TrafficNotCountedError("traffic");
+      return counted;
+    },
+    site,
+    tables,
+    timings: parts.timings,
+    workDir: parts.workDir,
+    start() {
+      if (starting) return;
+      starting = true;
+      void startInOrder(deployments, lease, () => stopped).then(markStarted);
+    },
+    started,
+    lifecycleEvents: () => countLifecycleEvents(fleet, deployments, services.nats.url, site),
+    lease,
+    deadLetters: () => readDeadLetters(sqsClient, deployments),
+    async stop(onStep) {
+      if (stopped) return;
+      stopped = true;
+      await cleanup.runAll(onStep);
+    },
+  };
+}
+
+/** Starts the first deployment's sources and, once it leads (or after two lease durations), the others'. */
+async function startInOrder(deployments: LocalDeployment[], lease: () => Promise<LeaseView | undefined>, stopped: () => boolean): Promise<void> {
+  const [first, ...others] = deployments;
+  for (const source of first?.sources ?? []) source.start();
+  // A standby joins a site whose lease is held: wait until the first deployment leads (its
+  // keeper's first round), or give up waiting after two lease durations and let them contest.
+  const waitUntil = Date.now() + 2 * 30_000;
+  while (first && others.length > 0 && !stopped() && Date.now() < waitUntil) {
+    const current = await lease().catch(() => undefined);
+    if (current?.holder === first.id && current.expiresAt > Date.now()) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  if (!stopped()) for (const deployment of others) for (const source of deployment.sources) source.start();
+}
+
+async function countLifecycleEvents(fleet: Fleet, deployments: LocalDeployment[], natsUrl: string, site: string): Promise<LifecycleEventCount> {
+  const published = fleet.lifecycleEvents.filter((event) => event.subject === lifecycleSubject("startup", "provision_mode_server")).length;
+  const reachedLeader = Object.fromEntries(deployments.map((deployment) => [deployment.id, deployment.metrics.total(EXTRA_METRIC.lifecycleEventsReceived)]));
+  const droppedPaused = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDropped), 0);
+  const deadLettered = deployments.reduce((sum, deployment) => sum + deployment.metrics.total(EXTRA_METRIC.lifecycleEventsDeadLettered), 0);
+  const pendingInStream = await streamPending(natsUrl, site).catch(() => 0);
+  const reached = Object.values(reachedLeader).reduce((sum, count) => sum + count, 0);
+  return {
+    published,
+    reachedLeader,
+    droppedPaused,
+    deadLettered,
+    pendingInStream,
+    noneLost: droppedPaused === 0 && deadLettered === 0 && pendingInStream === 0 && reached >= published,
+  };
+}
+
+/** Events still in the lifecycle stream for the site's consumer. */
+async function streamPending(natsUrl: string, site: string): Promise<number> {
+  const nc = await connectNats({ servers: natsUrl });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const info = await jsm.consumers.info(LIFECYCLE_STREAM, defaultConsumerName(site)).catch(() => undefined);
+    return info ? info.num_pending + info.num_ack_pending : 0;
+  } finally {
+    await nc.close();
+  }
+}
+
+async function readDeadLetters(sqsClient: SQSClient, deployments: LocalDeployment[]): Promise<DeadLetter[]> {
+  const letters: DeadLetter[] = [];
+  for (const deployment of deployments) {
+    const seen = new Set<string>();
+    for (;;) {
+      const reply = await sqsClient.send(
+        new ReceiveMessageCommand({
+          QueueUrl: deployment.queues.hostWorkDlq,
+          MaxNumberOfMessages: 10,
+          VisibilityTimeout: 30,
+          WaitTimeSeconds: 0,
+          MessageAttributeNames: ["All"],
+        }),
+      );
+      const messages = (reply.Messages ?? []).filter((m) => m.MessageId && !seen.has(m.MessageId));
+      if (messages.length === 0) break;
+      for (const message of messages) {
+        seen.add(message.MessageId as string);
+        letters.push({
+          deployment: deployment.id,
+          identity: identityOf(message.Body),
+          reason: message.MessageAttributes?.reason?.StringValue,
+          body: message.Body ?? "",
+        });
+      }
+    }
+  }
+  return letters;
 }
 
 function identityOf(body: string | undefined): string | undefined {
@@ -597,8 +688,45 @@ function safeName(id: string): string {
 }
 
 async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDeployment; close: () => Promise<void> }> {
-  const { id, options, timings, features } = input;
+  const { id, options } = input;
   const prefix = `choria-provisioner-${safeName(id)}`;
+  const queues = createDeploymentQueues(input, prefix);
+  const helper = options.helper ?? "node";
+  const helperCommand = typeof helper === "object" ? helper.command : helper === "inline" ? HELPERS.node : HELPERS[helper];
+  if (helper === "bash") await chmod(HELPERS.bash, 0o755).catch(() => undefined);
+  const env = deploymentEnv(input, prefix, deploymentConfig(input, helperCommand), queues);
+  await writeFile(join(input.workDir, `${safeName(id)}.env`), exportLines(env));
+
+  const handlers = await loadHandlers();
+  const metrics = new InMemoryMetrics(input.site);
+  const extra = options.overrides?.(id) ?? {};
+  const overrides: AppOverrides = {
+    logger: input.logger,
+    // Also into the handlers' Powertools instance, so its per-invocation flush finds metrics (and,
+    // disabled locally, prints nothing) instead of warning about an empty flush on every invocation.
+    metrics: teeMetrics(metrics, createPowertoolsMetrics({ site: input.site, metrics: handlers.powertoolsMetrics })),
+    ...(helper === "inline" ? { helper: await inlineHelper() } : {}),
+    ...extra,
+  };
+  const app = await createApp(appSettingsFromEnv(env), overrides);
+  const functions = functionSpecs(prefix, input.timings);
+  const { sources, loopsToTheirOwnEnd } = eventSources(input, { app, handlers, functions, queues });
+  return {
+    view: deploymentView(input, { app, metrics, functions, queues, env, sources }),
+    close: async () => {
+      await Promise.all(sources.map((source) => source.stop(loopsToTheirOwnEnd.has(source) ? 0 : 3_000)));
+      await app.close().catch(() => undefined);
+    },
+  };
+}
+
+interface DeploymentQueues {
+  hostWork: ReturnType<typeof createQueueWithDeadLetter>;
+  lifecycle: ReturnType<typeof createQueueWithDeadLetter>;
+}
+
+function createDeploymentQueues(input: DeploymentInput, prefix: string): DeploymentQueues {
+  const { options, timings } = input;
   const deadLetterAttributes = { MessageRetentionPeriod: String(DEPLOYED.deadLetterRetentionSeconds) };
   const hostWork = createQueueWithDeadLetter(input.sqs, `${prefix}-host-work`, {
     maxReceiveCount: options.maxReceiveCount ?? timings.hostWork.maxReceiveCount,
@@ -610,11 +738,13 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     attributes: { VisibilityTimeout: String(timings.lifecycle.visibilitySeconds) },
     deadLetterAttributes,
   });
+  return { hostWork, lifecycle };
+}
 
-  const helper = options.helper ?? "node";
-  const helperCommand = typeof helper === "object" ? helper.command : helper === "inline" ? HELPERS.node : HELPERS[helper];
-  if (helper === "bash") await chmod(HELPERS.bash, 0o755).catch(() => undefined);
-  const config: Record<string, unknown> = {
+/** The provisioner configuration of the deployment (PROVISIONER_CONFIG_YAML), the caller's `config` over the stack's. */
+function deploymentConfig(input: DeploymentInput, helperCommand: string): Record<string, unknown> {
+  const { id, options, timings, features } = input;
+  return {
     site: input.site,
     broker_urls: [input.natsUrl],
     choria_insecure: true,
@@ -632,7 +762,11 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     ...(options.natsCaFile === undefined ? {} : { choria_insecure: false, tls: { ca: options.natsCaFile } }),
     ...options.config?.(id),
   };
-  const env: Record<string, string> = {
+}
+
+function deploymentEnv(input: DeploymentInput, prefix: string, config: Record<string, unknown>, queues: DeploymentQueues): Record<string, string> {
+  const { hostWork, lifecycle } = queues;
+  return {
     PROVISIONER_CONFIG_YAML: toYaml(config),
     LEASE_TABLE: input.tables.lease,
     ADMISSION_TABLE: input.tables.admission,
@@ -646,31 +780,20 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     LIFECYCLE_STREAM,
     POWERTOOLS_SERVICE_NAME: prefix,
     POWERTOOLS_METRICS_NAMESPACE: "ChoriaProvisioner",
-    RETRY_BASE_DELAY_SECONDS: String(timings.retryBaseDelaySeconds),
-    RETRY_MAX_DELAY_SECONDS: String(timings.retryMaxDelaySeconds),
+    RETRY_BASE_DELAY_SECONDS: String(input.timings.retryBaseDelaySeconds),
+    RETRY_MAX_DELAY_SECONDS: String(input.timings.retryMaxDelaySeconds),
   };
-  await writeFile(join(input.workDir, `${safeName(id)}.env`), exportLines(env));
+}
 
-  const handlers = await loadHandlers();
-  const metrics = new InMemoryMetrics(input.site);
-  const extra = options.overrides?.(id) ?? {};
-  const overrides: AppOverrides = {
-    logger: input.logger,
-    // Also into the handlers' Powertools instance, so its per-invocation flush finds metrics (and,
-    // disabled locally, prints nothing) instead of warning about an empty flush on every invocation.
-    metrics: teeMetrics(metrics, createPowertoolsMetrics({ site: input.site, metrics: handlers.powertoolsMetrics })),
-    ...(helper === "inline" ? { helper: await inlineHelper() } : {}),
-    ...extra,
-  };
-  const app = await createApp(appSettingsFromEnv(env), overrides);
-  const getApp = () => Promise.resolve(app);
+type FunctionSpecs = Record<keyof FunctionNames, FunctionSpec>;
 
+function functionSpecs(prefix: string, timings: StackTimings): FunctionSpecs {
   const fn = (name: string, timeoutMs: number, deployed: DeployedFunction): FunctionSpec => ({
     name: `${prefix}-${name}`,
     timeoutMs,
     memoryMb: DEPLOYED.functions[deployed].memoryMb,
   });
-  const functions = {
+  return {
     discover: fn("discover", timings.discoverTimeoutMs, "discover"),
     leaseKeeper: fn("lease-keeper", timings.keeperTimeoutMs, "leaseKeeper"),
     lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, "lifecycleBridge"),
@@ -678,6 +801,19 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     provision: fn("provision", timings.provisionTimeoutMs, "provision"),
     renew: fn("renew", timings.renewTimeoutMs, "renew"),
   };
+}
+
+/**
+ * The deployment's emulated schedules and SQS event source mappings, bound to the real handlers.
+ * `loopsToTheirOwnEnd`: the sources a stop does not wait for.
+ */
+function eventSources(
+  input: DeploymentInput,
+  deployment: { app: App; handlers: Handlers; functions: FunctionSpecs; queues: DeploymentQueues },
+): { sources: EventSource[]; loopsToTheirOwnEnd: Set<EventSource> } {
+  const { options, timings } = input;
+  const { app, handlers, functions, queues } = deployment;
+  const getApp = () => Promise.resolve(app);
   const onDelivery = input.options.onDelivery;
   const common = { ledger: input.ledger, logger: input.logger, ...(onDelivery ? { onDelivery } : {}) };
   const asSchedule = (handler: unknown) => handler as ScheduleHandler;
@@ -701,8 +837,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     new SqsEventSource({
       ...common,
       sqs: input.sqsClient,
-      queueUrl: lifecycle.url,
-      queueArn: lifecycle.arn,
+      queueUrl: queues.lifecycle.url,
+      queueArn: queues.lifecycle.arn,
       function: functions.lifecycle,
       handler: asSqs(handlers.lifecycle(getApp)),
       batchSize: timings.lifecycle.batchSize,
@@ -712,8 +848,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     new SqsEventSource({
       ...common,
       sqs: input.sqsClient,
-      queueUrl: hostWork.url,
-      queueArn: hostWork.arn,
+      queueUrl: queues.hostWork.url,
+      queueArn: queues.hostWork.arn,
       function: functions.provision,
       handler: asSqs(handlers.provision(getApp)),
       batchSize: options.batchSize ?? timings.hostWork.batchSize,
@@ -735,13 +871,20 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
         ]
       : []),
   ];
+  return { sources, loopsToTheirOwnEnd };
+}
 
+function deploymentView(
+  input: DeploymentInput,
+  parts: { app: App; metrics: InMemoryMetrics; functions: FunctionSpecs; queues: DeploymentQueues; env: Record<string, string>; sources: EventSource[] },
+): LocalDeployment {
+  const { functions, queues, sources } = parts;
   let crashed = false;
-  const view: LocalDeployment = {
-    id,
+  return {
+    id: input.id,
     tables: input.tables,
-    app,
-    metrics,
+    app: parts.app,
+    metrics: parts.metrics,
     functions: {
       discover: functions.discover.name,
       leaseKeeper: functions.leaseKeeper.name,
@@ -750,8 +893,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       provision: functions.provision.name,
       renew: functions.renew.name,
     },
-    queues: { hostWork: hostWork.url, hostWorkDlq: hostWork.deadLetterUrl, lifecycle: lifecycle.url, lifecycleDlq: lifecycle.deadLetterUrl },
-    env,
+    queues: { hostWork: queues.hostWork.url, hostWorkDlq: queues.hostWork.deadLetterUrl, lifecycle: queues.lifecycle.url, lifecycleDlq: queues.lifecycle.deadLetterUrl },
+    env: parts.env,
     sources,
     get crashed() {
       return crashed;
@@ -765,13 +908,6 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
       proxies.sqs.block();
     },
   };
-  return {
-    view,
-    close: async () => {
-      await Promise.all(sources.map((source) => source.stop(loopsToTheirOwnEnd.has(source) ? 0 : 3_000)));
-      await app.close().catch(() => undefined);
-    },
-  };
 }
 
 function teeMetrics(...targets: Metrics[]): Metrics {
@@ -781,6 +917,8 @@ function teeMetrics(...targets: Metrics[]): Metrics {
     timing: (name, seconds, labels) => targets.forEach((target) => target.timing(name, seconds, labels)),
   };
 }
+
+type Handlers = Awaited<ReturnType<typeof loadHandlers>>;
 
 /**
  * The real handler modules. EMF output is off (POWERTOOLS_METRICS_DISABLED, set by

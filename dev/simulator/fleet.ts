@@ -12,8 +12,8 @@ import { broadcastSubject, decodeRequest, type IncomingRequest, nodeSubject, typ
 import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, ksuid, mintProvisioningJwt, type SigningKey } from "../../lib/crypto";
 import { type Clock, systemClock } from "../../lib/ports";
 import type { NodeFaults, ProvisioningJwtFault } from "./faults";
-import { PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
-import { readProvisioningJwtFile } from "./provisioning-jwt";
+import { type NodeEnvironment, type NodeOptions, PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
+import { type ProvisioningJwtReading, readProvisioningJwtFile } from "./provisioning-jwt";
 import { RsaKeyPool, type RsaKeyPoolOptions } from "./rsa-pool";
 import { encodeNodeReplies } from "./wire";
 
@@ -107,30 +107,75 @@ interface Link {
 /** Starts the fleet; resolves once every node is subscribed and has announced itself. */
 export async function startFleet(options: FleetOptions): Promise<Fleet> {
   const clock = options.clock ?? systemClock;
-  const protocolVersion = options.protocolVersion ?? 1;
-  const perConnection = Math.max(1, options.nodesPerConnection ?? 250);
-  const format = options.lifecycleFormat ?? "cloudevents";
-  const recordDiscovery = options.recordDiscovery ?? true;
   const signer = options.provisioningSigner ?? ed25519SigningKey(generateEd25519Seed());
   const rsaPool = new RsaKeyPool(options.rsaKeys);
-  const record: RpcRecord[] = [];
-  const lifecycleEvents: PublishedLifecycleEvent[] = [];
-  const links: Link[] = [];
-  const nodes = new Map<string, { node: SimulatedNode; link: Link }>();
-  const identities: string[] = [];
-  let numbered = 0;
-  let stopped = false;
+  const jwts = await mintProvisioningJwts(options, signer, clock);
+  const pool = new NodePool(options, clock, jwts, rsaPool);
+  try {
+    await pool.add(options.identities ?? pool.numberedNames(options.count ?? 1), options.faults);
+  } catch (error) {
+    await pool.close();
+    throw error;
+  }
 
+  return {
+    identities: pool.identities,
+    record: pool.record,
+    lifecycleEvents: pool.lifecycleEvents,
+    provisioningJwt: jwts.file,
+    provisioningJwtRefused: jwts.boot.ok ? undefined : jwts.boot.reason,
+    signer,
+    node: (identity) => pool.node(identity),
+    addNodes: (count, faults) => pool.add(pool.numberedNames(count), faults),
+    waitFor: waitUntil,
+    stop: () => pool.stop(),
+  };
+}
+
+async function waitUntil(predicate: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`fleet condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** The nodes' provisioning.jwt file, what a node makes of it, and the broken variants a node's fault asks for. */
+interface ProvisioningJwts {
+  file: string;
+  /** The node reads the file at start: it decides whether there is a provisioning mode at all. */
+  boot: ProvisioningJwtReading;
+  jwtFor(fault: ProvisioningJwtFault | undefined): Promise<string>;
+}
+
+async function mintProvisioningJwts(options: FleetOptions, signer: SigningKey, clock: Clock): Promise<ProvisioningJwts> {
   const nowSeconds = Math.trunc(clock.now() / 1000);
-  // What `choria jwt prov --token T --urls U --default [--protocol-v2] [--upgrade]` writes.
-  const claims: Record<string, unknown> = {
+  const claims = provisioningClaims(options, nowSeconds);
+  const file = `${await mintProvisioningJwt(claims, signer)}${options.jwtFileSuffix ?? ""}`;
+  // Each broken variant is minted once, when a node first asks for it.
+  const faultyJwts = new Map<ProvisioningJwtFault, Promise<string>>();
+  const jwtFor = (fault: ProvisioningJwtFault | undefined): Promise<string> => {
+    if (fault === undefined || fault === "missing-file") return Promise.resolve(file);
+    let jwt = faultyJwts.get(fault);
+    if (!jwt) {
+      jwt = mintFaultyJwt(fault, claims, signer, nowSeconds);
+      faultyJwts.set(fault, jwt);
+    }
+    return jwt;
+  };
+  return { file, boot: readProvisioningJwtFile(file), jwtFor };
+}
+
+/** What `choria jwt prov --token T --urls U --default [--protocol-v2] [--upgrade]` writes, with `jwtClaims` over it. */
+function provisioningClaims(options: FleetOptions, nowSeconds: number): Record<string, unknown> {
+  return {
     cht: options.token,
     chs: false,
     chu: options.natsUrl,
     chpd: true,
     extensions: null,
     ou: "choria",
-    ...(protocolVersion === 2 ? { v2: true } : {}),
+    ...((options.protocolVersion ?? 1) === 2 ? { v2: true } : {}),
     ...(options.upgradable ? { update: true } : {}),
     purpose: "choria_provisioning",
     iss: "Choria Tokens Package",
@@ -141,85 +186,208 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     jti: ksuid(new Date(nowSeconds * 1000)),
     ...options.jwtClaims,
   };
-  const provisioningJwt = `${await mintProvisioningJwt(claims, signer)}${options.jwtFileSuffix ?? ""}`;
-  // The node reads the file at start: it decides whether there is a provisioning mode at all.
-  const boot = readProvisioningJwtFile(provisioningJwt);
-  const faultyJwts = new Map<ProvisioningJwtFault, Promise<string>>();
-  const jwtFor = (fault: ProvisioningJwtFault | undefined): Promise<string> => {
-    if (fault === undefined || fault === "missing-file") return Promise.resolve(provisioningJwt);
-    let jwt = faultyJwts.get(fault);
-    if (!jwt) {
-      jwt = mintFaultyJwt(fault, claims, signer, nowSeconds);
-      faultyJwts.set(fault, jwt);
-    }
-    return jwt;
-  };
+}
 
-  async function newLink(): Promise<Link> {
+/** The fleet's nodes on their shared connections, and what they recorded and published. */
+class NodePool {
+  readonly record: RpcRecord[] = [];
+  readonly lifecycleEvents: PublishedLifecycleEvent[] = [];
+  readonly identities: string[] = [];
+  private readonly links: Link[] = [];
+  private readonly nodes = new Map<string, { node: SimulatedNode; link: Link }>();
+  private readonly perConnection: number;
+  private readonly format: LifecycleFormat;
+  private readonly recordDiscovery: boolean;
+  private numbered = 0;
+  private stopped = false;
+
+  constructor(
+    private readonly options: FleetOptions,
+    private readonly clock: Clock,
+    private readonly jwts: ProvisioningJwts,
+    private readonly rsaPool: RsaKeyPool,
+  ) {
+    this.perConnection = Math.max(1, options.nodesPerConnection ?? 250);
+    this.format = options.lifecycleFormat ?? "cloudevents";
+    this.recordDiscovery = options.recordDiscovery ?? true;
+  }
+
+  node(identity: string): SimulatedNode {
+    const entry = this.nodes.get(identity);
+    if (!entry) throw new Error(`the fleet has no node ${identity}`);
+    return entry.node;
+  }
+
+  numberedNames(count: number): string[] {
+    const prefix = this.options.identityPrefix ?? "node";
+    const domain = this.options.domain ?? "example.net";
+    return Array.from({ length: count }, () => `${prefix}${++this.numbered}.${domain}`);
+  }
+
+  async add(names: string[], faults: Record<string, NodeFaults> = {}): Promise<string[]> {
+    const touched = new Set<Link>();
+    for (const identity of names) {
+      if (this.nodes.has(identity)) throw new Error(`the fleet already has a node ${identity}`);
+      let link = this.links[this.links.length - 1];
+      if (!link || link.nodes.size >= this.perConnection) link = await this.newLink();
+      const node = new SimulatedNode(this.nodeOptions(identity, faults[identity]), this.environment(link, identity));
+      link.nodes.set(identity, node);
+      this.nodes.set(identity, { node, link });
+      this.identities.push(identity);
+      touched.add(link);
+      node.start();
+    }
+    await Promise.all([...touched].map((link) => link.nc.flush()));
+    return names;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    for (const { node } of this.nodes.values()) node.stop();
+    this.stopped = true;
+    await Promise.all(this.links.map((link) => link.nc.drain().catch(() => link.nc.close())));
+  }
+
+  /** Closes every connection at once (a fleet that failed to start). */
+  async close(): Promise<void> {
+    await Promise.all(this.links.map((link) => link.nc.close()));
+  }
+
+  private nodeOptions(identity: string, faults: NodeFaults | undefined): NodeOptions {
+    const { options } = this;
+    const boot = this.jwts.boot;
+    return {
+      identity,
+      version: options.version ?? "0.30.0",
+      ...(boot.ok
+        ? {
+            protocolVersion: boot.settings.protocolVersion,
+            token: boot.settings.token,
+            provisionDefault: boot.settings.provisionDefault,
+            upgradable: options.upgradable === true || boot.settings.allowUpdate,
+          }
+        : { protocolVersion: options.protocolVersion ?? 1, token: "", provisionDefault: false, upgradable: false, provisioningJwtRefused: boot.reason }),
+      facts: typeof options.facts === "function" ? options.facts(identity) : (options.facts ?? {}),
+      ...(options.restartDelayMs === undefined ? {} : { restartDelayMs: options.restartDelayMs }),
+      ...(options.shutdownDelayMs === undefined ? {} : { shutdownDelayMs: options.shutdownDelayMs }),
+      ...(options.mainCollective === undefined ? {} : { mainCollective: options.mainCollective }),
+      ...(options.initialConfig === undefined ? {} : { initialConfig: options.initialConfig }),
+      ...(faults ? { faults } : {}),
+    };
+  }
+
+  private environment(link: Link, identity: string): NodeEnvironment {
+    return {
+      clock: this.clock,
+      provisioningJwt: this.jwts.jwtFor,
+      rsaKey: () => this.rsaPool.take(),
+      publishLifecycle: (event: LifecycleEvent) => {
+        const subject = lifecycleSubject(event.type, event.component);
+        this.lifecycleEvents.push({ subject, event });
+        if (!this.stopped && !link.nc.isClosed()) link.nc.publish(subject, encodeLifecycleEvent(event, this.format));
+      },
+      record: (entry: RpcRecord) => {
+        if (this.recordDiscovery || entry.agent !== "discovery") this.record.push(entry);
+      },
+      listeningChanged: (listening: boolean) => {
+        this.syncMainSubscription(link, identity);
+        this.syncNodeSubscription(link, identity, listening);
+      },
+    };
+  }
+
+  private async newLink(): Promise<Link> {
     const nc = await connect({
-      servers: options.natsUrl,
-      name: `choria-fleet-${links.length}`,
+      servers: this.options.natsUrl,
+      name: `choria-fleet-${this.links.length}`,
       maxReconnectAttempts: -1,
       // go-choria in provisioning mode: nats.Token(<provisioning.jwt>) and anonymous TLS.
-      token: provisioningJwt,
-      ...(options.tls ? { tls: { rejectUnauthorized: false } as TlsOptions } : {}),
+      token: this.jwts.file,
+      ...(this.options.tls ? { tls: { rejectUnauthorized: false } as TlsOptions } : {}),
     });
     const link: Link = { nc, nodes: new Map(), nodeSubscriptions: new Map(), mainSubscriptions: new Map() };
     for (const agent of BROADCAST_AGENTS) {
       nc.subscribe(broadcastSubject(PROVISIONING_COLLECTIVE, agent), {
-        callback: (_error, message) => fanOut(link, message.data),
+        callback: (_error, message) => this.fanOut(link, message.data),
       });
     }
-    links.push(link);
+    this.links.push(link);
     return link;
   }
 
-  function recordUnanswered(identity: string, error: unknown): void {
-    record.push({
-      timeMs: clock.now(),
-      identity,
-      caller: "",
-      agent: "",
-      action: "",
-      requestId: "",
-      outcome: "dropped",
-      reason: error instanceof Error ? error.message : String(error),
-    });
-  }
-
-  function decode(data: Uint8Array, identities: Iterable<string>): IncomingRequest | undefined {
-    try {
-      return decodeRequest(data);
-    } catch (error) {
-      for (const identity of identities) recordUnanswered(identity, error);
-      return undefined;
+  /** A listening node has its own `provisioning.node.<identity>` subscription. */
+  private syncNodeSubscription(link: Link, identity: string, listening: boolean): void {
+    const existing = link.nodeSubscriptions.get(identity);
+    if (listening && !existing && !this.stopped) {
+      const subscription = link.nc.subscribe(nodeSubject(PROVISIONING_COLLECTIVE, identity), {
+        callback: (_error, message) => {
+          const node = link.nodes.get(identity);
+          if (!node?.listening) return;
+          const request = this.decode(message.data, [identity]);
+          if (request) void this.answer(link, node, request);
+        },
+      });
+      link.nodeSubscriptions.set(identity, subscription);
+    } else if (!listening && existing) {
+      existing.unsubscribe();
+      link.nodeSubscriptions.delete(identity);
     }
   }
 
-  function fanOut(link: Link, data: Uint8Array): void {
+  /** A node out of provisioning mode is on its main collective, where renewal reaches it. */
+  private syncMainSubscription(link: Link, identity: string): void {
+    const node = link.nodes.get(identity);
+    const existing = link.mainSubscriptions.get(identity);
+    const wanted = !this.stopped && node !== undefined && node.inNormalMode;
+    if (wanted && !existing && node) {
+      const subscription = link.nc.subscribe(nodeSubject(node.mainCollective, identity), {
+        callback: (_error, message) => {
+          const current = link.nodes.get(identity);
+          if (!current?.inNormalMode) return;
+          const request = this.decode(message.data, [identity]);
+          if (request) void this.answer(link, current, request, true);
+        },
+      });
+      link.mainSubscriptions.set(identity, subscription);
+    } else if (!wanted && existing) {
+      existing.unsubscribe();
+      link.mainSubscriptions.delete(identity);
+    }
+  }
+
+  private fanOut(link: Link, data: Uint8Array): void {
     const listening = [...link.nodes.values()].filter((node) => node.listening);
-    const request = decode(
+    const request = this.decode(
       data,
       listening.map((node) => node.identity),
     );
     if (!request) return;
-    for (const node of listening) void answer(link, node, request);
+    for (const node of listening) void this.answer(link, node, request);
   }
 
-  async function answer(link: Link, node: SimulatedNode, request: IncomingRequest, normalMode = false): Promise<void> {
+  private decode(data: Uint8Array, identities: Iterable<string>): IncomingRequest | undefined {
+    try {
+      return decodeRequest(data);
+    } catch (error) {
+      for (const identity of identities) this.recordUnanswered(identity, error);
+      return undefined;
+    }
+  }
+
+  private async answer(link: Link, node: SimulatedNode, request: IncomingRequest, normalMode = false): Promise<void> {
     let reply: Awaited<ReturnType<SimulatedNode["handle"]>>;
     try {
       reply = await (normalMode ? node.handleNormal(request) : node.handle(request));
     } catch (error) {
       // A simulator bug must not take the fleet down; a real server would log and not answer.
-      recordUnanswered(node.identity, error);
+      this.recordUnanswered(node.identity, error);
       return;
     }
-    if (!reply || stopped || link.nc.isClosed()) return;
+    if (!reply || this.stopped || link.nc.isClosed()) return;
     if (request.replyTo === "") return;
     const messages = encodeNodeReplies(
       reply,
-      { identity: node.identity, version: request.version, requestId: request.id, nowMs: clock.now() },
+      { identity: node.identity, version: request.version, requestId: request.id, nowMs: this.clock.now() },
       node.faults,
     );
     for (const message of messages) {
@@ -231,136 +399,18 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     }
   }
 
-  const environment = (link: Link, identity: string) => ({
-    clock,
-    provisioningJwt: jwtFor,
-    rsaKey: () => rsaPool.take(),
-    publishLifecycle: (event: LifecycleEvent) => {
-      const subject = lifecycleSubject(event.type, event.component);
-      lifecycleEvents.push({ subject, event });
-      if (!stopped && !link.nc.isClosed()) link.nc.publish(subject, encodeLifecycleEvent(event, format));
-    },
-    record: (entry: RpcRecord) => {
-      if (recordDiscovery || entry.agent !== "discovery") record.push(entry);
-    },
-    listeningChanged: (listening: boolean) => {
-      syncMainSubscription(link, identity);
-      const existing = link.nodeSubscriptions.get(identity);
-      if (listening && !existing && !stopped) {
-        const subscription = link.nc.subscribe(nodeSubject(PROVISIONING_COLLECTIVE, identity), {
-          callback: (_error, message) => {
-            const node = link.nodes.get(identity);
-            if (!node?.listening) return;
-            const request = decode(message.data, [identity]);
-            if (request) void answer(link, node, request);
-          },
-        });
-        link.nodeSubscriptions.set(identity, subscription);
-      } else if (!listening && existing) {
-        existing.unsubscribe();
-        link.nodeSubscriptions.delete(identity);
-      }
-    },
-  });
-
-  /** A node out of provisioning mode is on its main collective, where renewal reaches it. */
-  function syncMainSubscription(link: Link, identity: string): void {
-    const node = link.nodes.get(identity);
-    const existing = link.mainSubscriptions.get(identity);
-    const wanted = !stopped && node !== undefined && node.inNormalMode;
-    if (wanted && !existing && node) {
-      const subscription = link.nc.subscribe(nodeSubject(node.mainCollective, identity), {
-        callback: (_error, message) => {
-          const current = link.nodes.get(identity);
-          if (!current?.inNormalMode) return;
-          const request = decode(message.data, [identity]);
-          if (request) void answer(link, current, request, true);
-        },
-      });
-      link.mainSubscriptions.set(identity, subscription);
-    } else if (!wanted && existing) {
-      existing.unsubscribe();
-      link.mainSubscriptions.delete(identity);
-    }
+  private recordUnanswered(identity: string, error: unknown): void {
+    this.record.push({
+      timeMs: this.clock.now(),
+      identity,
+      caller: "",
+      agent: "",
+      action: "",
+      requestId: "",
+      outcome: "dropped",
+      reason: error instanceof Error ? error.message : String(error),
+    });
   }
-
-  async function add(names: string[], faults: Record<string, NodeFaults> = {}): Promise<string[]> {
-    const touched = new Set<Link>();
-    for (const identity of names) {
-      if (nodes.has(identity)) throw new Error(`the fleet already has a node ${identity}`);
-      let link = links[links.length - 1];
-      if (!link || link.nodes.size >= perConnection) link = await newLink();
-      const node = new SimulatedNode(
-        {
-          identity,
-          version: options.version ?? "0.30.0",
-          ...(boot.ok
-            ? {
-                protocolVersion: boot.settings.protocolVersion,
-                token: boot.settings.token,
-                provisionDefault: boot.settings.provisionDefault,
-                upgradable: options.upgradable === true || boot.settings.allowUpdate,
-              }
-            : { protocolVersion, token: "", provisionDefault: false, upgradable: false, provisioningJwtRefused: boot.reason }),
-          facts: typeof options.facts === "function" ? options.facts(identity) : (options.facts ?? {}),
-          ...(options.restartDelayMs === undefined ? {} : { restartDelayMs: options.restartDelayMs }),
-          ...(options.shutdownDelayMs === undefined ? {} : { shutdownDelayMs: options.shutdownDelayMs }),
-          ...(options.mainCollective === undefined ? {} : { mainCollective: options.mainCollective }),
-          ...(options.initialConfig === undefined ? {} : { initialConfig: options.initialConfig }),
-          ...(faults[identity] ? { faults: faults[identity] } : {}),
-        },
-        environment(link, identity),
-      );
-      link.nodes.set(identity, node);
-      nodes.set(identity, { node, link });
-      identities.push(identity);
-      touched.add(link);
-      node.start();
-    }
-    await Promise.all([...touched].map((link) => link.nc.flush()));
-    return names;
-  }
-
-  function numberedNames(count: number): string[] {
-    const prefix = options.identityPrefix ?? "node";
-    const domain = options.domain ?? "example.net";
-    return Array.from({ length: count }, () => `${prefix}${++numbered}.${domain}`);
-  }
-
-  try {
-    await add(options.identities ?? numberedNames(options.count ?? 1), options.faults);
-  } catch (error) {
-    await Promise.all(links.map((link) => link.nc.close()));
-    throw error;
-  }
-
-  return {
-    identities,
-    record,
-    lifecycleEvents,
-    provisioningJwt,
-    provisioningJwtRefused: boot.ok ? undefined : boot.reason,
-    signer,
-    node(identity) {
-      const entry = nodes.get(identity);
-      if (!entry) throw new Error(`the fleet has no node ${identity}`);
-      return entry.node;
-    },
-    addNodes: (count, faults) => add(numberedNames(count), faults),
-    async waitFor(predicate, timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (!predicate()) {
-        if (Date.now() > deadline) throw new Error(`fleet condition not met within ${timeoutMs} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    },
-    async stop() {
-      if (stopped) return;
-      for (const { node } of nodes.values()) node.stop();
-      stopped = true;
-      await Promise.all(links.map((link) => link.nc.drain().catch(() => link.nc.close())));
-    },
-  };
 }
 
 async function mintFaultyJwt(

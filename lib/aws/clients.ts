@@ -2,9 +2,10 @@
  * The AWS SDK clients the functions and the operator CLI use, with the timeouts each needs: the
  * lease table's client fails fast (a hung store must close the gate quickly, docs/lease.md), the
  * admission store and queues get a bound that keeps every call inside the invocation. A local emulator endpoint gets static credentials.
+ * The DynamoDB clients are created by lib/dynamodb/client.ts with the settings chosen here.
  */
-import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
 import { SQSClient, type SQSClientConfig } from "@aws-sdk/client-sqs";
+import { createDynamoDbClient, type DynamoDBClient, type DynamoDBClientConfig } from "../dynamodb/client";
 
 /** Static credentials for local emulators (DYNAMODB_ENDPOINT / SQS_ENDPOINT); not secrets, never sent to AWS. */
 const LOCAL_CREDENTIALS = { accessKeyId: "local", secretAccessKey: "local" } as const;
@@ -37,7 +38,7 @@ export function endpointConfig(region: string | undefined, endpoint: string | un
 
 /** The lease table's client: a hung store must close the gate quickly (docs/lease.md). */
 export function createLeaseClient(config: DynamoDBClientConfig): DynamoDBClient {
-  return new DynamoDBClient({
+  return createDynamoDbClient({
     ...config,
     maxAttempts: 2,
     // Without throwOnRequestTimeout the pinned SDK only logs a warning when requestTimeout passes.
@@ -47,7 +48,7 @@ export function createLeaseClient(config: DynamoDBClientConfig): DynamoDBClient 
 
 /** The admission registry's client. */
 export function createStoreClient(config: DynamoDBClientConfig): DynamoDBClient {
-  return new DynamoDBClient({
+  return createDynamoDbClient({
     ...config,
     maxAttempts: STORE_MAX_ATTEMPTS,
     requestHandler: { requestTimeout: STORE_REQUEST_TIMEOUT_MS, connectionTimeout: 1_000, throwOnRequestTimeout: true },

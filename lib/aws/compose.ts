@@ -6,11 +6,9 @@
  * so esbuild bundles into each function only what it uses. Nothing is connected until first used.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import type { Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
-import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
 import { AdmissionFlow } from "../app/admission-flow";
 import { Invocations, withInvocationAttributes } from "../app/invocation";
@@ -21,8 +19,10 @@ import { tableArnRegion, type AppSettings } from "./settings";
 import { AppSettingsError, SecretResolutionError } from "../errors";
 import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
 import type { RandomSource } from "../engine";
-import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
-import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
+import { DynamoDbAdmissionStore } from "../dynamodb/admission-store";
+import type { DynamoDBClient } from "../dynamodb/client";
+import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
+import { DynamoDbPauseStore } from "../dynamodb/pause-store";
 import type { PauseStore } from "../lease/pause";
 import { createLeaseGate, type LeaseGate, type OnWonTerm } from "../lease/gate";
 import type { LeaseStore } from "../lease/lease";

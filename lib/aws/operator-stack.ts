@@ -2,19 +2,21 @@
  * The operator CLI's AWS side: the DynamoDB and SQS clients for a deployment's stack, the check
  * that the tables and queues a command needs exist (naming where they were looked for), the
  * Operator built on the stack's stores and queues, and `registry merge` over the stack's admission
- * table and the tables it merges from. cli/cli.ts parses and prints.
+ * table and the tables it merges from. The stores and the DynamoDB reads themselves are in
+ * lib/dynamodb; cli/cli.ts parses and prints.
  */
-import { DescribeTableCommand, DynamoDBClient, QueryCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { DynamoDbAdmissionStore } from "../admission/dynamodb-admission-store";
 import { AdmissionRegistry } from "../admission/registry";
 import { messageOf, StackNotFoundError } from "../errors";
-import { DynamoDbLeaseStore } from "../lease/dynamodb-lease-store";
-import { DynamoDbPauseStore } from "../lease/dynamodb-pause-store";
 import { Operator, RenewalOperator } from "../app/operator";
 import { RegistryMerge, RegistryMergeError } from "../app/registry-merge";
-import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
-import { DynamoDbRegistryTable } from "./dynamodb-registry-copy";
+import { DynamoDbAdmissionStore } from "../dynamodb/admission-store";
+import { createDynamoDbClient, type AttributeValue, type DynamoDBClient } from "../dynamodb/client";
+import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
+import { expiredAdmissionEntries, tableArn } from "../dynamodb/operator-reads";
+import { DynamoDbPauseStore } from "../dynamodb/pause-store";
+import { DynamoDbRegistryTable } from "../dynamodb/registry-copy";
+import { DynamoDbRenewalStore } from "../dynamodb/renewal-store";
 import type { Clock, Metrics } from "../ports";
 import { createStoreClient, endpointConfig } from "./clients";
 import { tableArnRegion } from "./settings";
@@ -58,7 +60,7 @@ export async function openOperator(
   // One retry against a local emulator: a refused connection is reported at once.
   const local = (region: string, endpoint: string | undefined) => ({ ...endpointConfig(region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
   // A site table another deployment owns may be named by ARN in another Region: its client goes there.
-  const tables = new RegionalClients((region) => new DynamoDBClient(local(region, stack.dynamoDbEndpoint)), stack.region);
+  const tables = new RegionalClients((region) => createDynamoDbClient(local(region, stack.dynamoDbEndpoint)), stack.region);
   const sqs = new SQSClient(local(stack.region, stack.sqsEndpoint));
   const mergeClients: DynamoDBClient[] = [];
   const close = () => {
@@ -92,7 +94,7 @@ export async function openOperator(
         lifecycleDlq: queue(urls.lifecycleDlq),
       },
       clock,
-      expiredEntries: (now) => expiredEntries(dynamo, stack, now),
+      expiredEntries: (now) => expiredAdmissionEntries(dynamo, stack.admissionTable, stack.site, now),
       ...(stack.timing ? { timing: stack.timing } : {}),
       ...(stack.renew ? { renew: stack.renew } : {}),
     });
@@ -122,7 +124,7 @@ async function openRegistryMerge(stack: OperatorStack, sources: readonly string[
   const clientFor = (table: string) => regional.for(table);
   const arnOf = async (table: string, what: string, fix: string) => {
     try {
-      return (await clientFor(table).send(new DescribeTableCommand({ TableName: table }))).Table?.TableArn ?? table;
+      return (await tableArn(clientFor(table), table)) ?? table;
     } catch (error) {
       if (errorName(error) !== "ResourceNotFoundException") throw error;
       const region = tableArnRegion(table) ?? stack.region;
@@ -146,28 +148,6 @@ async function openRegistryMerge(stack: OperatorStack, sources: readonly string[
     sources: sources.map((source) => new DynamoDbRegistryTable(clientFor(source), source)),
     clock,
   });
-}
-
-/** The site's admission entries whose `expiresAt` is past (the TTL attribute may lag by days). */
-async function expiredEntries(dynamo: DynamoDBClient, stack: OperatorStack, now: number): Promise<Array<{ identity: string; state: string }>> {
-  const entries: Array<{ identity: string; state: string }> = [];
-  let startKey: Record<string, AttributeValue> | undefined;
-  do {
-    const page = await dynamo.send(
-      new QueryCommand({
-        TableName: stack.admissionTable,
-        KeyConditionExpression: "#site = :site",
-        FilterExpression: "#expiresAt <= :now",
-        ProjectionExpression: "#identity, #state",
-        ExpressionAttributeNames: { "#site": "site", "#identity": "identity", "#state": "state", "#expiresAt": "expiresAt" },
-        ExpressionAttributeValues: { ":site": { S: stack.site }, ":now": { N: String(now) } },
-        ExclusiveStartKey: startKey,
-      }),
-    );
-    for (const item of page.Items ?? []) entries.push({ identity: item.identity?.S ?? "", state: item.state?.S ?? "queued" });
-    startKey = page.LastEvaluatedKey;
-  } while (startKey);
-  return entries;
 }
 
 function where(stack: OperatorStack, endpoint: string | undefined): string {
@@ -201,7 +181,7 @@ async function checkTables(clients: RegionalClients, stack: OperatorStack, table
   for (const table of tables) {
     const name = table === "lease" ? stack.leaseTable : stack.admissionTable;
     try {
-      await clients.for(name).send(new DescribeTableCommand({ TableName: name }));
+      await tableArn(clients.for(name), name);
     } catch (error) {
       if (errorName(error) !== "ResourceNotFoundException") throw error;
       throw new StackNotFoundError(

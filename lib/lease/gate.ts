@@ -63,158 +63,191 @@ export interface LeaseGateDeps {
 export function createLeaseGate(settings: LeaseSettings, deps: LeaseGateDeps): LeaseGate {
   if (!settings.leaderElection) return unelectedGate(deps.metrics, deps.clock ?? systemClock);
   if (!deps.store) throw new TypeError("a LeaseStore is required when leader election is on");
-  const clock = deps.clock ?? systemClock;
-  const logger = deps.logger ?? silentLogger;
-  const lease = new Lease(settings, { store: deps.store, clock, logger, metrics: deps.metrics });
-  const maxValidityMs = settings.leaseDurationMs - settings.skewBoundMs;
+  return new ElectedLeaseGate(settings, deps, deps.store);
+}
 
-  const reportPaused = () => deps.metrics.gauge(METRIC.paused, usableHolding() ? 0 : 1);
+type HeldTerm = { term: number; validForMs: number };
 
-  // While the operator's switch is on, no lease round runs and the held term is not used: the
-  // lease runs out and a standby takes over, as after a crash.
-  let pausedByOperator = false;
-  const usableHolding = () => (pausedByOperator ? undefined : lease.holding());
+/** The gate while leader election is on: the lease, and the operator's pause switch as last read. */
+class ElectedLeaseGate implements LeaseGate {
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly lease: Lease;
+  private readonly maxValidityMs: number;
+  /**
+   * While the operator's switch is on, no lease round runs and the held term is not used: the
+   * lease runs out and a standby takes over, as after a crash.
+   */
+  private pausedByOperator = false;
+  /** The terms whose onWon already ran. */
+  private readonly announced = new Set<number>();
 
-  async function operatorPaused(): Promise<boolean> {
-    if (!deps.pause) return false;
+  constructor(
+    private readonly settings: LeaseSettings,
+    private readonly deps: LeaseGateDeps,
+    store: LeaseStore,
+  ) {
+    this.clock = deps.clock ?? systemClock;
+    this.logger = deps.logger ?? silentLogger;
+    this.lease = new Lease(settings, { store, clock: this.clock, logger: this.logger, metrics: deps.metrics });
+    this.maxValidityMs = settings.leaseDurationMs - settings.skewBoundMs;
+  }
+
+  beginInvocation(): void {
+    this.lease.beginInvocation();
+  }
+
+  async assertOpen(term: number, attemptTimeoutMs: number): Promise<AttemptWindow> {
+    try {
+      if (attemptTimeoutMs > this.maxValidityMs) {
+        throw new AttemptExceedsLeaseError(
+          `an attempt of ${attemptTimeoutMs} ms cannot fit in one lease validity of ${this.maxValidityMs} ms (lease duration minus skew bound)`,
+        );
+      }
+      const held = await this.heldForAttempt(attemptTimeoutMs);
+      if (held.term !== term) {
+        throw new LeaseLostError(`work admitted under lease term ${term} is stale: the current term is ${held.term}`);
+      }
+      if (held.validForMs < attemptTimeoutMs) {
+        throw new LeaseValidityShortError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
+      }
+      return { term, stampedAt: this.clock.now(), endsBy: this.clock.monotonic() + attemptTimeoutMs };
+    } finally {
+      this.reportPaused();
+    }
+  }
+
+  async currentTerm(): Promise<number | undefined> {
+    const standing = await this.standing();
+    return standing.kind === "leading" ? standing.term : undefined;
+  }
+
+  async standing(): Promise<Standing> {
+    const { deploymentId } = this.settings;
+    try {
+      const held = this.usableHolding();
+      if (held) return { kind: "leading", term: held.term };
+      const outcome = await this.acquireOrRenew();
+      // Known for certain: the operator's switch keeps this deployment out of every term.
+      if (this.pausedByOperator) return { kind: "standby", current: undefined, pausedByOperator: true };
+      const now = this.usableHolding();
+      if (now) return { kind: "leading", term: now.term };
+      if (outcome.holding) {
+        // Held, but not usable by this invocation (confirmed by a round of an earlier one, or its
+        // validity ran out meanwhile): not known, so nothing may be dropped as a standby's.
+        return { kind: "unknown", error: new PausedError(`the lease of deployment ${deploymentId} is held but not confirmed for this invocation`) };
+      }
+      const current = outcome.current;
+      if (current && current.holder === deploymentId && !current.released) {
+        // Our own deployment holds it, but this round could not confirm it (an unsettled write).
+        return { kind: "unknown", error: new PausedError(`the lease of deployment ${deploymentId} could not be confirmed`) };
+      }
+      return { kind: "standby", current };
+    } catch (error) {
+      return { kind: "unknown", error };
+    } finally {
+      this.reportPaused();
+    }
+  }
+
+  async acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> {
+    try {
+      if (await this.operatorPaused()) {
+        // A paused deployment does not contest, but still looks: when every deployment of the site
+        // is paused, only their reads see that nobody holds the lease.
+        await this.lease.observe();
+        return { holding: false, current: undefined };
+      }
+      const outcome = await this.lease.acquireOrRenew();
+      if (outcome.holding && outcome.wonNewTerm) await this.announce(outcome.term, remainingMs);
+      return outcome;
+    } finally {
+      this.reportPaused();
+    }
+  }
+
+  async release(): Promise<boolean> {
+    try {
+      return await this.lease.release();
+    } finally {
+      this.reportPaused();
+    }
+  }
+
+  /** Runs onWon for a newly won term. Concurrent callers share one round and so one outcome: only the first runs it. */
+  private async announce(term: number, remainingMs: (() => number) | undefined): Promise<void> {
+    if (!this.deps.onWon || this.announced.has(term)) return;
+    this.announced.add(term);
+    try {
+      await this.deps.onWon(term, remainingMs);
+    } catch (error) {
+      this.logger.error("handling a newly won lease term failed", { site: this.settings.site, term, error });
+    }
+  }
+
+  /** Reads the operator's pause switch into pausedByOperator, logging a change. */
+  private async operatorPaused(): Promise<boolean> {
+    const { pause } = this.deps;
+    if (!pause) return false;
+    const { site, deploymentId } = this.settings;
     let paused: boolean;
     try {
-      paused = (await deps.pause.read(settings.site, settings.deploymentId))?.paused === true;
+      paused = (await pause.read(site, deploymentId))?.paused === true;
     } catch (error) {
-      deps.metrics.count(EXTRA_METRIC.leaseStoreErrors);
-      throw new LeaseStoreError(`could not read the pause switch of deployment ${settings.deploymentId}`, { cause: error });
+      this.deps.metrics.count(EXTRA_METRIC.leaseStoreErrors);
+      throw new LeaseStoreError(`could not read the pause switch of deployment ${deploymentId}`, { cause: error });
     }
-    if (paused !== pausedByOperator) {
-      logger.warn(paused ? "paused by the operator: not working, not contesting the lease" : "resumed by the operator", {
-        site: settings.site,
-        deploymentId: settings.deploymentId,
-      });
+    if (paused !== this.pausedByOperator) {
+      this.logger.warn(paused ? "paused by the operator: not working, not contesting the lease" : "resumed by the operator", { site, deploymentId });
     }
-    pausedByOperator = paused;
+    this.pausedByOperator = paused;
     return paused;
   }
 
-  async function acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> {
-    try {
-      if (await operatorPaused()) {
-        // A paused deployment does not contest, but still looks: when every deployment of the site
-        // is paused, only their reads see that nobody holds the lease.
-        await lease.observe();
-        return { holding: false, current: undefined };
-      }
-      const outcome = await lease.acquireOrRenew();
-      // Concurrent callers share one round and so one outcome: only the first runs onWon.
-      if (outcome.holding && outcome.wonNewTerm && deps.onWon && !announced.has(outcome.term)) {
-        announced.add(outcome.term);
-        try {
-          await deps.onWon(outcome.term, remainingMs);
-        } catch (error) {
-          logger.error("handling a newly won lease term failed", { site: settings.site, term: outcome.term, error });
-        }
-      }
-      return outcome;
-    } finally {
-      reportPaused();
-    }
+  private usableHolding(): HeldTerm | undefined {
+    return this.pausedByOperator ? undefined : this.lease.holding();
   }
-  const announced = new Set<number>();
+
+  private reportPaused(): void {
+    this.deps.metrics.gauge(METRIC.paused, this.usableHolding() ? 0 : 1);
+  }
+
+  /** The holding that covers an attempt of `minValidMs`, renewing first if needed; throws why the gate is closed when there is none. */
+  private async heldForAttempt(minValidMs: number): Promise<HeldTerm> {
+    const { site, deploymentId } = this.settings;
+    let found;
+    try {
+      found = await this.validHolding(minValidMs);
+    } catch (error) {
+      throw new PausedError(`paused: the lease store for site ${site} could not be reached`, { cause: error });
+    }
+    if (found.held) return found.held;
+    if (this.ownButUnconfirmed(found.outcome)) {
+      throw new LeaseUnconfirmedError(`paused: the lease of site ${site} names deployment ${deploymentId} as holder, but this round could not confirm it`);
+    }
+    throw new PausedError(`paused: deployment ${deploymentId} does not hold the lease for site ${site}`);
+  }
 
   /** The holding that covers `minValidMs`, renewing first if needed; else the round's outcome, when one ran. */
-  async function validHolding(minValidMs: number): Promise<{ held?: { term: number; validForMs: number }; outcome?: LeaseOutcome }> {
-    const held = usableHolding();
+  private async validHolding(minValidMs: number): Promise<{ held?: HeldTerm; outcome?: LeaseOutcome }> {
+    const held = this.usableHolding();
     if (held && held.validForMs >= minValidMs) return { held };
-    const outcome = await acquireOrRenew();
-    const now = usableHolding();
+    const outcome = await this.acquireOrRenew();
+    const now = this.usableHolding();
     return now ? { held: now, outcome } : { outcome };
   }
 
   /** This deployment holds the lease as far as the round saw, but could not confirm it for this invocation. */
-  function ownButUnconfirmed(outcome: LeaseOutcome | undefined): boolean {
-    if (!outcome || pausedByOperator) return false;
+  private ownButUnconfirmed(outcome: LeaseOutcome | undefined): boolean {
+    if (!outcome || this.pausedByOperator) return false;
     if (outcome.holding) return true;
     const current = outcome.current;
-    return current !== undefined && current.holder === settings.deploymentId && !current.released;
+    return current !== undefined && current.holder === this.settings.deploymentId && !current.released;
   }
-
-  return {
-    beginInvocation() {
-      lease.beginInvocation();
-    },
-
-    async assertOpen(term, attemptTimeoutMs): Promise<AttemptWindow> {
-      try {
-        if (attemptTimeoutMs > maxValidityMs) {
-          throw new AttemptExceedsLeaseError(
-            `an attempt of ${attemptTimeoutMs} ms cannot fit in one lease validity of ${maxValidityMs} ms (lease duration minus skew bound)`,
-          );
-        }
-        let found;
-        try {
-          found = await validHolding(attemptTimeoutMs);
-        } catch (error) {
-          throw new PausedError(`paused: the lease store for site ${settings.site} could not be reached`, { cause: error });
-        }
-        const held = found.held;
-        if (!held && ownButUnconfirmed(found.outcome)) {
-          throw new LeaseUnconfirmedError(`paused: the lease of site ${settings.site} names deployment ${settings.deploymentId} as holder, but this round could not confirm it`);
-        }
-        if (!held) throw new PausedError(`paused: deployment ${settings.deploymentId} does not hold the lease for site ${settings.site}`);
-        if (held.term !== term) {
-          throw new LeaseLostError(`work admitted under lease term ${term} is stale: the current term is ${held.term}`);
-        }
-        if (held.validForMs < attemptTimeoutMs) {
-          throw new LeaseValidityShortError(`paused: the lease is valid for ${Math.floor(held.validForMs)} ms, less than the ${attemptTimeoutMs} ms attempt`);
-        }
-        return { term, stampedAt: clock.now(), endsBy: clock.monotonic() + attemptTimeoutMs };
-      } finally {
-        reportPaused();
-      }
-    },
-
-    async currentTerm() {
-      const standing = await this.standing();
-      return standing.kind === "leading" ? standing.term : undefined;
-    },
-
-    async standing(): Promise<Standing> {
-      try {
-        const held = usableHolding();
-        if (held) return { kind: "leading", term: held.term };
-        const outcome = await acquireOrRenew();
-        // Known for certain: the operator's switch keeps this deployment out of every term.
-        if (pausedByOperator) return { kind: "standby", current: undefined, pausedByOperator: true };
-        const now = usableHolding();
-        if (now) return { kind: "leading", term: now.term };
-        if (outcome.holding) {
-          // Held, but not usable by this invocation (confirmed by a round of an earlier one, or its
-          // validity ran out meanwhile): not known, so nothing may be dropped as a standby's.
-          return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} is held but not confirmed for this invocation`) };
-        }
-        const current = outcome.current;
-        if (current && current.holder === settings.deploymentId && !current.released) {
-          // Our own deployment holds it, but this round could not confirm it (an unsettled write).
-          return { kind: "unknown", error: new PausedError(`the lease of deployment ${settings.deploymentId} could not be confirmed`) };
-        }
-        return { kind: "standby", current };
-      } catch (error) {
-        return { kind: "unknown", error };
-      } finally {
-        reportPaused();
-      }
-    },
-
-    acquireOrRenew,
-    release: async () => {
-      try {
-        return await lease.release();
-      } finally {
-        reportPaused();
-      }
-    },
-  };
 }
 
-function unelectedGate(metrics: Metrics, clock: Clock): LeaseGate {
+function unelectedGate(
+metrics: Metrics, clock: Clock): LeaseGate {
   const open = () => metrics.gauge(METRIC.paused, 0);
   return {
     beginInvocation() {},

@@ -3,7 +3,7 @@
  * stage's table and queue names; and the lease taken directly in the store for a given holder.
  */
 import { inject } from "vitest";
-import type { DynamoDbLeaseStore } from "../../lib/lease/dynamodb-lease-store";
+import type { DynamoDbLeaseStore } from "../../lib/dynamodb/lease-store";
 import { runCli } from "../../cli/cli";
 import type { Clock } from "../../lib/ports";
 

@@ -1,7 +1,7 @@
 /** `leaseKeeper` (EventBridge schedule, every minute): renews or contests the lease every renew_interval until just before the deadline. */
 import type { AppSettings } from "../settings";
 import type { AppOverrides, FunctionParts } from "../compose";
-import { DynamoDbSiteRegistries } from "../dynamodb-site-registries";
+import { DynamoDbSiteRegistries } from "../../dynamodb/site-registries";
 import { SiteMemoryCheck } from "../../app/site-memory";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";

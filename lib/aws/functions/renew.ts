@@ -13,7 +13,7 @@ import { SharedBrokerConnection } from "../../nats/connection";
 import { ConfigError } from "../../errors";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
-import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
+import { DynamoDbRenewalStore } from "../../dynamodb/renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import type { InvocationContext } from "../../app/use-case-ports";

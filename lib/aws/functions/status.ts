@@ -2,7 +2,7 @@
 import { status } from "../../app/operator";
 import type { AppSettings } from "../settings";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
-import { DynamoDbRenewalStore } from "../dynamodb-renewal-store";
+import { DynamoDbRenewalStore } from "../../dynamodb/renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
 import type { StatusReport } from "../../app/operator";

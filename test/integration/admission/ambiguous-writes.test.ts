@@ -6,7 +6,7 @@
  */
 import { GetQueueAttributesCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/clients";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";

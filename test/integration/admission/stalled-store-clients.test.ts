@@ -5,7 +5,7 @@
  * behind a frozen stall proxy, the production client factories.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
 import { createSqsClient, createStoreClient, endpointConfig, SQS_CLIENT_FAILS_WITHIN_MS, STORE_CLIENT_FAILS_WITHIN_MS } from "../../../lib/aws/clients";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
-import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { createApp } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../../lib/observability";

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { connect, RetentionPolicy, type NatsConnection } from "nats";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
-import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
+import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import { startNats, type RunningNats } from "../../../dev/local/services";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { createTables, receive, localAwsForSuite, type Queues } from "../../support/aws";

@@ -8,8 +8,8 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
-import { createAdmissionTable } from "../../../lib/admission/dynamodb-admission-store";
-import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
+import { createAdmissionTable } from "../../../lib/dynamodb/admission-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { InMemoryMetrics } from "../../../lib/observability";
 import { EXTRA_METRIC, silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";

@@ -16,7 +16,7 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { createLeaseTable } from "../../../lib/lease/dynamodb-lease-store";
+import { createLeaseTable } from "../../../lib/dynamodb/lease-store";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { seededRandom } from "../../support/random";

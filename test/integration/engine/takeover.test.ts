@@ -9,7 +9,7 @@ import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
-import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";

@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import { ConditionalCheckFailedException, DynamoDBClient, DynamoDBServiceException } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DynamoDbDirectWrites } from "../../../lib/lease/dynamodb-direct-writes";
+import { DynamoDbDirectWrites } from "../../../lib/dynamodb/direct-writes";
 
 const CREDENTIALS = { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" } as const;
 const REGION = "eu-west-1";

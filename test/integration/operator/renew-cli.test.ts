@@ -6,14 +6,14 @@
 import { randomUUID } from "node:crypto";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DynamoDbAdmissionStore } from "../../../lib/admission/dynamodb-admission-store";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { Renewal } from "../../../lib/app/renewal";
-import { DynamoDbRenewalStore } from "../../../lib/aws/dynamodb-renewal-store";
+import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
 import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev/local/resources";
 import type { RunningSqs } from "../../../dev/local/services";
-import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
-import { DynamoDbPauseStore } from "../../../lib/lease/dynamodb-pause-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import type { OperatorStatus } from "../../../lib/app/operator";
 import type { RenewRequestResult } from "../../../lib/app/operator";
 import type { Clock } from "../../../lib/ports";

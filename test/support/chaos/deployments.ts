@@ -31,7 +31,7 @@ import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
-import { DynamoDbLeaseStore } from "../../../lib/lease/dynamodb-lease-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";

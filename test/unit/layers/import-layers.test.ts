@@ -31,6 +31,12 @@ describe("import layers", () => {
     ["lib/config/planted.ts", "../../dev/local/stack", 'import { startStack } from "../../dev/local/stack";\nvoid startStack;\n', "dev/"],
     ["lib/app/planted.ts", "../../handlers/status", 'import { handler } from "../../handlers/status";\nvoid handler;\n', "handlers/"],
     ["handlers/planted.ts", "../lib/engine", 'import { ProvisionEngine } from "../lib/engine";\nvoid ProvisionEngine;\n', "lib/aws"],
+    // DynamoDB's packages: lib/dynamodb only, lib/aws (the composition) included.
+    ["lib/lease/planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n', "lib/dynamodb"],
+    ["lib/admission/planted.ts", "@aws-sdk/util-dynamodb", 'import { marshall } from "@aws-sdk/util-dynamodb";\nvoid marshall;\n', "lib/dynamodb"],
+    ["lib/app/planted.ts", "@aws-sdk/client-dynamodb", 'import type { AttributeValue } from "@aws-sdk/client-dynamodb";\nexport type V = AttributeValue;\n', "lib/dynamodb"],
+    ["lib/nats/planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n', "lib/dynamodb"],
+    ["lib/aws/planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n', "lib/dynamodb"],
     // Between the repo's own folders: each forbidden direction, type-only imports included.
     ["lib/engine/planted.ts", "../app/lifecycle-events", 'import { LifecycleEvents } from "../app/lifecycle-events";\nvoid LifecycleEvents;\n', "a use case belongs in lib/app"],
     ["lib/engine/planted.ts", "../aws/compose", 'import { composeParts } from "../aws/compose";\nvoid composeParts;\n', "AWS code in lib/aws"],
@@ -39,6 +45,11 @@ describe("import layers", () => {
     ["lib/observability/planted.ts", "../aws/settings", 'import type { AppSettings } from "../aws/settings";\nexport type S = AppSettings;\n', "AWS code in lib/aws"],
     ["lib/app/planted.ts", "../aws/compose", 'import { composeParts } from "../aws/compose";\nvoid composeParts;\n', "the AWS adapter belongs in lib/aws"],
     ["lib/app/planted.ts", "../nats/broker", 'import type { ChoriaBroker } from "../nats/broker";\nexport type B = ChoriaBroker;\n', "the NATS adapter in lib/nats"],
+    ["lib/app/planted.ts", "../dynamodb/lease-store", 'import { DynamoDbLeaseStore } from "../dynamodb/lease-store";\nvoid DynamoDbLeaseStore;\n', "DynamoDB code in lib/dynamodb"],
+    ["lib/lease/planted.ts", "../dynamodb/lease-store", 'import type { DynamoDbLeaseStore } from "../dynamodb/lease-store";\nexport type S = DynamoDbLeaseStore;\n', "DynamoDB code in lib/dynamodb"],
+    ["lib/nats/planted.ts", "../dynamodb/client", 'import type { DynamoDBClient } from "../dynamodb/client";\nexport type C = DynamoDBClient;\n', "belongs in lib/aws"],
+    ["lib/dynamodb/planted.ts", "../aws/settings", 'import type { AppSettings } from "../aws/settings";\nexport type S = AppSettings;\n', "belongs in lib/aws"],
+    ["lib/dynamodb/planted.ts", "../nats/broker", 'import type { ChoriaBroker } from "../nats/broker";\nexport type B = ChoriaBroker;\n', "belongs in lib/aws"],
     ["lib/nats/planted.ts", "../aws/settings", 'import type { AppSettings } from "../aws/settings";\nexport type S = AppSettings;\n', "belongs in lib/aws"],
     ["lib/aws/planted.ts", "../../cli/cli", 'import { runCli } from "../../cli/cli";\nvoid runCli;\n', "belong in cli/"],
     // A type-only import that closes a loop: lib/config/config.ts imports keys.ts, whose types come from types.ts.
@@ -53,7 +64,11 @@ describe("import layers", () => {
   it.each([
     ["lib/nats/planted.ts", "nats", 'import { connect } from "nats";\nvoid connect;\n'],
     ["lib/aws/planted.ts", "@aws-sdk/client-sqs", 'import { SQSClient } from "@aws-sdk/client-sqs";\nvoid SQSClient;\n'],
-    ["lib/lease/dynamodb-planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n'],
+    ["lib/dynamodb/planted.ts", "@aws-sdk/client-dynamodb", 'import { DynamoDBClient } from "@aws-sdk/client-dynamodb";\nvoid DynamoDBClient;\n'],
+    ["lib/dynamodb/planted.ts", "@aws-sdk/util-dynamodb", 'import { marshall } from "@aws-sdk/util-dynamodb";\nvoid marshall;\n'],
+    ["lib/aws/planted.ts", "../dynamodb/lease-store", 'import { DynamoDbLeaseStore } from "../dynamodb/lease-store";\nvoid DynamoDbLeaseStore;\n'],
+    ["lib/dynamodb/planted.ts", "../app/renewal-state", 'import type { RenewalStore } from "../app/renewal-state";\nexport type S = RenewalStore;\n'],
+    ["lib/dynamodb/planted.ts", "../lease/lease", 'import type { LeaseStore } from "../lease/lease";\nexport type S = LeaseStore;\n'],
     ["handlers/planted.ts", "../lib/aws/functions/status", 'import { handler } from "../lib/aws/functions/status";\nvoid handler;\n'],
     ["dev/local/planted.ts", "../../handlers/status", 'import { handler } from "../../handlers/status";\nvoid handler;\n'],
     ["lib/nats/planted.ts", "../app/use-case-ports", 'import type { Broker } from "../app/use-case-ports";\nexport type B = Broker;\n'],

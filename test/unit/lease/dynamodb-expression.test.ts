@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import * as z from "zod";
-import { DynamoDbExpressionError, readItem, writeExpressions } from "../../../lib/lease/dynamodb-expression";
+import { DynamoDbExpressionError, readItem, writeExpressions } from "../../../lib/dynamodb/expression";
 
 describe("DynamoDB write expressions", () => {
   it("names every attribute and value the expressions use, and nothing else", () => {

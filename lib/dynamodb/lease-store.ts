@@ -14,7 +14,7 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import * as z from "zod";
-import { readItem, writeExpressions, type WriteSpec } from "./dynamodb-expression";
+import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { LeaseStoreError } from "../errors";
 import {
   extensionOf,
@@ -28,7 +28,7 @@ import {
   type LeaseStore,
   type PeerRequest,
   type ReleaseRequest,
-} from "./lease";
+} from "../lease/lease";
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map

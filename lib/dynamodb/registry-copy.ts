@@ -15,11 +15,11 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
-import { ADMISSION_TTL_ATTRIBUTE } from "../admission/dynamodb-admission-store";
+import { ADMISSION_TTL_ATTRIBUTE } from "./admission-store";
 import type { StoredHost } from "../admission/merge";
 import { ENTRY_ATTRIBUTES } from "../admission/registry";
 import type { RegistryTable } from "../app/registry-merge";
-import { DynamoDbRenewalStore } from "./dynamodb-renewal-store";
+import { DynamoDbRenewalStore } from "./renewal-store";
 
 type Item = Record<string, AttributeValue>;
 type Host = StoredHost<AttributeValue>;

@@ -2,8 +2,8 @@
 import { GetItemCommand, PutItemCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import * as z from "zod";
-import { readItem, writeExpressions } from "./dynamodb-expression";
-import { PAUSE_KEY_PREFIX, pauseKey, type PauseState, type PauseStore } from "./pause";
+import { readItem, writeExpressions } from "./expression";
+import { PAUSE_KEY_PREFIX, pauseKey, type PauseState, type PauseStore } from "../lease/pause";
 
 /** A pause switch item; `site` is its key in the lease table, `pausedSite` the site it pauses. */
 const PAUSE_ITEM = z

@@ -39,11 +39,11 @@ import type {
   RememberWaitingRequest,
   VoidClaimRequest,
   WaitingName,
-} from "./registry";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
+} from "../admission/registry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../admission/registry";
 import type { AdmissionSource } from "../ports";
-import { readItem, writeExpressions, type WriteSpec } from "../lease/dynamodb-expression";
-import { DynamoDbDirectWrites } from "../lease/dynamodb-direct-writes";
+import { readItem, writeExpressions, type WriteSpec } from "./expression";
+import { DynamoDbDirectWrites } from "./direct-writes";
 
 export const ADMISSION_TTL_ATTRIBUTE = "ttl";
 
