@@ -321,6 +321,16 @@ const EXPIRY = {
 
 const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
 
+/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them. */
+const OUTCOME = {
+  lastError: optionalString,
+  lastErrorAt: optionalNumber,
+  failedStep: optionalString,
+  failures: optionalNumber,
+  ...EXPIRY,
+  ...RENEWAL_MARK,
+};
+
 type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;
 
 function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
@@ -351,12 +361,7 @@ const ENTRY = z
     endedClaimToken: optionalString,
     claimedUntil: optionalNumber,
     heldUntil: optionalNumber,
-    lastError: optionalString,
-    lastErrorAt: optionalNumber,
-    failedStep: optionalString,
-    failures: optionalNumber,
-    ...EXPIRY,
-    ...RENEWAL_MARK,
+    ...OUTCOME,
   })
   .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...entry }): AdmissionEntry => ({
     ...defined(entry),
@@ -369,12 +374,7 @@ const SUMMARY_ROW = z
     term: z.number().catch(0).default(0),
     state: STATE,
     claimedUntil: optionalNumber,
-    lastError: optionalString,
-    lastErrorAt: optionalNumber,
-    failedStep: optionalString,
-    failures: optionalNumber,
-    ...EXPIRY,
-    ...RENEWAL_MARK,
+    ...OUTCOME,
   })
   .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...row }): AdmissionSummaryRow => ({
     ...defined(row),
