@@ -153,7 +153,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
       current.admittedAt === request.admittedAt &&
       current.claimToken === undefined;
     if (!queued) return { applied: false, current: copy(current) };
-    this.entries.delete(keyOf(request));
+    if (current.credentialsExpireAt === undefined) this.entries.delete(keyOf(request));
+    else current.state = "failed";
     return { applied: true };
   }
 

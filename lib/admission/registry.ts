@@ -641,15 +641,19 @@ export class AdmissionRegistry {
   /**
    * Undoes the admission of `work` whose message never reached the queue, so the next discovery or
    * event admits the host again. False when the host was admitted again or claimed since; true
-   * when there is no entry (a retried delete finds none, whoever deleted it).
+   * when there is no entry (a retried delete finds none, whoever deleted it). A host with recorded
+   * credentials is kept, failed, not deleted: it may be in service on them (an event admitted it
+   * again after it was provisioned), and renewal must still know them.
    */
   async withdraw(work: HostWork): Promise<boolean> {
     const request = { site: this.settings.site, identity: work.identity, term: work.term, admittedAt: work.admittedAt };
+    const kept = (current: AdmissionEntry) =>
+      current.credentialsExpireAt !== undefined && current.state === "failed" && current.term === work.term && current.admittedAt === work.admittedAt && current.claimToken === undefined;
     const result = await this.settle(
       "withdraw",
       work.identity,
       () => this.deps.store.forgetQueued(request),
-      (current) => current === undefined,
+      (current) => current === undefined || kept(current),
     );
     return result.applied;
   }

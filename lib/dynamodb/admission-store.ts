@@ -12,7 +12,6 @@ import {
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
   type AttributeValue,
@@ -44,6 +43,7 @@ import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, 
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { DynamoDbDirectWrites } from "./direct-writes";
+import { querySite } from "./site-query";
 
 export const ADMISSION_TTL_ATTRIBUTE = "ttl";
 
@@ -154,11 +154,8 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     });
   }
 
-  async forget(request: ForgetRequest): Promise<AdmissionWrite> {
-    const deleted = await this.delete(request, { condition: "#claimToken = :token AND attribute_not_exists(#credentialsExpireAt)", conditionValues: { token: request.claimToken } });
-    if (deleted.applied || deleted.current?.claimToken !== request.claimToken) return deleted;
-    // A host with recorded credentials may be in service on them: it is kept, failed, for renewal.
-    return this.update(request, { set: { state: "failed", endedClaimToken: request.claimToken }, remove: CLAIM, ...ownClaim(request.claimToken) });
+  forget(request: ForgetRequest): Promise<AdmissionWrite> {
+    return this.deleteUnlessCredentials(request, ownClaim(request.claimToken), { set: { endedClaimToken: request.claimToken }, remove: CLAIM });
   }
 
   recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
@@ -196,47 +193,35 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
   }
 
   forgetQueued(request: ForgetQueuedRequest): Promise<AdmissionWrite> {
-    return this.delete(request, {
-      condition: "#term = :term AND #admittedAt = :admittedAt AND attribute_not_exists(#claimToken)",
-      conditionValues: { term: request.term, admittedAt: request.admittedAt },
-    });
+    return this.deleteUnlessCredentials(
+      request,
+      { condition: "#term = :term AND #admittedAt = :admittedAt AND attribute_not_exists(#claimToken)", conditionValues: { term: request.term, admittedAt: request.admittedAt } },
+      {},
+    );
   }
 
-  async forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
-    const unclaimed = "(attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)";
-    const conditionValues = { now: request.now };
-    const deleted = await this.delete(request, { condition: `${unclaimed} AND attribute_not_exists(#credentialsExpireAt)`, conditionValues });
+  forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
+    return this.deleteUnlessCredentials(
+      request,
+      { condition: "attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now", conditionValues: { now: request.now } },
+      { remove: FORGOTTEN_WITH_CREDENTIALS },
+    );
+  }
+
+  /**
+   * Deletes the entry where `when` holds, unless it has recorded credentials: the node may be in
+   * service on them, so the entry is kept, failed, for renewal, with `kept` written to it.
+   */
+  private async deleteUnlessCredentials(key: AdmissionKey, when: Pick<WriteSpec, "condition" | "conditionValues">, kept: Pick<WriteSpec, "set" | "remove">): Promise<AdmissionWrite> {
+    const { conditionValues } = when;
+    const deleted = await this.delete(key, { condition: `(${when.condition}) AND attribute_not_exists(#credentialsExpireAt)`, conditionValues });
     if (deleted.applied || deleted.current?.credentialsExpireAt === undefined) return deleted;
-    // A host with recorded credentials may be in service on them: it is kept, failed, for renewal.
-    return this.update(request, { set: { state: "failed" }, remove: FORGOTTEN_WITH_CREDENTIALS, condition: `${unclaimed} AND attribute_exists(#credentialsExpireAt)`, conditionValues });
+    return this.update(key, { set: { state: "failed", ...kept.set }, ...(kept.remove ? { remove: kept.remove } : {}), condition: `(${when.condition}) AND attribute_exists(#credentialsExpireAt)`, conditionValues });
   }
 
   async listSite(site: string): Promise<AdmissionSummaryRow[]> {
-    const rows: AdmissionSummaryRow[] = [];
-    const { ConditionExpression, ExpressionAttributeNames, ExpressionAttributeValues } = writeExpressions({
-      condition: "#site = :site",
-      conditionValues: { site },
-    });
-    const projection = SUMMARY_ATTRIBUTES;
-    let startKey: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.options.client.send(
-        new QueryCommand({
-          TableName: this.options.tableName,
-          KeyConditionExpression: ConditionExpression,
-          ProjectionExpression: projection.map((attribute) => `#${attribute}`).join(", "),
-          ExpressionAttributeNames: { ...ExpressionAttributeNames, ...Object.fromEntries(projection.map((attribute) => [`#${attribute}`, attribute])) },
-          ExpressionAttributeValues,
-          ExclusiveStartKey: startKey,
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        const row = readItem(SUMMARY_ROW, item);
-        if (row) rows.push(row);
-      }
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return rows;
+    const items = await querySite(this.options.client, { tableName: this.options.tableName, site, attributes: SUMMARY_ATTRIBUTES });
+    return items.flatMap((item) => readItem(SUMMARY_ROW, item) ?? []);
   }
 
   async read(key: AdmissionKey): Promise<AdmissionEntry | undefined> {

@@ -11,7 +11,6 @@ import {
   DynamoDBServiceException,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
@@ -20,6 +19,7 @@ import type { StoredHost } from "../admission/merge";
 import { ENTRY_ATTRIBUTES } from "../admission/registry";
 import type { RegistryTable } from "../app/registry-merge";
 import { DynamoDbRenewalStore } from "./renewal-store";
+import { querySite } from "./site-query";
 
 type Item = Record<string, AttributeValue>;
 type Host = StoredHost<AttributeValue>;
@@ -45,23 +45,8 @@ export class DynamoDbRegistryTable implements RegistryTable<AttributeValue> {
   }
 
   async listHosts(site: string): Promise<Host[]> {
-    const hosts: Host[] = [];
-    let startKey: Item | undefined;
-    do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.name,
-          KeyConditionExpression: "#site = :site",
-          ExpressionAttributeNames: { "#site": "site" },
-          ExpressionAttributeValues: { ":site": { S: site } },
-          ConsistentRead: true,
-          ExclusiveStartKey: startKey,
-        }),
-      );
-      for (const item of page.Items ?? []) hosts.push(this.host(item));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return hosts;
+    const items = await querySite(this.client, { tableName: this.name, site, consistent: true });
+    return items.map((item) => this.host(item));
   }
 
   async readHost(site: string, identity: string): Promise<Host | undefined> {

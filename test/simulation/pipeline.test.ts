@@ -85,6 +85,23 @@ const FOUND: Record<string, Scenario> = {
       { at: 2684885, kind: "pause", deployment: 0, forMs: 120088 },
     ],
   },
+  // Seed 1398387626, scenario 1903: a host's startup event, read after it was provisioned, admitted
+  // it again under the next term; the queue answered the send "not accepted" though it took it, and
+  // withdrawing that admission deleted the entry with the host's credentials, so renewal never knew them.
+  "an admission withdrawn after the host was provisioned": {
+    seed: 5,
+    deployments: [
+      { id: "d0", wallSkewMs: 0, rpcTtlSeconds: 30, workers: 1, intervalMs: 60000 },
+      { id: "d1", wallSkewMs: 0, rpcTtlSeconds: 120, workers: 1, intervalMs: 60000 },
+    ],
+    nodes: 6,
+    rates: { storeDelay: 0, storeRequestLost: 0, storeAnswerLost: 0, rpcRequestHeld: 0, rpcReplyLost: 0, sqsDuplicate: 0, sqsSendAmbiguous: 0.011453531915321948, helperFailure: 0, helperDefer: 0, helperLate: 0 },
+    events: [
+      { at: 0, kind: "stall-store", deployment: 0, forMs: 1000 },
+      { at: 3894, kind: "release" },
+      { at: 173823, kind: "join" },
+    ],
+  },
 };
 
 describe("the whole pipeline, simulated", () => {

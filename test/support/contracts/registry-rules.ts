@@ -503,6 +503,25 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(await registry.expiries()).toMatchObject([{ identity: "node-1", abandoned: true, credentials }]);
     });
 
+    it.each(["answered", "lost"] as const)(
+      "keeps the credentials of a provisioned host admitted again when it withdraws that admission (write %s)",
+      async (disturbance) => {
+        const { registry, time, site, store } = setup();
+        const claim = await claimed(registry, "node-1");
+        const credentials = { expiresAt: time.now() + 3_600_000, kind: "certificate" as const, issuedAt: time.now() };
+        await registry.complete(claim, "provisioned", credentials);
+        const again = (await registry.admit("node-1", "event", 2))!;
+        store.nextWrite = disturbance === "answered" ? undefined : disturbance;
+
+        const withdrawn = await registry.withdraw(again);
+
+        expect(withdrawn).toBe(true);
+        expect(await store.read({ site, identity: "node-1" })).toMatchObject({ state: "failed", credentialsIssuedAt: credentials.issuedAt });
+        expect(await registry.expiries()).toMatchObject([{ identity: "node-1", credentials }]);
+        expect(await registry.admit("node-1", "discovery", 2)).toMatchObject({ identity: "node-1", term: 2 });
+      },
+    );
+
     it("refuses to record credentials under a claim that is no longer ours", async () => {
       const { registry, time } = setup();
       const claim = await claimed(registry, "node-1");
