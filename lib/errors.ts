@@ -232,12 +232,17 @@ export class InvalidInputError extends ProvisionerError {}
 export class DeferredError extends ProvisionerError {}
 
 /** An environment variable the functions need is missing or invalid; `variable` names it. */
+/** One environment variable of the functions that is missing or unreadable. */
+export interface SettingProblem {
+  readonly variable: string;
+  readonly message: string;
+}
+
+/** The functions' environment is incomplete or wrong: every bad variable, named, in one message. */
 export class AppSettingsError extends ProvisionerError {
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(`invalid environment variable ${variable}: ${message}`);
+  constructor(readonly problems: readonly SettingProblem[]) {
+    const lines = problems.map((problem) => `${problem.variable}: ${problem.message}`);
+    super(problems.length === 1 ? `invalid environment variable ${lines.join("")}` : `invalid environment variables: ${lines.join("; ")}`);
   }
 }
 

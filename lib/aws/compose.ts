@@ -98,7 +98,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
       logger: overrides.logger ?? createLogger({ logger: overrides.powertools?.logger, serviceName: settings.serviceName }),
     }));
   if (config.leaderElection && !settings.leaseTable) {
-    throw new AppSettingsError("LEASE_TABLE", "is required when leader_election is on");
+    throw new AppSettingsError([{ variable: "LEASE_TABLE", message: "is required when leader_election is on" }]);
   }
 
   const attributes = new AsyncLocalStorage<LogAttributes>();

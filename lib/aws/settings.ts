@@ -1,5 +1,5 @@
 import type { FunctionName } from "../config/secrets";
-import { AppSettingsError } from "../errors";
+import { AppSettingsError, type SettingProblem } from "../errors";
 
 /** Where the functions find their tables, queues and broker stream; see docs/lifecycle.md and the app contract. */
 export interface AppSettings {
@@ -47,10 +47,58 @@ export const APP_DEFAULTS = {
   deadlineMarginMs: 1_000,
 } as const;
 
-function positiveCount(name: string, text: string | undefined, fallback: number): number {
-  if (text === undefined) return fallback;
-  if (!/^[1-9]\d*$/.test(text)) throw new AppSettingsError(name, "must be a whole number of at least 1");
-  return Number(text);
+/** How a variable's text is read: each returns the value, or says what is wrong with the text. */
+const READERS = {
+  text: (text: string) => text,
+  url: (text: string) => (URL.canParse(text) ? text : problem(`"${text}" is not a URL`)),
+  table: (text: string) =>
+    !text.startsWith("arn:") || tableArnRegion(text)
+      ? text
+      : problem(`"${text}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`),
+  seconds: (text: string) => (/^\d+$/.test(text) ? Number(text) : problem("must be a whole number of seconds")),
+  count: (text: string) => (/^[1-9]\d*$/.test(text) ? Number(text) : problem("must be a whole number of at least 1")),
+} as const;
+
+interface VariableSpec {
+  /** The environment variables read, first set wins. */
+  readonly env: string | readonly string[];
+  readonly read: keyof typeof READERS;
+  readonly required?: true;
+  readonly fallback?: string | number;
+}
+
+type FromEnvironment = Exclude<keyof AppSettings, "function" | "configEnv" | "deadlineMarginMs">;
+
+/**
+ * THE table of the functions' environment: for each setting, the variable serverless.yml sets, how
+ * its text is read, and whether it is required or has a default. `appSettingsFromEnv` is derived
+ * from it and reports every bad variable at once.
+ */
+const VARIABLES: Readonly<Record<FromEnvironment, VariableSpec>> = {
+  leaseTable: { env: "LEASE_TABLE", read: "table" },
+  admissionTable: { env: "ADMISSION_TABLE", read: "table", required: true },
+  hostWorkQueueUrl: { env: "HOST_WORK_QUEUE_URL", read: "url", required: true },
+  hostWorkDlqUrl: { env: "HOST_WORK_DLQ_URL", read: "url", required: true },
+  lifecycleQueueUrl: { env: "LIFECYCLE_QUEUE_URL", read: "url", required: true },
+  lifecycleDlqUrl: { env: "LIFECYCLE_DLQ_URL", read: "url", required: true },
+  dynamoDbEndpoint: { env: "DYNAMODB_ENDPOINT", read: "url" },
+  sqsEndpoint: { env: "SQS_ENDPOINT", read: "url" },
+  region: { env: ["AWS_REGION", "AWS_DEFAULT_REGION"], read: "text" },
+  lifecycleStream: { env: "LIFECYCLE_STREAM", read: "text", fallback: APP_DEFAULTS.lifecycleStream },
+  lifecycleConsumer: { env: "LIFECYCLE_CONSUMER", read: "text" },
+  serviceName: { env: "POWERTOOLS_SERVICE_NAME", read: "text", fallback: APP_DEFAULTS.serviceName },
+  metricsNamespace: { env: "POWERTOOLS_METRICS_NAMESPACE", read: "text", fallback: APP_DEFAULTS.metricsNamespace },
+  retryBaseDelaySeconds: { env: "RETRY_BASE_DELAY_SECONDS", read: "seconds", fallback: APP_DEFAULTS.retryBaseDelaySeconds },
+  retryMaxDelaySeconds: { env: "RETRY_MAX_DELAY_SECONDS", read: "seconds", fallback: APP_DEFAULTS.retryMaxDelaySeconds },
+  hostFailureLimit: { env: "HOST_FAILURE_LIMIT", read: "count", fallback: APP_DEFAULTS.hostFailureLimit },
+};
+
+class Problem {
+  constructor(readonly message: string) {}
+}
+
+function problem(message: string): Problem {
+  return new Problem(message);
 }
 
 const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):\d{12}:table\/[A-Za-z0-9_.-]{3,255}$/;
@@ -60,58 +108,27 @@ export function tableArnRegion(table: string): string | undefined {
   return TABLE_ARN.exec(table)?.[1];
 }
 
-/** Reads and validates the functions' environment; throws AppSettingsError naming the bad variable. */
+/** Reads and validates the functions' environment; throws AppSettingsError naming every bad variable. */
 export function appSettingsFromEnv(env: NodeJS.ProcessEnv): AppSettings {
-  const required = (name: string): string => {
-    const value = env[name]?.trim();
-    if (!value) throw new AppSettingsError(name, "is required");
-    return value;
-  };
+  const problems: SettingProblem[] = [];
   const optional = (name: string): string | undefined => env[name]?.trim() || undefined;
-  const url = (name: string, value: string | undefined): string | undefined => {
-    if (value === undefined) return undefined;
-    try {
-      new URL(value);
-    } catch {
-      throw new AppSettingsError(name, `"${value}" is not a URL`);
-    }
-    return value;
-  };
   if (!optional("PROVISIONER_CONFIG") && !optional("PROVISIONER_CONFIG_YAML")) {
-    throw new AppSettingsError("PROVISIONER_CONFIG_YAML", "set PROVISIONER_CONFIG_YAML (inline YAML) or PROVISIONER_CONFIG (a file path)");
+    problems.push({ variable: "PROVISIONER_CONFIG_YAML", message: "set PROVISIONER_CONFIG_YAML (inline YAML) or PROVISIONER_CONFIG (a file path)" });
   }
-  const seconds = (name: string, fallback: number): number => {
-    const text = optional(name);
-    if (text === undefined) return fallback;
-    if (!/^\d+$/.test(text)) throw new AppSettingsError(name, "must be a whole number of seconds");
-    return Number(text);
-  };
-  return {
-    configEnv: { ...env },
-    leaseTable: table("LEASE_TABLE", optional("LEASE_TABLE")),
-    admissionTable: table("ADMISSION_TABLE", required("ADMISSION_TABLE")) as string,
-    hostWorkQueueUrl: url("HOST_WORK_QUEUE_URL", required("HOST_WORK_QUEUE_URL")) as string,
-    hostWorkDlqUrl: url("HOST_WORK_DLQ_URL", required("HOST_WORK_DLQ_URL")) as string,
-    lifecycleQueueUrl: url("LIFECYCLE_QUEUE_URL", required("LIFECYCLE_QUEUE_URL")) as string,
-    lifecycleDlqUrl: url("LIFECYCLE_DLQ_URL", required("LIFECYCLE_DLQ_URL")) as string,
-    dynamoDbEndpoint: url("DYNAMODB_ENDPOINT", optional("DYNAMODB_ENDPOINT")),
-    sqsEndpoint: url("SQS_ENDPOINT", optional("SQS_ENDPOINT")),
-    region: optional("AWS_REGION") ?? optional("AWS_DEFAULT_REGION"),
-    lifecycleStream: optional("LIFECYCLE_STREAM") ?? APP_DEFAULTS.lifecycleStream,
-    lifecycleConsumer: optional("LIFECYCLE_CONSUMER"),
-    serviceName: optional("POWERTOOLS_SERVICE_NAME") ?? APP_DEFAULTS.serviceName,
-    metricsNamespace: optional("POWERTOOLS_METRICS_NAMESPACE") ?? APP_DEFAULTS.metricsNamespace,
-    retryBaseDelaySeconds: seconds("RETRY_BASE_DELAY_SECONDS", APP_DEFAULTS.retryBaseDelaySeconds),
-    retryMaxDelaySeconds: seconds("RETRY_MAX_DELAY_SECONDS", APP_DEFAULTS.retryMaxDelaySeconds),
-    hostFailureLimit: positiveCount("HOST_FAILURE_LIMIT", optional("HOST_FAILURE_LIMIT"), APP_DEFAULTS.hostFailureLimit),
-    deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs,
-  };
-}
-
-/** A table's name, or its ARN (a site table another deployment owns, maybe in another Region). */
-function table(name: string, value: string | undefined): string | undefined {
-  if (value?.startsWith("arn:") && !tableArnRegion(value)) {
-    throw new AppSettingsError(name, `"${value}" is not a DynamoDB table ARN (arn:<partition>:dynamodb:<region>:<account>:table/<name>)`);
+  const values: Record<string, unknown> = {};
+  for (const [field, spec] of Object.entries(VARIABLES)) {
+    const names = typeof spec.env === "string" ? [spec.env] : spec.env;
+    const name = names.find((candidate) => optional(candidate) !== undefined);
+    const text = name === undefined ? undefined : optional(name);
+    if (name === undefined || text === undefined) {
+      if (spec.required) problems.push({ variable: names[0] ?? field, message: "is required" });
+      values[field] = spec.fallback;
+      continue;
+    }
+    const value = READERS[spec.read](text);
+    if (value instanceof Problem) problems.push({ variable: name, message: value.message });
+    else values[field] = value;
   }
-  return value;
+  if (problems.length > 0) throw new AppSettingsError(problems);
+  return { ...(values as Omit<AppSettings, "configEnv" | "deadlineMarginMs">), configEnv: { ...env }, deadlineMarginMs: APP_DEFAULTS.deadlineMarginMs };
 }

@@ -48,7 +48,7 @@ const FACTORIES: Record<string, (errorClass: ErrorClass, cause: Error) => Error>
   RpcRetriesExhaustedError: (errorClass, cause) =>
     Reflect.construct(errorClass, [IDENTITY, "choria_provision#jwt", 5, new RpcTransportError(IDENTITY, "choria_provision#jwt", "not sent", { cause })]),
   OutOfTimeError: (errorClass) => Reflect.construct(errorClass, ["choria_provision#configure try 2", 20_000, 1_500]),
-  AppSettingsError: (errorClass) => Reflect.construct(errorClass, ["ADMISSION_TABLE", "is not set"]),
+  AppSettingsError: (errorClass) => Reflect.construct(errorClass, [[{ variable: "ADMISSION_TABLE", message: "is required" }]]),
   HelperStartError: (errorClass) => Reflect.construct(errorClass, ["ENOENT", "cannot start /opt/provision-helper: no such file"]),
   AdmissionOutcomeUnknownError: (errorClass, cause) =>
     Reflect.construct(errorClass, [IDENTITY, new AdmissionStoreError(`the admission of ${IDENTITY} stayed unknown`, { cause }), async () => undefined]),
