@@ -32,6 +32,7 @@ const path = require("node:path");
 
 /** The app's metric dimension value for an empty site (lib/aws/powertools-metrics.ts). */
 const UNSET_SITE = "unset";
+/** The metric namespace and service name the functions are given; lib/aws/settings.ts APP_DEFAULTS match (tested). */
 const NAMESPACE = "ChoriaProvisioner";
 /** Powertools adds a `service` dimension (POWERTOOLS_SERVICE_NAME) next to the app's `site`. */
 const SERVICE_DIMENSION = "choria-provisioner";
@@ -475,6 +476,8 @@ module.exports = async ({ resolveVariable }) => {
   return {
     configYaml: text,
     site,
+    metricsNamespace: NAMESPACE,
+    serviceName: SERVICE_DIMENSION,
     // The default deployment_id: one stack per stage, Region and account, so two stacks of a site
     // sharing a lease table are never the same holder (the Region alone would make them one).
     // `sls invoke local` cannot resolve a CloudFormation function and has no account: `local` stands in.
@@ -534,5 +537,7 @@ module.exports = async (context) => {
 };
 
 module.exports.FUNCTIONS = FUNCTIONS;
+module.exports.NAMESPACE = NAMESPACE;
+module.exports.SERVICE_DIMENSION = SERVICE_DIMENSION;
 module.exports.siteTables = siteTables;
 module.exports.siteTableResources = siteTableResources;

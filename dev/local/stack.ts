@@ -779,7 +779,7 @@ function deploymentEnv(input: DeploymentInput, prefix: string, config: Record<st
     AWS_REGION: LOCAL_AWS.region,
     LIFECYCLE_STREAM,
     POWERTOOLS_SERVICE_NAME: prefix,
-    POWERTOOLS_METRICS_NAMESPACE: "ChoriaProvisioner",
+    POWERTOOLS_METRICS_NAMESPACE: APP_DEFAULTS.metricsNamespace,
     RETRY_BASE_DELAY_SECONDS: String(input.timings.retryBaseDelaySeconds),
     RETRY_MAX_DELAY_SECONDS: String(input.timings.retryMaxDelaySeconds),
   };

@@ -2,7 +2,7 @@
  * The shape of the validated configuration, apart from the code that builds it (config.ts) and the
  * key table (keys.ts) that describes it: both depend on these types, and this module on neither.
  */
-type LogLevel = "debug" | "info" | "warn" | "error";
+import type { LogLevel } from "../observability/logger";
 
 export interface FeatureFlags {
   readonly pki: boolean;
