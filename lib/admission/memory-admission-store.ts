@@ -2,11 +2,9 @@
  * An in-process AdmissionStore with the same conditions as the DynamoDB one: for unit tests and a
  * single-process local run. Each operation is atomic because it runs without awaiting.
  */
+import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "./entry";
 import type {
-  AdmissionEntry,
-  AdmissionKey,
   AdmissionStore,
-  AdmissionSummaryRow,
   AdmissionWrite,
   AdmitRequest,
   ClaimRequest,
@@ -21,8 +19,8 @@ import type {
   RememberWaitingRequest,
   VoidClaimRequest,
   WaitingName,
-} from "./registry";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./registry";
+} from "./store";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./entry";
 
 const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 

@@ -4,7 +4,8 @@
  * is withdrawn so the next discovery or event admits the host again: nothing is lost, only delayed.
  * Discovery, lifecycle events and the operator's reprovision all go through here.
  */
-import { AdmissionOutcomeUnknownError, type AdmissionRegistry } from "../admission/registry";
+import type { AdmissionRegistry } from "../admission/registry";
+import { AdmissionOutcomeUnknownError } from "../admission/store";
 import { identityProblem } from "../choria/identity";
 import { messageOf } from "../errors";
 import { systemClock, type Clock, type HostWork, type Logger } from "../ports";

@@ -4,7 +4,9 @@
  * RPC attempt and helper run), and finished: recorded, given back for a later delivery, or parked
  * in the host-work DLQ after too many failures in a row at one step.
  */
-import { failuresInARow, type AdmissionRegistry, type CredentialsExpiry, type HostClaim } from "../admission/registry";
+import { failuresInARow, type HostClaim } from "../admission/claim";
+import type { CredentialsExpiry } from "../admission/credentials";
+import type { AdmissionRegistry } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";

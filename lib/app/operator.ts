@@ -19,7 +19,8 @@
  *
  * `reprovision` is one use case for the function and the CLI: the same refusals, the same result.
  */
-import type { AdmissionRegistry, HostExpiry, RegistrySummary } from "../admission/registry";
+import type { AdmissionRegistry } from "../admission/registry";
+import type { HostExpiry, RegistrySummary } from "../admission/site-listing";
 import { identityProblem } from "../choria/identity";
 import { messageOf, ProvisionerError } from "../errors";
 import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../lease/lease";

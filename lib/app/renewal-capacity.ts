@@ -13,7 +13,7 @@
  * any order could meet; so simulating it says exactly whether the rate keeps up. The smallest rate
  * that does is found by searching up from the densest interval seen from either end of the schedule.
  */
-import type { HostExpiry } from "../admission/registry";
+import type { HostExpiry } from "../admission/site-listing";
 import { ASSUMED_OUT_OF_SERVICE_MS, RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
 import { ProvisionerError } from "../errors";
 import { atRisk, measuredOutOfServiceMs, renewableAt, renewalApplies, type RenewalState, type RenewBefore } from "./renewal-state";

@@ -8,7 +8,8 @@
  * registry entry (`RenewalMark`), where every deployment of the site sees it. Also the pure rules
  * over both: which hosts are due, in which order, when a failed one is tried again.
  */
-import type { HostExpiry, RenewalMark } from "../admission/registry";
+import type { RenewalMark } from "../admission/credentials";
+import type { HostExpiry } from "../admission/site-listing";
 import { SPREAD_SHARE } from "../config/renew-capacity";
 import { RenewalContentionError } from "../errors";
 

@@ -22,7 +22,9 @@
  * runs it only inside the delivery horizon. A host is reserved in flight before its request
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
-import type { AdmissionRegistry, HostExpiry, RenewalMark } from "../admission/registry";
+import type { RenewalMark } from "../admission/credentials";
+import type { AdmissionRegistry } from "../admission/registry";
+import type { HostExpiry } from "../admission/site-listing";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";

@@ -18,12 +18,9 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import * as z from "zod";
+import type { AdmissionEntry, AdmissionKey, AdmissionState, AdmissionSummaryRow } from "../admission/entry";
 import type {
-  AdmissionEntry,
-  AdmissionKey,
-  AdmissionState,
   AdmissionStore,
-  AdmissionSummaryRow,
   AdmissionWrite,
   AdmitRequest,
   ClaimRequest,
@@ -38,8 +35,8 @@ import type {
   RememberWaitingRequest,
   VoidClaimRequest,
   WaitingName,
-} from "../admission/registry";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../admission/registry";
+} from "../admission/store";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../admission/entry";
 import type { AdmissionSource } from "../ports";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { DynamoDbDirectWrites } from "./direct-writes";

@@ -56,7 +56,7 @@ import {
   type PauseGate,
   type RpcReply,
 } from "../ports";
-import type { CredentialsExpiry } from "../admission/registry";
+import type { CredentialsExpiry } from "../admission/credentials";
 import { CredentialsNotRecordedError, KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, ServerJwtError, UpgradeError } from "./errors";
 import { encodeGoJson } from "./go-json";
 import { waitedTooLong } from "./waiting";

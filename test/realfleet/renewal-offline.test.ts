@@ -31,7 +31,7 @@
 import { readFile } from "node:fs/promises";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import type { HostExpiry } from "../../lib/admission/registry";
+import type { HostExpiry } from "../../lib/admission/site-listing";
 import { unansweredHoldFor } from "../../lib/app/renewal";
 import { renewableAt, type RenewalReport } from "../../lib/app/renewal-state";
 import { decodeRequest } from "../../lib/choria/protocol";

@@ -6,7 +6,8 @@
  * out of service.
  */
 import { MemoryAdmissionStore } from "../../lib/admission/memory-admission-store";
-import { AdmissionRegistry, type CredentialsExpiry } from "../../lib/admission/registry";
+import type { CredentialsExpiry } from "../../lib/admission/credentials";
+import { AdmissionRegistry } from "../../lib/admission/registry";
 import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
 import { MemoryRenewalStore } from "../../lib/app/renewal-state";
 import type { Standing } from "../../lib/lease/gate";

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
-import { AdmissionRegistry, AdmissionStoreError } from "../../../lib/admission/registry";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { AdmissionStoreError } from "../../../lib/admission/store";
 import { createSqsClient, createStoreClient, endpointConfig, SQS_CLIENT_FAILS_WITHIN_MS, STORE_CLIENT_FAILS_WITHIN_MS } from "../../../lib/aws/clients";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
 import { silentLogger } from "../../../lib/ports";

@@ -25,7 +25,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect, type NatsConnection } from "nats";
-import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import type { AdmissionStore } from "../../../lib/admission/store";
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";

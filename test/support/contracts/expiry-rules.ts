@@ -3,7 +3,9 @@
  * they were issued), written once and run against every AdmissionStore like the registry rules.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionRegistry, type AdmissionStore, type CredentialsExpiry } from "../../../lib/admission/registry";
+import type { CredentialsExpiry } from "../../../lib/admission/credentials";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import type { AdmissionStore } from "../../../lib/admission/store";
 import { RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;

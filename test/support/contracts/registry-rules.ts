@@ -3,18 +3,11 @@
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import {
-  AdmissionRegistry,
-  AdmissionStoreError,
-  failuresInARow,
-  LAST_ERRORS_SHOWN,
-  WAITING_MAX_BYTES,
-  type AdmissionStore,
-  type AdmissionWrite,
-  type AdmitRequest,
-  type ClaimRequest,
-  type HostClaim,
-} from "../../../lib/admission/registry";
+import { failuresInARow, type HostClaim } from "../../../lib/admission/claim";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import { LAST_ERRORS_SHOWN } from "../../../lib/admission/site-listing";
+import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite, type AdmitRequest, type ClaimRequest } from "../../../lib/admission/store";
+import { WAITING_MAX_BYTES } from "../../../lib/admission/waiting-names";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 

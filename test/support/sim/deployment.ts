@@ -9,7 +9,8 @@
  * What every deployment of a site shares comes in `site`: the lease table (lease and pause
  * switches), the admission registry and renewal's state. A deployment's queues are its own.
  */
-import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/registry";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import type { AdmissionStore } from "../../../lib/admission/store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { Leadership } from "../../../lib/app/leadership";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { WaitingName } from "../../../lib/admission/registry";
+import type { WaitingName } from "../../../lib/admission/store";
 import { selectDiscovered, waitingBound, type SelectionLimits } from "../../../lib/app/discovery-selection";
 import { seededRandom } from "../../support/random";
 

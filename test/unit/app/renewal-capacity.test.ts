@@ -5,7 +5,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { AdmissionState, HostExpiry } from "../../../lib/admission/registry";
+import type { AdmissionState } from "../../../lib/admission/entry";
+import type { HostExpiry } from "../../../lib/admission/site-listing";
 import { hostsAtRisk, InvalidRenewalSettingsError, renewalCapacity, type RenewalCapacitySettings } from "../../../lib/app/renewal-capacity";
 import { renewableAt } from "../../../lib/app/renewal-state";
 

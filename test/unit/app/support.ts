@@ -4,7 +4,9 @@
  * virtual clock. Deployments built on the same stores and clock contest one lease.
  */
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import { AdmissionRegistry, type AdmissionKey, type AdmissionStore, type AdmitRequest } from "../../../lib/admission/registry";
+import type { AdmissionKey } from "../../../lib/admission/entry";
+import { AdmissionRegistry } from "../../../lib/admission/registry";
+import type { AdmissionStore, AdmitRequest } from "../../../lib/admission/store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";

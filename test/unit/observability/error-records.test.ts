@@ -10,7 +10,7 @@ import type { Context } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { wrapHandler } from "../../../lib/aws/middleware";
 import { createLogger } from "../../../lib/aws/powertools-logger";
-import { AdmissionStoreError } from "../../../lib/admission/registry";
+import { AdmissionStoreError } from "../../../lib/admission/store";
 import { ConfigError, ProvisionerError, RpcError, RpcTransportError } from "../../../lib/errors";
 import { createConsoleLogger } from "../../../lib/observability";
 import type { Logger } from "../../../lib/ports";

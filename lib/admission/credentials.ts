@@ -1,0 +1,19 @@
+/** The credentials a provisioned host was given, as its entry records them, and renewal's marks on them. */
+
+/** Which credential of a provisioned host expires first: the helper's x509 certificate or the server JWT we signed. */
+export type ExpiryKind = "certificate" | "server_jwt";
+
+/** When a provisioned host's credentials stop working (epoch ms), which one that is, and when they were issued. */
+export interface CredentialsExpiry {
+  expiresAt: number;
+  kind: ExpiryKind;
+  issuedAt: number;
+}
+
+/** Failed renewals of one host's credentials: how many in a row, the next try, the last reason and when. */
+export interface RenewalMark {
+  attempts: number;
+  retryAt: number;
+  reason: string;
+  at: number;
+}

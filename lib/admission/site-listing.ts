@@ -1,0 +1,72 @@
+/** What the registry reads from a site's listing: the summary by state with the latest failures (and their limits), and the hosts whose credentials expire. */
+import type { CredentialsExpiry, RenewalMark } from "./credentials";
+import type { AdmissionState, AdmissionSummaryRow } from "./entry";
+
+/** Keeps the status report small however many hosts keep failing. */
+export const LAST_ERRORS_SHOWN = 50;
+/** A failure reason is recorded up to this length. */
+export const LAST_ERROR_MAX_LENGTH = 1_000;
+
+export interface RegistrySummary {
+  total: number;
+  byState: Record<AdmissionState, number>;
+  /** Hosts whose last attempt failed (retrying, failed or parked), with the reason; newest first. */
+  lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
+}
+
+/** A host whose credentials expire, as the registry knows it. */
+export interface HostExpiry {
+  identity: string;
+  state: AdmissionState;
+  credentials: CredentialsExpiry;
+  /** Failed renewals of these credentials, when there were any. */
+  renewal?: RenewalMark;
+  /**
+   * Claimed for provisioning, and the claim ran out with no outcome recorded: the worker died, maybe
+   * after the node took these credentials (recorded before they left), so renewal must not pass it by.
+   */
+  abandoned?: true;
+}
+
+/** How many hosts of a site's listing are in each state, and the most recent failures. */
+export function summarize(rows: readonly AdmissionSummaryRow[]): RegistrySummary {
+  const summary: RegistrySummary = {
+    total: 0,
+    byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 },
+    lastErrors: [],
+  };
+  for (const row of rows) {
+    summary.total++;
+    if (Object.hasOwn(summary.byState, row.state)) summary.byState[row.state]++;
+    if (row.lastError) {
+      summary.lastErrors.push({
+        identity: row.identity,
+        term: row.term,
+        state: row.state,
+        lastError: row.lastError,
+        lastErrorAt: row.lastErrorAt ?? 0,
+        ...(row.failedStep === undefined ? {} : { failedStep: row.failedStep, failures: row.failures ?? 0 }),
+      });
+    }
+  }
+  summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);
+  summary.lastErrors.length = Math.min(summary.lastErrors.length, LAST_ERRORS_SHOWN);
+  return summary;
+}
+
+/** Every host of a site's listing whose credentials' expiry is recorded, in the listing's order; a claim ended by `now` with no outcome is abandoned. */
+export function hostExpiries(rows: readonly AdmissionSummaryRow[], now: number): HostExpiry[] {
+  const hosts: HostExpiry[] = [];
+  for (const row of rows) {
+    if (row.credentialsExpireAt === undefined || row.expiryKind === undefined) continue;
+    const { renewalAttempts: attempts, renewalRetryAt: retryAt, renewalError: reason, renewalErrorAt: at } = row;
+    hosts.push({
+      identity: row.identity,
+      state: row.state,
+      credentials: { expiresAt: row.credentialsExpireAt, kind: row.expiryKind, issuedAt: row.credentialsIssuedAt ?? 0 },
+      ...(attempts !== undefined && retryAt !== undefined ? { renewal: { attempts, retryAt, reason: reason ?? "", at: at ?? 0 } } : {}),
+      ...(row.state === "provisioning" && (row.claimedUntil ?? 0) <= now ? { abandoned: true as const } : {}),
+    });
+  }
+  return hosts;
+}
