@@ -1,17 +1,19 @@
+/** The typed ProvisionerConfig: a YAML document parsed and validated into it, every problem reported in one run, and the lease gate's settings it gives. */
 import { availableParallelism } from "node:os";
-import { RPC_PLAN } from "../engine/plan";
 import { ConfigError, ConfigProblemsError } from "../errors";
-import { checkLeaseTiming, resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
+import { resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports";
-import { nearestKey } from "./did-you-mean";
-import { DurationError, formatDuration, parseDuration } from "./duration";
-import { SETTINGS, configView } from "./keys";
+import { deploymentIdOf } from "./deployment";
+import { duration, nonNegativeDuration, positiveDuration } from "./duration-settings";
+import { configView } from "./keys";
 import { ProblemCollector, schemaProblem } from "./problems";
-import { NESTED_SECTIONS, TOP_LEVEL_KEYS, rawConfigSchema, type RawConfig } from "./schema";
+import { dropNulls, isPlainObject, warnIgnoredKeys, warnRiskySettings, warnUnknownKeys } from "./raw-document";
+import { NESTED_SECTIONS, rawConfigSchema, type RawConfig } from "./schema";
 import { parseSecretReference } from "./secrets";
+import { BROKER_URL, helperTimeoutOf, leaseSectionOf, renewSection } from "./sections";
 import { MATERIAL_OR_PATH, describeShape, looksLikePath } from "./shapes";
-import type { FeatureFlags, LeaseSection, ProvisionerConfig, RenewSection } from "./types";
+import type { FeatureFlags, ProvisionerConfig } from "./types";
 
 export interface ParseConfigOptions {
   /** Receives one warning per unknown key (the Go daemon ignores them silently). */
@@ -23,7 +25,6 @@ export interface ParseConfigOptions {
 const MINUTE_MS = 60_000;
 /** One NATS subject token: no separators, wildcards, whitespace or control characters. */
 const SUBJECT_TOKEN_PROBLEM = /[.>*\s\p{Cc}]/u;
-const BROKER_URL = /^(nats|tls):\/\/[^\s/]+$/;
 
 /**
  * Validates a parsed YAML document into a ProvisionerConfig. Synchronous: secret references
@@ -204,52 +205,6 @@ function checkProtocolV2Credentials(raw: RawConfig): void {
   checkClientSeed(raw.client_seed);
 }
 
-function leaseSectionOf(raw: RawConfig): LeaseSection {
-  const lease: LeaseSection = Object.freeze({
-    durationMs: positiveDuration("lease.duration", raw.lease.duration),
-    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
-    skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
-    assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
-    peers: Object.freeze([...(raw.lease.peers ?? [])]),
-  });
-  // With no skew bound the lease is safe only if every deployment's clock agrees exactly; no real
-  // fleet has that, so it takes an explicit statement that the operator accepts it.
-  if (lease.skewBoundMs === 0 && !lease.assumeSynchronizedClocks) {
-    throw new ConfigError(
-      "lease.skew_bound",
-      "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
-    );
-  }
-  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
-  // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
-  // shorter than the longest choria_provision attempt would keep every deployment paused.
-  const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
-  if (raw.leader_election && lease.durationMs - lease.skewBoundMs < longestAttemptMs) {
-    throw new ConfigError(
-      "lease.duration",
-      `lease.duration minus lease.skew_bound (${leaseValidityShown(lease)}) must cover the longest RPC attempt (${formatDuration(longestAttemptMs)}), or the pause gate never opens`,
-    );
-  }
-  return lease;
-}
-
-/** `30s - 5s = 25s`: the validity a holder counts on, with the two keys it comes from. */
-function leaseValidityShown(lease: LeaseSection): string {
-  return `${formatDuration(lease.durationMs)} - ${formatDuration(lease.skewBoundMs)} = ${formatDuration(lease.durationMs - lease.skewBoundMs)}`;
-}
-
-/** The helper runs under the gate like an RPC attempt: one that cannot fit a validity never runs. */
-function helperTimeoutOf(raw: RawConfig, lease: LeaseSection): number {
-  const helperTimeoutMs = positiveDuration("helper_timeout", raw.helper_timeout);
-  if (raw.leader_election && helperTimeoutMs > lease.durationMs - lease.skewBoundMs) {
-    throw new ConfigError(
-      "helper_timeout",
-      `${raw.helper_timeout} must fit in one lease validity (lease.duration minus lease.skew_bound: ${leaseValidityShown(lease)}), or every host pauses at the helper step`,
-    );
-  }
-  return helperTimeoutMs;
-}
-
 /** With election on the site names the lease item (lib/lease resolveLeaseSettings), which every function reads at start. */
 function siteOf(raw: RawConfig): string {
   if (raw.leader_election && raw.site.trim() === "") {
@@ -267,61 +222,6 @@ function identityOf(raw: RawConfig): string {
   return identity;
 }
 
-function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSection {
-  const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
-  brokerUrls.forEach((url, index) => {
-    if (!BROKER_URL.test(url)) throw new ConfigError(`renew.broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
-  });
-  if (raw.enabled && brokerUrls.length === 0) {
-    throw new ConfigError("renew.broker_urls", "is required with renew.enabled: the main broker the provisioned nodes are connected to");
-  }
-  const timeoutMs = positiveDuration("renew.timeout", raw.timeout);
-  return Object.freeze({
-    enabled: raw.enabled,
-    before: Object.freeze(parseRenewBefore(raw.before)),
-    ratePerMinute: raw.rate,
-    maxInFlight: raw.max_in_flight,
-    failureThreshold: raw.failure_threshold,
-    failureWindow: raw.failure_window,
-    timeoutMs,
-    brokerUrls: Object.freeze(brokerUrls),
-    collective: raw.collective ?? (protocolVersion === 2 ? "choria" : "mcollective"),
-  });
-}
-
-/** `renew.before`: a duration (`7d`), or a percentage of the credentials' lifetime (`20%`) below 100. */
-export function parseRenewBefore(text: string): RenewSection["before"] {
-  const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
-  if (percent) {
-    const fraction = Number(percent[1]) / 100;
-    if (!(fraction > 0 && fraction < 1)) throw new ConfigError("renew.before", `${text} must be a percentage above 0 and below 100`);
-    return { fraction };
-  }
-  return { ms: positiveDuration("renew.before", text) };
-}
-
-/**
- * Names this deployment in the lease. Two stacks of one site must never share it, or both hold the
- * lease as one holder: so never the Region alone. A stack deployed by serverless.yml gets
- * `<stage>/<Region>/<account>` (one stack per stage, Region and account) unless the file names one;
- * elsewhere, with leader election on, it must be configured.
- */
-function deploymentIdOf(raw: RawConfig, env: Record<string, string | undefined>): string {
-  const id = raw.deployment_id ?? nonEmpty(env[STACK_DEPLOYMENT_ID_ENV]);
-  if (id !== undefined) return id;
-  if (raw.leader_election) {
-    throw new ConfigError(
-      "deployment_id",
-      `is required when leader_election is on (a stack deployed with serverless.yml derives it from its stage, Region and account through ${STACK_DEPLOYMENT_ID_ENV})`,
-    );
-  }
-  return "local";
-}
-
-/**
- * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
- * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
- */
 /**
  * A key setting is the material itself or, as in the Go daemon, the path of a file holding it. A
  * value that is neither (a key in another encoding, a pasted JSON) would be read as a path and shown
@@ -333,6 +233,10 @@ function checkMaterialOrPath(key: keyof typeof MATERIAL_OR_PATH, value: string |
   throw new ConfigError(key, `is ${describeShape(value)}, which is neither a file path nor ${shape.expected}`);
 }
 
+/**
+ * `client_seed` is the hex ed25519 seed the v2 requests are signed with. A reference is checked
+ * once resolved (`loadConfig` resolves, then parses); the message never quotes the value.
+ */
 function checkClientSeed(seed: string): void {
   if (parseSecretReference(seed)) return;
   if (!/^[0-9a-fA-F]{64}$/.test(seed.trim())) {
@@ -373,105 +277,10 @@ function freezeWithRedaction(values: ConfigValues): ProvisionerConfig {
   return Object.freeze(config) as ProvisionerConfig;
 }
 
-function duration(key: string, text: string): number {
-  try {
-    return parseDuration(text);
-  } catch (error) {
-    if (error instanceof DurationError) {
-      throw new ConfigError(key, `${error.message} (a number with its unit, such as 30s, 5m, 1h30m or 7d)`, { cause: error });
-    }
-    throw error;
-  }
-}
-
-function positiveDuration(key: string, text: string): number {
-  const ms = duration(key, text);
-  if (ms <= 0) throw new ConfigError(key, `must be a positive duration, such as 30s or 5m; got "${text}"`);
-  return ms;
-}
-
-function nonNegativeDuration(key: string, text: string): number {
-  const ms = duration(key, text);
-  if (ms < 0) throw new ConfigError(key, `must not be negative; got "${text}"`);
-  return ms;
-}
-
 function checkPattern(pattern: string, index: number): void {
   try {
     new RegExp(pattern.replace(/^\/+|\/+$/g, ""));
   } catch (error) {
     throw new ConfigError(`cert_deny_list.${index}`, `"${pattern}" is not a valid regular expression`, { cause: error });
   }
-}
-
-/** Set by serverless.yml to `<stage>/<Region>/<account>`: the default `deployment_id` of a deployed stack. */
-export const STACK_DEPLOYMENT_ID_ENV = "STACK_DEPLOYMENT_ID";
-
-/** The message of the one warning per unknown key (deploy-check tells it apart from others). */
-export const UNKNOWN_KEY_WARNING = "ignoring unknown configuration key";
-
-/** Every key a document may set, dotted for nested ones, and the sections themselves: what an unknown key is compared with. */
-const KNOWN_KEYS: readonly string[] = [...new Set([...TOP_LEVEL_KEYS, ...SETTINGS.map(([name]) => name)])];
-
-function warnUnknownKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
-  if (!logger) return;
-  // Not `key`: an attribute of that name is masked as a credential.
-  const warn = (setting: string) => {
-    const didYouMean = nearestKey(setting, KNOWN_KEYS);
-    logger.warn(UNKNOWN_KEY_WARNING, didYouMean === undefined ? { setting } : { setting, didYouMean });
-  };
-  for (const key of Object.keys(document)) {
-    if (!TOP_LEVEL_KEYS.includes(key)) {
-      warn(key);
-      continue;
-    }
-    const nestedKeys = NESTED_SECTIONS[key];
-    const section = document[key];
-    if (nestedKeys && isPlainObject(section)) {
-      for (const nested of Object.keys(section)) {
-        if (!nestedKeys.includes(nested)) warn(`${key}.${nested}`);
-      }
-    }
-  }
-}
-
-/** Keys a Go configuration sets that have no effect here: said, so no one thinks they do. */
-function warnIgnoredKeys(document: Record<string, unknown>, logger: Logger | undefined): void {
-  if (!logger) return;
-  for (const [key, spec] of SETTINGS) {
-    const value = document[key];
-    if (spec.ignored && value !== undefined && value !== "" && value !== 0) {
-      logger.warn("configuration key has no effect in the serverless provisioner", { setting: key, detail: spec.ignored });
-    }
-  }
-}
-
-/** Settings that are valid but weaken the deployment: accepted, and said. */
-function warnRiskySettings(document: Record<string, unknown>, logger: Logger | undefined): void {
-  if (!logger) return;
-  const tls = document.tls;
-  if (isPlainObject(tls) && tls.insecure_skip_verify === true && document.choria_insecure !== true) {
-    logger.warn("the broker's TLS certificate is not verified", {
-      setting: "tls.insecure_skip_verify",
-      detail: "anyone on the network path can pose as the broker and receive the provisioning requests, tokens and keys; give tls.ca instead",
-    });
-  }
-}
-
-/** YAML `key:` with no value is null; Go leaves the field at its zero value, so drop it. */
-function dropNulls(value: unknown): unknown {
-  if (!isPlainObject(value)) return value;
-  const result: Record<string, unknown> = {};
-  for (const [key, entry] of Object.entries(value)) {
-    if (entry !== null) result[key] = dropNulls(entry);
-  }
-  return result;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value === "" ? undefined : value;
 }

@@ -11,9 +11,11 @@ import { parse as parseYaml } from "yaml";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
 import type { Logger } from "../ports";
-import { parseConfig, STACK_DEPLOYMENT_ID_ENV, UNKNOWN_KEY_WARNING } from "./config";
+import { parseConfig } from "./config";
+import { STACK_DEPLOYMENT_ID_ENV } from "./deployment";
 import { formatDuration, parseDuration } from "./duration";
 import { CONFIG_KEYS } from "./keys";
+import { UNKNOWN_KEY_WARNING } from "./raw-document";
 import { renewCapacityProblems } from "./renew-capacity";
 import { MATERIAL_OR_PATH, looksLikePath } from "./shapes";
 import {

@@ -5,7 +5,7 @@
  * largest fleet the rate and window can renew. The fleet's own expiries are judged at run time by
  * lib/app/renewal-capacity.ts, which takes the sustained rate from here so both say the same.
  */
-import { parseRenewBefore } from "./config";
+import { parseRenewBefore } from "./sections";
 import type { RenewSection } from "./types";
 import { CONFIG_KEYS } from "./keys";
 import { parseDuration } from "./duration";

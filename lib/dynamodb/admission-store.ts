@@ -1,10 +1,11 @@
 /**
- * AdmissionStore on a DynamoDB table keyed by `site` + `identity`; the only code that knows the
- * item layout. Each write is one conditional write on the exact admission or claim it acts on, so
- * it never undoes a newer admission or another worker's claim; a condition failure returns the
- * stored entry. `ttl` (epoch seconds) lets DynamoDB delete entries no rule reads any more; no rule
- * depends on that deletion happening. The names a discovery left waiting are one item of their own
- * partition (`discovery#<site>`), so the site's host listing never reads them.
+ * AdmissionStore on a DynamoDB table keyed by `site` + `identity`; with admission-items.ts, which
+ * reads the items back, the only code that knows the item layout. Each write is one conditional
+ * write on the exact admission or claim it acts on, so it never undoes a newer admission or another
+ * worker's claim; a condition failure returns the stored entry. `ttl` (epoch seconds) lets DynamoDB
+ * delete entries no rule reads any more; no rule depends on that deletion happening. The names a
+ * discovery left waiting are one item of their own partition (`discovery#<site>`), so the site's
+ * host listing never reads them.
  */
 import {
   ConditionalCheckFailedException,
@@ -17,8 +18,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
-import * as z from "zod";
-import type { AdmissionEntry, AdmissionKey, AdmissionState, AdmissionSummaryRow } from "../admission/entry";
+import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../admission/entry";
 import type {
   AdmissionStore,
   AdmissionWrite,
@@ -37,7 +37,7 @@ import type {
   WaitingName,
 } from "../admission/store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../admission/entry";
-import type { AdmissionSource } from "../ports";
+import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { DynamoDbDirectWrites } from "./direct-writes";
 import { querySite } from "./site-query";
@@ -282,100 +282,6 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
 /** The write acts on the claim it names and on no other. */
 function ownClaim(claimToken: string): Pick<WriteSpec, "condition" | "conditionValues"> {
   return { condition: "#claimToken = :token", conditionValues: { token: claimToken } };
-}
-
-/** An optional attribute of a wrong type is read as absent, as a missing one is. */
-const optionalNumber = z.number().optional().catch(undefined);
-const optionalString = z.string().optional().catch(undefined);
-/** Read as stored, as the registry wrote it; an item without one is still queued. */
-const STATE = z
-  .string()
-  .catch("queued")
-  .default("queued")
-  .transform((state) => state as AdmissionState);
-
-/** Credentials' expiry is read only whole: a known kind with its expiry. */
-const EXPIRY = {
-  credentialsExpireAt: optionalNumber,
-  expiryKind: z.enum(["certificate", "server_jwt"]).optional().catch(undefined),
-  credentialsIssuedAt: optionalNumber,
-};
-
-const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
-
-/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them. */
-const OUTCOME = {
-  lastError: optionalString,
-  lastErrorAt: optionalNumber,
-  failedStep: optionalString,
-  failures: optionalNumber,
-  ...EXPIRY,
-  ...RENEWAL_MARK,
-};
-
-type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;
-
-function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
-  if (credentialsExpireAt === undefined || expiryKind === undefined) return {};
-  return { credentialsExpireAt, expiryKind, ...(credentialsIssuedAt === undefined ? {} : { credentialsIssuedAt }) };
-}
-
-/** Leaves out the attributes that are absent, as the entry types want. */
-function defined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
-}
-
-const ENTRY = z
-  .object({
-    site: z.string().min(1),
-    identity: z.string().min(1),
-    term: z.number(),
-    admittedAt: z.number(),
-    source: z
-      .string()
-      .catch("discovery")
-      .default("discovery")
-      .transform((source) => source as AdmissionSource),
-    state: STATE,
-    expiresAt: z.number().catch(0).default(0),
-    admissionId: optionalString,
-    claimToken: optionalString,
-    endedClaimToken: optionalString,
-    claimedUntil: optionalNumber,
-    heldUntil: optionalNumber,
-    ...OUTCOME,
-  })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...entry }): AdmissionEntry => ({
-    ...defined(entry),
-    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
-  }));
-
-const SUMMARY_ROW = z
-  .object({
-    identity: z.string().catch("").default(""),
-    term: z.number().catch(0).default(0),
-    state: STATE,
-    claimedUntil: optionalNumber,
-    ...OUTCOME,
-  })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...row }): AdmissionSummaryRow => ({
-    ...defined(row),
-    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
-  }));
-
-const WAITING_NAME = z.tuple([z.string().min(1), z.number(), z.number()]);
-/** Each name as `[identity, firstSeen, lastSeen]`; one of another shape is skipped, as it would only be a name less to prefer. */
-const WAITING = z
-  .object({ names: z.array(z.unknown()).catch([]).default([]) })
-  .transform(({ names }): WaitingName[] =>
-    names.flatMap((name) => {
-      const parsed = WAITING_NAME.safeParse(name);
-      return parsed.success ? [{ identity: parsed.data[0], firstSeen: parsed.data[1], lastSeen: parsed.data[2] }] : [];
-    }),
-  );
-
-function decodeEntry(item: Record<string, AttributeValue> | undefined): AdmissionEntry | undefined {
-  return readItem(ENTRY, item);
 }
 
 /** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
