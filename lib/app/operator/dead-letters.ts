@@ -53,7 +53,7 @@ export interface DeadLetterListing {
 }
 
 /** A dead letter that is not host work at all (poison) names no host: it is refused by its message id. */
-export interface PoisonRefusal {
+interface PoisonRefusal {
   identity: undefined;
   messageId: string;
   reason: string;
