@@ -1,5 +1,5 @@
 /**
- * `choria-provisioner`: the operator CLI, an adapter over lib/app/operator.ts. It finds the
+ * `choria-provisioner`: the operator CLI, an adapter over lib/app/operator/. It finds the
  * deployment's tables and queues by the names serverless.yml gives them (from `--stage`), or from
  * flags, or from the environment the functions get (LEASE_TABLE, HOST_WORK_QUEUE_URL, ... as
  * scripts/local-services.ts and `npm run local -- --keep-running` print them), checks they exist,
@@ -15,9 +15,10 @@ import { messageOf, StackNotFoundError } from "../lib/errors";
 import { stageResourceNames } from "../lib/aws/stage-resources";
 import { systemClock, type Clock } from "../lib/ports";
 import { parseDuration } from "../lib/config/duration";
-import { OPERATOR_TIMING_DEFAULTS, OperatorRefusal } from "../lib/app/operator";
+import { OperatorRefusal } from "../lib/app/operator/report";
+import { OPERATOR_TIMING_DEFAULTS } from "../lib/app/operator/site-operator";
 import { readCommandLine, type CommandSpec, type Values } from "./command-line";
-import { formatDeadLetters, formatElection, formatPause, formatReprovision, formatRequeue, formatStatus } from "./format";
+import { formatDeadLetters, formatElection, formatPause, formatReprovision, formatRequeue, formatStatus, requeueJson } from "./format";
 import { REGISTRY_HELP, runRegistryMerge } from "./registry-merge";
 import { RENEW_USAGE, runRenew } from "./renew";
 import { UsageError } from "./usage-error";
@@ -96,8 +97,8 @@ const COMMANDS: Record<string, Command> = {
     async run({ opened, values, args, print }) {
       if ((values.all === true) === (args.length > 0)) throw new UsageError("dlq requeue takes either --all or one or more identities");
       const result = await opened.operator.requeueDeadLetters(values.all ? {} : { identities: args });
-      print(result, () => formatRequeue(result));
-      return result.requeued.length > 0 || result.skipped.length === 0 ? 0 : 1;
+      print(requeueJson(result), () => formatRequeue(result));
+      return result.admitted.length > 0 || result.refused.length === 0 ? 0 : 1;
     },
   },
   pause: {

@@ -4,12 +4,14 @@
  * command that acts on hosts says what it did per host and ends, as `choria req` does, with
  * "Finished processing N hosts".
  */
-import type { DeadLetterView, ElectionView, OperatorStatus, PauseResult, ReadmitResult, ReprovisionResult } from "../lib/app/operator";
+import type { DeadLetterRequeue, DeadLetterView } from "../lib/app/operator/dead-letters";
+import type { DeploymentStatus, ReadmitResult } from "../lib/app/operator/report";
+import type { ElectionView, PauseResult } from "../lib/app/operator/site-operator";
 import { formatRenewalReport } from "./renew";
 import { boxTable } from "./table";
 import { ago, plural } from "./text";
 
-function leaseLine(lease: OperatorStatus["lease"]): string {
+function leaseLine(lease: DeploymentStatus["lease"]): string {
   if (lease.leader === null) return lease.term === null ? "nobody has held the lease yet" : `released (last term ${lease.term})`;
   const expiry =
     (lease.expiresInMs ?? 0) > 0 ? `expires in ${((lease.expiresInMs ?? 0) / 1000).toFixed(1)}s` : `expired ${(-(lease.expiresInMs ?? 0) / 1000).toFixed(1)}s ago`;
@@ -17,14 +19,14 @@ function leaseLine(lease: OperatorStatus["lease"]): string {
 }
 
 /** The deployment's role as a heading: a candidate is named as one, never as a standby of nobody. */
-function roleHeading(status: OperatorStatus): string {
+function roleHeading(status: DeploymentStatus): string {
   if (status.paused) return "PAUSED";
   return status.role === "candidate" ? "CANDIDATE (no deployment leads the site now)" : status.role.toUpperCase();
 }
 
 const QUEUE_NAMES = { hostWork: "host work", hostWorkDlq: "host-work DLQ", lifecycle: "lifecycle", lifecycleDlq: "lifecycle DLQ" } as const;
 
-function queuesTable(queues: OperatorStatus["queues"]): string {
+function queuesTable(queues: DeploymentStatus["queues"]): string {
   return boxTable({
     headers: ["queue", "visible", "in flight", "delayed"],
     rows: Object.entries(QUEUE_NAMES).map(([key, label]) => {
@@ -34,7 +36,7 @@ function queuesTable(queues: OperatorStatus["queues"]): string {
   });
 }
 
-function lastErrorsTable(lastErrors: OperatorStatus["registry"]["lastErrors"], now: number): string {
+function lastErrorsTable(lastErrors: DeploymentStatus["registry"]["lastErrors"], now: number): string {
   return boxTable({
     title: "last errors",
     headers: ["host", "state", "step", "failures", "when", "error"],
@@ -49,7 +51,7 @@ function lastErrorsTable(lastErrors: OperatorStatus["registry"]["lastErrors"], n
   });
 }
 
-export function formatStatus(status: OperatorStatus, now: number): string {
+export function formatStatus(status: DeploymentStatus, now: number): string {
   const lines = [`site "${status.site}", deployment ${status.deploymentId}: ${roleHeading(status)}`, `lease: ${leaseLine(status.lease)}`];
   if (status.pause?.paused) {
     lines.push(`paused ${ago(now, status.pause.changedAt)}${status.pause.by ? ` by ${status.pause.by}` : ""}${status.pause.reason ? `: ${status.pause.reason}` : ""}`);
@@ -105,19 +107,30 @@ export function formatDeadLetters(letters: readonly DeadLetterView[], now: numbe
   ].join("\n");
 }
 
+/** `dlq requeue --json` as scripts read it: the result under the names the command has always printed. */
+export interface RequeueJson {
+  term: DeadLetterRequeue["term"];
+  requeued: DeadLetterRequeue["admitted"];
+  skipped: DeadLetterRequeue["refused"];
+}
+
+export function requeueJson(result: DeadLetterRequeue): RequeueJson {
+  return { term: result.term, requeued: result.admitted, skipped: result.refused };
+}
+
 /** `dlq requeue`: what was done per host, then "Finished processing N dead-lettered hosts". */
-export function formatRequeue(result: ReadmitResult): string {
+export function formatRequeue(result: DeadLetterRequeue): string {
   const lines = [
-    ...result.requeued.map((identity) => `${identity}: requeued under term ${result.term}`),
-    ...result.skipped.map((skip) => `${skip.identity ?? `(message ${skip.messageId})`}: not requeued: ${skip.reason}`),
+    ...result.admitted.map((identity) => `${identity}: requeued under term ${result.term}`),
+    ...result.refused.map((refusal) => `${"messageId" in refusal ? `(message ${refusal.messageId})` : refusal.identity}: not requeued: ${refusal.reason}`),
   ];
-  const total = result.requeued.length + result.skipped.length;
-  lines.push("", `Finished processing ${plural(total, "dead-lettered host")}: ${result.requeued.length} requeued, ${result.skipped.length} not`);
+  const total = result.admitted.length + result.refused.length;
+  lines.push("", `Finished processing ${plural(total, "dead-lettered host")}: ${result.admitted.length} requeued, ${result.refused.length} not`);
   return lines.join("\n");
 }
 
 /** `reprovision`: what was done per host, then "Finished processing N hosts". */
-export function formatReprovision(result: ReprovisionResult): string {
+export function formatReprovision(result: ReadmitResult): string {
   const lines = [
     ...result.admitted.map((identity) => `${identity}: admitted for provisioning under term ${result.term}`),
     ...result.refused.map((refusal) => `${refusal.identity}: not admitted: ${refusal.reason}`),

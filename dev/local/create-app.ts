@@ -7,7 +7,7 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
 import type { BridgeResult } from "../../lib/app/lifecycle-events";
-import type { StatusReport } from "../../lib/app/operator";
+import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
 import { functionUses, type ProvisionerConfig } from "../../lib/config";
@@ -37,7 +37,7 @@ export interface App {
   bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
   handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
-  status(): Promise<StatusReport>;
+  status(): Promise<StatusFunctionReport>;
   reprovision: ReprovisionFunction["reprovision"];
   release(): Promise<{ released: boolean }>;
   renew: RenewFunction["renew"];

@@ -1,3 +1,3 @@
 export { retryDelaySeconds } from "./host-work";
 export { decodeHostWork, encodeHostWork } from "./host-work-message";
-export type { StatusReport } from "./operator";
+export type { StatusFunctionReport } from "./operator/functions";

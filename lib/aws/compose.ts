@@ -13,7 +13,7 @@ import { AdmissionRegistry } from "../admission/registry";
 import { AdmissionFlow } from "../app/admission-flow";
 import { Invocations, withInvocationAttributes } from "../app/invocation";
 import { Leadership } from "../app/leadership";
-import type { StatusQueues } from "../app/operator";
+import type { StatusQueues } from "../app/operator/report";
 import type { Broker } from "../app/use-case-ports";
 import { tableArnRegion, type AppSettings } from "./settings";
 import { AppSettingsError, SecretResolutionError } from "../errors";

@@ -8,7 +8,8 @@
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { AdmissionRegistry } from "../admission/registry";
 import { messageOf, StackNotFoundError } from "../errors";
-import { Operator, RenewalOperator } from "../app/operator";
+import { RenewalOperator } from "../app/operator/renewal-operator";
+import { Operator } from "../app/operator/site-operator";
 import { RegistryMerge, RegistryMergeError } from "../app/registry-merge";
 import { DynamoDbAdmissionStore } from "../dynamodb/admission-store";
 import { createDynamoDbClient, type AttributeValue, type DynamoDBClient } from "../dynamodb/client";

@@ -5,7 +5,8 @@
  * the node, so "none twice, none missed" is counted where the effect lands.
  */
 import { describe, expect, it } from "vitest";
-import { RenewalOperator, status } from "../../lib/app/operator";
+import { status } from "../../lib/app/operator/functions";
+import { RenewalOperator } from "../../lib/app/operator/renewal-operator";
 import { InMemoryQueue } from "../support/fakes";
 import { EXTRA_METRIC } from "../../lib/ports";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, type RenewalWorld } from "../support/renewal";

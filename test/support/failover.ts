@@ -7,7 +7,7 @@
  * while its keeper runs (an invocation every keeper rate).
  */
 import type { LeaseView, LocalStack } from "../../dev/local/stack";
-import type { StatusReport } from "../../lib/app/operator";
+import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import type { ProvisionerConfig } from "../../lib/config";
 import { waitUntilAsync } from "./wait";
 
@@ -79,7 +79,7 @@ export interface HostExpiries {
 }
 
 /** What a deployment's status says of the site's hosts' credentials (it lists up to ten). */
-export function hostExpiries(report: StatusReport): HostExpiries {
+export function hostExpiries(report: StatusFunctionReport): HostExpiries {
   const hosts = report.renewal.expiry.next.map(({ identity, expiresAt }) => ({ identity, expiresAt }));
   return { known: report.renewal.expiry.known, hosts: hosts.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0)) };
 }

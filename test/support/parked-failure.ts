@@ -6,7 +6,7 @@
  */
 import { ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { Message } from "@aws-sdk/client-sqs";
-import type { StatusReport } from "../../lib/app";
+import type { StatusFunctionReport } from "../../lib/app";
 import { makeHandler as discoverHandler } from "../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../handlers/provision";
 import { makeHandler as statusHandler } from "../../handlers/status";
@@ -15,7 +15,7 @@ import type { Deployment } from "./handlers";
 
 export interface ParkedFailure {
   dead: Message[];
-  status: StatusReport;
+  status: StatusFunctionReport;
   /** Each place's text: the DLQ's attributes, the table's items, `status`, the log. */
   landed: Record<"dlq" | "table" | "status" | "log", string>;
 }
@@ -39,7 +39,7 @@ export async function provisionUntilParked(input: {
   }
   const dead = await receive(services.sqsApi, resources.queues.hostWorkDlq);
   const table = await services.dynamo.send(new ScanCommand({ TableName: resources.tables.admission }));
-  const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusReport;
+  const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusFunctionReport;
   return {
     dead,
     status,

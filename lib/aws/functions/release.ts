@@ -1,5 +1,5 @@
 /** `release` (operator): gives up this deployment's lease so a standby takes over without waiting for expiry. */
-import { release } from "../../app/operator";
+import { release } from "../../app/operator/functions";
 import type { AppSettings } from "../settings";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
 import { wrapHandler } from "../middleware";

@@ -6,14 +6,14 @@
  * that is in provisioning mode now.
  */
 import * as z from "zod";
-import { reprovision } from "../../app/operator";
+import { reprovision } from "../../app/operator/functions";
 import type { AppSettings } from "../settings";
 import { InvalidInputError } from "../../errors";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
-import type { ReprovisionResult } from "../../app/operator";
+import type { ReadmitResult } from "../../app/operator/report";
 
 const reprovisionEvent = z.object({ identities: z.array(z.string()).min(1), force: z.boolean().optional() });
 
@@ -25,7 +25,7 @@ interface ReprovisionRequest {
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 export interface ReprovisionFunction {
-  reprovision(request: ReprovisionRequest): Promise<ReprovisionResult>;
+  reprovision(request: ReprovisionRequest): Promise<ReadmitResult>;
   close(): Promise<void>;
 }
 

@@ -1,15 +1,15 @@
 /** `status` (sls invoke -f status): this deployment's role, lease holder and term, queue depths, registry counts and last errors, credential expiry and renewal (and whether renew runs go). */
-import { status } from "../../app/operator";
+import { status } from "../../app/operator/functions";
 import type { AppSettings } from "../settings";
 import { composeParts, functionSettings, type AppOverrides, type FunctionParts } from "../compose";
 import { DynamoDbRenewalStore } from "../../dynamodb/renewal-store";
 import { wrapHandler } from "../middleware";
 import { lazyFunction } from "../runtime";
-import type { StatusReport } from "../../app/operator";
+import type { StatusFunctionReport } from "../../app/operator/functions";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 export interface StatusFunction {
-  status(): Promise<StatusReport>;
+  status(): Promise<StatusFunctionReport>;
   close(): Promise<void>;
 }
 

@@ -4,7 +4,7 @@
  * Local and fauxqs, with a helper that cannot run.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decodeHostWork, type StatusReport } from "../../../lib/app";
+import { decodeHostWork, type StatusFunctionReport } from "../../../lib/app";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
@@ -54,7 +54,7 @@ describe("a host failing at the same step", () => {
       }
     }
     const dead = await receive(services.sqsApi, queues.hostWorkDlq);
-    const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusReport;
+    const status = (await statusHandler(getApp)({}, lambdaContext())) as StatusFunctionReport;
 
     // Two hosts admitted in each of the three failing rounds, none after they were parked.
     expect(attempts).toEqual([2, 2, 2, 0]);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "nats";
 import { beforeAll, describe, expect, it } from "vitest";
-import { decodeHostWork, encodeHostWork, type StatusReport } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork, type StatusFunctionReport } from "../../../lib/app";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { startNats } from "../../../dev/local/services";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
@@ -139,7 +139,7 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
 
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     const again = await receive(aws.sqsApi, leaderQueues.hostWork);
-    const status = (await handlers(leader).status({}, lambdaContext())) as StatusReport;
+    const status = (await handlers(leader).status({}, lambdaContext())) as StatusFunctionReport;
 
     expect(again.map((message) => decodeHostWork(message.Body ?? "").identity)).toEqual(["defer-n4.example.net"]);
     expect(again[0]?.Attributes?.ApproximateReceiveCount).toBe("2");
@@ -307,7 +307,7 @@ describe("the handlers against real NATS, DynamoDB Local and SQS", () => {
     time.jump(30_000 + 5_000 + 30_000 + 1_000);
     const kept = await handlers(standby).keeper({}, lambdaContext(KEEPER_BUDGET_FOR_A_WON_TERM_MS));
 
-    const status = (await handlers(standby).status({}, lambdaContext())) as StatusReport;
+    const status = (await handlers(standby).status({}, lambdaContext())) as StatusFunctionReport;
     const work = (await receive(aws.sqsApi, standbyQueues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
     expect(released).toEqual({ released: true });
     expect(tooEarly.wonTerms).toEqual([]);

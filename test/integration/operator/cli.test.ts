@@ -1,7 +1,7 @@
 /**
  * Every `choria-provisioner` command against DynamoDB Local and fauxqs, with the tables and queues
  * named as serverless.yml names them for a stage. The CLI runs in-process (it is an adapter over
- * lib/app/operator.ts); one test runs the real bin as a process.
+ * lib/app/operator/); one test runs the real bin as a process.
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -23,7 +23,10 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { SqsDeadLetterQueue } from "../../../lib/aws/sqs-dead-letters";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { Operator, type DeadLetterView, type ElectionView, type OperatorStatus, type ReadmitResult, type ReprovisionResult } from "../../../lib/app/operator";
+import type { DeadLetterView } from "../../../lib/app/operator/dead-letters";
+import type { DeploymentStatus, ReadmitResult } from "../../../lib/app/operator/report";
+import { Operator, type ElectionView } from "../../../lib/app/operator/site-operator";
+import type { RequeueJson } from "../../../cli/format";
 import type { Clock } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";
@@ -96,7 +99,7 @@ describe("choria-provisioner status", () => {
     await deadLetter("not json");
     time.advance(12_000);
 
-    const status = await cliJson<OperatorStatus>("status");
+    const status = await cliJson<DeploymentStatus>("status");
     const people = await cli("status");
 
     expect(status.lease).toEqual({ leader: "primary", term, expiresAt: expect.any(Number), expiresInMs: 18_000, heldByThisDeployment: true });
@@ -116,7 +119,7 @@ describe("choria-provisioner status", () => {
 
   it("calls a deployment of a site nobody has led a candidate, never a standby", async () => {
     const never = await cli("status");
-    const neverJson = await cliJson<OperatorStatus>("status");
+    const neverJson = await cliJson<DeploymentStatus>("status");
     await lead("elsewhere");
     // The other deployment's lease runs out: nobody leads now.
     time.advance(60_000);
@@ -145,7 +148,7 @@ describe("choria-provisioner status", () => {
     await lead("primary");
     await registry.admit("web2.example.net", "discovery", term + 1);
 
-    const status = await cliJson<OperatorStatus>("status");
+    const status = await cliJson<DeploymentStatus>("status");
     const people = await cli("status");
 
     expect(status.registry.byState.queued).toBe(1);
@@ -314,7 +317,7 @@ describe("choria-provisioner dlq", () => {
     await deadLetter("not json");
     const newTerm = await lead("primary");
 
-    const result = await cliJson<ReadmitResult>("dlq", "requeue", "--all");
+    const result = await cliJson<RequeueJson>("dlq", "requeue", "--all");
     const queued = (await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
     const left = await receive(sqsApi, queues.hostWorkDlq);
     const begun = await registry.begin(queued[0]!, newTerm);
@@ -336,7 +339,7 @@ describe("choria-provisioner dlq", () => {
     await deadLetter(work("web1.example.net", term));
     await deadLetter(work("web2.example.net", term));
 
-    const result = await cliJson<ReadmitResult>("dlq", "requeue", "web2.example.net", "web9.example.net");
+    const result = await cliJson<RequeueJson>("dlq", "requeue", "web2.example.net", "web9.example.net");
     const left = (await receive(sqsApi, queues.hostWorkDlq)).map((message) => decodeHostWork(message.Body ?? "").identity);
 
     expect(result.requeued).toEqual(["web2.example.net"]);
@@ -362,7 +365,7 @@ describe("choria-provisioner dlq", () => {
     await deadLetter(work("web1.example.net", term));
 
     const result = await cli("dlq", "requeue", "--all");
-    const status = await cliJson<OperatorStatus>("status");
+    const status = await cliJson<DeploymentStatus>("status");
 
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`deployment primary does not lead site "ops" (no deployment holds the lease)`);
@@ -378,7 +381,7 @@ describe("choria-provisioner reprovision", () => {
     if (done.status !== "claimed") throw new Error("expected a claim");
     await registry.complete(done.claim, "provisioned");
 
-    const result = await cliJson<ReprovisionResult>("reprovision", "web1.example.net", "web2.example.net", "--force");
+    const result = await cliJson<ReadmitResult>("reprovision", "web1.example.net", "web2.example.net", "--force");
     const queued = (await receive(sqsApi, queues.hostWork)).map((message) => decodeHostWork(message.Body ?? ""));
 
     expect(result).toEqual({ term, admitted: ["web1.example.net", "web2.example.net"], refused: [] });

@@ -14,8 +14,8 @@ import { createProvisionerTables, createQueueWithDeadLetter } from "../../../dev
 import type { RunningSqs } from "../../../dev/local/services";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
-import type { OperatorStatus } from "../../../lib/app/operator";
-import type { RenewRequestResult } from "../../../lib/app/operator";
+import type { DeploymentStatus } from "../../../lib/app/operator/report";
+import type { RenewRequestResult } from "../../../lib/app/operator/renewal-operator";
 import type { Clock } from "../../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";
@@ -213,7 +213,7 @@ describe("choria-provisioner renew", () => {
     await renewalStore.write(SITE, { inFlight: {}, recent: [], sends: [], paused: { reason, at: time.trueTime } }, 0);
 
     // Act
-    const before = await cliJson<OperatorStatus>("status");
+    const before = await cliJson<DeploymentStatus>("status");
     const people = await cli("status");
     const resumed = await cli("renew", "--resume");
 

@@ -6,7 +6,8 @@
 import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
-import { OperatorRefusal, RenewalOperator } from "../../../lib/app/operator";
+import { OperatorRefusal } from "../../../lib/app/operator/report";
+import { RenewalOperator } from "../../../lib/app/operator/renewal-operator";
 import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { silentLogger, type Clock } from "../../../lib/ports";

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator";
+import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator/functions";
 import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
 import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
-import { Operator } from "../../../lib/app/operator";
+import { Operator } from "../../../lib/app/operator/site-operator";
 import { METRIC } from "../../../lib/ports";
 import { InMemoryQueue } from "../../support/fakes";
 import { shared, SITE, world, type World } from "./support";
