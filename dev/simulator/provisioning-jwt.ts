@@ -6,7 +6,7 @@
  * domain. A file that fails leaves the build defaults alone, so the server never enters
  * provisioning mode. Signature and expiry are the broker's and the provisioner's business.
  */
-import { parseProvisioningJwtUnverified } from "../../lib/crypto";
+import { parseProvisioningJwtUnverified } from "../../test/support/choria-node/provisioning-jwt";
 import type { ProtocolVersion } from "../../lib/choria/protocol";
 
 interface NodeProvisioningSettings {

@@ -5,7 +5,7 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import { encodeReply, PROTOCOL, type ProtocolVersion } from "../../lib/choria/protocol";
-import { ksuid } from "../../lib/crypto";
+import { ksuid } from "../../lib/crypto/ids";
 import { type MalformedLayer, type NodeFaults, selects, selectsIfSet } from "./faults";
 import type { NodeReply } from "./node";
 

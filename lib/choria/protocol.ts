@@ -6,6 +6,7 @@
  * is dropped exactly where a real node would drop it.
  */
 import { createHash } from "node:crypto";
+import { replySubjectHash } from "../crypto/ids";
 import { EnvelopeError } from "./errors";
 import { type Filter, parseFilter } from "./filter";
 
@@ -103,7 +104,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: false });
 const encoder = new TextEncoder();
 
 export function replySubject(collective: string, callerId: string, requestId: string): string {
-  return `${collective}.reply.${createHash("md5").update(callerId).digest("hex")}.${requestId}`;
+  return `${collective}.reply.${replySubjectHash(callerId)}.${requestId}`;
 }
 
 export function nodeSubject(collective: string, identity: string): string {

@@ -4,27 +4,18 @@
  * server JWT, key transport, upgrade, configure and restart. Every step that leaves the process
  * reads the pause gate first, so a deposed leader stops at the next attempt boundary.
  */
-import {
-  addChainIssuerData,
-  buildServerClaims,
-  certificateValidity,
-  compareVersions,
-  decodeHex,
-  encodeHex,
-  encryptLegacyPem,
-  generateX25519KeyPair,
-  helperJwtClaims,
-  type JwtVerifier,
-  type ProvisioningClaims,
-  serverJwtSettings,
-  signJwt,
-  type SigningKey,
-  uuidHex,
-  validateCsr,
-  verifyNonceSignature,
-  verifyProvisioningJwt,
-  x25519SharedSecret,
-} from "../crypto";
+import { addChainIssuerData, buildServerClaims, serverJwtSettings } from "../crypto/server-jwt";
+import { certificateValidity } from "../crypto/certificate";
+import { compareVersions } from "../crypto/version";
+import { decodeHex, encodeHex } from "../crypto/encoding";
+import { encryptLegacyPem } from "../crypto/legacy-pem";
+import { generateX25519KeyPair, x25519SharedSecret } from "../crypto/ecdh";
+import { helperJwtClaims, type ProvisioningClaims } from "../crypto/jwt-claims";
+import { type JwtVerifier, signJwt, verifyProvisioningJwt } from "../crypto/jwt";
+import { type SigningKey } from "../crypto/keys";
+import { uuidHex } from "../crypto/ids";
+import { validateCsr } from "../crypto/csr";
+import { verifyNonceSignature } from "../crypto/nonce";
 import {
   ConfigError,
   DeferredError,

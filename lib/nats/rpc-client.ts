@@ -23,7 +23,7 @@
 import type { NatsConnection, Subscription } from "nats";
 import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
-import { ksuid, uuidHex } from "../crypto";
+import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
 import { assertValidIdentity } from "../choria/identity";
 import {

@@ -12,15 +12,9 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { NatsConnection } from "nats";
 import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
 import { DEFAULT_TTL_SECONDS, NatsChoriaRpc } from "../../../lib/nats/rpc-client";
-import {
-  decodeHex,
-  ed25519PrivateKeyFromSeed,
-  ed25519SigningKey,
-  encodeHex,
-  generateEd25519Seed,
-  rawPublicKey,
-  type SigningKey,
-} from "../../../lib/crypto";
+import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
+import { ed25519PrivateKeyFromSeed, rawPublicKey, type SigningKey } from "../../../lib/crypto/keys";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
 import { type HelperInvoke } from "../../../lib/helper";
 import { engineSettings } from "../../support/engine-settings";
