@@ -15,8 +15,9 @@
  */
 import type { KeyObject } from "node:crypto";
 import { buildLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../../lib/choria/lifecycle";
-import { matchesFilter } from "../../lib/choria/filter";
-import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../../lib/choria/protocol";
+import { matchesFilter } from "../../test/support/choria-node/filter";
+import { type IncomingRequest, withinTtl } from "../../test/support/choria-node/protocol";
+import { type ProtocolVersion } from "../../lib/choria/envelope";
 import { createCsr, rsaPublicKeyPkcs1Pem } from "../../test/support/choria-node/csr";
 import { decodeHex, encodeHex } from "../../lib/crypto/encoding";
 import { decodeJwt } from "../../lib/crypto/jwt";

@@ -7,7 +7,7 @@
  * provisioning mode. Signature and expiry are the broker's and the provisioner's business.
  */
 import { parseProvisioningJwtUnverified } from "../../test/support/choria-node/provisioning-jwt";
-import type { ProtocolVersion } from "../../lib/choria/protocol";
+import type { ProtocolVersion } from "../../lib/choria/envelope";
 
 interface NodeProvisioningSettings {
   /** `cht`: the token every choria_provision action must carry. */

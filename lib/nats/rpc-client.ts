@@ -26,16 +26,8 @@ import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, s
 import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
 import { assertValidIdentity } from "../choria/identity";
-import {
-  decodeReply,
-  DEFAULT_MAX_MESSAGE_BYTES,
-  encodeRequest,
-  type IncomingReply,
-  nodeSubject,
-  type ProtocolVersion,
-  replySubject,
-  type RequestSigner,
-} from "../choria/protocol";
+import { decodeReply, DEFAULT_MAX_MESSAGE_BYTES, encodeRequest, type IncomingReply, nodeSubject, replySubject, type RequestSigner } from "../choria/protocol";
+import { type ProtocolVersion } from "../choria/envelope";
 
 const PROVISIONING_COLLECTIVE = "provisioning";
 /**
