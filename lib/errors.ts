@@ -222,6 +222,9 @@ export class JwtError extends ProvisionerError {}
 /** A CSR from a node was missing, unparseable, or names a denied / mismatching identity. */
 export class CsrError extends ProvisionerError {}
 
+/** Text that is not valid in its encoding; the message is Go's, so both reject alike and say so alike. */
+export class EncodingError extends ProvisionerError {}
+
 /** DER that cannot be encoded or decoded as the certificate code needs it. */
 export class DerError extends ProvisionerError {}
 

@@ -3,10 +3,7 @@
  * and a key or signature that decodes "partly" must fail here exactly as it does in Go.
  */
 
-import { ProvisionerError } from "../errors";
-
-/** Text that is not valid in its encoding; the message is Go's, so both reject alike and say so alike. */
-export class EncodingError extends ProvisionerError {}
+import { EncodingError } from "../errors";
 
 const HEX_PATTERN = /^[0-9a-fA-F]*$/;
 const BASE64URL_PATTERN = /^[A-Za-z0-9_-]*$/;

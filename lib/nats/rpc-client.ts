@@ -35,7 +35,7 @@ const PROVISIONING_COLLECTIVE = "provisioning";
  * request only if `now - ttl < time < now + ttl` on their own clock, so the TTL bounds how long
  * after its gate check a request delayed in the network can still run (the lease's delivery horizon).
  */
-export const DEFAULT_TTL_SECONDS = 30;
+const DEFAULT_TTL_SECONDS = 30;
 
 export interface ChoriaClientSettings {
   /** Default `provisioning`. */

@@ -1,5 +1,49 @@
-/** Whether a node answers a request's filter, as a Choria server decides it (the provisioner only writes filters: lib/choria/filter.ts). */
+/**
+ * A request's filter as a Choria server reads it: its schema, and whether a node answers it (the
+ * provisioner only writes filters: lib/choria/filter.ts).
+ */
+import { EnvelopeError } from "../../../lib/choria/errors";
 import type { Filter } from "../../../lib/choria/filter";
+
+const REQUIRED_KEYS = ["fact", "cf_class", "identity", "compound"] as const;
+
+/** Servers reject a filter lacking any of fact/cf_class/identity/compound (`null` is not `[]`). */
+export function parseFilter(value: unknown, required: boolean): Filter {
+  if (value === undefined && !required) return { fact: [], cf_class: [], agent: [], identity: [], compound: [] };
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new EnvelopeError("request filter", "must be an object");
+  }
+  const object = value as Record<string, unknown>;
+  for (const key of REQUIRED_KEYS) {
+    if (!Array.isArray(object[key])) throw new EnvelopeError("request filter", `"${key}" must be an array`);
+  }
+  if (object.agent !== undefined && object.agent !== null && !Array.isArray(object.agent)) {
+    throw new EnvelopeError("request filter", `"agent" must be an array`);
+  }
+  const strings = (key: string) => {
+    const list = (object[key] ?? []) as unknown[];
+    if (!list.every((entry) => typeof entry === "string")) throw new EnvelopeError("request filter", `"${key}" must hold strings`);
+    return list as string[];
+  };
+  const facts = object.fact as unknown[];
+  for (const fact of facts) {
+    const entry = fact as Record<string, unknown> | null;
+    if (typeof entry?.fact !== "string" || typeof entry.operator !== "string" || typeof entry.value !== "string") {
+      throw new EnvelopeError("request filter", `"fact" entries need string fact, operator and value`);
+    }
+  }
+  const compound = object.compound as unknown[];
+  if (!compound.every((entry) => Array.isArray(entry) && entry.every((item) => typeof item === "object" && item !== null && !Array.isArray(item)))) {
+    throw new EnvelopeError("request filter", `"compound" must hold arrays of objects`);
+  }
+  return {
+    fact: facts as Filter["fact"],
+    cf_class: strings("cf_class"),
+    agent: strings("agent"),
+    identity: strings("identity"),
+    compound: compound as unknown[][],
+  };
+}
 
 export interface FilterTarget {
   identity: string;

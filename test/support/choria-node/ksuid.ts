@@ -2,7 +2,7 @@
  * Reading a KSUID back, as brokers and servers do to check that a token's `jti` carries its `iat`
  * (the provisioner only mints them: lib/crypto/ids.ts).
  */
-import { EncodingError } from "../../../lib/crypto/encoding";
+import { EncodingError } from "../../../lib/errors";
 
 /** KSUID epoch (2014-05-13T16:53:20Z) in Unix seconds. */
 const KSUID_EPOCH_SECONDS = 1_400_000_000;

@@ -7,7 +7,8 @@
 import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { agentFilter, parseFilter } from "../../../lib/choria/filter";
+import { agentFilter } from "../../../lib/choria/filter";
+import { parseFilter } from "../../support/choria-node/filter";
 import { identityProblem } from "../../../lib/choria/identity";
 import { buildLifecycleEvent, encodeLifecycleEvent, parseLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { LIFECYCLE_TYPES } from "../../support/choria-node/lifecycle-types";
