@@ -7,7 +7,8 @@
  * read from the nodes' own request record), the times they answered `inventory`, and a count of refused requests. `{ type: "stop" }`
  * stops the fleet and exits.
  */
-import { decodeHex, ed25519SigningKey } from "../lib/crypto";
+import { decodeHex } from "../lib/crypto/encoding";
+import { ed25519SigningKey } from "../test/support/choria-node/keys";
 import { startFleet } from "../dev/simulator";
 
 interface FleetSettings {

@@ -17,7 +17,8 @@
 import { subscribe } from "node:diagnostics_channel";
 import type { ClientRequest, IncomingMessage } from "node:http";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { decodeHex, ed25519SigningKey } from "../lib/crypto";
+import { decodeHex } from "../lib/crypto/encoding";
+import { ed25519SigningKey } from "../test/support/choria-node/keys";
 import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
 import { startLocalStack } from "../dev/local/stack";
 import type { Logger } from "../lib/ports";

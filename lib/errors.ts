@@ -222,6 +222,15 @@ export class JwtError extends ProvisionerError {}
 /** A CSR from a node was missing, unparseable, or names a denied / mismatching identity. */
 export class CsrError extends ProvisionerError {}
 
+/** Text that is not valid in its encoding; the message is Go's, so both reject alike and say so alike. */
+export class EncodingError extends ProvisionerError {}
+
+/** DER that cannot be encoded or decoded as the certificate code needs it. */
+export class DerError extends ProvisionerError {}
+
+/** The X25519 exchange failed: a key of the wrong size, or a low-order peer key (all-zero secret). */
+export class EcdhError extends ProvisionerError {}
+
 /** A node's Ed25519 reply failed verification (missing key, bad hex, bad nonce signature). */
 export class NonceSignatureError extends ProvisionerError {}
 

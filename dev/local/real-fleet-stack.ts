@@ -19,7 +19,9 @@ import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import type { SecretResolver } from "../../lib/config";
 import type { LogAttributes, Logger } from "../../lib/ports";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
-import { decodeHex, ed25519PublicKeyFromRaw, verifyJwtSignature } from "../../lib/crypto";
+import { decodeHex } from "../../lib/crypto/encoding";
+import { ed25519PublicKeyFromRaw } from "../../lib/crypto/keys";
+import { verifyJwtSignature } from "../../lib/crypto/jwt";
 import { startRealFleet, type ClientCredentialOptions, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 

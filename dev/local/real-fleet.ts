@@ -31,7 +31,8 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { randomBytes } from "node:crypto";
-import { encodeHex, generateEd25519Seed, ed25519SigningKey } from "../../lib/crypto";
+import { encodeHex } from "../../lib/crypto/encoding";
+import { ed25519SigningKey, generateEd25519Seed } from "../../test/support/choria-node/keys";
 import {
   issueCertificate,
   makeCertificateAuthority,

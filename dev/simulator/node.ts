@@ -15,21 +15,16 @@
  */
 import type { KeyObject } from "node:crypto";
 import { buildLifecycleEvent, type LifecycleEvent, type LifecycleType } from "../../lib/choria/lifecycle";
-import { matchesFilter } from "../../lib/choria/filter";
-import { type IncomingRequest, type ProtocolVersion, withinTtl } from "../../lib/choria/protocol";
-import {
-  createCsr,
-  decodeHex,
-  decodeJwt,
-  ed25519SigningKey,
-  decryptLegacyPem,
-  encodeHex,
-  generateEd25519Seed,
-  generateX25519KeyPair,
-  rsaPublicKeyPkcs1Pem,
-  signNonce,
-  x25519SharedSecret,
-} from "../../lib/crypto";
+import { matchesFilter } from "../../test/support/choria-node/filter";
+import { type IncomingRequest, withinTtl } from "../../test/support/choria-node/protocol";
+import { type ProtocolVersion } from "../../lib/choria/envelope";
+import { createCsr, rsaPublicKeyPkcs1Pem } from "../../test/support/choria-node/csr";
+import { decodeHex, encodeHex } from "../../lib/crypto/encoding";
+import { decodeJwt } from "../../lib/crypto/jwt";
+import { ed25519SigningKey, generateEd25519Seed } from "../../test/support/choria-node/keys";
+import { decryptLegacyPem } from "../../test/support/choria-node/legacy-pem";
+import { generateX25519KeyPair, x25519SharedSecret } from "../../lib/crypto/ecdh";
+import { signNonce } from "../../test/support/choria-node/nonce";
 import { goDuration } from "../../lib/engine/go-duration";
 import type { Clock } from "../../lib/ports";
 import { goConfigBool, ServerConfigParseError, writeServerConfig } from "./config-file";

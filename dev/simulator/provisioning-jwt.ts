@@ -6,8 +6,8 @@
  * domain. A file that fails leaves the build defaults alone, so the server never enters
  * provisioning mode. Signature and expiry are the broker's and the provisioner's business.
  */
-import { parseProvisioningJwtUnverified } from "../../lib/crypto";
-import type { ProtocolVersion } from "../../lib/choria/protocol";
+import { parseProvisioningJwtUnverified } from "../../test/support/choria-node/provisioning-jwt";
+import type { ProtocolVersion } from "../../lib/choria/envelope";
 
 interface NodeProvisioningSettings {
   /** `cht`: the token every choria_provision action must carry. */

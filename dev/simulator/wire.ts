@@ -4,8 +4,9 @@
  * duplicated). Honest replies are exactly the codec's encodeReply.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { encodeReply, PROTOCOL, type ProtocolVersion } from "../../lib/choria/protocol";
-import { ksuid } from "../../lib/crypto";
+import { encodeReply } from "../../test/support/choria-node/protocol";
+import { PROTOCOL, type ProtocolVersion } from "../../lib/choria/envelope";
+import { ksuid } from "../../lib/crypto/ids";
 import { type MalformedLayer, type NodeFaults, selects, selectsIfSet } from "./faults";
 import type { NodeReply } from "./node";
 

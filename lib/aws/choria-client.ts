@@ -9,16 +9,9 @@ import type { BrokerConnectionSettings } from "../nats/connection";
 import type { RequestSigner } from "../choria/protocol";
 import type { ChoriaClientSettings } from "../nats/rpc-client";
 import { parseSecretReference, type ProvisionerConfig } from "../config";
-import {
-  decodeHex,
-  decodeJwt,
-  ed25519PrivateKeyFromSeed,
-  jwtVerifierFromContent,
-  loadJwtVerifier,
-  loadSigningKey,
-  type JwtVerifier,
-  type SigningKey,
-} from "../crypto";
+import { decodeHex } from "../crypto/encoding";
+import { decodeJwt, type JwtVerifier, jwtVerifierFromContent, loadJwtVerifier } from "../crypto/jwt";
+import { ed25519PrivateKeyFromSeed, loadSigningKey, type SigningKey } from "../crypto/keys";
 import { ConfigError } from "../errors";
 import type { Clock, Logger } from "../ports";
 

@@ -27,10 +27,6 @@ export function identityProblem(identity: string): string | undefined {
   return undefined;
 }
 
-export function isValidIdentity(identity: string): boolean {
-  return identityProblem(identity) === undefined;
-}
-
 /** Throws InvalidInputError (the offending name JSON-quoted, so control characters stay visible). */
 export function assertValidIdentity(identity: string, what = "node identity"): void {
   const problem = identityProblem(identity);

@@ -8,7 +8,7 @@ import { InvalidInputError } from "../errors";
 import { identityProblem } from "./identity";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./protocol";
 
-export const LIFECYCLE_TYPES = ["startup", "shutdown", "provisioned", "alive", "upgraded", "governor"] as const;
+const LIFECYCLE_TYPES = ["startup", "shutdown", "provisioned", "alive", "upgraded", "governor"] as const;
 export type LifecycleType = (typeof LIFECYCLE_TYPES)[number];
 export type LifecycleFormat = "choria" | "cloudevents";
 

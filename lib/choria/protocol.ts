@@ -1,34 +1,32 @@
 /**
- * Choria protocol v1 and v2 envelopes (docs/protocol.md §2-§4): the onion of transport -> secure
- * request/reply -> request/reply -> payload, in both directions. The client side (requests out,
- * replies in) is what the provisioner uses; the server side (requests in, replies out) serves the
- * fleet simulator, and applies the same schema rules a real server enforces so a malformed request
- * is dropped exactly where a real node would drop it.
+ * Choria protocol v1 and v2 envelopes (docs/protocol.md §2-§4), the client side the provisioner
+ * uses: requests out, replies in. The layers' shared encoding is lib/choria/envelope.ts; the server
+ * side (requests in, replies out) is the simulated node's, test/support/choria-node/protocol.ts.
  */
-import { createHash } from "node:crypto";
+import { replySubjectHash } from "../crypto/ids";
+import {
+  base64,
+  decodeTransport,
+  json,
+  nanosText,
+  orderedJson,
+  parseObject,
+  PROTOCOL,
+  type ProtocolVersion,
+  requireBase64,
+  requireInteger,
+  requireObject,
+  requireString,
+  sha256Base64,
+  transportBytes,
+  transportSender,
+  type JsonObject,
+} from "./envelope";
 import { EnvelopeError } from "./errors";
-import { type Filter, parseFilter } from "./filter";
+import type { Filter } from "./filter";
 
-export { EnvelopeError };
-
-export type ProtocolVersion = 1 | 2;
-
-export const PROTOCOL = {
-  1: {
-    request: "choria:request:1",
-    reply: "choria:reply:1",
-    secureRequest: "choria:secure:request:1",
-    secureReply: "choria:secure:reply:1",
-    transport: "choria:transport:1",
-  },
-  2: {
-    request: "io.choria.protocol.v2.request",
-    reply: "io.choria.protocol.v2.reply",
-    secureRequest: "io.choria.protocol.v2.secure_request",
-    secureReply: "io.choria.protocol.v2.secure_reply",
-    transport: "io.choria.protocol.v2.transport",
-  },
-} as const;
+const utf8 = new TextDecoder("utf-8", { fatal: false });
+const encoder = new TextEncoder();
 
 /** NATS' default max_payload; anything larger never comes from a real node. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
@@ -60,35 +58,6 @@ export interface OutgoingRequest {
   signer: RequestSigner;
 }
 
-export interface IncomingRequest {
-  version: ProtocolVersion;
-  replyTo: string;
-  /** Transport header `mc_sender` (v1) / `sender` (v2). */
-  transportSender: string;
-  id: string;
-  senderId: string;
-  callerId: string;
-  collective: string;
-  agent: string;
-  ttl: number;
-  timeSeconds: number;
-  filter: Filter;
-  /** Payload after the server's "base64-decode if it decodes" quirk (§2.3). */
-  payload: Uint8Array;
-}
-
-export interface OutgoingReply {
-  version: ProtocolVersion;
-  requestId: string;
-  /** The replying node's identity: envelope sender and transport header. */
-  senderId: string;
-  agent: string;
-  timeMs: number;
-  /** Full-precision v2 time in epoch nanoseconds; overrides timeMs. */
-  timeNs?: bigint;
-  payload: Uint8Array;
-}
-
 export interface IncomingReply {
   version: ProtocolVersion;
   transportSender: string;
@@ -99,11 +68,8 @@ export interface IncomingReply {
   payload: Uint8Array;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: false });
-const encoder = new TextEncoder();
-
 export function replySubject(collective: string, callerId: string, requestId: string): string {
-  return `${collective}.reply.${createHash("md5").update(callerId).digest("hex")}.${requestId}`;
+  return `${collective}.reply.${replySubjectHash(callerId)}.${requestId}`;
 }
 
 export function nodeSubject(collective: string, identity: string): string {
@@ -114,36 +80,6 @@ export function broadcastSubject(collective: string, agent: string): string {
   return `${collective}.broadcast.agent.${agent}`;
 }
 
-function base64(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
-}
-
-function sha256Base64(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("base64");
-}
-
-const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/** Go's base64.StdEncoding strictness: padded, standard alphabet. */
-export function decodeStrictBase64(text: string): Uint8Array | undefined {
-  if (text.length % 4 !== 0 || !STRICT_BASE64.test(text)) return undefined;
-  const bytes = Buffer.from(text, "base64");
-  // Buffer ignores bad padding placement; a round trip catches it.
-  return bytes.toString("base64") === text ? new Uint8Array(bytes) : undefined;
-}
-
-/** The server-side quirk: payloads that happen to be base64 are decoded, anything else used raw. */
-export function decodeBase64OrRaw(payload: Uint8Array): Uint8Array {
-  return decodeStrictBase64(utf8.decode(payload)) ?? payload;
-}
-
-/** JSON object text with keys in the given order; values are already JSON text. */
-function orderedJson(entries: Array<[string, string]>): string {
-  return `{${entries.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(",")}}`;
-}
-
-const json = (value: unknown) => JSON.stringify(value);
-
 function filterJson(filter: Filter): string {
   return orderedJson([
     ["fact", json(filter.fact)],
@@ -152,21 +88,6 @@ function filterJson(filter: Filter): string {
     ["identity", json(filter.identity)],
     ["compound", json(filter.compound)],
   ]);
-}
-
-function nanosText(timeMs: number, timeNs: bigint | undefined): string {
-  return (timeNs ?? BigInt(Math.trunc(timeMs)) * 1_000_000n).toString();
-}
-
-/** The outer transport: the secure layer as base64 `data` plus routing headers (JSON text values). */
-function transportBytes(version: ProtocolVersion, secureJson: string, headers: Array<[string, string]>): Uint8Array {
-  return encoder.encode(
-    orderedJson([
-      ["protocol", json(PROTOCOL[version].transport)],
-      ["data", json(base64(encoder.encode(secureJson)))],
-      ["headers", orderedJson(headers)],
-    ]),
-  );
 }
 
 export function encodeRequest(request: OutgoingRequest): Uint8Array {
@@ -223,126 +144,6 @@ export function encodeRequest(request: OutgoingRequest): Uint8Array {
   return transportBytes(2, secure, [["reply", json(request.replyTo)], ["sender", json(request.senderId)]]);
 }
 
-export function encodeReply(reply: OutgoingReply): Uint8Array {
-  if (reply.version === 1) {
-    const replyJson = orderedJson([
-      ["protocol", json(PROTOCOL[1].reply)],
-      ["message", json(utf8.decode(reply.payload))],
-      [
-        "envelope",
-        orderedJson([
-          ["requestid", json(reply.requestId)],
-          ["senderid", json(reply.senderId)],
-          ["agent", json(reply.agent)],
-          ["time", json(Math.trunc(reply.timeMs / 1000))],
-        ]),
-      ],
-    ]);
-    const secure = orderedJson([
-      ["protocol", json(PROTOCOL[1].secureReply)],
-      ["message", json(replyJson)],
-      ["hash", json(sha256Base64(encoder.encode(replyJson)))],
-    ]);
-    return transportBytes(1, secure, [["mc_sender", json(reply.senderId)]]);
-  }
-
-  const replyBytes = encoder.encode(
-    orderedJson([
-      ["protocol", json(PROTOCOL[2].reply)],
-      ["message", json(base64(reply.payload))],
-      ["request", json(reply.requestId)],
-      ["sender", json(reply.senderId)],
-      ["agent", json(reply.agent)],
-      ["time", nanosText(reply.timeMs, reply.timeNs)],
-    ]),
-  );
-  const secure = orderedJson([
-    ["protocol", json(PROTOCOL[2].secureReply)],
-    ["reply", json(base64(replyBytes))],
-    ["hash", json(sha256Base64(replyBytes))],
-  ]);
-  return transportBytes(2, secure, [["sender", json(reply.senderId)]]);
-}
-
-type JsonObject = Record<string, unknown>;
-
-function parseObject(text: string, layer: string): JsonObject {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new EnvelopeError(layer, "not JSON", { cause: error });
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new EnvelopeError(layer, "not a JSON object");
-  }
-  return value as JsonObject;
-}
-
-function requireString(object: JsonObject, key: string, layer: string, minLength = 1): string {
-  const value = object[key];
-  if (typeof value !== "string") throw new EnvelopeError(layer, `"${key}" must be a string`);
-  if (value.length < minLength) throw new EnvelopeError(layer, `"${key}" must not be empty`);
-  return value;
-}
-
-function optionalString(object: JsonObject | undefined, key: string, layer: string): string {
-  const value = object?.[key];
-  if (value === undefined || value === null) return "";
-  if (typeof value !== "string") throw new EnvelopeError(layer, `"${key}" must be a string`);
-  return value;
-}
-
-function requireInteger(object: JsonObject, key: string, layer: string, minimum?: number): number {
-  const value = object[key];
-  if (typeof value !== "number" || !Number.isInteger(value)) throw new EnvelopeError(layer, `"${key}" must be an integer`);
-  if (minimum !== undefined && value < minimum) throw new EnvelopeError(layer, `"${key}" must be at least ${minimum}`);
-  return value;
-}
-
-function requireBase64(object: JsonObject, key: string, layer: string): Uint8Array {
-  const bytes = decodeStrictBase64(requireString(object, key, layer, 0));
-  if (!bytes) throw new EnvelopeError(layer, `"${key}" is not valid base64`);
-  return bytes;
-}
-
-function requireNonEmptyBase64(object: JsonObject, key: string, layer: string): Uint8Array {
-  const bytes = requireBase64(object, key, layer);
-  if (bytes.byteLength === 0) throw new EnvelopeError(layer, `"${key}" must not be empty`);
-  return bytes;
-}
-
-function requireObject(object: JsonObject, key: string, layer: string): JsonObject {
-  const value = object[key];
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new EnvelopeError(layer, `"${key}" must be an object`);
-  return value as JsonObject;
-}
-
-interface Transport {
-  version: ProtocolVersion;
-  data: Uint8Array;
-  headers: JsonObject | undefined;
-}
-
-function decodeTransport(bytes: Uint8Array, maxBytes: number): Transport {
-  if (bytes.byteLength > maxBytes) {
-    throw new EnvelopeError("transport", `message of ${bytes.byteLength} bytes exceeds the ${maxBytes} byte limit`);
-  }
-  const transport = parseObject(utf8.decode(bytes), "transport");
-  const protocol = transport.protocol;
-  const version = protocol === PROTOCOL[1].transport ? 1 : protocol === PROTOCOL[2].transport ? 2 : undefined;
-  if (!version) throw new EnvelopeError("transport", `unknown protocol ${JSON.stringify(protocol)}`);
-  const headers = transport.headers;
-  if (headers !== undefined && (typeof headers !== "object" || headers === null || Array.isArray(headers))) {
-    throw new EnvelopeError("transport", `"headers" must be an object`);
-  }
-  return { version, data: requireBase64(transport, "data", "transport"), headers: headers as JsonObject | undefined };
-}
-
-function transportSender(transport: Transport): string {
-  return optionalString(transport.headers, transport.version === 1 ? "mc_sender" : "sender", "transport headers");
-}
-
 /** Only the transport's sender header: all broadcast discovery needs (§5). */
 export function readTransportSender(bytes: Uint8Array, maxBytes = DEFAULT_MAX_MESSAGE_BYTES): string {
   return transportSender(decodeTransport(bytes, maxBytes));
@@ -397,70 +198,4 @@ function requireNumber(object: JsonObject, key: string, layer: string): number {
   const value = object[key];
   if (typeof value !== "number" || !Number.isFinite(value)) throw new EnvelopeError(layer, `"${key}" must be a number`);
   return value;
-}
-
-/**
- * Server side: decode a request with the schema rules a Choria server always enforces (§4.4, §13):
- * v1 requestid of exactly 32 characters, ttl >= 30, non-empty message, filter with
- * fact/cf_class/identity/compound; v2 non-empty caller, signature, sender and message, ttl >= 1, time >= 1.
- */
-export function decodeRequest(bytes: Uint8Array, maxBytes = DEFAULT_MAX_MESSAGE_BYTES): IncomingRequest {
-  const transport = decodeTransport(bytes, maxBytes);
-  const version = transport.version;
-  const secure = parseObject(utf8.decode(transport.data), "secure request");
-  if (secure.protocol !== PROTOCOL[version].secureRequest) {
-    throw new EnvelopeError("secure request", `unexpected protocol ${JSON.stringify(secure.protocol)}`);
-  }
-  const replyTo = optionalString(transport.headers, version === 1 ? "reply-to" : "reply", "transport headers");
-
-  if (version === 1) {
-    const message = requireString(secure, "message", "secure request");
-    requireString(secure, "signature", "secure request");
-    requireString(secure, "pubcert", "secure request");
-    const request = parseObject(message, "request");
-    if (request.protocol !== PROTOCOL[1].request) throw new EnvelopeError("request", `unexpected protocol ${JSON.stringify(request.protocol)}`);
-    const envelope = requireObject(request, "envelope", "request");
-    const id = requireString(envelope, "requestid", "request envelope");
-    if (id.length !== 32) throw new EnvelopeError("request envelope", `"requestid" must be exactly 32 characters`);
-    return {
-      version,
-      replyTo,
-      transportSender: transportSender(transport),
-      id,
-      senderId: requireString(envelope, "senderid", "request envelope", 0),
-      callerId: requireString(envelope, "callerid", "request envelope"),
-      collective: requireString(envelope, "collective", "request envelope"),
-      agent: requireString(envelope, "agent", "request envelope"),
-      ttl: requireInteger(envelope, "ttl", "request envelope", 30),
-      timeSeconds: requireInteger(envelope, "time", "request envelope"),
-      filter: parseFilter(envelope.filter, true),
-      payload: decodeBase64OrRaw(encoder.encode(requireString(request, "message", "request"))),
-    };
-  }
-
-  const requestBytes = requireNonEmptyBase64(secure, "request", "secure request");
-  requireNonEmptyBase64(secure, "signature", "secure request");
-  requireString(secure, "caller", "secure request");
-  const request = parseObject(utf8.decode(requestBytes), "request");
-  if (request.protocol !== PROTOCOL[2].request) throw new EnvelopeError("request", `unexpected protocol ${JSON.stringify(request.protocol)}`);
-  return {
-    version,
-    replyTo,
-    transportSender: transportSender(transport),
-    id: requireString(request, "id", "request"),
-    senderId: requireString(request, "sender", "request"),
-    callerId: requireString(request, "caller", "request"),
-    collective: requireString(request, "collective", "request"),
-    agent: requireString(request, "agent", "request"),
-    ttl: requireInteger(request, "ttl", "request", 1),
-    timeSeconds: Math.trunc(requireInteger(request, "time", "request", 1) / 1e9),
-    filter: request.filter === undefined ? parseFilter(undefined, false) : parseFilter(request.filter, true),
-    payload: decodeBase64OrRaw(requireNonEmptyBase64(request, "message", "request")),
-  };
-}
-
-/** The TTL rule servers apply: accepted iff now - ttl < time < now + ttl (seconds, strict). */
-export function withinTtl(request: Pick<IncomingRequest, "ttl" | "timeSeconds">, nowMs: number): boolean {
-  const now = Math.trunc(nowMs / 1000);
-  return request.timeSeconds > now - request.ttl && request.timeSeconds < now + request.ttl;
 }

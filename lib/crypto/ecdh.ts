@@ -1,22 +1,14 @@
 import { createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync } from "node:crypto";
-import { ProvisionerError } from "../errors";
+import { EcdhError } from "../errors";
 import { rawPublicKey, X25519_PKCS8_PREFIX, X25519_SPKI_PREFIX } from "./keys";
 
 const X25519_KEY_BYTES = 32;
-
-/** The X25519 exchange failed: a key of the wrong size, or a low-order peer key (all-zero secret). */
-export class EcdhError extends ProvisionerError {}
 
 /** A fresh X25519 key pair as raw 32-byte keys (docs/protocol.md §9.5). */
 export function generateX25519KeyPair(): { privateKey: Uint8Array; publicKey: Uint8Array } {
   const { privateKey, publicKey } = generateKeyPairSync("x25519");
   const der = privateKey.export({ format: "der", type: "pkcs8" });
   return { privateKey: new Uint8Array(der.subarray(der.length - X25519_KEY_BYTES)), publicKey: rawPublicKey(publicKey) };
-}
-
-/** The raw public key of a raw X25519 private key (RFC 7748 clamping applied by OpenSSL). */
-export function x25519PublicKey(privateKey: Uint8Array): Uint8Array {
-  return rawPublicKey(createPublicKey(x25519Private(privateKey)));
 }
 
 function x25519Private(privateKey: Uint8Array) {

@@ -3,10 +3,7 @@
  * and a key or signature that decodes "partly" must fail here exactly as it does in Go.
  */
 
-import { ProvisionerError } from "../errors";
-
-/** Text that is not valid in its encoding; the message is Go's, so both reject alike and say so alike. */
-export class EncodingError extends ProvisionerError {}
+import { EncodingError } from "../errors";
 
 const HEX_PATTERN = /^[0-9a-fA-F]*$/;
 const BASE64URL_PATTERN = /^[A-Za-z0-9_-]*$/;
@@ -43,4 +40,14 @@ export function decodeBase64Url(text: string): Uint8Array {
 
 export function encodeBase64Url(bytes: Uint8Array | string): string {
   return Buffer.from(bytes).toString("base64url");
+}
+
+const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Go's base64.StdEncoding strictness: padded, standard alphabet. */
+export function decodeStrictBase64(text: string): Uint8Array | undefined {
+  if (text.length % 4 !== 0 || !STRICT_BASE64.test(text)) return undefined;
+  const bytes = Buffer.from(text, "base64");
+  // Buffer ignores bad padding placement; a round trip catches it.
+  return bytes.toString("base64") === text ? new Uint8Array(bytes) : undefined;
 }

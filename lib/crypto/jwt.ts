@@ -2,6 +2,7 @@ import { createPublicKey, KeyObject, sign, verify, X509Certificate } from "node:
 import { readFile, stat } from "node:fs/promises";
 import { JwtError } from "../errors";
 import { decodeBase64Url, decodeHex, encodeBase64Url } from "./encoding";
+import { assertChainIssuerNotExpired, checkRegisteredTimes, isPlainObject, type ProvisioningClaims, typedProvisioningClaims } from "./jwt-claims";
 import { ED25519_PUBLIC_KEY_BYTES, ed25519PublicKeyFromRaw, type SigningKey } from "./keys";
 
 /** The only algorithms Choria accepts; HMAC tokens (HS*) must never verify. */
@@ -15,10 +16,6 @@ export interface DecodedJwt {
   claims: Record<string, unknown>;
   signingInput: string;
   signature: Uint8Array;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -112,31 +109,6 @@ export function verifyJwtSignature(token: string, publicKey: KeyObject | string)
   return decoded.claims;
 }
 
-/** Enforces exp and nbf exactly like golang-jwt v5 without leeway: valid while nbf <= now < exp. */
-export function checkRegisteredTimes(claims: Record<string, unknown>, now: Date): void {
-  const nowMs = now.getTime();
-  const exp = numericDate(claims, "exp");
-  const nbf = numericDate(claims, "nbf");
-  numericDate(claims, "iat");
-  if (exp !== undefined && !(nowMs < exp * 1000)) {
-    throw new JwtError("token has invalid claims: token is expired");
-  }
-  if (nbf !== undefined && nowMs < nbf * 1000) {
-    throw new JwtError("token has invalid claims: token is not valid yet");
-  }
-}
-
-function numericDate(claims: Record<string, unknown>, name: string): number | undefined {
-  const value = claims[name];
-  if (value === undefined || value === null) {
-    return undefined;
-  }
-  if (typeof value !== "number" || !Number.isFinite(value)) {
-    throw new JwtError(`token is malformed: claim ${name} is not a NumericDate`);
-  }
-  return value;
-}
-
 /** How provisioning JWTs are verified: `jwt_verify_cert` resolved to a key. */
 export type JwtVerifier = { kind: "rsa"; publicKey: KeyObject } | { kind: "ed25519"; publicKey: KeyObject };
 
@@ -202,84 +174,6 @@ export function jwtVerifierFromContent(content: Buffer, source: string): JwtVeri
   return ed25519Verifier(content.toString("latin1"), jwtVerifyCert);
 }
 
-/** Verified claims of a node's provisioning JWT (tokens `ProvisioningClaims`). */
-export interface ProvisioningClaims {
-  cht: string;
-  chs: boolean;
-  chu?: string;
-  chsrv?: string;
-  chpd: boolean;
-  chrd?: string;
-  chf?: string;
-  chusr?: string;
-  chpwd?: string;
-  extensions: Record<string, unknown> | null;
-  /** Defaulted to "choria" when the token has none, as the Go parser does. */
-  ou: string;
-  v2?: boolean;
-  update?: boolean;
-  purpose?: string;
-  tcs?: string;
-  public_key?: string;
-  issexp?: number;
-  iss?: string;
-  sub?: string;
-  aud?: string | string[];
-  exp?: number;
-  nbf?: number;
-  iat?: number;
-  jti?: string;
-  /** The claim object exactly as decoded from the token. */
-  raw: Record<string, unknown>;
-}
-
-const STRING_CLAIMS = ["cht", "chu", "chsrv", "chrd", "chf", "chusr", "chpwd", "ou", "purpose", "tcs", "public_key", "iss", "sub", "jti"] as const;
-const BOOLEAN_CLAIMS = ["chs", "chpd", "v2", "update"] as const;
-const NUMERIC_CLAIMS = ["issexp", "exp", "nbf", "iat"] as const;
-
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null;
-}
-
-/** Decodes claims into typed fields; a wrongly typed claim is malformed, as Go's json decoding is. */
-function typedProvisioningClaims(raw: Record<string, unknown>): ProvisioningClaims {
-  const claims: Record<string, unknown> = {};
-  for (const name of STRING_CLAIMS) {
-    if (!present(raw[name])) continue;
-    if (typeof raw[name] !== "string") throw new JwtError(`token is malformed: claim ${name} must be a string`);
-    if (raw[name] !== "") claims[name] = raw[name];
-  }
-  for (const name of BOOLEAN_CLAIMS) {
-    if (!present(raw[name])) continue;
-    if (typeof raw[name] !== "boolean") throw new JwtError(`token is malformed: claim ${name} must be a boolean`);
-    claims[name] = raw[name];
-  }
-  for (const name of NUMERIC_CLAIMS) {
-    if (!present(raw[name])) continue;
-    if (typeof raw[name] !== "number") throw new JwtError(`token is malformed: claim ${name} must be a NumericDate`);
-    claims[name] = raw[name];
-  }
-  const aud = raw.aud;
-  if (present(aud)) {
-    const valid = typeof aud === "string" || (Array.isArray(aud) && aud.every((entry) => typeof entry === "string"));
-    if (!valid) throw new JwtError("token is malformed: claim aud must be a string or an array of strings");
-    claims.aud = aud;
-  }
-  const extensions = raw.extensions;
-  if (present(extensions) && !isPlainObject(extensions)) {
-    throw new JwtError("token is malformed: claim extensions must be an object");
-  }
-  return {
-    ...claims,
-    cht: typeof claims.cht === "string" ? claims.cht : "",
-    chs: claims.chs === true,
-    chpd: claims.chpd === true,
-    extensions: isPlainObject(extensions) ? extensions : null,
-    ou: typeof claims.ou === "string" ? claims.ou : "choria",
-    raw,
-  } as ProvisioningClaims;
-}
-
 /**
  * Verifies a node's provisioning JWT (docs/protocol.md §9.1): allowed algorithm matching the verifier's
  * key type, signature, exp/nbf without leeway, provisioning purpose, and for tokens carrying a trust
@@ -303,61 +197,4 @@ export async function verifyProvisioningJwt(token: string, verifier: JwtVerifier
     const reason = error instanceof Error ? error.message : String(error);
     throw new JwtError(`could not parse provisioner token: ${reason}`, { cause: error });
   }
-}
-
-/** Every `alg` golang-jwt v5 registers: ParseUnverified refuses any other before anything is verified. */
-const GO_REGISTERED_ALGS = new Set([
-  "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "none",
-]);
-
-/**
- * Reads a provisioning JWT without verifying it, as a node reads its own `provisioning.jwt` (tokens
- * `ParseProvisionTokenUnverified`): three decodable segments, a registered `alg`, claims of the right
- * types, and `sub` or `purpose` "choria_provisioning". Expiry and signature are NOT checked.
- */
-export function parseProvisioningJwtUnverified(token: string): ProvisioningClaims {
-  const decoded = decodeJwt(token);
-  const alg = decoded.header.alg;
-  if (typeof alg !== "string") throw new JwtError("token is unverifiable: signing method (alg) is unspecified");
-  if (!GO_REGISTERED_ALGS.has(alg)) throw new JwtError("token is unverifiable: signing method (alg) is unavailable");
-  const claims = typedProvisioningClaims(decoded.claims);
-  if (claims.sub !== "choria_provisioning" && claims.purpose !== "choria_provisioning") {
-    throw new JwtError("token is not a provisioning token");
-  }
-  return claims;
-}
-
-/** A token with a trust chain signature needs a `C-` issuer and an unexpired `issexp` (and exp). */
-export function assertChainIssuerNotExpired(claims: { iss?: string; issexp?: number; exp?: number }, now: Date): void {
-  if (claims.iss === undefined || !claims.iss.startsWith("C-")) {
-    throw new JwtError("token is expired: a trust chain signature requires a chain issuer (C-)");
-  }
-  if (claims.issexp === undefined) {
-    throw new JwtError("token is expired: a trust chain signature requires an issuer expiry (issexp)");
-  }
-  const expiry = claims.exp === undefined ? claims.issexp : Math.min(claims.issexp, claims.exp);
-  if (now.getTime() > expiry * 1000) {
-    throw new JwtError("token is expired: the chain issuer has expired");
-  }
-}
-
-/**
- * The claims as the Go provisioner hands them to the helper (`jwt` on stdin): Go field order, Go's
- * omitempty rules, `ou` defaulted. Contains `cht`/`chpwd`: never log it.
- */
-export function helperJwtClaims(claims: ProvisioningClaims): Record<string, unknown> {
-  const out: Record<string, unknown> = { cht: claims.cht, chs: claims.chs };
-  const optional = (name: keyof ProvisioningClaims) => {
-    const value = claims[name];
-    if (value !== undefined && value !== "" && value !== false) out[name] = value;
-  };
-  optional("chu");
-  optional("chsrv");
-  out.chpd = claims.chpd;
-  for (const name of ["chrd", "chf", "chusr", "chpwd"] as const) optional(name);
-  out.extensions = claims.extensions;
-  for (const name of ["ou", "v2", "update"] as const) optional(name);
-  out.purpose = claims.purpose ?? "";
-  for (const name of ["tcs", "public_key", "issexp", "iss", "sub", "aud", "exp", "nbf", "iat", "jti"] as const) optional(name);
-  return out;
 }

@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, KeyObject, randomBytes } from "node:crypto";
+import { createPrivateKey, createPublicKey, KeyObject } from "node:crypto";
 import { JwtError } from "../errors";
 import { decodeHex, encodeHex } from "./encoding";
 
@@ -34,22 +34,18 @@ export function rawPublicKey(key: KeyObject): Uint8Array {
   return new Uint8Array(der.subarray(der.length - 32));
 }
 
-export function generateEd25519Seed(): Uint8Array {
-  return new Uint8Array(randomBytes(ED25519_SEED_BYTES));
-}
-
 /** A key the provisioner signs JWTs with (`jwt_signing_key`). */
 export type SigningKey =
   | { alg: "RS256"; privateKey: KeyObject; publicKey: KeyObject }
   | { alg: "EdDSA"; privateKey: KeyObject; publicKey: KeyObject; seed: Uint8Array; publicKeyHex: string };
 
-export function ed25519SigningKey(seed: Uint8Array): SigningKey {
+function ed25519SigningKey(seed: Uint8Array): SigningKey {
   const privateKey = ed25519PrivateKeyFromSeed(seed);
   const publicKey = createPublicKey(privateKey);
   return { alg: "EdDSA", privateKey, publicKey, seed: new Uint8Array(seed), publicKeyHex: encodeHex(rawPublicKey(publicKey)) };
 }
 
-export function rsaSigningKey(privateKey: KeyObject): SigningKey {
+function rsaSigningKey(privateKey: KeyObject): SigningKey {
   if (privateKey.asymmetricKeyType !== "rsa") {
     throw new JwtError("key is not a valid RSA private key");
   }

@@ -1,14 +1,7 @@
-import { sign, verify } from "node:crypto";
+import { verify } from "node:crypto";
 import { NonceSignatureError } from "../errors";
-import { decodeHex, encodeHex } from "./encoding";
-import { ED25519_PUBLIC_KEY_BYTES, ED25519_SIGNATURE_BYTES, ed25519PrivateKeyFromSeed, ed25519PublicKeyFromRaw, rawPublicKey } from "./keys";
-
-/** What a node answers to gen25519: Ed25519 over the UTF-8 bytes of the nonce (simulator side). */
-export function signNonce(seed: Uint8Array, nonce: string): { publicKeyHex: string; signatureHex: string } {
-  const privateKey = ed25519PrivateKeyFromSeed(seed);
-  const signature = sign(null, Buffer.from(nonce, "utf8"), privateKey);
-  return { publicKeyHex: encodeHex(rawPublicKey(privateKey)), signatureHex: encodeHex(signature) };
-}
+import { decodeHex } from "./encoding";
+import { ED25519_PUBLIC_KEY_BYTES, ED25519_SIGNATURE_BYTES, ed25519PublicKeyFromRaw } from "./keys";
 
 function decodeField(hex: string, name: string, length: number): Uint8Array {
   if (hex === "") {

@@ -34,7 +34,7 @@ function byteCompare(a: string, b: string): -1 | 0 | 1 {
 }
 
 /** rpmvercmp over one version or release string. */
-export function rpmvercmp(a: string, b: string): -1 | 0 | 1 {
+function rpmvercmp(a: string, b: string): -1 | 0 | 1 {
   if (a === b) return 0;
   const segmentsA = a.match(SEGMENT) ?? [];
   const segmentsB = b.match(SEGMENT) ?? [];

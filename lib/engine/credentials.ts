@@ -1,16 +1,10 @@
 /** The credentials a node is given: its server JWT signed, its private key encrypted for transport, and their expiry recorded for renewal. */
-import {
-  addChainIssuerData,
-  buildServerClaims,
-  certificateValidity,
-  decodeHex,
-  encodeHex,
-  encryptLegacyPem,
-  generateX25519KeyPair,
-  serverJwtSettings,
-  signJwt,
-  x25519SharedSecret,
-} from "../crypto";
+import { addChainIssuerData, buildServerClaims, serverJwtSettings } from "../crypto/server-jwt";
+import { certificateValidity } from "../crypto/certificate";
+import { decodeHex, encodeHex } from "../crypto/encoding";
+import { encryptLegacyPem } from "../crypto/legacy-pem";
+import { generateX25519KeyPair, x25519SharedSecret } from "../crypto/ecdh";
+import { signJwt } from "../crypto/jwt";
 import { ConfigError, messageOf } from "../errors";
 import type { HelperResponse } from "../ports";
 import type { CredentialsExpiry } from "../admission/credentials";

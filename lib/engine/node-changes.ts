@@ -1,5 +1,5 @@
 /** The steps after the helper that act on the node: shut it down, upgrade it, or configure and restart it. */
-import { compareVersions } from "../crypto";
+import { compareVersions } from "../crypto/version";
 import { HelperError, messageOf, PausedError, RpcTimeoutError } from "../errors";
 import { METRIC, type HelperResponse } from "../ports";
 import type { TransportedKey } from "./credentials";

@@ -1,5 +1,9 @@
 /** The steps before the helper: what is fetched from the node (its JWT, ed25519 key, inventory and CSR), each checked as Go does. */
-import { uuidHex, validateCsr, verifyNonceSignature, verifyProvisioningJwt, type ProvisioningClaims } from "../crypto";
+import { uuidHex } from "../crypto/ids";
+import { validateCsr } from "../crypto/csr";
+import { verifyNonceSignature } from "../crypto/nonce";
+import { verifyProvisioningJwt } from "../crypto/jwt";
+import type { ProvisioningClaims } from "../crypto/jwt-claims";
 import { ConfigError, JwtError, messageOf } from "../errors";
 import type { HelperRequest } from "../ports";
 import { encodeGoJson } from "./go-json";

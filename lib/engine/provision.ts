@@ -4,7 +4,7 @@
  * server JWT, key transport, upgrade, configure and restart. Every step that leaves the process
  * reads the pause gate first, so a deposed leader stops at the next attempt boundary.
  */
-import { helperJwtClaims, type ProvisioningClaims } from "../crypto";
+import { helperJwtClaims, type ProvisioningClaims } from "../crypto/jwt-claims";
 import { DeferredError, messageOf } from "../errors";
 import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type Clock, type HostWork, type LogAttributes, type Logger } from "../ports";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";

@@ -1,5 +1,6 @@
 /** What a ProvisionEngine is given: its settings with key material loaded, its ports, and each provision's options. */
-import type { JwtVerifier, SigningKey } from "../crypto";
+import type { JwtVerifier } from "../crypto/jwt";
+import type { SigningKey } from "../crypto/keys";
 import type { ChoriaRpc, Clock, HelperRunner, Logger, Metrics, PauseGate } from "../ports";
 import type { CredentialsExpiry } from "../admission/credentials";
 import type { RandomSource, RemainingTime } from "./retry";

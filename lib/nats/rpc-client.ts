@@ -23,19 +23,11 @@
 import type { NatsConnection, Subscription } from "nats";
 import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
 import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
-import { ksuid, uuidHex } from "../crypto";
+import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
 import { assertValidIdentity } from "../choria/identity";
-import {
-  decodeReply,
-  DEFAULT_MAX_MESSAGE_BYTES,
-  encodeRequest,
-  type IncomingReply,
-  nodeSubject,
-  type ProtocolVersion,
-  replySubject,
-  type RequestSigner,
-} from "../choria/protocol";
+import { decodeReply, DEFAULT_MAX_MESSAGE_BYTES, encodeRequest, type IncomingReply, nodeSubject, replySubject, type RequestSigner } from "../choria/protocol";
+import { type ProtocolVersion } from "../choria/envelope";
 
 const PROVISIONING_COLLECTIVE = "provisioning";
 /**
@@ -43,7 +35,7 @@ const PROVISIONING_COLLECTIVE = "provisioning";
  * request only if `now - ttl < time < now + ttl` on their own clock, so the TTL bounds how long
  * after its gate check a request delayed in the network can still run (the lease's delivery horizon).
  */
-export const DEFAULT_TTL_SECONDS = 30;
+const DEFAULT_TTL_SECONDS = 30;
 
 export interface ChoriaClientSettings {
   /** Default `provisioning`. */

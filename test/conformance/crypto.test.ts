@@ -1,30 +1,21 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  addChainIssuerData,
-  buildServerClaims,
-  decodeJwt,
-  decryptLegacyPem,
-  deriveLegacyPemKey,
-  ed25519SigningKey,
-  encryptLegacyPem,
-  helperJwtClaims,
-  ksuid,
-  ksuidTime,
-  loadJwtVerifier,
-  loadSigningKey,
-  mintChainIssuerToken,
-  replySubjectHash,
-  signJwt,
-  signNonce,
-  verifyChainedServerJwt,
-  verifyJwtSignature,
-  verifyNonceSignature,
-  verifyProvisioningJwt,
-  x25519PublicKey,
-  x25519SharedSecret,
-} from "../../lib/crypto";
+import { addChainIssuerData, buildServerClaims } from "../../lib/crypto/server-jwt";
+import { decodeJwt, loadJwtVerifier, signJwt, verifyJwtSignature, verifyProvisioningJwt } from "../../lib/crypto/jwt";
+import { decryptLegacyPem } from "../support/choria-node/legacy-pem";
+import { deriveLegacyPemKey } from "../../lib/crypto/legacy-pem-format";
+import { ed25519SigningKey } from "../support/choria-node/keys";
+import { encryptLegacyPem } from "../../lib/crypto/legacy-pem";
+import { helperJwtClaims } from "../../lib/crypto/jwt-claims";
+import { ksuid, replySubjectHash } from "../../lib/crypto/ids";
+import { ksuidTime } from "../support/choria-node/ksuid";
+import { loadSigningKey } from "../../lib/crypto/keys";
+import { mintChainIssuerToken, verifyChainedServerJwt } from "../support/choria-node/server-jwt";
+import { signNonce } from "../support/choria-node/nonce";
+import { verifyNonceSignature } from "../../lib/crypto/nonce";
+import { x25519PublicKey } from "../support/choria-node/ecdh";
+import { x25519SharedSecret } from "../../lib/crypto/ecdh";
 import { JwtError } from "../../lib/errors";
 
 const FIXTURES = join(__dirname, "../../../shared/fixtures/choria");

@@ -11,8 +11,10 @@ import Ajv from "ajv";
 import AjvDraft04 from "ajv-draft-04";
 import { describe, expect, it } from "vitest";
 import { agentFilter } from "../../lib/choria/filter";
-import { DISCOVERY_PING, encodeReply, encodeRequest, type ProtocolVersion, replySubject, type RequestSigner } from "../../lib/choria/protocol";
-import { ksuid, uuidHex } from "../../lib/crypto";
+import { DISCOVERY_PING, encodeRequest, replySubject, type RequestSigner } from "../../lib/choria/protocol";
+import { encodeReply } from "../support/choria-node/protocol";
+import { type ProtocolVersion } from "../../lib/choria/envelope";
+import { ksuid, uuidHex } from "../../lib/crypto/ids";
 
 // The upstream Choria fixtures (shared/fixtures/choria, next to this repository).
 const FIXTURES = join(__dirname, "..", "..", "..", "shared", "fixtures", "choria");

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { generateKeyPairSync, sign } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { agentFilter } from "../../lib/choria/filter";
-import { decodeReply, decodeRequest, encodeReply, encodeRequest, type RequestSigner, replySubject } from "../../lib/choria/protocol";
+import { decodeReply, encodeRequest, replySubject, type RequestSigner } from "../../lib/choria/protocol";
+import { decodeRequest, encodeReply } from "../support/choria-node/protocol";
 
 // The upstream Choria fixtures (shared/fixtures/choria, next to this repository).
 const FIXTURES = join(__dirname, "..", "..", "..", "shared", "fixtures", "choria");

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connect } from "nats";
-import { ed25519SigningKey, generateEd25519Seed } from "../../lib/crypto";
+import { ed25519SigningKey, generateEd25519Seed } from "../support/choria-node/keys";
 import { startNats, startSqs, type RunningNats, type RunningSqs, type SqsSpy } from "../../dev/local/services";
 import { LOCAL_PROVISIONING_TOKEN, startLocalStack, TrafficNotCountedError, type LocalStack } from "../../dev/local/stack";
 import { startFleet, type Fleet } from "../../dev/simulator";

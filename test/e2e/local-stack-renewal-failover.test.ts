@@ -18,7 +18,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { startNats, type RunningNats } from "../../dev/local/services";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
-import { decodeJwt } from "../../lib/crypto";
+import { decodeJwt } from "../../lib/crypto/jwt";
 import { awaitLifecycleEventsHandled, expectedExpiries, hostExpiries, killLeaderAndAwaitTakeover, type HostExpiries, type Takeover } from "../support/failover";
 import { waitUntilAsync } from "../support/wait";
 

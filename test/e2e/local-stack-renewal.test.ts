@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { startNats, type RunningNats } from "../../dev/local/services";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
 import type { RpcRecord } from "../../dev/simulator";
-import { decodeJwt } from "../../lib/crypto";
+import { decodeJwt } from "../../lib/crypto/jwt";
 
 const NODES = 3;
 const VALIDITY_MS = 120_000;

@@ -34,7 +34,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { HostExpiry } from "../../lib/admission/site-listing";
 import { unansweredHoldFor } from "../../lib/app/renewal";
 import { renewableAt, type RenewalReport } from "../../lib/app/renewal-state";
-import { decodeRequest } from "../../lib/choria/protocol";
+import { decodeRequest } from "../support/choria-node/protocol";
 import { EXTRA_METRIC } from "../../lib/ports";
 import type { RealFleet, RealNode } from "../../dev/local/real-fleet";
 import { brokerConnectOptions, provisionedFleet, verifyServerJwt, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";

@@ -3,7 +3,7 @@
  * node can, with made-up names (what the discovery bounds and the new-name budget defend against).
  */
 import { connect, type NatsConnection, type Subscription } from "nats";
-import { decodeRequest, encodeReply } from "../../lib/choria/protocol";
+import { decodeRequest, encodeReply } from "./choria-node/protocol";
 
 export class DiscoveryForger {
   private forging: Subscription | undefined;

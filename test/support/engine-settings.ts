@@ -1,4 +1,4 @@
-import { DEFAULT_CERT_DENY_LIST } from "../../lib/crypto";
+import { DEFAULT_CERT_DENY_LIST } from "../../lib/crypto/csr";
 import type { EngineFeatures, EngineSettings } from "../../lib/engine";
 
 export type EngineSettingsOverrides = Partial<Omit<EngineSettings, "features">> & { features?: Partial<EngineFeatures> };

@@ -1,7 +1,8 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import type { NatsConnection } from "nats";
 import { BroadcastDiscoverer } from "../../lib/nats/discovery";
-import type { ProtocolVersion, RequestSigner } from "../../lib/choria/protocol";
+import type { ProtocolVersion } from "../../lib/choria/envelope";
+import type { RequestSigner } from "../../lib/choria/protocol";
 import { type ChoriaClientSettings, NatsChoriaRpc } from "../../lib/nats/rpc-client";
 
 const callerKey = generateKeyPairSync("ed25519").privateKey;

@@ -18,7 +18,6 @@ import { createProvisionerTables, type ProvisionerTables } from "../../../dev/lo
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
-import { DEFAULT_TTL_SECONDS } from "../../../lib/nats/rpc-client";
 import { Renewal } from "../../../lib/app/renewal";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
@@ -29,6 +28,9 @@ import { CappedWaitRpc, realClock, RecordingLogger, RecordingMetrics } from "../
 import { brokerForSuite } from "../../support/suite";
 import { renewalSettings } from "../../support/renewal";
 import { rpcClient } from "../../support/simulator";
+
+/** The RPC client's default request TTL, v1 servers' minimum: how long a delayed request may still run. */
+const DEFAULT_TTL_SECONDS = 30;
 
 const TOKEN = "renewal-fencing-token";
 const HOUR_MS = 3_600_000;

@@ -13,7 +13,7 @@ import { UpgradeError } from "../../../lib/engine";
 import { CsrError, InvalidInputError, JwtError, NonceSignatureError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import type { ChoriaRpc, HostWork } from "../../../lib/ports";
 import type { NodeFaults } from "../../../dev/simulator";
-import { ed25519SigningKey, generateEd25519Seed } from "../../../lib/crypto";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { recordScenario } from "../../support/chaos/scenario";
 import { CALLER_ID, chainHas, ChaosHarness, chaosEngine, CountingHelper, describeOutcome, natsRpc, SENDER_ID } from "../../support/chaos/support";
 import { CappedWaitRpc, RecordingLogger } from "../../support/fakes";

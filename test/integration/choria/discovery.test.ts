@@ -1,8 +1,8 @@
 import type { NatsConnection } from "nats";
 import { afterEach, describe, expect, it } from "vitest";
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
-import { matchesFilter } from "../../../lib/choria/filter";
-import type { IncomingRequest } from "../../../lib/choria/protocol";
+import { matchesFilter } from "../../support/choria-node/filter";
+import type { IncomingRequest } from "../../support/choria-node/protocol";
 import { clientSettings, encoder, replyTo, respond } from "./support";
 import { brokerForSuite } from "../../support/suite";
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { connect, type NatsConnection } from "nats";
 import { afterEach, describe, expect, it } from "vitest";
-import { PROTOCOL } from "../../../lib/choria/protocol";
+import { PROTOCOL } from "../../../lib/choria/envelope";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { InvalidInputError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import { clientSettings, encoder, mcorpcReply, replyTo, respond } from "./support";

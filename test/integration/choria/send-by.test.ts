@@ -6,7 +6,7 @@
  */
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { decodeRequest } from "../../../lib/choria/protocol";
+import { decodeRequest } from "../../support/choria-node/protocol";
 import { RpcNotSentError } from "../../../lib/errors";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { RpcError } from "../../../lib/errors";

@@ -5,11 +5,8 @@
 import { generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import {
-  mintChainIssuerToken,
-  verifyChainedServerJwt,
-  verifyJwtSignature,
-} from "../../../lib/crypto";
+import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
+import { verifyJwtSignature } from "../../../lib/crypto/jwt";
 import { UpgradeError } from "../../../lib/engine";
 import { ExecHelperRunner } from "../../../lib/helper";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";

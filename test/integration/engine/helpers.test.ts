@@ -4,7 +4,7 @@
  * defers one and shuts one down.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { verifyJwtSignature } from "../../../lib/crypto";
+import { verifyJwtSignature } from "../../../lib/crypto/jwt";
 import { DeferredError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { METRIC, type HelperRunner } from "../../../lib/ports";

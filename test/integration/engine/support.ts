@@ -10,17 +10,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { NatsConnection } from "nats";
-import type { ProtocolVersion, RequestSigner } from "../../../lib/choria/protocol";
-import { DEFAULT_TTL_SECONDS, NatsChoriaRpc } from "../../../lib/nats/rpc-client";
-import {
-  decodeHex,
-  ed25519PrivateKeyFromSeed,
-  ed25519SigningKey,
-  encodeHex,
-  generateEd25519Seed,
-  rawPublicKey,
-  type SigningKey,
-} from "../../../lib/crypto";
+import type { ProtocolVersion } from "../../../lib/choria/envelope";
+import type { RequestSigner } from "../../../lib/choria/protocol";
+import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
+import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
+import { ed25519PrivateKeyFromSeed, rawPublicKey, type SigningKey } from "../../../lib/crypto/keys";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
 import { type HelperInvoke } from "../../../lib/helper";
 import { engineSettings } from "../../support/engine-settings";
@@ -33,6 +28,9 @@ import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/port
 import type { Fleet, RpcRecord, SimulatedNode } from "../../../dev/simulator";
 import { CappedWaitRpc, realClock, RecordingMetrics } from "../../support/fakes";
 import { FleetHarness } from "../../support/fleet-harness";
+
+/** The RPC client's default request TTL, v1 servers' minimum: how long a delayed request may still run. */
+const DEFAULT_TTL_SECONDS = 30;
 
 const TOKEN = "s3cret-provisioning-token";
 const SENDER_ID = "provisioner.example.net";

@@ -15,8 +15,10 @@ import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { realClock } from "../../support/fakes";
-import { DEFAULT_TTL_SECONDS } from "../../../lib/nats/rpc-client";
 import { EngineHarness, executedBy, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, restarted } from "./support";
+
+/** The RPC client's default request TTL, v1 servers' minimum: how long a delayed request may still run. */
+const DEFAULT_TTL_SECONDS = 30;
 
 let harness: EngineHarness;
 let deploymentBConnection: NatsConnection;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { uuidHex } from "../../../lib/crypto";
+import { uuidHex } from "../../../lib/crypto/ids";
 import { type Fleet, startFleet } from "../../../dev/simulator";
 import { FLEET_TOKEN, rpcClient } from "../../support/simulator";
 import { brokerForSuite } from "../../support/suite";

@@ -1,17 +1,13 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
-import {
-  DEFAULT_CERT_DENY_LIST,
-  encodeHex,
-  encryptLegacyPem,
-  generateX25519KeyPair,
-  uuidHex,
-  validateCsr,
-  verifyNonceSignature,
-  verifyProvisioningJwt,
-  x25519SharedSecret,
-} from "../../../lib/crypto";
+import { DEFAULT_CERT_DENY_LIST, validateCsr } from "../../../lib/crypto/csr";
+import { encodeHex } from "../../../lib/crypto/encoding";
+import { encryptLegacyPem } from "../../../lib/crypto/legacy-pem";
+import { generateX25519KeyPair, x25519SharedSecret } from "../../../lib/crypto/ecdh";
+import { uuidHex } from "../../../lib/crypto/ids";
+import { verifyNonceSignature } from "../../../lib/crypto/nonce";
+import { verifyProvisioningJwt } from "../../../lib/crypto/jwt";
 import { type Fleet, type NodeFaults, startFleet } from "../../../dev/simulator";
 import { rpcClient } from "../../support/simulator";
 import { brokerForSuite } from "../../support/suite";

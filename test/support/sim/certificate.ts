@@ -4,7 +4,8 @@
  * expiry renewal works from, and the node knows when its credentials run out.
  */
 import { generateKeyPairSync, sign } from "node:crypto";
-import { bitString, oid, sequence, set, smallInteger, tlv, TAG } from "../../../lib/crypto/der";
+import { bitString, oid, sequence, set, smallInteger, tlv } from "../choria-node/der-writer";
+import { TAG } from "../../../lib/crypto/der";
 
 const UTC_TIME = 0x17;
 const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });

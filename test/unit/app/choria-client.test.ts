@@ -4,7 +4,10 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadEngineKeys } from "../../../lib/aws/choria-client";
 import { loadConfig, type SecretResolver } from "../../../lib/config";
-import { addChainIssuerData, buildServerClaims, ed25519SigningKey, encodeHex, generateEd25519Seed, mintChainIssuerToken } from "../../../lib/crypto";
+import { addChainIssuerData, buildServerClaims } from "../../../lib/crypto/server-jwt";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { encodeHex } from "../../../lib/crypto/encoding";
+import { mintChainIssuerToken } from "../../support/choria-node/server-jwt";
 import { ConfigError } from "../../../lib/errors";
 
 const seed = generateEd25519Seed();

@@ -8,7 +8,9 @@ import { describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
 import { connectionOptions } from "../../../lib/nats/connection";
 import { parseConfig } from "../../../lib/config";
-import { decodeHex, ed25519PublicKeyFromRaw, ed25519SigningKey, encodeHex, generateEd25519Seed } from "../../../lib/crypto";
+import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
+import { ed25519PublicKeyFromRaw } from "../../../lib/crypto/keys";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 
 const BASE = { helper: "/bin/true", token: "t", broker_urls: ["nats://127.0.0.1:4222"], choria_insecure: true };
 const CLIENT_JWT = "eyJhbGciOiJFZERTQSJ9.eyJjYWxsZXJpZCI6InByb3Zpc2lvbmVyIn0.c2ln";

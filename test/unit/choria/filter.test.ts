@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { agentFilter, type Filter, matchesFilter, parseFilter } from "../../../lib/choria/filter";
+import { agentFilter, type Filter } from "../../../lib/choria/filter";
+import { parseFilter } from "../../support/choria-node/filter";
+import { matchesFilter } from "../../support/choria-node/filter";
 
 const node = {
   identity: "web1.example.net",

@@ -1,12 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { InvalidInputError } from "../../../lib/errors";
-import {
-  buildLifecycleEvent,
-  encodeLifecycleEvent,
-  LIFECYCLE_TYPES,
-  lifecycleSubject,
-  parseLifecycleEvent,
-} from "../../../lib/choria/lifecycle";
+import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject, parseLifecycleEvent } from "../../../lib/choria/lifecycle";
+import { LIFECYCLE_TYPES } from "../../support/choria-node/lifecycle-types";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

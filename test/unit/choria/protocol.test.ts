@@ -1,22 +1,11 @@
 import { createHash, generateKeyPairSync, sign, verify } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { agentFilter } from "../../../lib/choria/filter";
-import {
-  decodeBase64OrRaw,
-  decodeReply,
-  decodeRequest,
-  decodeStrictBase64,
-  DISCOVERY_PING,
-  encodeReply,
-  encodeRequest,
-  EnvelopeError,
-  type OutgoingRequest,
-  PROTOCOL,
-  readTransportSender,
-  replySubject,
-  type RequestSigner,
-  withinTtl,
-} from "../../../lib/choria/protocol";
+import { decodeBase64OrRaw, decodeRequest, encodeReply, withinTtl } from "../../support/choria-node/protocol";
+import { decodeReply, DISCOVERY_PING, encodeRequest, type OutgoingRequest, readTransportSender, replySubject, type RequestSigner } from "../../../lib/choria/protocol";
+import { decodeStrictBase64 } from "../../../lib/crypto/encoding";
+import { EnvelopeError } from "../../../lib/choria/errors";
+import { PROTOCOL } from "../../../lib/choria/envelope";
 import { InvalidInputError } from "../../../lib/errors";
 
 // Test-only: mutating decoded envelope layers field by field.

@@ -1,7 +1,10 @@
 import { createPublicKey, generateKeyPairSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createCsr, DEFAULT_CERT_DENY_LIST, parseCsr, rsaPublicKeyPkcs1Pem, validateCsr, verifyCsrSignature } from "../../../lib/crypto";
-import { children, decodeOid, DerError, oid, readElement, sequence, smallInteger } from "../../../lib/crypto/der";
+import { createCsr, parseCsr, rsaPublicKeyPkcs1Pem, verifyCsrSignature } from "../../support/choria-node/csr";
+import { DEFAULT_CERT_DENY_LIST, validateCsr } from "../../../lib/crypto/csr";
+import { children, decodeOid, readElement } from "../../../lib/crypto/der";
+import { DerError } from "../../../lib/errors";
+import { oid, sequence, smallInteger } from "../../support/choria-node/der-writer";
 import { CsrError } from "../../../lib/errors";
 
 const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });

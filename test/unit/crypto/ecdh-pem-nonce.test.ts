@@ -1,19 +1,16 @@
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  decryptLegacyPem,
-  EcdhError,
-  encryptLegacyPem,
-  generateEd25519Seed,
-  generateX25519KeyPair,
-  LegacyPemError,
-  signNonce,
-  uuidHex,
-  verifyNonceSignature,
-  x25519PublicKey,
-  x25519SharedSecret,
-} from "../../../lib/crypto";
+import { decryptLegacyPem } from "../../support/choria-node/legacy-pem";
+import { EcdhError } from "../../../lib/errors";
+import { encryptLegacyPem } from "../../../lib/crypto/legacy-pem";
+import { generateEd25519Seed } from "../../support/choria-node/keys";
+import { generateX25519KeyPair, x25519SharedSecret } from "../../../lib/crypto/ecdh";
+import { LegacyPemError } from "../../../lib/crypto/legacy-pem-format";
+import { signNonce } from "../../support/choria-node/nonce";
+import { uuidHex } from "../../../lib/crypto/ids";
+import { verifyNonceSignature } from "../../../lib/crypto/nonce";
+import { x25519PublicKey } from "../../support/choria-node/ecdh";
 import { NonceSignatureError } from "../../../lib/errors";
 
 const pemOf = (label: string, der: Uint8Array) =>

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decodeBase64Url, decodeHex, encodeBase64Url, encodeHex } from "../../../lib/crypto";
+import { decodeBase64Url, decodeHex, encodeBase64Url, encodeHex } from "../../../lib/crypto/encoding";
 
 describe("strict codecs", () => {
   it("skip CR and LF anywhere in base64url, as Go's encoding/base64 does", () => {

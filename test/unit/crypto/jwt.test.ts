@@ -3,20 +3,11 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  decodeJwt,
-  ed25519SigningKey,
-  generateEd25519Seed,
-  helperJwtClaims,
-  loadJwtVerifier,
-  loadSigningKey,
-  mintProvisioningJwt,
-  rsaSigningKey,
-  signJwt,
-  verifyJwtSignature,
-  verifyProvisioningJwt,
-  type SigningKey,
-} from "../../../lib/crypto";
+import { decodeJwt, loadJwtVerifier, signJwt, verifyJwtSignature, verifyProvisioningJwt } from "../../../lib/crypto/jwt";
+import { ed25519SigningKey, generateEd25519Seed, rsaSigningKey } from "../../support/choria-node/keys";
+import { helperJwtClaims } from "../../../lib/crypto/jwt-claims";
+import { loadSigningKey, type SigningKey } from "../../../lib/crypto/keys";
+import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
 import { JwtError } from "../../../lib/errors";
 
 const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });

@@ -1,20 +1,11 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import {
-  addChainIssuerData,
-  buildServerClaims,
-  decodeJwt,
-  ed25519SigningKey,
-  generateEd25519Seed,
-  ksuidTime,
-  mintChainIssuerToken,
-  rsaSigningKey,
-  serverJwtSettings,
-  signJwt,
-  verifyChainedServerJwt,
-  verifyJwtSignature,
-  type SigningKey,
-} from "../../../lib/crypto";
+import { addChainIssuerData, buildServerClaims, serverJwtSettings } from "../../../lib/crypto/server-jwt";
+import { decodeJwt, signJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { ed25519SigningKey, generateEd25519Seed, rsaSigningKey } from "../../support/choria-node/keys";
+import { ksuidTime } from "../../support/choria-node/ksuid";
+import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
+import { type SigningKey } from "../../../lib/crypto/keys";
 
 const hexOf = (key: SigningKey) => (key.alg === "EdDSA" ? key.publicKeyHex : "");
 const org = ed25519SigningKey(generateEd25519Seed());

@@ -1,15 +1,9 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import {
-  certificateValidity,
-  decodeJwt,
-  ed25519SigningKey,
-  encodeHex,
-  generateEd25519Seed,
-  mintChainIssuerToken,
-  mintProvisioningJwt,
-  verifyChainedServerJwt,
-  verifyJwtSignature,
-} from "../../../lib/crypto";
+import { certificateValidity } from "../../../lib/crypto/certificate";
+import { decodeJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { encodeHex } from "../../../lib/crypto/encoding";
+import { mintChainIssuerToken, mintProvisioningJwt, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
 import {
   encodeGoJson,
   HELPER_TIMEOUT_MS,

@@ -4,21 +4,15 @@
  * engine settings and host work.
  */
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
-import {
-  createCsr,
-  decryptLegacyPem,
-  decodeHex,
-  ed25519SigningKey,
-  encodeHex,
-  generateEd25519Seed,
-  generateX25519KeyPair,
-  type JwtVerifier,
-  mintProvisioningJwt,
-  rsaPublicKeyPkcs1Pem,
-  type SigningKey,
-  signNonce,
-  x25519SharedSecret,
-} from "../../../lib/crypto";
+import { createCsr, rsaPublicKeyPkcs1Pem } from "../../support/choria-node/csr";
+import { decryptLegacyPem } from "../../support/choria-node/legacy-pem";
+import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { generateX25519KeyPair, x25519SharedSecret } from "../../../lib/crypto/ecdh";
+import { type JwtVerifier } from "../../../lib/crypto/jwt";
+import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
+import { type SigningKey } from "../../../lib/crypto/keys";
+import { signNonce } from "../../support/choria-node/nonce";
 import type { EngineSettings } from "../../../lib/engine";
 import type { HelperResponse, HostWork } from "../../../lib/ports";
 import { engineSettings } from "../../support/engine-settings";

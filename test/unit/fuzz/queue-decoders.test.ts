@@ -5,7 +5,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
-import { isValidIdentity } from "../../../lib/choria/identity";
+import { identityProblem } from "../../../lib/choria/identity";
 import { InvalidInputError } from "../../../lib/errors";
 import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, mutatedText } from "./support";
@@ -41,7 +41,7 @@ describe("fuzz: host-work queue messages", () => {
         tried += 1;
         const work = expectOnly(() => decodeHostWork(body), [InvalidInputError]);
         if (work === undefined) return;
-        expect(isValidIdentity(work.identity)).toBe(true);
+        expect(identityProblem(work.identity)).toBeUndefined();
         expect(Number.isSafeInteger(work.term) && work.term >= 0).toBe(true);
         expect(["discovery", "event", "operator"]).toContain(work.source);
       }),

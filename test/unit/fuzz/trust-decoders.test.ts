@@ -7,19 +7,13 @@ import { generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config";
-import {
-  createCsr,
-  ed25519SigningKey,
-  encodeBase64Url,
-  generateEd25519Seed,
-  type JwtVerifier,
-  mintProvisioningJwt,
-  parseCsr,
-  signJwt,
-  type SigningKey,
-  validateCsr,
-  verifyProvisioningJwt,
-} from "../../../lib/crypto";
+import { createCsr, parseCsr } from "../../support/choria-node/csr";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { encodeBase64Url } from "../../../lib/crypto/encoding";
+import { type JwtVerifier, signJwt, verifyProvisioningJwt } from "../../../lib/crypto/jwt";
+import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
+import { type SigningKey } from "../../../lib/crypto/keys";
+import { validateCsr } from "../../../lib/crypto/csr";
 import { ConfigError, CsrError, HelperError, JwtError } from "../../../lib/errors";
 import { decodeHelperResponse } from "../../../lib/helper";
 import { recordScenario } from "../../support/chaos/scenario";

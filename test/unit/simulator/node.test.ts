@@ -1,18 +1,13 @@
 import { createPublicKey } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import {
-  ed25519SigningKey,
-  encodeHex,
-  encryptLegacyPem,
-  generateEd25519Seed,
-  generateX25519KeyPair,
-  parseCsr,
-  signJwt,
-  uuidHex,
-  verifyCsrSignature,
-  verifyNonceSignature,
-  x25519SharedSecret,
-} from "../../../lib/crypto";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { encodeHex } from "../../../lib/crypto/encoding";
+import { encryptLegacyPem } from "../../../lib/crypto/legacy-pem";
+import { generateX25519KeyPair, x25519SharedSecret } from "../../../lib/crypto/ecdh";
+import { parseCsr, verifyCsrSignature } from "../../support/choria-node/csr";
+import { signJwt } from "../../../lib/crypto/jwt";
+import { uuidHex } from "../../../lib/crypto/ids";
+import { verifyNonceSignature } from "../../../lib/crypto/nonce";
 import { LOCK_WINDOW_MS } from "../../../dev/simulator";
 import { harness, PROVISIONER, testRsaKey } from "./support";
 

@@ -1,6 +1,8 @@
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { ed25519SigningKey, encodeBase64Url, generateEd25519Seed, mintProvisioningJwt } from "../../../lib/crypto";
+import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
+import { encodeBase64Url } from "../../../lib/crypto/encoding";
+import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
 import { readProvisioningJwtFile } from "../../../dev/simulator/provisioning-jwt";
 
 const signer = ed25519SigningKey(generateEd25519Seed());

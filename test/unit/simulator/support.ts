@@ -1,7 +1,7 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { agentFilter } from "../../../lib/choria/filter";
 import type { LifecycleEvent } from "../../../lib/choria/lifecycle";
-import type { IncomingRequest } from "../../../lib/choria/protocol";
+import type { IncomingRequest } from "../../support/choria-node/protocol";
 import { type NodeOptions, type RpcRecord, SimulatedNode } from "../../../dev/simulator";
 import type { NodeFaults } from "../../../dev/simulator/faults";
 import { ManualClock } from "../../support/fakes";
