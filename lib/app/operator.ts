@@ -22,7 +22,7 @@
 import type { AdmissionRegistry, HostExpiry, RegistrySummary } from "../admission/registry";
 import { identityProblem } from "../choria/identity";
 import { messageOf, ProvisionerError } from "../errors";
-import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../lease/lease";
+import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../lease/store";
 import type { PauseState, PauseStore } from "../lease/pause";
 import { METRIC, silentLogger, type Clock, type HostWork, type Logger, type Metrics } from "../ports";
 import { AdmissionFlow } from "./admission-flow";

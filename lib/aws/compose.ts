@@ -25,7 +25,7 @@ import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../dynamodb/pause-store";
 import type { PauseStore } from "../lease/pause";
 import { createLeaseGate, type LeaseGate, type OnWonTerm } from "../lease/gate";
-import type { LeaseStore } from "../lease/lease";
+import type { LeaseStore } from "../lease/store";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "./clients";
 import { createLogger } from "./powertools-logger";

@@ -7,9 +7,10 @@
  */
 import { AttemptExceedsLeaseError, LeaseLostError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, PausedError } from "../errors";
 import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
-import { Lease, type LeaseItem, type LeaseOutcome, type LeaseStore } from "./lease";
+import { Lease, type LeaseOutcome } from "./lease";
 import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
+import type { LeaseItem, LeaseStore } from "./store";
 
 /** The term every piece of work carries when leader election is off. */
 export const UNELECTED_TERM = 0;

@@ -26,7 +26,7 @@ import { type HelperInvoke } from "../../../lib/helper";
 import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/ports";

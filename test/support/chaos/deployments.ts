@@ -34,7 +34,7 @@ import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/lease";
+import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";

@@ -19,7 +19,7 @@ import type { RenewalStore } from "../../../lib/app/renewal-state";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
 import { ProvisionEngine } from "../../../lib/engine";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { PausedError } from "../../../lib/errors";

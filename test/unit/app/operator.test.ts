@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator";
 import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
-import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
+import { describeLease, releaseOnBehalf } from "../../../lib/lease/store";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { Operator } from "../../../lib/app/operator";
 import { METRIC } from "../../../lib/ports";

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/lease";
+import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/alarms";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { ProvisionEngine } from "../../../lib/engine";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createConsoleLogger } from "../../../lib/observability";
 import type { Logger } from "../../../lib/ports";
