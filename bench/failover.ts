@@ -19,7 +19,7 @@ import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/dynamodb/lease-store";
-import type { LeaseGate } from "../lib/lease/gate";
+import type { LeaseGate } from "../lib/lease/gate-port";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
 import { silentLogger, systemClock, type Metrics } from "../lib/ports";

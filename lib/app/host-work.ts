@@ -7,7 +7,7 @@
 import { failuresInARow, type AdmissionRegistry, type CredentialsExpiry, type HostClaim } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate";
+import type { LeaseGate, Standing } from "../lease/gate-port";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";

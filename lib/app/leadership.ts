@@ -4,7 +4,7 @@
  * container when leader election is off.
  */
 import { messageOf } from "../errors";
-import type { LeaseGate } from "../lease/gate";
+import type { LeaseGate } from "../lease/gate-port";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry, WaitingName } from "../admission/registry";

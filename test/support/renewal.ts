@@ -9,7 +9,7 @@ import { MemoryAdmissionStore } from "../../lib/admission/memory-admission-store
 import { AdmissionRegistry, type CredentialsExpiry } from "../../lib/admission/registry";
 import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
 import { MemoryRenewalStore } from "../../lib/app/renewal-state";
-import type { Standing } from "../../lib/lease/gate";
+import type { Standing } from "../../lib/lease/gate-port";
 import type { RpcCall } from "../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";
 

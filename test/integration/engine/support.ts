@@ -25,7 +25,8 @@ import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../..
 import { type HelperInvoke } from "../../../lib/helper";
 import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
 import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";

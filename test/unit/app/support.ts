@@ -7,7 +7,8 @@ import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-st
 import { AdmissionRegistry, type AdmissionKey, type AdmissionStore, type AdmitRequest } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
 import type { LeaseStore } from "../../../lib/lease/store";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
-import { createLeaseGate, UNELECTED_TERM } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import { UNELECTED_TERM } from "../../../lib/lease/unelected-gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { LeaseStore } from "../../../lib/lease/store";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
