@@ -201,7 +201,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
       discoveryMaxNodes: config.discoveryMaxNodes,
       discoveryNewNamesPerInterval: config.discoveryNewNamesPerInterval,
       discoveryBacklogMs: config.discoveryBacklogMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
+      keepIntervalMs: config.lease.keepIntervalMs,
       deadlineMarginMs: parts.settings.deadlineMarginMs,
     },
     gate: parts.gate,

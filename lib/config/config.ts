@@ -207,7 +207,7 @@ function checkProtocolV2Credentials(raw: RawConfig): void {
 function leaseSectionOf(raw: RawConfig): LeaseSection {
   const lease: LeaseSection = Object.freeze({
     durationMs: positiveDuration("lease.duration", raw.lease.duration),
-    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
+    keepIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
     skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
     assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
     peers: Object.freeze([...(raw.lease.peers ?? [])]),
@@ -220,7 +220,7 @@ function leaseSectionOf(raw: RawConfig): LeaseSection {
       "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
     );
   }
-  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
+  checkLeaseTiming({ leaseDurationMs: lease.durationMs, keepIntervalMs: lease.keepIntervalMs, skewBoundMs: lease.skewBoundMs });
   // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
   // shorter than the longest choria_provision attempt would keep every deployment paused.
   const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));
@@ -350,7 +350,7 @@ export function leaseSettingsOf(config: ProvisionerConfig, options: { roundTimeo
     site: config.site,
     deploymentId: config.deploymentId,
     leaseDurationMs: config.lease.durationMs,
-    renewIntervalMs: config.lease.renewIntervalMs,
+    keepIntervalMs: config.lease.keepIntervalMs,
     skewBoundMs: config.lease.skewBoundMs,
     deliveryHorizonMs: config.rpcTtl * 1_000,
     knownPeers: config.lease.peers,

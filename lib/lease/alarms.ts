@@ -23,15 +23,15 @@ export const TAKEOVER_MARGIN_MS = 60_000;
 /**
  * Whether `item` shows a site with no valid holder for longer than a takeover should take: the
  * expiry (kept on release) is older than the skew bound and the delivery horizon (the larger of the
- * holder's and `settings`'), one renew interval and TAKEOVER_MARGIN_MS. Counted from the holder's
- * last renewal that is lease duration + skew + rpc_ttl + the margin. An absent item was never taken,
+ * holder's and `settings`'), one keep interval and TAKEOVER_MARGIN_MS. Counted from the last time
+ * the holder kept the lease that is lease duration + skew + rpc_ttl + the margin. An absent item was never taken,
  * so there is no instant to count from: it does not count.
  */
 function unheldTooLong(item: LeaseItem | undefined, settings: LeaseSettings, now: number): boolean {
   if (item === undefined) return false;
   const skew = Math.max(settings.skewBoundMs, item.skewBoundMs ?? 0);
   const horizon = Math.max(settings.deliveryHorizonMs ?? 0, item.deliveryHorizonMs ?? 0);
-  return now - item.expiresAt > skew + horizon + settings.renewIntervalMs + TAKEOVER_MARGIN_MS;
+  return now - item.expiresAt > skew + horizon + settings.keepIntervalMs + TAKEOVER_MARGIN_MS;
 }
 
 export class LeaseAlarms {
@@ -71,7 +71,7 @@ export class LeaseAlarms {
    * a holder whose skew bound or request TTL differ from ours: each is logged once, and counted at
    * every round so the alarm stays on while it lasts. The item's horizon is the term's, not only
    * the last writer's: after the holder's rollout lowered `rpc_ttl` it stays longer until the old
-   * containers' requests can no longer run (at most their TTL after their last renewal), and so
+   * containers' requests can no longer run (at most their TTL after they last kept the lease), and so
    * does the count, because the takeover is that much slower meanwhile; then it stops by itself.
    */
   inspect(item: LeaseItem | undefined): void {

@@ -22,18 +22,18 @@ export interface LeaseGate extends PauseGate {
    */
   beginInvocation(): void;
   /**
-   * The term to stamp new work with, renewing or acquiring first if needed; undefined while this
+   * The term to stamp new work with, keeping or acquiring the lease first if needed; undefined while this
    * deployment is a standby or the store cannot be reached.
    */
   currentTerm(): Promise<number | undefined>;
   /** As currentTerm, telling a standby apart from an unreachable store. */
   standing(): Promise<Standing>;
   /**
-   * One acquire/renew/contest round; calls `onWon` when it wins a new term, with `remainingMs`, the
+   * One acquire/keep/contest round; calls `onWon` when it wins a new term, with `remainingMs`, the
    * time the calling invocation still has (when it knows it). Throws LeaseStoreError.
    */
-  acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome>;
-  /** Gives the term up (see Lease.release): no renewals any more, this gate closes at once. */
+  acquireOrKeep(remainingMs?: () => number): Promise<LeaseOutcome>;
+  /** Gives the term up (see Lease.release): nobody keeps it any more, this gate closes at once. */
   release(): Promise<boolean>;
 }
 

@@ -2,7 +2,7 @@
  * The pause gate (docs/behaviour.md §4) over the lease. It opens only while this deployment holds the term
  * the work was admitted under and the remaining validity covers the whole next attempt, so an
  * attempt that starts before a takeover is also over before it. Nothing is cached beyond the
- * lease's own monotonic deadline: when that is too short the gate renews first, and any store
+ * lease's own monotonic deadline: when that is too short the gate keeps the lease first, and any store
  * failure reads closed. What its callers see (LeaseGate, Standing) is in gate-port.ts; the gate
  * without leader election in unelected-gate.ts; the operator's switch it reads in pause.ts.
  */
@@ -91,7 +91,7 @@ class ElectedLeaseGate implements LeaseGate {
     try {
       const held = this.usableHolding();
       if (held) return { kind: "leading", term: held.term };
-      const outcome = await this.acquireOrRenew();
+      const outcome = await this.acquireOrKeep();
       // Known for certain: the operator's switch keeps this deployment out of every term.
       if (this.pause.paused) return { kind: "standby", current: undefined, pausedByOperator: true };
       const now = this.usableHolding();
@@ -114,7 +114,7 @@ class ElectedLeaseGate implements LeaseGate {
     }
   }
 
-  async acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> {
+  async acquireOrKeep(remainingMs?: () => number): Promise<LeaseOutcome> {
     try {
       if (await this.pause.read()) {
         // A paused deployment does not contest, but still looks: when every deployment of the site
@@ -122,7 +122,7 @@ class ElectedLeaseGate implements LeaseGate {
         await this.lease.observe();
         return { holding: false, current: undefined };
       }
-      const outcome = await this.lease.acquireOrRenew();
+      const outcome = await this.lease.acquireOrKeep();
       if (outcome.holding && outcome.wonNewTerm) await this.announce(outcome.term, remainingMs);
       return outcome;
     } finally {
@@ -157,7 +157,7 @@ class ElectedLeaseGate implements LeaseGate {
     this.deps.metrics.gauge(METRIC.paused, this.usableHolding() ? 0 : 1);
   }
 
-  /** The holding that covers an attempt of `minValidMs`, renewing first if needed; throws why the gate is closed when there is none. */
+  /** The holding that covers an attempt of `minValidMs`, keeping the lease first if needed; throws why the gate is closed when there is none. */
   private async heldForAttempt(minValidMs: number): Promise<HeldTerm> {
     const { site, deploymentId } = this.settings;
     let found;
@@ -173,11 +173,11 @@ class ElectedLeaseGate implements LeaseGate {
     throw new PausedError(`paused: deployment ${deploymentId} does not hold the lease for site ${site}`);
   }
 
-  /** The holding that covers `minValidMs`, renewing first if needed; else the round's outcome, when one ran. */
+  /** The holding that covers `minValidMs`, keeping the lease first if needed; else the round's outcome, when one ran. */
   private async validHolding(minValidMs: number): Promise<{ held?: HeldTerm; outcome?: LeaseOutcome }> {
     const held = this.usableHolding();
     if (held && held.validForMs >= minValidMs) return { held };
-    const outcome = await this.acquireOrRenew();
+    const outcome = await this.acquireOrKeep();
     const now = this.usableHolding();
     return now ? { held: now, outcome } : { outcome };
   }

@@ -114,7 +114,7 @@ export class Lease {
    * reached in time or a write cannot be settled; the lease then reads as not held until a later
    * call succeeds.
    */
-  async acquireOrRenew(): Promise<LeaseOutcome> {
+  async acquireOrKeep(): Promise<LeaseOutcome> {
     const invocation = this.invocation;
     // A round left over from an earlier invocation (it outlived its bound) confirms nothing for this
     // one: its outcome would count for the invocation it started in. This invocation runs its own.
@@ -134,7 +134,7 @@ export class Lease {
     if (outcome) return outcome;
     // The round may still land later; its validity counts from before it was sent, so keeping it is safe.
     throw this.storeFailed(
-      `acquire or renew the lease for site ${this.settings.site}`,
+      `acquire or keep the lease for site ${this.settings.site}`,
       new RoundTimeout(`the lease round did not complete within ${limitMs} ms`),
     );
   }
@@ -163,7 +163,7 @@ export class Lease {
     } catch (error) {
       // A late round's failure says nothing about what a later invocation has confirmed since.
       if (this.held === undefined || this.held.invocation <= invocation) this.held = undefined;
-      throw this.storeFailed(`acquire or renew the lease for site ${site}`, error);
+      throw this.storeFailed(`acquire or keep the lease for site ${site}`, error);
     }
   }
 

@@ -1,7 +1,7 @@
 /**
  * The operator's pause switch for one deployment (`choria-provisioner pause` / `resume`). A paused
  * deployment neither works nor contests the lease: its gate reads the switch before every lease
- * round and reads closed while it is on, so it stops renewing and its lease runs out; a standby then
+ * round and reads closed while it is on, so it stops keeping its lease, which runs out; a standby then
  * takes over as after a crash. The switch is one item per deployment in the lease table, next to the
  * site's lease item, so every deployment of a site sees it wherever the table is replicated.
  */

@@ -173,7 +173,7 @@ export function deliveryDeadline(item: LeaseItem): number {
  * does the delivery deadline: the containers of one deployment can send with different request
  * TTLs (a rollout that changes `rpc_ttl`), and a request one of them let go may be executed until
  * its own deadline whichever container writes last. The horizon is stored past the new expiry, so
- * once the containers with the longer TTL stop renewing it comes down to the writers' own within
+ * once the containers with the longer TTL stop keeping it comes down to the writers' own within
  * that TTL, instead of keeping the longest for as long as the term lasts.
  */
 export function extensionOf(stored: LeaseItem, request: ExtendRequest): ExtendedTiming | undefined {

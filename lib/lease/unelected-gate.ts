@@ -24,7 +24,7 @@ export function unelectedGate(metrics: Metrics, clock: Clock): LeaseGate {
       open();
       return { kind: "leading", term: UNELECTED_TERM };
     },
-    async acquireOrRenew() {
+    async acquireOrKeep() {
       open();
       return { holding: true, term: UNELECTED_TERM, wonNewTerm: false, tookOver: false, validForMs: Number.POSITIVE_INFINITY };
     },

@@ -71,7 +71,7 @@ function deploymentStores(site: string, clock: Clock, metrics: Metrics): Deploym
 async function elected(site: string, deploymentId: string, store: DynamoDbLeaseStore, clock: Clock): Promise<{ gate: LeaseGate; term: number }> {
   const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId, deliveryHorizonMs: DEFAULT_TTL_SECONDS * 1_000 });
   const gate = createLeaseGate(settings, { store, metrics: new RecordingMetrics(), clock });
-  const outcome = await gate.acquireOrRenew();
+  const outcome = await gate.acquireOrKeep();
   if (!outcome.holding) throw new Error(`${deploymentId} did not win the lease of ${site}`);
   return { gate, term: outcome.term };
 }

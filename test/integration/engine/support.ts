@@ -135,7 +135,7 @@ export class EngineHarness extends FleetHarness {
       deliveryHorizonMs: DEFAULT_TTL_SECONDS * 1_000,
     });
     const gate = createLeaseGate(settings, { store: options.store ?? this.store, metrics, clock: options.clock });
-    const outcome = await gate.acquireOrRenew();
+    const outcome = await gate.acquireOrKeep();
     if (!outcome.holding) throw new Error(`${settings.deploymentId} did not win the lease of ${settings.site}`);
     return { gate, term: outcome.term, metrics };
   }

@@ -160,7 +160,7 @@ describe("a deployment deposed while it provisions a node", () => {
     time.jump(PAST_TAKEOVER_BOUND_MS);
     await harness.elected({ site, deploymentId: "deployment-b", clock: time });
     time.jump(PAST_TAKEOVER_BOUND_MS);
-    const regained = await deploymentA.gate.acquireOrRenew();
+    const regained = await deploymentA.gate.acquireOrKeep();
     slow.release();
     const outcomeA = await provisioningByA;
 

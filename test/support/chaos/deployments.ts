@@ -47,7 +47,7 @@ import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 export const SCALE = 10;
 /** The request TTL the deployments send (the v1 minimum) and so the lease's delivery horizon. */
 const RPC_TTL_SECONDS = 30;
-export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
+export const LEASE = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 const INTERVAL_MS = 60_000;
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
@@ -353,7 +353,7 @@ export class ChaosDeployment {
       lease: this.gate,
       clock: this.clock,
       until: Number.MAX_SAFE_INTEGER,
-      intervalMs: LEASE.renewIntervalMs,
+      intervalMs: LEASE.keepIntervalMs,
       signal: this.keeperStop.signal,
     });
   }

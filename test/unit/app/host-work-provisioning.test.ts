@@ -233,7 +233,7 @@ describe("host work: provisioning one queued host", () => {
   it("drops work admitted under an older term", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     const old: HostWork = { identity: "a.example.net", term: 0, admittedAt: w.clock.now(), source: "discovery" };
     const engine = new FakeEngine();
 
@@ -571,7 +571,7 @@ describe("host work: provisioning one queued host", () => {
     const engine = new FakeEngine();
     const messages = await admitted(w, "a.example.net");
     w.clock.advance(2 * INTERVAL_MS + 1);
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
 
     // Act
     const result = await processor(w, engine).handle(messages, context());
