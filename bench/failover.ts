@@ -19,7 +19,7 @@ import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/dynamodb/lease-store";
-import type { LeaseGate } from "../lib/lease/gate";
+import type { LeaseGate } from "../lib/lease/gate-port";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
 import { silentLogger, systemClock, type Metrics } from "../lib/ports";
@@ -111,7 +111,7 @@ async function scheduledKeeper(
       lease: options.lease ?? d.gate,
       clock: systemClock,
       until: Math.min(tickAt + KEEPER_MAX_RUN_MS, options.until),
-      intervalMs: d.config.lease.renewIntervalMs,
+      intervalMs: d.config.lease.keepIntervalMs,
       ...(options.signal ? { signal: options.signal } : {}),
     });
   }
@@ -129,19 +129,19 @@ async function failoverRun(endpoint: string, profile: (typeof PROFILES)[number],
     newTerm = term;
     standbyStop.abort();
   });
-  const renewIntervalMs = leader.config.lease.renewIntervalMs;
+  const keepIntervalMs = leader.config.lease.keepIntervalMs;
   try {
     let lastRenewalAt = 0;
     const recordingLeader = {
-      acquireOrRenew: async () => {
+      acquireOrKeep: async () => {
         const sentAt = performance.now();
-        const outcome = await leader.gate.acquireOrRenew();
+        const outcome = await leader.gate.acquireOrKeep();
         if (outcome.holding) lastRenewalAt = sentAt;
         return outcome;
       },
     };
     leader.gate.beginInvocation();
-    const first = await recordingLeader.acquireOrRenew();
+    const first = await recordingLeader.acquireOrKeep();
     if (!first.holding) throw new Error("the leader could not take the fresh lease");
 
     const start = performance.now();
@@ -149,10 +149,10 @@ async function failoverRun(endpoint: string, profile: (typeof PROFILES)[number],
     const leaderStop = new AbortController();
     const leaderLoop = scheduledKeeper(leader, { firstAt: start, until: far, signal: leaderStop.signal, lease: recordingLeader });
     // Separate deployments' keepers run at unrelated phases.
-    const standbyLoop = scheduledKeeper(standby, { firstAt: start + Math.random() * renewIntervalMs, until: far, signal: standbyStop.signal });
+    const standbyLoop = scheduledKeeper(standby, { firstAt: start + Math.random() * keepIntervalMs, until: far, signal: standbyStop.signal });
 
     // Crash at a random phase of the leader's renewal cycle and of its minute schedule.
-    await systemClock.sleep(renewIntervalMs + Math.random() * KEEPER_SCHEDULE_MS);
+    await systemClock.sleep(keepIntervalMs + Math.random() * KEEPER_SCHEDULE_MS);
     leaderStop.abort();
     const crashedAt = performance.now();
     await Promise.all([leaderLoop, standbyLoop]);
@@ -170,7 +170,7 @@ async function idleRequests(endpoint: string, site: string) {
   try {
     // The site's first acquisition is not idle traffic; take it before counting.
     leader.gate.beginInvocation();
-    if (!(await leader.gate.acquireOrRenew()).holding) throw new Error("the leader could not take the fresh lease");
+    if (!(await leader.gate.acquireOrKeep()).holding) throw new Error("the leader could not take the fresh lease");
     leader.requests.clear();
     const start = performance.now();
     const until = start + IDLE_WINDOW_MS;
@@ -181,7 +181,7 @@ async function idleRequests(endpoint: string, site: string) {
     const count = (d: Deployment, command: string) => d.requests.get(command) ?? 0;
     const total = (d: Deployment) => [...d.requests.values()].reduce((sum, n) => sum + n, 0);
     const perHour = (n: number) => Math.round((n * 3_600_000) / IDLE_WINDOW_MS);
-    const roundsPerHour = 3_600_000 / leader.config.lease.renewIntervalMs;
+    const roundsPerHour = 3_600_000 / leader.config.lease.keepIntervalMs;
     return {
       windowMs: IDLE_WINDOW_MS,
       leaderWrites: count(leader, "UpdateItemCommand"),
@@ -218,8 +218,8 @@ async function main() {
       Promise.all(
         PROFILES.map(async (profile) => {
           const config = deploymentConfig("probe", "probe", profile.lease);
-          const { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs = 0 } = leaseSettingsOf(config);
-          const settings = { leaseDurationMs, renewIntervalMs, skewBoundMs, deliveryHorizonMs };
+          const { leaseDurationMs, keepIntervalMs, skewBoundMs, deliveryHorizonMs = 0 } = leaseSettingsOf(config);
+          const settings = { leaseDurationMs, keepIntervalMs, skewBoundMs, deliveryHorizonMs };
           const runs = await Promise.all(Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(dynamo.url, profile, `${profile.name}-${index}`)));
           // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one renew interval.
           const earliest = settings.leaseDurationMs + settings.skewBoundMs + settings.deliveryHorizonMs;
@@ -229,7 +229,7 @@ async function main() {
             runs,
             crashToOpenMs: summarise(runs.map((run) => run.crashToOpenMs)),
             lastRenewalToOpenMs: summarise(runs.map((run) => run.lastRenewalToOpenMs)),
-            boundFromLastRenewalMs: { earliest, latest: earliest + settings.renewIntervalMs },
+            boundFromLastRenewalMs: { earliest, latest: earliest + settings.keepIntervalMs },
           };
         }),
       ),
@@ -260,7 +260,7 @@ type Report = {
   profiles: Array<{
     name: string;
     leaseDurationMs: number;
-    renewIntervalMs: number;
+    keepIntervalMs: number;
     skewBoundMs: number;
     deliveryHorizonMs: number;
     runs: RunResult[];
@@ -275,7 +275,7 @@ function markdown(report: Report): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const rows = report.profiles.map(
     (p) =>
-      `| ${p.name} | ${s(p.leaseDurationMs)} / ${s(p.renewIntervalMs)} / ${s(p.skewBoundMs)} / ${s(p.deliveryHorizonMs)} | ${p.runs.length} | ` +
+      `| ${p.name} | ${s(p.leaseDurationMs)} / ${s(p.keepIntervalMs)} / ${s(p.skewBoundMs)} / ${s(p.deliveryHorizonMs)} | ${p.runs.length} | ` +
       `${s(p.crashToOpenMs.min)} / ${s(p.crashToOpenMs.mean)} / ${s(p.crashToOpenMs.max)} | ` +
       `${s(p.lastRenewalToOpenMs.min)} / ${s(p.lastRenewalToOpenMs.mean)} / ${s(p.lastRenewalToOpenMs.max)} | ` +
       `${s(p.boundFromLastRenewalMs.earliest)} – ${s(p.boundFromLastRenewalMs.latest)} |`,

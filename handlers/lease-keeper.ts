@@ -1,2 +1,2 @@
-/** EventBridge schedule (every minute): renews or contests the lease every renew_interval until just before the deadline. */
+/** EventBridge schedule (every minute): keeps or contests the lease every lease.renew_interval until just before the deadline. */
 export { handler, makeHandler } from "../lib/aws/functions/lease-keeper";

@@ -151,14 +151,14 @@ export class LeaseLostError extends PausedError {}
 
 /**
  * The term is ours, but the validity left after the last round does not cover the attempt (a
- * renewal that took seconds to answer under load counts from before it was sent). Not a lost lease:
+ * round keeping the lease that took seconds to answer under load counts from before it was sent). Not a lost lease:
  * a later round gives a fresh validity.
  */
 export class LeaseValidityShortError extends PausedError {}
 
 /**
  * The lease item names this deployment as its live holder, but the last round could not confirm
- * it for this invocation (a renewal whose write timed out and whose settling read found it not yet
+ * it for this invocation (a keep whose write timed out and whose settling read found it not yet
  * applied, or a round of an earlier invocation). Not known to be lost, so no work may be dropped for it.
  */
 export class LeaseUnconfirmedError extends PausedError {}

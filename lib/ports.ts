@@ -96,7 +96,7 @@ export const EXTRA_METRIC = {
   leaseUnknownPeers: "choria_provisioner_lease_unknown_peers",
   /**
    * 1 when the lease item a round read has had no valid holder (expired or released, nobody took it
-   * over) for longer than a takeover takes (lib/lease/lease.ts, unheldTooLong); 0 otherwise.
+   * over) for longer than a takeover takes (lib/lease/alarms.ts, unheldTooLong); 0 otherwise.
    */
   leaseUnheld: "choria_provisioner_lease_unheld",
   /**

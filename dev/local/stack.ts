@@ -116,8 +116,8 @@ export const DEFAULT_TIMINGS: StackTimings = {
  * here discovery runs every 15 s, keeper and bridge invocations last ~10 s and retries come back
  * after 2-10 s. The lease is 30 s / 2 s / 1 s: the pause gate only opens for an RPC attempt (up to
  * 2 s discovery + 20 s choria_provision timeout = 22 s) that fits in the validity left after a
- * renewal, so a much shorter lease cannot provision at all; a failover then takes ~61-63 s (lease,
- * skew and the 30 s rpc_ttl delivery horizon after the last renewal). Function
+ * keep, so a much shorter lease cannot provision at all; a failover then takes ~61-63 s (lease,
+ * skew and the 30 s rpc_ttl delivery horizon after the lease was last kept). Function
  * timeouts are shorter (discover 60 s, provision 60 s), the queues' visibility follows them (host
  * work 70 s, lifecycle 60 s), renew runs every 10 s (its rate is per minute in its own state, so
  * running more often only sends sooner within it), poison work reaches a DLQ sooner (after 5 host-work, 3 lifecycle
@@ -231,7 +231,7 @@ interface LocalDeployment {
   /**
    * Simulates a crashed deployment: schedules and pollers stop, running invocations run out of
    * time, and nothing it sends reaches DynamoDB or SQS any more (its proxies hold every request),
-   * so code that does not re-check its deadline (a keeper loop) cannot renew the lease either.
+   * so code that does not re-check its deadline (a keeper loop) cannot keep the lease either.
    */
   kill(): void;
 }

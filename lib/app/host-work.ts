@@ -9,7 +9,7 @@ import type { CredentialsExpiry } from "../admission/credentials";
 import type { AdmissionRegistry } from "../admission/registry";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate";
+import type { LeaseGate, Standing } from "../lease/gate-port";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
 import { decodeHostWork } from "./host-work-message";
@@ -47,7 +47,7 @@ export interface HostWorkDeps {
 /**
  * The pauses before the lease is read again (or the host claimed again), inside the same
  * invocation, when the lease store did not answer a round or the admission store a claim (a timeout
- * under load, gone a second later), or a slow renewal left less validity than the attempt needs.
+ * under load, gone a second later), or a slow keep of the lease left less validity than the attempt needs.
  * Without them every host of the invocation went back to the queue for the whole retry delay (30 s,
  * then 60 s), or was dropped for the next discovery, though nothing was wrong with it. Each re-read
  * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
@@ -206,7 +206,7 @@ export class HostWorkProcessor {
   private async finish(claim: HostClaim, message: QueueMessage, outcome: ProvisionOutcome, remainingMs: () => number): Promise<void> {
     const { identity, term } = claim.work;
     if (outcome.kind === "deferred" || (outcome.kind === "failed" && outcome.retryable) || (outcome.kind === "paused" && isLeaseStoreBlip(outcome))) {
-      // A lease store that could not be read (or a slow renewal) is not a lost lease: the host comes back, with the reason.
+      // A lease store that could not be read (or a slow keep of the lease) is not a lost lease: the host comes back, with the reason.
       // The reason names the causes: the store's timeout under a pause, the refused connection under an RPC the broker never took.
       const reason = messageOf(outcome.error);
       await this.giveBack(claim, message, reason);
@@ -314,7 +314,7 @@ class LeaseStandingUnknownError extends ProvisionerError {}
 
 /**
  * The gate closed for a moment, not because the lease was lost: the lease store could not be read,
- * a renewal that answered slowly left less validity than the attempt needs, or a round could not
+ * a keep of the lease that answered slowly left less validity than the attempt needs, or a round could not
  * confirm the lease the item shows this deployment holding.
  */
 function isLeaseStoreBlip(outcome: ProvisionOutcome): boolean {

@@ -5,7 +5,7 @@
  * is on every log line of the invocation.
  */
 import type { AsyncLocalStorage } from "node:async_hooks";
-import type { LeaseGate } from "../lease/gate";
+import type { LeaseGate } from "../lease/gate-port";
 import type { LogAttributes, Logger } from "../ports";
 import type { Broker, InvocationContext } from "./use-case-ports";
 

@@ -4,7 +4,7 @@
  * container when leader election is off.
  */
 import { messageOf } from "../errors";
-import type { LeaseGate } from "../lease/gate";
+import type { LeaseGate } from "../lease/gate-port";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry } from "../admission/registry";
@@ -39,15 +39,15 @@ interface LeadershipSettings {
   discoveryNewNamesPerInterval: number;
   /** `discovery_backlog`: measured work a discovery keeps waiting in the host-work queue, in ms; 0: no pacing. */
   discoveryBacklogMs: number;
-  /** How often the keeper renews or contests the lease. */
-  renewIntervalMs: number;
+  /** How often the keeper keeps or contests the lease (`lease.renew_interval`). */
+  keepIntervalMs: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
 }
 
 export interface LeadershipDeps {
   settings: LeadershipSettings;
-  gate: Pick<LeaseGate, "acquireOrRenew" | "assertOpen">;
+  gate: Pick<LeaseGate, "acquireOrKeep" | "assertOpen">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /** Which discovered names are known, so they are admitted before new ones; and which new ones waited before. */
@@ -110,7 +110,7 @@ export class Leadership {
       await this.announceUnelected();
       let outcome;
       try {
-        outcome = await gate.acquireOrRenew(() => ctx.remainingMs() - settings.deadlineMarginMs);
+        outcome = await gate.acquireOrKeep(() => ctx.remainingMs() - settings.deadlineMarginMs);
       } catch (error) {
         logger.warn("paused: the lease store could not be reached, not discovering", { error: messageOf(error) });
         return { paused: true, discovered: 0, admitted: 0 };
@@ -132,11 +132,11 @@ export class Leadership {
     const { gate, clock, logger, settings } = this.deps;
     await this.announceUnelected();
     if (!settings.leaderElection) {
-      await gate.acquireOrRenew();
+      await gate.acquireOrKeep();
       return { rounds: 1, heldRounds: 1, wonTerms: [] };
     }
     const runFor = Math.min(KEEPER_MAX_RUN_MS, ctx.remainingMs() - KEEPER_STOP_BEFORE_DEADLINE_MS);
-    const summary = await runLeaseKeeper({ lease: gate, clock, until: clock.monotonic() + runFor, intervalMs: settings.renewIntervalMs, logger });
+    const summary = await runLeaseKeeper({ lease: gate, clock, until: clock.monotonic() + runFor, intervalMs: settings.keepIntervalMs, logger });
     logger.info("lease keeper run finished", { ...summary, wonTerms: summary.wonTerms.join(",") });
     return { rounds: summary.rounds, heldRounds: summary.heldRounds, wonTerms: summary.wonTerms };
   }
@@ -192,9 +192,9 @@ export class Leadership {
       let queuedHere = 0;
       try {
         // A discovery may admit for most of a minute, longer than one lease round is valid for, and
-        // a won term's discovery runs inside the keeper's round, which renews only after it. So each
+        // a won term's discovery runs inside the keeper's round, which keeps the lease only after it. So each
         // chunk goes out only under a term confirmed for this invocation for as long as the chunk may
-        // take: the read renews the lease when needed, and a deposed leader queues no stale work.
+        // take: the read keeps the lease when needed, and a deposed leader queues no stale work.
         termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
         if (termLost !== undefined) {
           leftOutOfTerm += chunk.length;

@@ -5,8 +5,8 @@
  */
 import { parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import { messageOf } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate";
-import { leadsAt, type LeaseStore } from "../lease/lease";
+import type { LeaseGate, Standing } from "../lease/gate-port";
+import { leadsAt, type LeaseStore } from "../lease/store";
 import type { PauseStore } from "../lease/pause";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry } from "../admission/registry";

@@ -28,7 +28,7 @@ import type { HostExpiry } from "../admission/site-listing";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
-import type { LeaseGate } from "../lease/gate";
+import type { LeaseGate } from "../lease/gate-port";
 import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
 import { mapLimited } from "./concurrency";
 import { capacitySettings, renewalCapacity } from "./renewal-capacity";

@@ -24,8 +24,9 @@ import type { DynamoDBClient } from "../dynamodb/client";
 import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../dynamodb/pause-store";
 import type { PauseStore } from "../lease/pause";
-import { createLeaseGate, type LeaseGate, type OnWonTerm } from "../lease/gate";
-import type { LeaseStore } from "../lease/lease";
+import { createLeaseGate } from "../lease/gate";
+import type { LeaseGate, OnWonTerm } from "../lease/gate-port";
+import type { LeaseStore } from "../lease/store";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "./clients";
 import { createLogger } from "./powertools-logger";
@@ -200,7 +201,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
       discoveryMaxNodes: config.discoveryMaxNodes,
       discoveryNewNamesPerInterval: config.discoveryNewNamesPerInterval,
       discoveryBacklogMs: config.discoveryBacklogMs,
-      renewIntervalMs: config.lease.renewIntervalMs,
+      keepIntervalMs: config.lease.keepIntervalMs,
       deadlineMarginMs: parts.settings.deadlineMarginMs,
     },
     gate: parts.gate,

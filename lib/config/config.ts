@@ -254,7 +254,7 @@ export function leaseSettingsOf(config: ProvisionerConfig, options: { roundTimeo
     site: config.site,
     deploymentId: config.deploymentId,
     leaseDurationMs: config.lease.durationMs,
-    renewIntervalMs: config.lease.renewIntervalMs,
+    keepIntervalMs: config.lease.keepIntervalMs,
     skewBoundMs: config.lease.skewBoundMs,
     deliveryHorizonMs: config.rpcTtl * 1_000,
     knownPeers: config.lease.peers,

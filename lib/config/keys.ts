@@ -182,7 +182,7 @@ export const CONFIG_KEYS = {
   }),
   lease: section({
     duration: key({ schema: duration(formatDuration(LEASE_DEFAULTS.leaseDurationMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.durationMs) }),
-    renew_interval: key({ schema: duration(formatDuration(LEASE_DEFAULTS.renewIntervalMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.renewIntervalMs) }),
+    renew_interval: key({ schema: duration(formatDuration(LEASE_DEFAULTS.keepIntervalMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.keepIntervalMs) }),
     skew_bound: key({ schema: duration(formatDuration(LEASE_DEFAULTS.skewBoundMs)), unit: DURATION, shown: (c) => formatDuration(c.lease.skewBoundMs) }),
     assume_synchronized_clocks: key({ schema: flag.default(false), shown: (c) => c.lease.assumeSynchronizedClocks }),
     peers: key({ schema: emptyIsUnset(z.array(text).optional()), computedDefault: "none", shown: (c) => [...c.lease.peers] }),

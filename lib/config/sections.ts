@@ -13,7 +13,7 @@ export const BROKER_URL = /^(nats|tls):\/\/[^\s/]+$/;
 export function leaseSectionOf(raw: RawConfig): LeaseSection {
   const lease: LeaseSection = Object.freeze({
     durationMs: positiveDuration("lease.duration", raw.lease.duration),
-    renewIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
+    keepIntervalMs: positiveDuration("lease.renew_interval", raw.lease.renew_interval),
     skewBoundMs: nonNegativeDuration("lease.skew_bound", raw.lease.skew_bound),
     assumeSynchronizedClocks: raw.lease.assume_synchronized_clocks,
     peers: Object.freeze([...(raw.lease.peers ?? [])]),
@@ -26,7 +26,7 @@ export function leaseSectionOf(raw: RawConfig): LeaseSection {
       "0s means two deployments whose clocks differ at all can both hold the lease; set a bound above the worst clock offset, or set lease.assume_synchronized_clocks: true to accept that risk",
     );
   }
-  checkLeaseTiming({ leaseDurationMs: lease.durationMs, renewIntervalMs: lease.renewIntervalMs, skewBoundMs: lease.skewBoundMs });
+  checkLeaseTiming({ leaseDurationMs: lease.durationMs, keepIntervalMs: lease.keepIntervalMs, skewBoundMs: lease.skewBoundMs });
   // The gate opens only when the lease's remaining validity covers the next attempt, so a lease
   // shorter than the longest choria_provision attempt would keep every deployment paused.
   const longestAttemptMs = Math.max(...Object.values(RPC_PLAN).map((rpc) => rpc.timeoutMs));

@@ -22,7 +22,7 @@ interface TlsSettings {
 /** The `lease` section as configured; `leaseSettingsOf` makes lib/lease's LeaseSettings of it. */
 export interface LeaseSection {
   readonly durationMs: number;
-  readonly renewIntervalMs: number;
+  readonly keepIntervalMs: number;
   readonly skewBoundMs: number;
   /** `lease.assume_synchronized_clocks`: the operator's acknowledgement that makes `skew_bound: 0s` acceptable. */
   readonly assumeSynchronizedClocks: boolean;

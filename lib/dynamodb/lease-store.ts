@@ -28,7 +28,7 @@ import {
   type LeaseStore,
   type PeerRequest,
   type ReleaseRequest,
-} from "../lease/lease";
+} from "../lease/store";
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map

@@ -1,7 +1,7 @@
 /**
  * The loop of the `lease-keeper` function. EventBridge fires at most once a minute, which is too
- * slow for a 30 s lease, so each scheduled invocation stays up for most of the minute and renews
- * (leader) or contests (standby) every `intervalMs`, stopping before its own Lambda deadline. The
+ * slow for a 30 s lease, so each scheduled invocation stays up for most of the minute and keeps
+ * the lease (leader) or contests it (standby) every `intervalMs`, stopping before its own Lambda deadline. The
  * next scheduled invocation picks up where it left off; the gap between them is far shorter than
  * the lease's validity. See docs/lease.md.
  */
@@ -10,7 +10,7 @@ import type { LeaseOutcome } from "./lease";
 
 export interface LeaseKeeperOptions {
   /** A Lease or a LeaseGate; a LeaseGate also keeps the paused gauge and its own onWon. */
-  lease: { acquireOrRenew(remainingMs?: () => number): Promise<LeaseOutcome> };
+  lease: { acquireOrKeep(remainingMs?: () => number): Promise<LeaseOutcome> };
   clock: Clock;
   /** Monotonic ms (on `clock`) by which the loop must have returned, e.g. now + remaining time - margin. */
   until: number;
@@ -46,7 +46,7 @@ export async function runLeaseKeeper(options: LeaseKeeperOptions): Promise<Lease
     summary.rounds++;
     try {
       // A term won here is announced inside this round: its discovery has the keeper's time left.
-      const outcome = await lease.acquireOrRenew(() => until - clock.monotonic());
+      const outcome = await lease.acquireOrKeep(() => until - clock.monotonic());
       if (outcome.holding) {
         summary.heldRounds++;
         if (outcome.wonNewTerm) {

@@ -14,7 +14,7 @@ import {
   type LeaseStore,
   type PeerRequest,
   type ReleaseRequest,
-} from "./lease";
+} from "./store";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();

@@ -9,10 +9,10 @@ export interface LeaseSettings {
   site: string;
   /** One provisioner installation (e.g. `stage/region` or a configured id); every invocation of it shares the lease. */
   deploymentId: string;
-  /** How long one acquire or renew keeps the lease, measured on the writer's clock. */
+  /** How long one acquire or keep holds the lease, measured on the writer's clock. */
   leaseDurationMs: number;
-  /** How often the lease keeper renews (leader) or contests (standby). */
-  renewIntervalMs: number;
+  /** `lease.renew_interval`: how often the lease keeper keeps the lease (leader) or contests it (standby). */
+  keepIntervalMs: number;
   /** Largest disagreement between any two deployments' wall clocks (and between them and the nodes). */
   skewBoundMs: number;
   /**
@@ -22,7 +22,7 @@ export interface LeaseSettings {
    * term's first one. 0 (the default) trusts that nothing outlives its attempt in the network.
    */
   deliveryHorizonMs?: number;
-  /** Bound in real ms on one whole acquire/renew round (writes and settling read); unbounded when absent. */
+  /** Bound in real ms on one whole acquire/keep round (writes and settling read); unbounded when absent. */
   roundTimeoutMs?: number;
   /**
    * `lease.peers`: the other deployments expected to contest this site's lease (a standby's id on
@@ -32,16 +32,16 @@ export interface LeaseSettings {
 }
 
 /** The timing part of the settings: the configuration's `lease.duration`, `lease.renew_interval`, `lease.skew_bound`. */
-export type LeaseTiming = Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs">;
+export type LeaseTiming = Pick<LeaseSettings, "leaseDurationMs" | "keepIntervalMs" | "skewBoundMs">;
 
 export const LEASE_DEFAULTS = {
   leaseDurationMs: 30_000,
-  renewIntervalMs: 10_000,
+  keepIntervalMs: 10_000,
   skewBoundMs: 5_000,
 } as const satisfies LeaseTiming;
 
 export type LeaseSettingsInput = Pick<LeaseSettings, "leaderElection" | "site" | "deploymentId"> &
-  Partial<Pick<LeaseSettings, "leaseDurationMs" | "renewIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs" | "knownPeers">>;
+  Partial<Pick<LeaseSettings, "leaseDurationMs" | "keepIntervalMs" | "skewBoundMs" | "deliveryHorizonMs" | "roundTimeoutMs" | "knownPeers">>;
 
 /**
  * Fills defaults and, with leader election on, rejects settings the election cannot work with
@@ -59,14 +59,14 @@ export function resolveLeaseSettings(input: LeaseSettingsInput): LeaseSettings {
 }
 
 /**
- * Rejects timing under which a renewed lease could not outlive the next renewal: the holder only
- * counts `leaseDuration - skewBound` as valid, and that must exceed the renew interval or the
- * leader would pause between its own renewals. The configuration applies it too (lib/config).
+ * Rejects timing under which a kept lease could not outlive the next keep: the holder only
+ * counts `leaseDuration - skewBound` as valid, and that must exceed the keep interval or the
+ * leader would pause between the rounds that keep it. The configuration applies it too (lib/config).
  */
 export function checkLeaseTiming(timing: LeaseTiming): void {
   for (const [key, value] of [
     ["lease.duration", timing.leaseDurationMs],
-    ["lease.renew_interval", timing.renewIntervalMs],
+    ["lease.renew_interval", timing.keepIntervalMs],
   ] as const) {
     if (!Number.isFinite(value) || value <= 0) throw new ConfigError(key, `must be a positive duration, got ${formatDuration(value)}`);
   }
@@ -74,10 +74,10 @@ export function checkLeaseTiming(timing: LeaseTiming): void {
     throw new ConfigError("lease.skew_bound", `must be zero or positive, got ${formatDuration(timing.skewBoundMs)}`);
   }
   const validity = timing.leaseDurationMs - timing.skewBoundMs;
-  if (validity <= timing.renewIntervalMs) {
+  if (validity <= timing.keepIntervalMs) {
     throw new ConfigError(
       "lease.renew_interval",
-      `${formatDuration(timing.renewIntervalMs)} must be shorter than lease.duration minus lease.skew_bound (${formatDuration(timing.leaseDurationMs)} - ${formatDuration(timing.skewBoundMs)} = ${formatDuration(validity)})`,
+      `${formatDuration(timing.keepIntervalMs)} must be shorter than lease.duration minus lease.skew_bound (${formatDuration(timing.leaseDurationMs)} - ${formatDuration(timing.skewBoundMs)} = ${formatDuration(validity)})`,
     );
   }
 }

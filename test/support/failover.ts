@@ -32,7 +32,7 @@ export interface Takeover {
  * and one keeper period (a standby's keeper may have just finished its invocation).
  */
 function takeoverBy(lease: LeaseView, config: ProvisionerConfig, keeperRateMs: number): number {
-  return lease.expiresAt + config.lease.skewBoundMs + config.rpcTtl * 1_000 + config.lease.renewIntervalMs + keeperRateMs;
+  return lease.expiresAt + config.lease.skewBoundMs + config.rpcTtl * 1_000 + config.lease.keepIntervalMs + keeperRateMs;
 }
 
 /**

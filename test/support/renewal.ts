@@ -10,7 +10,7 @@ import type { CredentialsExpiry } from "../../lib/admission/credentials";
 import { AdmissionRegistry } from "../../lib/admission/registry";
 import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
 import { MemoryRenewalStore } from "../../lib/app/renewal-state";
-import type { Standing } from "../../lib/lease/gate";
+import type { Standing } from "../../lib/lease/gate-port";
 import type { RpcCall } from "../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";
 

@@ -9,7 +9,7 @@
 import type { AdmissionRegistry } from "../../admission/registry";
 import type { RegistrySummary } from "../../admission/site-listing";
 import { identityProblem } from "../../choria/identity";
-import type { LeaseDescription, LeaseStore } from "../../lease/lease";
+import type { LeaseDescription, LeaseStore } from "../../lease/store";
 import { METRIC, type Clock, type Logger, type Metrics } from "../../ports";
 import type { AdmissionFlow } from "../admission-flow";
 import type { RenewalStore } from "../renewal-state";

@@ -8,7 +8,7 @@
 import type { AdmissionRegistry } from "../../admission/registry";
 import type { HostExpiry, RegistrySummary } from "../../admission/site-listing";
 import { messageOf, ProvisionerError } from "../../errors";
-import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../../lease/lease";
+import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../../lease/store";
 import type { PauseState, PauseStore } from "../../lease/pause";
 import type { Clock } from "../../ports";
 import type { MessageQueue, QueueCounts } from "../use-case-ports";

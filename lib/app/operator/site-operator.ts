@@ -6,7 +6,7 @@
  * (Operator.currentTerm); elsewhere it is refused (OperatorRefusal), saying where to run it.
  */
 import type { AdmissionRegistry } from "../../admission/registry";
-import { leadsAt, type LeaseStore } from "../../lease/lease";
+import { leadsAt, type LeaseStore } from "../../lease/store";
 import type { PauseState, PauseStore } from "../../lease/pause";
 import { silentLogger, type Clock, type Logger } from "../../ports";
 import { AdmissionFlow } from "../admission-flow";

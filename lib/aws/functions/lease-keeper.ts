@@ -1,4 +1,4 @@
-/** `leaseKeeper` (EventBridge schedule, every minute): renews or contests the lease every renew_interval until just before the deadline. */
+/** `leaseKeeper` (EventBridge schedule, every minute): keeps or contests the lease every lease.renew_interval until just before the deadline. */
 import type { AppSettings } from "../settings";
 import type { AppOverrides, FunctionParts } from "../compose";
 import { DynamoDbSiteRegistries } from "../../dynamodb/site-registries";
@@ -19,7 +19,7 @@ export function keepLeaseUseCase({ parts, invocations, leadership }: BrokerFunct
   const siteMemory = siteMemoryCheck(parts);
   return (ctx) =>
     invocations.run(ctx, async () => {
-      // Beside the lease round, not before it: the check never delays a renewal of the lease.
+      // Beside the lease round, not before it: the check never delays keeping the lease.
       const checked = siteMemory?.check();
       const result = await leadership.keepLease(ctx);
       await checked;

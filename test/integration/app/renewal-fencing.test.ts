@@ -20,7 +20,8 @@ import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
 import { Renewal } from "../../../lib/app/renewal";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock, Metrics } from "../../../lib/ports";
@@ -72,7 +73,7 @@ function deploymentStores(site: string, clock: Clock, metrics: Metrics): Deploym
 async function elected(site: string, deploymentId: string, store: DynamoDbLeaseStore, clock: Clock): Promise<{ gate: LeaseGate; term: number }> {
   const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId, deliveryHorizonMs: DEFAULT_TTL_SECONDS * 1_000 });
   const gate = createLeaseGate(settings, { store, metrics: new RecordingMetrics(), clock });
-  const outcome = await gate.acquireOrRenew();
+  const outcome = await gate.acquireOrKeep();
   if (!outcome.holding) throw new Error(`${deploymentId} did not win the lease of ${site}`);
   return { gate, term: outcome.term };
 }

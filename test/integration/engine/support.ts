@@ -20,8 +20,9 @@ import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../..
 import { type HelperInvoke } from "../../../lib/helper";
 import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HelperRunner, HostWork } from "../../../lib/ports";
@@ -132,7 +133,7 @@ export class EngineHarness extends FleetHarness {
       deliveryHorizonMs: DEFAULT_TTL_SECONDS * 1_000,
     });
     const gate = createLeaseGate(settings, { store: options.store ?? this.store, metrics, clock: options.clock });
-    const outcome = await gate.acquireOrRenew();
+    const outcome = await gate.acquireOrKeep();
     if (!outcome.holding) throw new Error(`${settings.deploymentId} did not win the lease of ${settings.site}`);
     return { gate, term: outcome.term, metrics };
   }

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/store";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
@@ -162,7 +162,7 @@ describe("a deployment deposed while it provisions a node", () => {
     time.jump(PAST_TAKEOVER_BOUND_MS);
     await harness.elected({ site, deploymentId: "deployment-b", clock: time });
     time.jump(PAST_TAKEOVER_BOUND_MS);
-    const regained = await deploymentA.gate.acquireOrRenew();
+    const regained = await deploymentA.gate.acquireOrKeep();
     slow.release();
     const outcomeA = await provisioningByA;
 

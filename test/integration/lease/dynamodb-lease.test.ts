@@ -29,7 +29,7 @@ describe("lease on DynamoDB Local", () => {
     const settings = resolveLeaseSettings({ leaderElection: true, site, deploymentId: "prod-eu" });
     const gate = createLeaseGate(settings, { store: new DynamoDbLeaseStore({ client, tableName: TABLE }), metrics: new RecordingMetrics(), clock: time.skewed() });
 
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
 
     const { Item } = await client.send(new GetItemCommand({ TableName: TABLE, Key: { site: { S: site } }, ConsistentRead: true }));
     expect(Item).toMatchObject({
@@ -101,7 +101,7 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
     const leader = gateOn(site, "prod-eu", time, lossyClient);
     dropResponses = true;
 
-    const outcome = await leader.gate.acquireOrRenew().finally(() => (dropResponses = false));
+    const outcome = await leader.gate.acquireOrKeep().finally(() => (dropResponses = false));
 
     // The term's announcement marker lost its response too: counted as not won (announced at most once).
     expect(outcome).toMatchObject({ holding: true, term: 1, tookOver: true });
@@ -112,11 +112,11 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
     const site = `lost-renewal-${randomUUID()}`;
     const time = new VirtualClock();
     const leader = gateOn(site, "prod-eu", time, lossyClient);
-    await leader.gate.acquireOrRenew();
+    await leader.gate.acquireOrKeep();
     time.advance(20_000);
     dropResponses = true;
 
-    const outcome = await leader.gate.acquireOrRenew().finally(() => (dropResponses = false));
+    const outcome = await leader.gate.acquireOrKeep().finally(() => (dropResponses = false));
 
     expect(outcome).toMatchObject({ holding: true, term: 1, wonNewTerm: false });
     expect(outcome.holding && outcome.validForMs).toBe(25_000);
@@ -126,11 +126,11 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
     const site = `never-sent-${randomUUID()}`;
     const time = new VirtualClock();
     const standby = gateOn(site, "prod-us", time, lossyClient);
-    await gateOn(site, "prod-eu", time, client).gate.acquireOrRenew();
+    await gateOn(site, "prod-eu", time, client).gate.acquireOrKeep();
     time.advance(40_000);
     failBeforeSending = true;
 
-    const outcome = await standby.gate.acquireOrRenew().finally(() => (failBeforeSending = false));
+    const outcome = await standby.gate.acquireOrKeep().finally(() => (failBeforeSending = false));
 
     expect(outcome).toMatchObject({ holding: false, current: { holder: "prod-eu", term: 1 } });
     await expect(standby.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);

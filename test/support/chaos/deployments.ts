@@ -33,9 +33,10 @@ import { engineSettings } from "../engine-settings";
 import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/lease";
+import type { AnnounceRequest, ClaimRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import type { ChoriaRpc, Clock, HostWork, RpcCall, RpcReply } from "../../../lib/ports";
@@ -47,7 +48,7 @@ import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 export const SCALE = 10;
 /** The request TTL the deployments send (the v1 minimum) and so the lease's delivery horizon. */
 const RPC_TTL_SECONDS = 30;
-export const LEASE = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
+export const LEASE = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 const INTERVAL_MS = 60_000;
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
@@ -353,7 +354,7 @@ export class ChaosDeployment {
       lease: this.gate,
       clock: this.clock,
       until: Number.MAX_SAFE_INTEGER,
-      intervalMs: LEASE.renewIntervalMs,
+      intervalMs: LEASE.keepIntervalMs,
       signal: this.keeperStop.signal,
     });
   }

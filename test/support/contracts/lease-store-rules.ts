@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/lease";
+import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
@@ -253,7 +253,7 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const time = new VirtualClock();
       const leader = deployment(site, "prod-eu", time);
 
-      const outcome = await leader.gate.acquireOrRenew();
+      const outcome = await leader.gate.acquireOrKeep();
 
       expect(outcome).toMatchObject({ holding: true, term: 1, wonNewTerm: true });
       expect(await stored(site)).toEqual({ holder: "prod-eu", term: 1, expiresAt: time.trueTime + 30_000 });
@@ -265,10 +265,10 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const site = uniqueSite("renew");
       const time = new VirtualClock();
       const leader = deployment(site, "prod-eu", time);
-      await leader.gate.acquireOrRenew();
+      await leader.gate.acquireOrKeep();
       time.advance(10_000);
 
-      const outcome = await leader.gate.acquireOrRenew();
+      const outcome = await leader.gate.acquireOrKeep();
 
       expect(outcome).toMatchObject({ holding: true, term: 1, wonNewTerm: false });
       expect((await stored(site)).expiresAt).toBe(time.trueTime + 30_000);
@@ -277,10 +277,10 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
     it("keeps a standby paused while the leader's lease is live", async () => {
       const site = uniqueSite("standby");
       const time = new VirtualClock();
-      await deployment(site, "prod-eu", time).gate.acquireOrRenew();
+      await deployment(site, "prod-eu", time).gate.acquireOrKeep();
       const standby = deployment(site, "prod-us", time);
 
-      const outcome = await standby.gate.acquireOrRenew();
+      const outcome = await standby.gate.acquireOrKeep();
 
       expect(outcome).toMatchObject({ holding: false, current: { holder: "prod-eu", term: 1 } });
       await expect(standby.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
@@ -293,17 +293,17 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const time = new VirtualClock();
       const leader = deployment(site, "prod-eu", time);
       const challenger = deployment(site, "prod-us", time);
-      await leader.gate.acquireOrRenew();
+      await leader.gate.acquireOrKeep();
 
       time.advance(30_000 + 5_000);
-      const early = await challenger.gate.acquireOrRenew();
+      const early = await challenger.gate.acquireOrKeep();
       time.advance(1);
-      const late = await challenger.gate.acquireOrRenew();
+      const late = await challenger.gate.acquireOrKeep();
 
       expect(early.holding).toBe(false);
       expect(late).toMatchObject({ holding: true, term: 2, wonNewTerm: true });
       await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
-      expect(await leader.gate.acquireOrRenew()).toMatchObject({ holding: false, current: { holder: "prod-us", term: 2 } });
+      expect(await leader.gate.acquireOrKeep()).toMatchObject({ holding: false, current: { holder: "prod-us", term: 2 } });
     });
 
     it("releases on a graceful stop: the leader closes at once, nobody renews, the standby takes the next term once the old expiry has passed", async () => {
@@ -311,12 +311,12 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const time = new VirtualClock();
       const leader = deployment(site, "prod-eu", time);
       const standby = deployment(site, "prod-us", time);
-      await leader.gate.acquireOrRenew();
+      await leader.gate.acquireOrKeep();
 
       const released = await leader.gate.release();
-      const early = await standby.gate.acquireOrRenew();
+      const early = await standby.gate.acquireOrKeep();
       time.advance(35_001);
-      const outcome = await standby.gate.acquireOrRenew();
+      const outcome = await standby.gate.acquireOrKeep();
 
       expect(released).toBe(true);
       await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
@@ -330,22 +330,22 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const old = deployment(site, "prod-eu", time, 0, 120_000);
       const rolledOut = deployment(site, "prod-eu", time, 0, 30_000);
       const challenger = deployment(site, "prod-us", time, 0, 30_000);
-      await old.gate.acquireOrRenew();
+      await old.gate.acquireOrKeep();
       time.advance(5_000);
-      await rolledOut.gate.acquireOrRenew();
+      await rolledOut.gate.acquireOrKeep();
       time.advance(5_000);
-      await old.gate.acquireOrRenew();
+      await old.gate.acquireOrKeep();
       const oldExpiry = time.trueTime + 30_000;
       time.advance(5_000);
-      await rolledOut.gate.acquireOrRenew();
+      await rolledOut.gate.acquireOrKeep();
       const lastExpiry = time.trueTime + 30_000;
 
       time.advance(lastExpiry + 5_000 + 30_000 + 1 - time.trueTime);
-      const pastTheLastWritersBounds = await challenger.gate.acquireOrRenew();
+      const pastTheLastWritersBounds = await challenger.gate.acquireOrKeep();
       time.advance(oldExpiry + 5_000 + 120_000 - time.trueTime);
-      const atTheOldOnes = await challenger.gate.acquireOrRenew();
+      const atTheOldOnes = await challenger.gate.acquireOrKeep();
       time.advance(1);
-      const pastTheOldOnes = await challenger.gate.acquireOrRenew();
+      const pastTheOldOnes = await challenger.gate.acquireOrKeep();
 
       expect(pastTheLastWritersBounds.holding).toBe(false);
       expect(atTheOldOnes.holding).toBe(false);
@@ -360,14 +360,14 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       // A second behind: its expiry is below the sibling's, its delivery deadline far above it.
       const old = deployment(site, "prod-eu", time, -1_000, 120_000);
       const challenger = deployment(site, "prod-us", time, 0, 30_000);
-      await rolledOut.gate.acquireOrRenew();
-      const renewal = await old.gate.acquireOrRenew();
+      await rolledOut.gate.acquireOrKeep();
+      const renewal = await old.gate.acquireOrKeep();
       const oldExpiry = time.trueTime - 1_000 + 30_000;
 
       time.advance(oldExpiry + 5_000 + 120_000 - time.trueTime);
-      const atTheOldOnes = await challenger.gate.acquireOrRenew();
+      const atTheOldOnes = await challenger.gate.acquireOrKeep();
       time.advance(1);
-      const pastTheOldOnes = await challenger.gate.acquireOrRenew();
+      const pastTheOldOnes = await challenger.gate.acquireOrKeep();
 
       expect(renewal).toMatchObject({ holding: true, term: 1 });
       expect(atTheOldOnes.holding).toBe(false);
@@ -379,7 +379,7 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const time = new VirtualClock();
       const deployments = Array.from({ length: contenders }, (_, index) => deployment(site, `deployment-${index}`, time, index * 700));
 
-      const outcomes = await Promise.all(deployments.map(({ gate }) => gate.acquireOrRenew()));
+      const outcomes = await Promise.all(deployments.map(({ gate }) => gate.acquireOrKeep()));
 
       const winners = outcomes.filter((outcome) => outcome.holding);
       expect(winners).toHaveLength(1);
@@ -390,11 +390,11 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
     it("lets every concurrent invocation of the leading deployment renew", async () => {
       const site = uniqueSite("invocations");
       const time = new VirtualClock();
-      await deployment(site, "prod-eu", time).gate.acquireOrRenew();
+      await deployment(site, "prod-eu", time).gate.acquireOrKeep();
       const invocations = Array.from({ length: 4 }, (_, index) => deployment(site, "prod-eu", time, index * 300));
       time.advance(10_000);
 
-      const outcomes = await Promise.all(invocations.map(({ gate }) => gate.acquireOrRenew()));
+      const outcomes = await Promise.all(invocations.map(({ gate }) => gate.acquireOrKeep()));
       const gates = await Promise.allSettled(invocations.map(({ gate }) => gate.assertOpen(1, 5_000)));
 
       expect(outcomes.every((outcome) => outcome.holding && outcome.term === 1)).toBe(true);
@@ -406,14 +406,14 @@ export function describeLeaseStoreRules(name: string, makeStore: () => LeaseStor
       const time = new VirtualClock();
       const leader = deployment(site, "prod-eu", time);
       const other = deployment(site, "prod-us", time);
-      await leader.gate.acquireOrRenew();
+      await leader.gate.acquireOrKeep();
       await leader.gate.release();
       time.advance(35_001);
-      await other.gate.acquireOrRenew();
+      await other.gate.acquireOrKeep();
       await other.gate.release();
       time.advance(35_001);
 
-      const outcome = await leader.gate.acquireOrRenew();
+      const outcome = await leader.gate.acquireOrKeep();
 
       expect(outcome).toMatchObject({ holding: true, term: 3, wonNewTerm: true });
       await expect(leader.gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(LeaseLostError);

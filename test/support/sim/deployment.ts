@@ -19,8 +19,9 @@ import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
 import type { RenewalStore } from "../../../lib/app/renewal-state";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
 import { ProvisionEngine } from "../../../lib/engine";
-import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import type { LeaseGate } from "../../../lib/lease/gate-port";
+import type { LeaseStore } from "../../../lib/lease/store";
 import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { PausedError } from "../../../lib/errors";
@@ -36,7 +37,7 @@ import { Container, type VirtualTime } from "./time";
 
 export const SITE = "sim";
 export const TOKEN = "sim-provisioning-token";
-export const LEASE_TIMING = { leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 } as const;
+export const LEASE_TIMING = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000 } as const;
 /** How long the helper's certificates are valid, and so the renewal window (half of it). */
 export const CREDENTIAL_LIFETIME_MS = 60 * 60_000;
 const HOST_FAILURE_LIMIT = 5;
@@ -254,7 +255,7 @@ export class SimDeployment {
     const admission = new AdmissionFlow({ registry, hostWork: this.hostWork, logger: silentLogger, clock: container.clock, resendUnknown: { pauseMs: 1_000, withinMs: 4_000 } });
     const broker = fleet.broker(container, this.spec.id, this.paths);
     const leadership = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, renewIntervalMs: LEASE_TIMING.renewIntervalMs, deadlineMarginMs: 1_000 },
+      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, keepIntervalMs: LEASE_TIMING.keepIntervalMs, deadlineMarginMs: 1_000 },
       ...{ gate: parts.gate, broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
     });
     parts.announce.to = leadership;

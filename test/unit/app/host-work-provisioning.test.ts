@@ -12,7 +12,7 @@ import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
@@ -233,7 +233,7 @@ describe("host work: provisioning one queued host", () => {
   it("drops work admitted under an older term", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     const old: HostWork = { identity: "a.example.net", term: 0, admittedAt: w.clock.now(), source: "discovery" };
     const engine = new FakeEngine();
 
@@ -571,7 +571,7 @@ describe("host work: provisioning one queued host", () => {
     const engine = new FakeEngine();
     const messages = await admitted(w, "a.example.net");
     w.clock.advance(2 * INTERVAL_MS + 1);
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
 
     // Act
     const result = await processor(w, engine).handle(messages, context());

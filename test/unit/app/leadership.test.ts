@@ -19,7 +19,7 @@ function leadership(
       discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
       discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
       discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
-      renewIntervalMs: 10_000,
+      keepIntervalMs: 10_000,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
     gate: w.gate,

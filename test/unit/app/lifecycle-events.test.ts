@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { brokerEvent, FakeLifecycleEventSource, failedIds, VirtualClock } from "../../support/fakes";
 import { COMPONENT, context, shared, SITE, startupEvent, unreachableLeaseStore, world, type World } from "./support";
@@ -111,7 +111,7 @@ describe("lifecycle events: a queued startup event becomes host work", () => {
   it("a standby drops the event (the leader hears it too) and counts it", async () => {
     // Arrange
     const site = shared();
-    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
     const standby = world({ deploymentId: "east", shared: site });
 
     // Act
@@ -171,7 +171,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("forwards every event while this deployment leads, reading until 2 s before the deadline", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     const source = new FakeLifecycleEventSource([[brokerEvent("one"), brokerEvent("two")], [brokerEvent("three")]]);
 
     // Act
@@ -186,7 +186,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("reads nothing while another deployment leads: the events stay with the broker for the leader", async () => {
     // Arrange
     const site = shared();
-    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
     const standby = world({ deploymentId: "east", shared: site });
     const source = new FakeLifecycleEventSource([[brokerEvent("one")]]);
 
@@ -202,7 +202,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("does not lead on a lease that expires within the skew bound, nor when the store cannot be read", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     const stored = await w.leaseStore.read(SITE);
     w.clock.advance(stored!.expiresAt - w.clock.now() - 4_000);
     const expiring = new FakeLifecycleEventSource([[brokerEvent("one")]]);
@@ -233,7 +233,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("dead-letters what SQS can never take (base64, with the reason) and lets the good events through", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     const refusal = { accepted: false as const, permanent: true, reason: "InvalidMessageContents" };
     w.queues.lifecycle.refuse = (message) => (message.body === "bad" ? refusal : undefined);
     const source = new FakeLifecycleEventSource([[brokerEvent("good"), brokerEvent("bad")]]);
@@ -263,7 +263,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("hands a transient refusal back for redelivery, and dead-letters it on its last chance", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     w.queues.lifecycle.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
     const source = new FakeLifecycleEventSource([[brokerEvent("early"), brokerEvent("last", { lastChance: true })]]);
 
@@ -278,7 +278,7 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
   it("hands an event back when the DLQ refuses it too", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     w.queues.lifecycle.refuse = () => ({ accepted: false, permanent: true, reason: "too large" });
     w.queues.lifecycleDlq.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
     const source = new FakeLifecycleEventSource([[brokerEvent("x")]]);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator/functions";
 import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
-import { describeLease, releaseOnBehalf } from "../../../lib/lease/lease";
+import { describeLease, releaseOnBehalf } from "../../../lib/lease/store";
 import { MemoryPauseStore } from "../../../lib/lease/pause";
 import { Operator } from "../../../lib/app/operator/site-operator";
 import { METRIC } from "../../../lib/ports";
@@ -134,7 +134,7 @@ describe("operator: status", () => {
   it("on a standby shows the other leader and reports paused", async () => {
     // Arrange
     const site = shared();
-    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
     const standby = world({ deploymentId: "east", shared: site });
 
     // Act
@@ -148,7 +148,7 @@ describe("operator: status", () => {
   it("shows a released lease as without a leader", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
     await w.gate.release();
 
     // Act
@@ -214,7 +214,7 @@ describe("operator: reprovision", () => {
   it("refuses every host while this deployment does not lead", async () => {
     // Arrange
     const site = shared();
-    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
     const standby = world({ deploymentId: "east", shared: site });
 
     // Act
@@ -267,7 +267,7 @@ describe("operator: release", () => {
   it("gives up the lease: the stored term is released and no longer anyone's", async () => {
     // Arrange
     const w = world();
-    await w.gate.acquireOrRenew();
+    await w.gate.acquireOrKeep();
 
     // Act
     const result = await release({ leaderElection: true, release: () => w.gate.release(), logger: w.logger });
@@ -281,7 +281,7 @@ describe("operator: release", () => {
   it("releases on behalf of the deployment from a container that never held it, and not another deployment's lease", async () => {
     // Arrange
     const site = shared();
-    await world({ deploymentId: "west", shared: site }).gate.acquireOrRenew();
+    await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
 
     // Act
     const notOurs = await releaseOnBehalf(site.leaseStore, { site: SITE, holder: "east" });

@@ -33,7 +33,7 @@ describe("parseConfig defaults", () => {
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
     expect(config.discoveryNewNamesPerInterval).toBe(1_000);
-    expect(config.lease).toEqual({ durationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
+    expect(config.lease).toEqual({ durationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
     expect(config.deploymentId).toBe("local");
     expect(config.identity).toBe("choria_provisioner.lon");
     expect(config.callerid).toBe("choria=choria_provisioner.lon");
@@ -95,7 +95,7 @@ describe("parseConfig accepts valid values for every key", () => {
     ["tls", { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecure_skip_verify: true }, (c) => c.tls, { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem", insecureSkipVerify: true }],
     ["nats_token", "nats-tok-123", (c) => c.natsToken, "nats-tok-123"],
     ["deployment_id", "primary", (c) => c.deploymentId, "primary"],
-    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, renewIntervalMs: 20_000, skewBoundMs: 10_000, assumeSynchronizedClocks: false, peers: [] }],
+    ["lease", { duration: "1m", renew_interval: "20s", skew_bound: "10s" }, (c) => c.lease, { durationMs: MINUTE, keepIntervalMs: 20_000, skewBoundMs: 10_000, assumeSynchronizedClocks: false, peers: [] }],
     ["lease", { peers: ["west"] }, (c) => c.lease.peers, ["west"]],
     ["lease", { skew_bound: "0s", assume_synchronized_clocks: true }, (c) => c.lease.skewBoundMs, 0],
     ["helper_timeout", "25s", (c) => c.helperTimeoutMs, 25_000],

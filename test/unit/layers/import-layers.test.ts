@@ -68,7 +68,7 @@ describe("import layers", () => {
     ["lib/dynamodb/planted.ts", "@aws-sdk/util-dynamodb", 'import { marshall } from "@aws-sdk/util-dynamodb";\nvoid marshall;\n'],
     ["lib/aws/planted.ts", "../dynamodb/lease-store", 'import { DynamoDbLeaseStore } from "../dynamodb/lease-store";\nvoid DynamoDbLeaseStore;\n'],
     ["lib/dynamodb/planted.ts", "../app/renewal-state", 'import type { RenewalStore } from "../app/renewal-state";\nexport type S = RenewalStore;\n'],
-    ["lib/dynamodb/planted.ts", "../lease/lease", 'import type { LeaseStore } from "../lease/lease";\nexport type S = LeaseStore;\n'],
+    ["lib/dynamodb/planted.ts", "../lease/store", 'import type { LeaseStore } from "../lease/store";\nexport type S = LeaseStore;\n'],
     ["handlers/planted.ts", "../lib/aws/functions/status", 'import { handler } from "../lib/aws/functions/status";\nvoid handler;\n'],
     ["dev/local/planted.ts", "../../handlers/status", 'import { handler } from "../../handlers/status";\nvoid handler;\n'],
     ["lib/nats/planted.ts", "../app/use-case-ports", 'import type { Broker } from "../app/use-case-ports";\nexport type B = Broker;\n'],

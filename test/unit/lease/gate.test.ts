@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
-import { createLeaseGate, UNELECTED_TERM } from "../../../lib/lease/gate";
+import { createLeaseGate } from "../../../lib/lease/gate";
+import { UNELECTED_TERM } from "../../../lib/lease/unelected-gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
@@ -40,12 +41,12 @@ const unusableStore: LeaseStore = {
 
 describe("lease settings", () => {
   it("defaults to a 30 s lease renewed every 10 s with a 5 s skew bound", () => {
-    expect(settingsFor("prod")).toMatchObject({ leaseDurationMs: 30_000, renewIntervalMs: 10_000, skewBoundMs: 5_000 });
+    expect(settingsFor("prod")).toMatchObject({ leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000 });
   });
 
   it("rejects a renew interval the holder's validity cannot outlast, naming the key", () => {
     const build = () =>
-      resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", leaseDurationMs: 10_000, renewIntervalMs: 8_000, skewBoundMs: 2_000 });
+      resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", leaseDurationMs: 10_000, keepIntervalMs: 8_000, skewBoundMs: 2_000 });
 
     expect(build).toThrow(ConfigError);
     expect(build).toThrow(/lease.renew_interval/);
@@ -74,7 +75,7 @@ describe("pause gate with leader election", () => {
     const time = new VirtualClock();
     const metrics = new RecordingMetrics();
     const store = new MemoryLeaseStore();
-    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.skewed() });
 
     await expect(gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
@@ -86,7 +87,7 @@ describe("pause gate with leader election", () => {
     const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
     const callsAfterAcquire = calls.length;
     time.advance(15_000);
 
@@ -99,7 +100,7 @@ describe("pause gate with leader election", () => {
     const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
     time.advance(15_001);
 
     await gate.assertOpen(1, 10_000);
@@ -113,7 +114,7 @@ describe("pause gate with leader election", () => {
     const { store } = instrumented(new MemoryLeaseStore(), clock, 4_000);
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock });
 
-    const outcome = await gate.acquireOrRenew();
+    const outcome = await gate.acquireOrKeep();
 
     // extend (fails, absent), claim, then the term's announcement marker: 4 s each;
     // validity = 30 s - 5 s skew, counted from the claim's send, so 8 s are gone on return.
@@ -126,18 +127,18 @@ describe("pause gate with leader election", () => {
     const base = time.skewed();
     const clock: Clock = { now: () => base.now() + wallJump, monotonic: () => base.monotonic(), sleep: (ms) => base.sleep(ms) };
     const gate = createLeaseGate(settingsFor("prod"), { store: new MemoryLeaseStore(), metrics: new RecordingMetrics(), clock });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
 
     wallJump = -3_600_000;
     time.advance(25_001);
 
     await expect(gate.assertOpen(1, 1)).resolves.toMatchObject({ term: 1 });
-    expect((await gate.acquireOrRenew()).holding).toBe(true);
+    expect((await gate.acquireOrKeep()).holding).toBe(true);
   });
 
   it("refuses an attempt longer than one lease validity with a clear reason", async () => {
     const gate = createLeaseGate(settingsFor("prod"), { store: new MemoryLeaseStore(), metrics: new RecordingMetrics(), clock: new VirtualClock().skewed() });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
 
     await expect(gate.assertOpen(1, 25_001)).rejects.toThrow(/cannot fit in one lease validity of 25000 ms/);
   });
@@ -147,12 +148,12 @@ describe("pause gate with leader election", () => {
     const store = new MemoryLeaseStore();
     const metrics = new RecordingMetrics();
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics, clock: time.skewed() });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
     await gate.release();
     time.advance(40_000);
-    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("other"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();
     time.advance(40_000);
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
 
     await expect(gate.assertOpen(1, 1_000)).rejects.toBeInstanceOf(LeaseLostError);
     expect(metrics.lastGauge(METRIC.paused)).toBe(0);
@@ -167,7 +168,7 @@ describe("pause gate with leader election", () => {
 
     await Promise.all([gate.assertOpen(1, 1_000), gate.assertOpen(1, 1_000), gate.currentTerm()]);
     time.advance(10_000);
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
 
     expect(won).toEqual([1]);
     expect(calls).toEqual(["extend", "claim", "markAnnounced", "extend"]);
@@ -183,10 +184,10 @@ describe("pause gate across invocations, freezes and releases", () => {
     const thawing: Clock = { now: () => base.now(), monotonic: () => base.monotonic() - frozenFor, sleep: (ms) => base.sleep(ms) };
     const store = new MemoryLeaseStore();
     const leader = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: thawing });
-    await leader.acquireOrRenew();
+    await leader.acquireOrKeep();
     time.advance(60_000);
     frozenFor = 60_000;
-    await createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();
 
     // Act
     const opened = leader.assertOpen(1, 1_000);
@@ -223,10 +224,10 @@ describe("pause gate across invocations, freezes and releases", () => {
     const container = (name: string) =>
       createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed(), onWon: (term) => void won.push(`${name}:${term}`) });
     const first = container("first");
-    await first.acquireOrRenew();
+    await first.acquireOrKeep();
 
     // Act
-    const cold = await container("cold").acquireOrRenew();
+    const cold = await container("cold").acquireOrKeep();
 
     // Assert
     expect(cold).toMatchObject({ holding: true, term: 1, wonNewTerm: false, tookOver: false });
@@ -241,18 +242,18 @@ describe("pause gate across invocations, freezes and releases", () => {
     const releasing = gate("prod");
     const sibling = gate("prod");
     const standby = gate("standby");
-    await releasing.acquireOrRenew();
+    await releasing.acquireOrKeep();
     time.advance(5_000);
-    await sibling.acquireOrRenew();
+    await sibling.acquireOrKeep();
     const expiry = store.snapshot("eu")!.expiresAt;
 
     // Act
     const released = await releasing.release();
     time.advance(1_000);
-    const siblingRenewal = await sibling.acquireOrRenew();
-    const standbyAtOnce = await standby.acquireOrRenew();
+    const siblingRenewal = await sibling.acquireOrKeep();
+    const standbyAtOnce = await standby.acquireOrKeep();
     time.advance(expiry + 5_000 - time.trueTime + 1);
-    const standbyAfterExpiry = await standby.acquireOrRenew();
+    const standbyAfterExpiry = await standby.acquireOrKeep();
 
     // Assert
     expect(released).toBe(true);
@@ -272,14 +273,14 @@ describe("pause gate across invocations, freezes and releases", () => {
         metrics: new RecordingMetrics(),
         clock: time.skewed(),
       });
-    await withHorizon("prod").acquireOrRenew();
+    await withHorizon("prod").acquireOrKeep();
     const challenger = withHorizon("standby");
 
     // Act
     time.advance(30_000 + 5_000 + 1);
-    const afterSkew = await challenger.acquireOrRenew();
+    const afterSkew = await challenger.acquireOrKeep();
     time.advance(30_000);
-    const afterHorizon = await challenger.acquireOrRenew();
+    const afterHorizon = await challenger.acquireOrKeep();
 
     // Assert
     expect(afterSkew.holding).toBe(false);
@@ -307,7 +308,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     };
     const settings = resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", roundTimeoutMs: 20 });
     const gate = createLeaseGate(settings, { store, metrics: new RecordingMetrics(), clock: time.skewed() });
-    await gate.acquireOrRenew();
+    await gate.acquireOrKeep();
     gate.beginInvocation();
     holdNextExtend = true;
     const lateInvocation = await gate.standing();
@@ -336,14 +337,14 @@ describe("pause gate across invocations, freezes and releases", () => {
         logger: deps.logger,
         clock: time.skewed(),
       });
-    await gateOf("a", 120_000, 10_000).acquireOrRenew();
+    await gateOf("a", 120_000, 10_000).acquireOrKeep();
     const b = gateOf("b", 30_000, 5_000, { logger, metrics });
 
     // Act
     time.advance(30_000 + 5_000 + 30_000 + 1);
-    const pastOwnBounds = await b.acquireOrRenew();
+    const pastOwnBounds = await b.acquireOrKeep();
     time.advance(120_000 + 10_000 - 35_000);
-    const pastHolderBounds = await b.acquireOrRenew();
+    const pastHolderBounds = await b.acquireOrKeep();
 
     // Assert
     expect(store.snapshot("eu")).toMatchObject({ holder: "b", skewBoundMs: 5_000, deliveryHorizonMs: 30_000 });
@@ -366,7 +367,7 @@ describe("pause gate across invocations, freezes and releases", () => {
         logger: deps.logger,
         clock: time.skewed(),
       });
-    await gateOf("east", 120_000).acquireOrRenew();
+    await gateOf("east", 120_000).acquireOrKeep();
     const rolledOut = gateOf("east", 30_000);
     const standby = gateOf("west", 30_000, { logger, metrics });
 
@@ -374,9 +375,9 @@ describe("pause gate across invocations, freezes and releases", () => {
     const countedPerRound: number[] = [];
     for (let round = 0; round < 11; round++) {
       time.advance(10_000);
-      await rolledOut.acquireOrRenew();
+      await rolledOut.acquireOrKeep();
       const before = metrics.total(EXTRA_METRIC.leaseSettingsMismatch);
-      await standby.acquireOrRenew();
+      await standby.acquireOrKeep();
       countedPerRound.push(metrics.total(EXTRA_METRIC.leaseSettingsMismatch) - before);
     }
 
@@ -400,15 +401,15 @@ describe("pause gate across invocations, freezes and releases", () => {
         clock: time.skewed(),
       });
     const east = gateOf("east", ["west"], { logger, metrics });
-    await east.acquireOrRenew();
-    await gateOf("west", ["east"]).acquireOrRenew();
+    await east.acquireOrKeep();
+    await gateOf("west", ["east"]).acquireOrKeep();
     const westOnly = metrics.total(EXTRA_METRIC.leaseUnknownPeers);
 
     // Act
-    await gateOf("stray", []).acquireOrRenew();
+    await gateOf("stray", []).acquireOrKeep();
     time.advance(1_000);
-    await east.acquireOrRenew();
-    await east.acquireOrRenew();
+    await east.acquireOrKeep();
+    await east.acquireOrKeep();
 
     // Assert
     expect(Object.keys(store.snapshot("eu")?.peers ?? {}).sort()).toEqual(["east", "stray", "west"]);
@@ -455,7 +456,7 @@ describe("lease keeper loop", () => {
   it("takes over as a standby once the leader stops renewing, and reports the won term", async () => {
     const time = new VirtualClock();
     const store = new MemoryLeaseStore();
-    await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrRenew();
+    await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();
     const clock = time.skewed();
     const standby = createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock });
     const won: number[] = [];

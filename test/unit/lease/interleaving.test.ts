@@ -13,7 +13,7 @@
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/lease";
+import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/store";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock } from "../../../lib/ports";
@@ -123,8 +123,8 @@ async function simulate({ seed, configuredSkewMs, actualSkewMs }: Scenario) {
   const endTime = 240_000;
   const deployments = 2 + Math.floor(random() * 4);
   const profiles = [
-    { leaseDurationMs: 30_000, renewIntervalMs: 10_000 },
-    { leaseDurationMs: 10_000, renewIntervalMs: 3_000 },
+    { leaseDurationMs: 30_000, keepIntervalMs: 10_000 },
+    { leaseDurationMs: 10_000, keepIntervalMs: 3_000 },
   ] as const;
   const profile = profiles[Math.floor(random() * profiles.length)]!;
   const actors: Array<Promise<void>> = [];
@@ -145,7 +145,7 @@ async function simulate({ seed, configuredSkewMs, actualSkewMs }: Scenario) {
     actors.push(
       (async () => {
         await sim.sleep(random() * 5_000);
-        await runLeaseKeeper({ lease: keeper.gate, clock: keeper.clock, until: keeper.clock.monotonic() + crashAt, intervalMs: settings.renewIntervalMs });
+        await runLeaseKeeper({ lease: keeper.gate, clock: keeper.clock, until: keeper.clock.monotonic() + crashAt, intervalMs: settings.keepIntervalMs });
       })(),
     );
 
@@ -168,7 +168,7 @@ async function simulate({ seed, configuredSkewMs, actualSkewMs }: Scenario) {
               attempts.push({ deployment: deploymentId, term, start: sim.trueTime, end: sim.trueTime + duration });
               await sim.sleep(duration);
             }
-            await sim.sleep(random() * settings.renewIntervalMs * 1.5);
+            await sim.sleep(random() * settings.keepIntervalMs * 1.5);
           }
           if (releasesOnStop) await gate.release();
         })(),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeLease, leadsAt, type LeaseItem } from "../../../lib/lease/lease";
+import { describeLease, leadsAt, type LeaseItem } from "../../../lib/lease/store";
 
 const NOW = 1_700_000_000_000;
 const held: LeaseItem = { site: "lab", holder: "east", term: 4, expiresAt: NOW + 10_000 };

@@ -29,7 +29,7 @@ describe("the operator's pause switch", () => {
     const expiresAt = store.snapshot(SITE)?.expiresAt;
 
     await switchTo("primary", true);
-    const outcome = await leader.acquireOrRenew();
+    const outcome = await leader.acquireOrKeep();
     time.advance(30_000);
 
     expect(term).toBe(1);
@@ -47,9 +47,9 @@ describe("the operator's pause switch", () => {
     await switchTo("standby", true);
     time.advance(40_000);
 
-    const pausedStandby = await gateOf("standby").acquireOrRenew();
+    const pausedStandby = await gateOf("standby").acquireOrKeep();
     await switchTo("standby", false);
-    const standby = await gateOf("standby").acquireOrRenew();
+    const standby = await gateOf("standby").acquireOrKeep();
 
     expect(pausedStandby.holding).toBe(false);
     expect(standby).toMatchObject({ holding: true, term: 2, wonNewTerm: true });
@@ -61,7 +61,7 @@ describe("the operator's pause switch", () => {
     const leader = gateOf("primary");
     await leader.currentTerm();
     await switchTo("primary", true);
-    await leader.acquireOrRenew();
+    await leader.acquireOrKeep();
 
     await switchTo("primary", false);
 
@@ -77,7 +77,7 @@ describe("the operator's pause switch", () => {
     };
     const gate = gateOf("primary", broken);
 
-    await expect(gate.acquireOrRenew()).rejects.toBeInstanceOf(LeaseStoreError);
+    await expect(gate.acquireOrKeep()).rejects.toBeInstanceOf(LeaseStoreError);
     expect(await gate.currentTerm()).toBeUndefined();
   });
 });

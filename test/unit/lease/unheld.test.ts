@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/lease";
+import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/alarms";
 import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
 import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
@@ -15,9 +15,9 @@ import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/f
 const SITE = "eu";
 const RPC_TTL_MS = 60_000;
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId, deliveryHorizonMs: RPC_TTL_MS });
-const { leaseDurationMs, skewBoundMs, renewIntervalMs } = settingsFor("any");
+const { leaseDurationMs, skewBoundMs, keepIntervalMs } = settingsFor("any");
 /** From the holder's last renewal: lease duration + skew + rpc_ttl + one renew interval + the margin. */
-const TAKEOVER_BOUND_MS = leaseDurationMs + skewBoundMs + RPC_TTL_MS + renewIntervalMs + TAKEOVER_MARGIN_MS;
+const TAKEOVER_BOUND_MS = leaseDurationMs + skewBoundMs + RPC_TTL_MS + keepIntervalMs + TAKEOVER_MARGIN_MS;
 
 function setup() {
   const time = new VirtualClock();
@@ -32,12 +32,12 @@ function setup() {
 describe("the no-holder signal of the lease round", () => {
   it("says so when the round finds the lease expired for longer than a takeover takes, and clears once the round took it over", async () => {
     const { time, store, gateOf } = setup();
-    await gateOf("primary").acquireOrRenew();
+    await gateOf("primary").acquireOrKeep();
     time.advance(TAKEOVER_BOUND_MS + 1_000);
     const metrics = new RecordingMetrics();
     const logger = new RecordingLogger();
 
-    const outcome = await gateOf("standby", metrics, logger).acquireOrRenew();
+    const outcome = await gateOf("standby", metrics, logger).acquireOrKeep();
 
     expect(outcome).toMatchObject({ holding: true, term: 2 });
     expect(store.snapshot(SITE)?.holder).toBe("standby");
@@ -49,13 +49,13 @@ describe("the no-holder signal of the lease round", () => {
 
   it("does not say so while a deployment holds the lease, nor during an ordinary takeover", async () => {
     const { time, gateOf } = setup();
-    await gateOf("primary").acquireOrRenew();
+    await gateOf("primary").acquireOrKeep();
     const metrics = new RecordingMetrics();
     const standby = gateOf("standby", metrics);
 
-    const whileHeld = await standby.acquireOrRenew();
+    const whileHeld = await standby.acquireOrKeep();
     time.advance(TAKEOVER_BOUND_MS - 1_000);
-    const takeover = await standby.acquireOrRenew();
+    const takeover = await standby.acquireOrKeep();
 
     expect(whileHeld.holding).toBe(false);
     expect(takeover).toMatchObject({ holding: true, term: 2 });
@@ -65,16 +65,16 @@ describe("the no-holder signal of the lease round", () => {
   it("is reported by a paused deployment when every deployment is paused, for an expired and for a released lease", async () => {
     const { time, gateOf, switchTo } = setup();
     const leader = gateOf("primary");
-    await leader.acquireOrRenew();
+    await leader.acquireOrKeep();
     await leader.release();
     await switchTo("primary", true);
     await switchTo("standby", true);
     const metrics = new RecordingMetrics();
     const standby = gateOf("standby", metrics);
 
-    await standby.acquireOrRenew();
+    await standby.acquireOrKeep();
     time.advance(TAKEOVER_BOUND_MS + 1_000);
-    const paused = await standby.acquireOrRenew();
+    const paused = await standby.acquireOrKeep();
 
     expect(paused.holding).toBe(false);
     expect(metrics.values(EXTRA_METRIC.leaseUnheld)).toEqual([0, 1]);
@@ -82,13 +82,13 @@ describe("the no-holder signal of the lease round", () => {
 
   it("reports nothing when the paused deployment cannot read the lease, and counts the store error", async () => {
     const { time, store, gateOf, switchTo } = setup();
-    await gateOf("primary").acquireOrRenew();
+    await gateOf("primary").acquireOrKeep();
     await switchTo("standby", true);
     time.advance(TAKEOVER_BOUND_MS + 1_000);
     store.read = () => Promise.reject(new Error("connect ECONNREFUSED"));
     const metrics = new RecordingMetrics();
 
-    const outcome = await gateOf("standby", metrics).acquireOrRenew();
+    const outcome = await gateOf("standby", metrics).acquireOrKeep();
 
     expect(outcome.holding).toBe(false);
     expect(metrics.values(EXTRA_METRIC.leaseUnheld)).toEqual([]);

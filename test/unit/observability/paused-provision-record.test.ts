@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { ProvisionEngine } from "../../../lib/engine";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { LeaseStore } from "../../../lib/lease/lease";
+import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { createConsoleLogger } from "../../../lib/observability";
 import type { Logger } from "../../../lib/ports";
@@ -80,7 +80,7 @@ describe.each(LOGGERS)("Could not provision, paused over an unreachable lease st
     // Assert
     const records = lines.map((line) => JSON.parse(line) as LoggedRecord);
     const failed = records.find((record) => record.level === "ERROR" && record.message.startsWith(`Could not provision ${IDENTITY}`));
-    expect(failed?.message).toContain("paused: the lease store for site local could not be reached: could not acquire or renew the lease for site local: ");
+    expect(failed?.message).toContain("paused: the lease store for site local could not be reached: could not acquire or keep the lease for site local: ");
     expect(failed?.message).toContain(causeText);
     expect(failed?.error?.name).toBe("PausedError");
     const causeNames = failed?.error?.causes?.map((cause) => cause.name);

@@ -1,0 +1,41 @@
+/**
+ * The lease gate as the use cases see it (lib/lease/gate.ts makes one): the PauseGate every RPC
+ * attempt reads, the standing a batch is decided on, and the lease round.
+ */
+import type { PauseGate } from "../ports";
+import type { LeaseOutcome } from "./lease";
+import type { LeaseItem } from "./store";
+
+/** Where this deployment stands right now, for decisions about a whole batch. */
+export type Standing =
+  | { kind: "leading"; term: number }
+  /** Another deployment holds the lease (or it is released and not yet claimable). */
+  /** `pausedByOperator`: this deployment's pause switch is on, so it works no term whatever the lease says. */
+  | { kind: "standby"; current: LeaseItem | undefined; pausedByOperator?: true }
+  /** The store could not be read: nothing is known, so nothing may be dropped either. */
+  | { kind: "unknown"; error: unknown };
+
+export interface LeaseGate extends PauseGate {
+  /**
+   * Marks the start of an invocation (a Lambda handler call): validity confirmed by an earlier
+   * invocation of this container is not trusted, so the next gate read is a store round.
+   */
+  beginInvocation(): void;
+  /**
+   * The term to stamp new work with, keeping or acquiring the lease first if needed; undefined while this
+   * deployment is a standby or the store cannot be reached.
+   */
+  currentTerm(): Promise<number | undefined>;
+  /** As currentTerm, telling a standby apart from an unreachable store. */
+  standing(): Promise<Standing>;
+  /**
+   * One acquire/keep/contest round; calls `onWon` when it wins a new term, with `remainingMs`, the
+   * time the calling invocation still has (when it knows it). Throws LeaseStoreError.
+   */
+  acquireOrKeep(remainingMs?: () => number): Promise<LeaseOutcome>;
+  /** Gives the term up (see Lease.release): nobody keeps it any more, this gate closes at once. */
+  release(): Promise<boolean>;
+}
+
+/** What a won term is announced to: the term, and the time the winning invocation still has (when it knows it). */
+export type OnWonTerm = (term: number, remainingMs?: () => number) => void | Promise<void>;
