@@ -5,7 +5,7 @@
  * delivery horizon, bounded rounds, the pause switch read before every round), and its keeper runs
  * as the scheduled `lease-keeper` function does: a fresh invocation (`beginInvocation`) every
  * minute, looping `KEEPER_MAX_RUN_MS`. For each settings profile a leader and a standby keep the
- * lease; the leader then stops (a crash: no release) at a random phase of its renewal cycle and of
+ * lease; the leader then stops (a crash: no release) at a random phase of its keep cycle and of
  * the minute schedule, and we time until the standby's gate opens for the longest RPC attempt. A
  * second part counts the DynamoDB requests an idle leader + standby make.
  *
@@ -44,7 +44,7 @@ const noMetrics: Metrics = { gauge() {}, count() {}, timing() {} };
 
 interface RunResult {
   crashToOpenMs: number;
-  lastRenewalToOpenMs: number;
+  lastKeepToOpenMs: number;
   newTerm: number;
 }
 
@@ -131,12 +131,12 @@ async function failoverRun(endpoint: string, profile: (typeof PROFILES)[number],
   });
   const keepIntervalMs = leader.config.lease.keepIntervalMs;
   try {
-    let lastRenewalAt = 0;
+    let lastKeepAt = 0;
     const recordingLeader = {
       acquireOrKeep: async () => {
         const sentAt = performance.now();
         const outcome = await leader.gate.acquireOrKeep();
-        if (outcome.holding) lastRenewalAt = sentAt;
+        if (outcome.holding) lastKeepAt = sentAt;
         return outcome;
       },
     };
@@ -151,13 +151,13 @@ async function failoverRun(endpoint: string, profile: (typeof PROFILES)[number],
     // Separate deployments' keepers run at unrelated phases.
     const standbyLoop = scheduledKeeper(standby, { firstAt: start + Math.random() * keepIntervalMs, until: far, signal: standbyStop.signal });
 
-    // Crash at a random phase of the leader's renewal cycle and of its minute schedule.
+    // Crash at a random phase of the leader's keep cycle and of its minute schedule.
     await systemClock.sleep(keepIntervalMs + Math.random() * KEEPER_SCHEDULE_MS);
     leaderStop.abort();
     const crashedAt = performance.now();
     await Promise.all([leaderLoop, standbyLoop]);
     if (!openedAt) throw new Error(`the standby's gate never opened for site ${site}`);
-    return { crashToOpenMs: Math.round(openedAt - crashedAt), lastRenewalToOpenMs: Math.round(openedAt - lastRenewalAt), newTerm };
+    return { crashToOpenMs: Math.round(openedAt - crashedAt), lastKeepToOpenMs: Math.round(openedAt - lastKeepAt), newTerm };
   } finally {
     leader.client.destroy();
     standby.client.destroy();
@@ -221,15 +221,15 @@ async function main() {
           const { leaseDurationMs, keepIntervalMs, skewBoundMs, deliveryHorizonMs = 0 } = leaseSettingsOf(config);
           const settings = { leaseDurationMs, keepIntervalMs, skewBoundMs, deliveryHorizonMs };
           const runs = await Promise.all(Array.from({ length: RUNS_PER_PROFILE }, (_, index) => failoverRun(dynamo.url, profile, `${profile.name}-${index}`)));
-          // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one renew interval.
+          // docs/lease.md, "Failover time": claimable from t + D + S + H, seen within one keep interval.
           const earliest = settings.leaseDurationMs + settings.skewBoundMs + settings.deliveryHorizonMs;
           return {
             name: profile.name,
             ...settings,
             runs,
             crashToOpenMs: summarise(runs.map((run) => run.crashToOpenMs)),
-            lastRenewalToOpenMs: summarise(runs.map((run) => run.lastRenewalToOpenMs)),
-            boundFromLastRenewalMs: { earliest, latest: earliest + settings.keepIntervalMs },
+            lastKeepToOpenMs: summarise(runs.map((run) => run.lastKeepToOpenMs)),
+            boundFromLastKeepMs: { earliest, latest: earliest + settings.keepIntervalMs },
           };
         }),
       ),
@@ -265,8 +265,8 @@ type Report = {
     deliveryHorizonMs: number;
     runs: RunResult[];
     crashToOpenMs: { min: number; max: number; mean: number };
-    lastRenewalToOpenMs: { min: number; max: number; mean: number };
-    boundFromLastRenewalMs: { earliest: number; latest: number };
+    lastKeepToOpenMs: { min: number; max: number; mean: number };
+    boundFromLastKeepMs: { earliest: number; latest: number };
   }>;
   idle: Awaited<ReturnType<typeof idleRequests>>;
 };
@@ -277,8 +277,8 @@ function markdown(report: Report): string {
     (p) =>
       `| ${p.name} | ${s(p.leaseDurationMs)} / ${s(p.keepIntervalMs)} / ${s(p.skewBoundMs)} / ${s(p.deliveryHorizonMs)} | ${p.runs.length} | ` +
       `${s(p.crashToOpenMs.min)} / ${s(p.crashToOpenMs.mean)} / ${s(p.crashToOpenMs.max)} | ` +
-      `${s(p.lastRenewalToOpenMs.min)} / ${s(p.lastRenewalToOpenMs.mean)} / ${s(p.lastRenewalToOpenMs.max)} | ` +
-      `${s(p.boundFromLastRenewalMs.earliest)} – ${s(p.boundFromLastRenewalMs.latest)} |`,
+      `${s(p.lastKeepToOpenMs.min)} / ${s(p.lastKeepToOpenMs.mean)} / ${s(p.lastKeepToOpenMs.max)} | ` +
+      `${s(p.boundFromLastKeepMs.earliest)} – ${s(p.boundFromLastKeepMs.latest)} |`,
   );
   const idle = report.idle;
   return [
@@ -290,22 +290,22 @@ function markdown(report: Report): string {
     "`lib/aws/compose.ts`) from a parsed configuration: the lease defaults, `rpc_ttl` (30 s) as the delivery horizon,",
     "4 s round bound, the pause switch read before every round. Each keeper runs as the scheduled `lease-keeper`",
     `function does: a new invocation every minute looping ${s(KEEPER_MAX_RUN_MS)}. The leader stops at a random phase of its`,
-    "renewal cycle and of its minute schedule (a crash: no release) and we time until the standby's gate opens",
+    "keep cycle and of its minute schedule (a crash: no release) and we time until the standby's gate opens",
     `(\`assertOpen\` on the new term for the longest RPC attempt, ${s(report.attemptTimeoutMs)}, succeeds).`,
     "",
-    "| profile | lease / renew / skew / horizon | runs | crash → standby open (min / mean / max) | leader's last renewal → standby open (min / mean / max) | expected from last renewal |",
+    "| profile | lease / keep / skew / horizon | runs | crash → standby open (min / mean / max) | leader's last keep → standby open (min / mean / max) | expected from last keep |",
     "|---|---|---|---|---|---|",
     ...rows,
     "",
     "The standby may claim once its clock is past `expiresAt + skew + horizon` (lease + skew + horizon after the leader's",
-    "last renewal was sent) and it looks every renew interval, so from the last renewal the failover lands between",
-    "lease + skew + horizon and that plus one renew interval (docs/lease.md, \"Failover time\").",
+    "last keep was sent) and it looks every keep interval, so from the last keep the failover lands between",
+    "lease + skew + horizon and that plus one keep interval (docs/lease.md, \"Failover time\").",
     "",
     "## Idle DynamoDB traffic (default profile, leader + 1 standby)",
     "",
     `Each deployment's keeper ran on its schedule for ${s(idle.windowMs)}; requests counted at each deployment's DynamoDB client.`,
     "",
-    "| leader writes | standby writes | pause-switch reads | writes per hour | reads per hour | requests per hour (measured) | requests per hour (expected: 2 deployments × 3600 / renew × 2) |",
+    "| leader writes | standby writes | pause-switch reads | writes per hour | reads per hour | requests per hour (measured) | requests per hour (expected: 2 deployments × 3600 / keep × 2) |",
     "|---|---|---|---|---|---|---|",
     `| ${idle.leaderWrites} | ${idle.standbyWrites} | ${idle.pauseSwitchReads} | ${idle.writesPerHour} | ${idle.readsPerHour} | ${idle.requestsPerHour} | ${idle.expectedPerHour} |`,
     "",

@@ -153,9 +153,9 @@ async function holdAConfigureAcrossTheTakeover(run: Scenario): Promise<Published
 
 /**
  * A rollout of one deployment ("east") that lowers rpc_ttl: its old container sends with 120 s, the
- * rolled-out one with 30 s, and both renew the same term, alternately. The old container's paths
+ * rolled-out one with 30 s, and both keep the same term, alternately. The old container's paths
  * stall at the instant it lets a configure go (inside its validity); the rolled-out container
- * renews once more after that, so the term's last write is the 30 s one's, and is then killed; the
+ * keeps it once more after that, so the term's last write is the 30 s one's, and is then killed; the
  * standby takes over. The stalled paths heal when the new leader lets its configure go to the same
  * node. Returns the held request and the old container's last expiry it could count on.
  */
@@ -183,8 +183,8 @@ async function holdAnOldContainersConfigureAcrossTheTakeover(run: Scenario): Pro
   await waitFor(() => run.observatory.published.size > 0, "the old container leading");
   rolledOut.start();
   await waitFor(() => held !== undefined, "the old container's paths stalling as it lets a configure go");
-  const renewedAfterStall = () => run.observatory.leaseWrites.slice(writesAtStall).some((write) => write.container === rolledOut.name && write.result.applied);
-  await waitFor(renewedAfterStall, "the rolled-out container renewing after the stall");
+  const keptAfterStall = () => run.observatory.leaseWrites.slice(writesAtStall).some((write) => write.container === rolledOut.name && write.result.applied);
+  await waitFor(keptAfterStall, "the rolled-out container keeping the term after the stall");
   rolledOut.kill();
   const oldContainersLastExpiry = Math.max(...countedOnBy(run, old.name).map((write) => write.requested.expiresAt));
   standby.start();
@@ -308,7 +308,7 @@ describe("leadership faults, observed at the node", () => {
     record(task, run, "stalled-path", 2, assertSafe(run));
   });
 
-  it("a rollout lowering rpc_ttl (the leader's old container 120 s, its rolled-out one 30 s, renewing alternately, the 30 s one last): the standby waits the 120 s horizon and the old container's configure held across the takeover never runs at the node after the new term's", async ({ task }) => {
+  it("a rollout lowering rpc_ttl (the leader's old container 120 s, its rolled-out one 30 s, keeping it alternately, the 30 s one last): the standby waits the 120 s horizon and the old container's configure held across the takeover never runs at the node after the new term's", async ({ task }) => {
     // Arrange: two containers of one deployment ("east") in a rollout, and a standby on the new setting.
     const old = { deploymentId: "east", lease: { deliveryHorizonMs: 120_000 }, rpcTtlSeconds: 120 };
     const rolledOut = { deploymentId: "east", lease: { deliveryHorizonMs: 30_000 }, rpcTtlSeconds: 30 };
@@ -398,7 +398,7 @@ describe("leadership faults, observed at the node", () => {
     record(task, run, "skew-within-bound", 2, assertSafe(run));
   });
 
-  it("graceful release: no sibling renews the released term, the standby takes over once the old term's attempts are over", async ({ task }) => {
+  it("graceful release: no sibling keeps the released term, the standby takes over once the old term's attempts are over", async ({ task }) => {
     // Arrange
     const run = await scenario(["east", "west"]);
     const [east, west] = run.deployments as [ChaosDeployment, ChaosDeployment];
@@ -441,7 +441,7 @@ describe("leadership faults, observed at the node", () => {
     honest.start();
     await waitFor(() => run.observatory.published.size > 0, "the leader sending");
 
-    // Act: the leader's renewals are held back, so it does not learn of the usurper before its own validity ends.
+    // Act: the leader's keeps are held back, so it does not learn of the usurper before its own validity ends.
     honest.delayStoreWrites((LEASE.leaseDurationMs * 2) / SCALE);
     ahead.start();
     await waitFor(() => run.observatory.terms.some((term) => term.deployment === "ahead"), "the skewed standby winning a term");

@@ -152,8 +152,8 @@ describe("lease store faults", () => {
   });
 
   it("a lease round that outlives its bound and completes during the next invocation does not make the holder a standby: every host of that batch is provisioned", async ({ task }) => {
-    // Arrange: five hosts queued by the leader; then one invocation's lease renewal applies but
-    // every answer about the lease item is held (renewal, its retry, the settling read), so the
+    // Arrange: five hosts queued by the leader; then one invocation's lease keep applies but
+    // every answer about the lease item is held (the keep, its retry, the settling read), so the
     // round outlives its bound (the invocation reports paused) and is still in flight when the
     // next invocation, a provision batch, starts. The pause switch (another key) still answers.
     const run = await rig(5);

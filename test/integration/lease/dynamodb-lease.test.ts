@@ -41,7 +41,7 @@ describe("lease on DynamoDB Local", () => {
     });
   });
 
-  it("reads a delivery horizon that is absent or not a number (older code, a hand edit) as none: renewals raise it and a claim does not wait for it", async () => {
+  it("reads a delivery horizon that is absent or not a number (older code, a hand edit) as none: keeps raise it and a claim does not wait for it", async () => {
     const store = new DynamoDbLeaseStore({ client, tableName: TABLE });
     const [absent, text, claimed] = ["absent", "text", "claimed"].map((label) => `horizon-${label}-${randomUUID()}`) as [string, string, string];
     const lease = (site: string) => ({ site: { S: site }, holder: { S: "prod-eu" }, term: { N: "1" }, expiresAt: { N: "30000" } });
@@ -50,11 +50,11 @@ describe("lease on DynamoDB Local", () => {
     await client.send(new PutItemCommand({ TableName: TABLE, Item: { ...lease(claimed), deliveryHorizonMs: { S: "120 s" } } }));
     const bounds = { skewBoundMs: 5_000, seenAt: 1 };
 
-    const renewed = await store.extend({ site: absent, holder: "prod-eu", term: 1, expiresAt: 40_000, deliveryHorizonMs: 30_000, ...bounds });
+    const kept = await store.extend({ site: absent, holder: "prod-eu", term: 1, expiresAt: 40_000, deliveryHorizonMs: 30_000, ...bounds });
     const raisedOnly = await store.extend({ site: text, holder: "prod-eu", term: 1, expiresAt: 29_000, deliveryHorizonMs: 60_000, ...bounds });
     const taken = await store.claim({ site: claimed, holder: "prod-us", expiresAt: 90_000, expiredBefore: 60_000, waitedHorizonMs: 0, deliveryHorizonMs: 30_000, ...bounds });
 
-    expect(renewed).toMatchObject({ applied: true, item: { expiresAt: 40_000, deliveryHorizonMs: 30_000 } });
+    expect(kept).toMatchObject({ applied: true, item: { expiresAt: 40_000, deliveryHorizonMs: 30_000 } });
     expect(raisedOnly).toMatchObject({ applied: true, item: { expiresAt: 30_000, deliveryHorizonMs: 59_000 } });
     expect(taken).toMatchObject({ applied: true, item: { holder: "prod-us", term: 2, deliveryHorizonMs: 30_000 } });
   });
@@ -108,8 +108,8 @@ describe("ambiguous lease writes on DynamoDB Local", () => {
     await expect(leader.gate.assertOpen(1, 5_000)).resolves.toMatchObject({ term: expect.any(Number) });
   });
 
-  it("settles a renewal whose response was lost as renewed", async () => {
-    const site = `lost-renewal-${randomUUID()}`;
+  it("settles a keep whose response was lost as kept", async () => {
+    const site = `lost-keep-${randomUUID()}`;
     const time = new VirtualClock();
     const leader = gateOn(site, "prod-eu", time, lossyClient);
     await leader.gate.acquireOrKeep();

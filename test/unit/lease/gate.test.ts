@@ -40,11 +40,11 @@ const unusableStore: LeaseStore = {
 };
 
 describe("lease settings", () => {
-  it("defaults to a 30 s lease renewed every 10 s with a 5 s skew bound", () => {
+  it("defaults to a 30 s lease kept every 10 s with a 5 s skew bound", () => {
     expect(settingsFor("prod")).toMatchObject({ leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000 });
   });
 
-  it("rejects a renew interval the holder's validity cannot outlast, naming the key", () => {
+  it("rejects a keep interval the holder's validity cannot outlast, naming the key", () => {
     const build = () =>
       resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId: "prod", leaseDurationMs: 10_000, keepIntervalMs: 8_000, skewBoundMs: 2_000 });
 
@@ -96,7 +96,7 @@ describe("pause gate with leader election", () => {
     expect(calls.length).toBe(callsAfterAcquire);
   });
 
-  it("renews first when the remaining validity does not cover the next attempt", async () => {
+  it("keeps the lease first when the remaining validity does not cover the next attempt", async () => {
     const time = new VirtualClock();
     const { store, calls } = instrumented(new MemoryLeaseStore());
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
@@ -212,7 +212,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     await gate.assertOpen(1, 1_000);
     await gate.assertOpen(1, 1_000);
 
-    // Assert: one renewal for the new invocation, none for its second attempt.
+    // Assert: one keep for the new invocation, none for its second attempt.
     expect(calls.slice(before)).toEqual(["extend"]);
   });
 
@@ -234,7 +234,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     expect(won).toEqual(["first:1"]);
   });
 
-  it("release: no container of the releasing deployment renews the term, and the standby claims only after the expiry every sibling counted on", async () => {
+  it("release: no container of the releasing deployment keeps the term, and the standby claims only after the expiry every sibling counted on", async () => {
     // Arrange: two containers of "prod" hold term 1; "standby" contests.
     const time = new VirtualClock();
     const store = new MemoryLeaseStore();
@@ -250,7 +250,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     // Act
     const released = await releasing.release();
     time.advance(1_000);
-    const siblingRenewal = await sibling.acquireOrKeep();
+    const siblingKeep = await sibling.acquireOrKeep();
     const standbyAtOnce = await standby.acquireOrKeep();
     time.advance(expiry + 5_000 - time.trueTime + 1);
     const standbyAfterExpiry = await standby.acquireOrKeep();
@@ -258,7 +258,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     // Assert
     expect(released).toBe(true);
     await expect(releasing.assertOpen(1, 1_000)).rejects.toBeInstanceOf(PausedError);
-    expect(siblingRenewal.holding).toBe(false);
+    expect(siblingKeep.holding).toBe(false);
     expect(standbyAtOnce.holding).toBe(false);
     expect(standbyAfterExpiry).toMatchObject({ holding: true, term: 2 });
   });
@@ -288,7 +288,7 @@ describe("pause gate across invocations, freezes and releases", () => {
   });
 
   it("a round that outlives its bound and lands in the next invocation never makes the holder a standby", async () => {
-    // Arrange: the renewal of the second invocation is answered only when the test lets it.
+    // Arrange: the keep of the second invocation is answered only when the test lets it.
     const time = new VirtualClock();
     const inner = new MemoryLeaseStore();
     let answerLate: () => void = () => {};
@@ -355,7 +355,7 @@ describe("pause gate across invocations, freezes and releases", () => {
   });
 
   it("a standby counts the bounds mismatch while a holder's rollout from rpc_ttl 120 s to its own 30 s still has 120 s requests to wait for, and stops by itself once they are past", async () => {
-    // Arrange: the holder's old container (120 s) claims, then only its rolled-out one (30 s) renews.
+    // Arrange: the holder's old container (120 s) claims, then only its rolled-out one (30 s) keeps it.
     const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     const logger = new RecordingLogger();
@@ -371,7 +371,7 @@ describe("pause gate across invocations, freezes and releases", () => {
     const rolledOut = gateOf("east", 30_000);
     const standby = gateOf("west", 30_000, { logger, metrics });
 
-    // Act: every 10 s the rolled-out container renews and the standby looks.
+    // Act: every 10 s the rolled-out container keeps the term and the standby looks.
     const countedPerRound: number[] = [];
     for (let round = 0; round < 11; round++) {
       time.advance(10_000);
@@ -381,7 +381,7 @@ describe("pause gate across invocations, freezes and releases", () => {
       countedPerRound.push(metrics.total(EXTRA_METRIC.leaseSettingsMismatch) - before);
     }
 
-    // Assert: the old container's last expiry + 120 s is reached by 30 s renewals after 90 s (the 9th round).
+    // Assert: the old container's last expiry + 120 s is reached by 30 s keeps after 90 s (the 9th round).
     expect(countedPerRound).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]);
     expect(store.snapshot("eu")).toMatchObject({ holder: "east", term: 1, deliveryHorizonMs: 30_000 });
     expect(logger.at("warn").filter((line) => /bounds differ from the holder's/.test(line.message))).toHaveLength(1);
@@ -439,7 +439,7 @@ describe("pause gate across invocations, freezes and releases", () => {
 });
 
 describe("lease keeper loop", () => {
-  it("renews every interval and returns before its deadline", async () => {
+  it("keeps the lease every interval and returns before its deadline", async () => {
     const time = new VirtualClock();
     const clock = time.skewed();
     const { store, calls } = instrumented(new MemoryLeaseStore());
@@ -453,7 +453,7 @@ describe("lease keeper loop", () => {
     expect(clock.monotonic()).toBeLessThanOrEqual(until);
   });
 
-  it("takes over as a standby once the leader stops renewing, and reports the won term", async () => {
+  it("takes over as a standby once the leader stops keeping the lease, and reports the won term", async () => {
     const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();

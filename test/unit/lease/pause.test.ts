@@ -22,7 +22,7 @@ function setup() {
 }
 
 describe("the operator's pause switch", () => {
-  it("closes the gate of a paused leader at its next round and stops it renewing, so the lease runs out", async () => {
+  it("closes the gate of a paused leader at its next round and stops it keeping the lease, so the lease runs out", async () => {
     const { time, store, metrics, gateOf, switchTo } = setup();
     const leader = gateOf("primary");
     const term = await leader.currentTerm();

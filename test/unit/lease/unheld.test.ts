@@ -16,7 +16,7 @@ const SITE = "eu";
 const RPC_TTL_MS = 60_000;
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId, deliveryHorizonMs: RPC_TTL_MS });
 const { leaseDurationMs, skewBoundMs, keepIntervalMs } = settingsFor("any");
-/** From the holder's last renewal: lease duration + skew + rpc_ttl + one renew interval + the margin. */
+/** From the holder's last keep: lease duration + skew + rpc_ttl + one keep interval + the margin. */
 const TAKEOVER_BOUND_MS = leaseDurationMs + skewBoundMs + RPC_TTL_MS + keepIntervalMs + TAKEOVER_MARGIN_MS;
 
 function setup() {
