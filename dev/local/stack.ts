@@ -35,7 +35,7 @@ import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";
 import { decodeHelperResponse } from "../../lib/helper";
 import { createPowertoolsMetrics } from "../../lib/aws/powertools-metrics";
-import { InMemoryMetrics } from "../../lib/observability";
+import { InMemoryMetrics } from "../../test/support/in-memory-metrics";
 import { EXTRA_METRIC, silentLogger, type HelperRunner, type Logger, type Metrics } from "../../lib/ports";
 import { ProvisionerError } from "../../lib/errors";
 import { startFleet, type Fleet, type FleetOptions } from "../simulator";

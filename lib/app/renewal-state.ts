@@ -130,22 +130,6 @@ export async function updateRenewalState<T>(store: RenewalStore, site: string, c
   throw new RenewalContentionError(`the renewal state of site ${site} kept changing under ${attempts} attempts to update it`);
 }
 
-/** An in-process RenewalStore with the same version check (unit tests, the single-process local run). */
-export class MemoryRenewalStore implements RenewalStore {
-  private readonly sites = new Map<string, StoredRenewalState>();
-
-  async read(site: string): Promise<StoredRenewalState> {
-    const stored = this.sites.get(site);
-    return stored ? structuredClone(stored) : { state: emptyRenewalState(), version: 0 };
-  }
-
-  async write(site: string, state: RenewalState, version: number): Promise<boolean> {
-    if ((this.sites.get(site)?.version ?? 0) !== version) return false;
-    this.sites.set(site, { state: structuredClone(state), version: version + 1 });
-    return true;
-  }
-}
-
 /** How long before expiry a host is due: a fixed duration, or a fraction of its credentials' lifetime. */
 export type RenewBefore = { ms: number } | { fraction: number };
 

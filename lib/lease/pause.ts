@@ -29,20 +29,3 @@ export const PAUSE_KEY_PREFIX = "pause#";
 export function pauseKey(site: string, deploymentId: string): string {
   return `${PAUSE_KEY_PREFIX}${encodeURIComponent(site)}#${encodeURIComponent(deploymentId)}`;
 }
-
-export class MemoryPauseStore implements PauseStore {
-  private readonly states = new Map<string, PauseState>();
-
-  async read(site: string, deploymentId: string): Promise<PauseState | undefined> {
-    const state = this.states.get(pauseKey(site, deploymentId));
-    return state && { ...state };
-  }
-
-  async write(state: PauseState): Promise<void> {
-    this.states.set(pauseKey(state.site, state.deploymentId), { ...state });
-  }
-
-  async list(site: string): Promise<PauseState[]> {
-    return [...this.states.values()].filter((state) => state.site === site).map((state) => ({ ...state }));
-  }
-}

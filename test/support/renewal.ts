@@ -5,10 +5,10 @@
  * `choria_provision#reprovision` and record, node side, every request they ran and when they were
  * out of service.
  */
-import { MemoryAdmissionStore } from "../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "./stores/memory-admission-store";
 import { AdmissionRegistry, type CredentialsExpiry } from "../../lib/admission/registry";
 import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
-import { MemoryRenewalStore } from "../../lib/app/renewal-state";
+import { MemoryRenewalStore } from "./stores/memory-renewal-store";
 import type { Standing } from "../../lib/lease/gate";
 import type { RpcCall } from "../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";

@@ -18,7 +18,7 @@ import { APP_DEFAULTS } from "../../../lib/aws/settings";
 import { createApp, type App } from "../../../dev/local/create-app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";

@@ -12,7 +12,7 @@
  * Asserted at the node (see deployments.ts): no node runs a request of term T after it received
  * one of a later term, and every node ends provisioned.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";

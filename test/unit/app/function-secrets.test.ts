@@ -23,7 +23,7 @@ import { keyMaterial } from "../../../lib/aws/choria-client";
 import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { silentLogger } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
 

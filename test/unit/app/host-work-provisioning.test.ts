@@ -8,12 +8,12 @@ import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { assertGateOpen } from "../../../lib/engine/retry";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/lease/lease";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };

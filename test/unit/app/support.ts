@@ -3,13 +3,13 @@
  * the real admission registry over a MemoryAdmissionStore, in-memory queues, a fake broker and a
  * virtual clock. Deployments built on the same stores and clock contest one lease.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { AdmissionRegistry, type AdmissionKey, type AdmissionStore, type AdmitRequest } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 

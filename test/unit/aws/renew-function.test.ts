@@ -1,7 +1,7 @@
 /** The deployed renew function on a configuration without renewal: it runs every minute in every deployment. */
 import { describe, expect, it } from "vitest";
 import { composeRenew } from "../../../lib/aws/functions/renew";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { localAppSettings } from "../../support/app-settings";
 import { RecordingLogger } from "../../support/fakes";
 

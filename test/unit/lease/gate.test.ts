@@ -3,7 +3,7 @@ import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate, UNELECTED_TERM } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { LeaseStore } from "../../../lib/lease/lease";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";

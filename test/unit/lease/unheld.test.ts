@@ -6,8 +6,9 @@
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/lease";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
-import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
+import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
