@@ -14,9 +14,10 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { KEEPER_MAX_RUN_MS } from "../lib/app/leadership";
-import { createAppLeaseGate } from "../lib/aws";
+import { createAppLeaseGate } from "../lib/aws/compose";
 import { createLeaseClient } from "../lib/aws/clients";
-import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
+import { leaseSettingsOf, parseConfig } from "../lib/config/config";
+import type { ProvisionerConfig } from "../lib/config/types";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../lib/dynamodb/lease-store";
 import type { LeaseGate } from "../lib/lease/gate";

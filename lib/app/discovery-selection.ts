@@ -18,7 +18,7 @@
  * remembered, at most `waitingBound(newBudget)` names.
  */
 import type { WaitingName } from "../admission/registry";
-import type { RandomSource } from "../engine";
+import type { RandomSource } from "../engine/retry";
 
 export interface DiscoverySelection {
   selected: string[];

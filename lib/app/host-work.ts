@@ -5,7 +5,7 @@
  * in the host-work DLQ after too many failures in a row at one step.
  */
 import { failuresInARow, type AdmissionRegistry, type CredentialsExpiry, type HostClaim } from "../admission/registry";
-import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
+import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine/provision";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";

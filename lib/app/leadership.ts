@@ -8,7 +8,7 @@ import type { LeaseGate } from "../lease/gate";
 import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry, WaitingName } from "../admission/registry";
-import type { RandomSource } from "../engine";
+import type { RandomSource } from "../engine/retry";
 import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";

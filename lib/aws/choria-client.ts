@@ -8,7 +8,8 @@ import { isAbsolute, join } from "node:path";
 import type { BrokerConnectionSettings } from "../nats/connection";
 import type { RequestSigner } from "../choria/protocol";
 import type { ChoriaClientSettings } from "../nats/rpc-client";
-import { parseSecretReference, type ProvisionerConfig } from "../config";
+import { parseSecretReference } from "../config/secrets";
+import type { ProvisionerConfig } from "../config/types";
 import {
   decodeHex,
   decodeJwt,

@@ -13,7 +13,7 @@ import { ChoriaBroker } from "../nats/broker";
 import { SharedBrokerConnection } from "../nats/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
 import { NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
-import type { FunctionName } from "../config";
+import type { FunctionName } from "../config/secrets";
 import type { ChoriaRpc } from "../ports";
 import {
   admissionFlow,

@@ -4,7 +4,7 @@
  * before every RPC attempt and helper run.
  */
 import { loadEngineKeys } from "./choria-client";
-import { ProvisionEngine, type EngineSettings } from "../engine";
+import { ProvisionEngine, type EngineSettings } from "../engine/provision";
 import type { ChoriaRpc } from "../ports";
 import type { FunctionParts } from "./compose";
 import { createHelperRunner } from "./helper-runner";

@@ -1,5 +1,5 @@
 import { DEFAULT_CERT_DENY_LIST } from "../../lib/crypto";
-import type { EngineFeatures, EngineSettings } from "../../lib/engine";
+import type { EngineFeatures, EngineSettings } from "../../lib/engine/provision";
 
 export type EngineSettingsOverrides = Partial<Omit<EngineSettings, "features">> & { features?: Partial<EngineFeatures> };
 

@@ -6,7 +6,7 @@
  */
 import { ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { Message } from "@aws-sdk/client-sqs";
-import type { StatusReport } from "../../lib/app";
+import type { StatusReport } from "../../lib/app/operator";
 import { makeHandler as discoverHandler } from "../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../handlers/provision";
 import { makeHandler as statusHandler } from "../../handlers/status";

@@ -2,7 +2,7 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { HostWorkProcessor } from "../../app/host-work";
 import type { AppSettings } from "../settings";
-import type { ProvisionEngine } from "../../engine";
+import type { ProvisionEngine } from "../../engine/provision";
 import type { AppOverrides } from "../compose";
 import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
 import { composeEngine } from "../compose-engine";

@@ -4,7 +4,8 @@
  * Local and fauxqs, with a helper that cannot run.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decodeHostWork, type StatusReport } from "../../../lib/app";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
+import type { StatusReport } from "../../../lib/app/operator";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";

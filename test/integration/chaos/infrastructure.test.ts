@@ -13,7 +13,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
 import { connect, RetentionPolicy, StorageType } from "nats";
 import { describe, expect, inject, it } from "vitest";
-import { decodeHostWork, encodeHostWork } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { APP_DEFAULTS } from "../../../lib/aws/settings";
 import { createApp, type App } from "../../../dev/local/create-app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";

@@ -3,7 +3,7 @@
  * and the simulated node shows what it was (and was not) asked.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { RpcRetriesExhaustedError } from "../../../lib/engine";
+import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import {
   CsrError,
   HelperError,
@@ -13,10 +13,10 @@ import {
   RpcTimeoutError,
   type ProvisionerError,
 } from "../../../lib/errors";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { METRIC } from "../../../lib/ports";
 import type { NodeFaults, ProvisioningJwtFault } from "../../../dev/simulator";
-import type { ProvisionOutcome, ProvisionStep } from "../../../lib/engine";
+import type { ProvisionOutcome, ProvisionStep } from "../../../lib/engine/provision";
 import { EngineHarness, MJS_HELPER, newSigningKey, recordsOf, requestsTo } from "./support";
 
 let harness: EngineHarness;

@@ -10,8 +10,8 @@ import {
   verifyChainedServerJwt,
   verifyJwtSignature,
 } from "../../../lib/crypto";
-import { UpgradeError } from "../../../lib/engine";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { UpgradeError } from "../../../lib/engine/errors";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";
 import { serverJwtExpiry } from "../../support/server-jwt-expiry";
 

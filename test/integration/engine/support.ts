@@ -21,8 +21,8 @@ import {
   rawPublicKey,
   type SigningKey,
 } from "../../../lib/crypto";
-import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
-import { type HelperInvoke } from "../../../lib/helper";
+import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine/provision";
+import type { HelperInvoke } from "../../../lib/helper/lambda-runner";
 import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";

@@ -29,7 +29,7 @@ import { AdmissionRegistry, type AdmissionStore } from "../../../lib/admission/r
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";
-import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine";
+import { ProvisionEngine, type ProvisionOutcome } from "../../../lib/engine/provision";
 import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";

@@ -17,7 +17,7 @@ import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-eve
 import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
 import type { RenewalStore } from "../../../lib/app/renewal-state";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
-import { ProvisionEngine } from "../../../lib/engine";
+import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import type { PauseStore } from "../../../lib/lease/pause";

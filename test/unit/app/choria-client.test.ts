@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadEngineKeys } from "../../../lib/aws/choria-client";
-import { loadConfig, type SecretResolver } from "../../../lib/config";
+import { loadConfig } from "../../../lib/config/load";
+import type { SecretResolver } from "../../../lib/config/secrets";
 import { addChainIssuerData, buildServerClaims, ed25519SigningKey, encodeHex, generateEd25519Seed, mintChainIssuerToken } from "../../../lib/crypto";
 import { ConfigError } from "../../../lib/errors";
 

@@ -20,7 +20,7 @@ import { composeRenew } from "../../../lib/aws/functions/renew";
 import { composeReprovision } from "../../../lib/aws/functions/reprovision";
 import { composeStatus } from "../../../lib/aws/functions/status";
 import { keyMaterial } from "../../../lib/aws/choria-client";
-import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config";
+import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";

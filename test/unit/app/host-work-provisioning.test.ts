@@ -3,7 +3,7 @@ import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { HostWorkProcessor, STORE_BLIP_PAUSES_MS } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/use-case-ports";
-import type { ProvisionEngine, ProvisionOutcome } from "../../../lib/engine";
+import type { ProvisionEngine, ProvisionOutcome } from "../../../lib/engine/provision";
 import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { assertGateOpen } from "../../../lib/engine/retry";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";

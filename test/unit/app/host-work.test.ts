@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
+import { retryDelaySeconds } from "../../../lib/app/host-work";
 import { appSettingsFromEnv } from "../../../lib/aws/settings";
 import { AppSettingsError } from "../../../lib/errors";
 import { Limiter } from "../../../lib/app/concurrency";

@@ -7,7 +7,7 @@ import { verify } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
 import { connectionOptions } from "../../../lib/nats/connection";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { decodeHex, ed25519PublicKeyFromRaw, ed25519SigningKey, encodeHex, generateEd25519Seed } from "../../../lib/crypto";
 
 const BASE = { helper: "/bin/true", token: "t", broker_urls: ["nats://127.0.0.1:4222"], choria_insecure: true };

@@ -6,8 +6,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { FUNCTION_SETTINGS, KEY_FILE_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS, SETTINGS, type KeySpec } from "../../../lib/config";
-import { ENV_OVERRIDABLE } from "../../../lib/config/keys";
+import { FUNCTION_SETTINGS, KEY_FILE_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS } from "../../../lib/config/secrets";
+import { ENV_OVERRIDABLE, SETTINGS, type KeySpec } from "../../../lib/config/keys";
 
 const DOC = readFileSync(new URL("../../../docs/configuration.md", import.meta.url), "utf8");
 

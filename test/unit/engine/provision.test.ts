@@ -10,20 +10,10 @@ import {
   verifyChainedServerJwt,
   verifyJwtSignature,
 } from "../../../lib/crypto";
-import {
-  encodeGoJson,
-  HELPER_TIMEOUT_MS,
-  KeyTransportError,
-  keepsHostKnown,
-  OutOfTimeError,
-  ProvisionEngine,
-  RPC_PLAN,
-  RpcRetriesExhaustedError,
-  UpgradeError,
-  type EngineFeatures,
-  type EngineSettings,
-  type ProvisionOutcome,
-} from "../../../lib/engine";
+import { encodeGoJson } from "../../../lib/engine/go-json";
+import { HELPER_TIMEOUT_MS, RPC_PLAN } from "../../../lib/engine/plan";
+import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "../../../lib/engine/errors";
+import { keepsHostKnown, ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine/provision";
 import { RpcNotSentError } from "../../../lib/errors";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { EXTRA_METRIC, METRIC, type HelperResponse } from "../../../lib/ports";

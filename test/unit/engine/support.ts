@@ -19,7 +19,7 @@ import {
   signNonce,
   x25519SharedSecret,
 } from "../../../lib/crypto";
-import type { EngineSettings } from "../../../lib/engine";
+import type { EngineSettings } from "../../../lib/engine/provision";
 import type { HelperResponse, HostWork } from "../../../lib/ports";
 import { engineSettings } from "../../support/engine-settings";
 import type { FakeRpc } from "../../support/fakes";

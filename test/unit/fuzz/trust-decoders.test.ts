@@ -6,7 +6,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import {
   createCsr,
   ed25519SigningKey,
@@ -21,7 +21,7 @@ import {
   verifyProvisioningJwt,
 } from "../../../lib/crypto";
 import { ConfigError, CsrError, HelperError, JwtError } from "../../../lib/errors";
-import { decodeHelperResponse } from "../../../lib/helper";
+import { decodeHelperResponse } from "../../../lib/helper/codec";
 import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, expectOnlyAsync, mutatedBytes, mutatedText } from "./support";
 
