@@ -250,6 +250,9 @@ export class SiteRegistriesError extends ProvisionerError {}
 /** Another writer kept winning the version check. */
 export class RenewalContentionError extends RenewalStoreError {}
 
+/** The renewal settings make no schedule: a rate, bound or timeout that is not positive. */
+export class InvalidRenewalSettingsError extends ProvisionerError {}
+
 /** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
 export class RpcNotSentError extends RpcTransportError {}
 

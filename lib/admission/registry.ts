@@ -344,7 +344,7 @@ export interface AdmissionSettings {
 const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000 } as const;
 
 /** Keeps the status report small however many hosts keep failing. */
-export const LAST_ERRORS_SHOWN = 50;
+const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 const LAST_ERROR_MAX_LENGTH = 1_000;
 
@@ -362,7 +362,7 @@ const EXPIRED_KEPT_MS = 14 * 24 * 3_600_000;
 /** A waiting name no discovery saw for this many intervals is forgotten. */
 const WAITING_KEPT_INTERVALS = 3;
 /** The names waiting are one DynamoDB item, which holds at most 400 KB. */
-export const WAITING_MAX_BYTES = 256 * 1024;
+const WAITING_MAX_BYTES = 256 * 1024;
 /** What one waiting name costs in the item besides its UTF-8 bytes: its two times and the list's framing, rounded up. */
 const WAITING_ENTRY_OVERHEAD_BYTES = 32;
 

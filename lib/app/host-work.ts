@@ -51,10 +51,10 @@ export interface HostWorkDeps {
  * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
  * sends the work back, after at most these pauses and one more try each.
  */
-export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
+const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
-export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
+function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
   const count = Number.isFinite(receiveCount) && receiveCount > 0 ? Math.trunc(receiveCount) : 1;
   // SQS accepts at most 12 hours of visibility.
   return Math.min(baseSeconds * count, maxSeconds, 43_200);

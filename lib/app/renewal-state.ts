@@ -159,7 +159,7 @@ export function atRisk(host: HostExpiry, before: RenewBefore, now: number): bool
 }
 
 /** A stable fraction in [0, 1) from the identity (FNV-1a). */
-export function spreadOf(identity: string): number {
+function spreadOf(identity: string): number {
   let hash = 0x811c9dc5;
   for (let index = 0; index < identity.length; index++) {
     hash ^= identity.charCodeAt(index);
@@ -245,7 +245,7 @@ const EXPIRED_HOST_ACTION: Record<HostExpiry["credentials"]["kind"], string> = {
 };
 
 /** The expiry distribution status shows, the next hosts due, and the hosts whose credentials ran out. */
-export interface ExpiryReport {
+interface ExpiryReport {
   /** Hosts whose credentials' expiry is known. */
   known: number;
   expired: number;
@@ -266,7 +266,7 @@ const NEXT_DUE_SHOWN = 10;
 const DEFAULT_RENEW_BEFORE: RenewBefore = { fraction: 0.2 };
 
 /** Counts are cumulative: a host expiring in 3 h is within 24 h, 7 d and 30 d. */
-export function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {
+function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {
   const report: ExpiryReport = { known: hosts.length, expired: 0, atRisk: 0, within24h: 0, within7d: 0, within30d: 0, next: [], expiredHosts: [] };
   for (const host of hosts) {
     const left = host.credentials.expiresAt - now;

@@ -7,8 +7,6 @@ import {
   AdmissionRegistry,
   AdmissionStoreError,
   failuresInARow,
-  LAST_ERRORS_SHOWN,
-  WAITING_MAX_BYTES,
   type AdmissionStore,
   type AdmissionWrite,
   type AdmitRequest,
@@ -20,6 +18,9 @@ import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;
 const CLAIM_TTL = 120_000;
+/** The registry's documented bounds, stated here: the status report lists at most 50 failures, and the waiting names fit in 256 KiB of their 400 KB item. */
+const LAST_ERRORS_SHOWN = 50;
+const WAITING_MAX_BYTES = 256 * 1024;
 
 /**
  * Counts writes and can disturb the next one as a store client does: `lost` applies it and throws
