@@ -18,7 +18,7 @@ import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig } from "../lib/config/config";
 import type { ProvisionerConfig } from "../lib/config/types";
 import { RPC_PLAN } from "../lib/engine/plan";
-import { createLeaseTable } from "../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../dev/local/resources";
 import type { LeaseGate } from "../lib/lease/gate";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";

@@ -244,6 +244,9 @@ export class AppSettingsError extends ProvisionerError {
 /** The renewal state of a site could not be read or written. */
 export class RenewalStoreError extends ProvisionerError {}
 
+/** A DynamoDB write described inconsistently (a programming error in a store, never a stored value). */
+export class DynamoDbExpressionError extends ProvisionerError {}
+
 /** The id of the registry a deployment uses could not be found or made (lib/app/site-memory.ts). */
 export class SiteRegistriesError extends ProvisionerError {}
 

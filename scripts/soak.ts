@@ -15,7 +15,7 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 
-import { createLeaseTable } from "../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../dev/local/resources";
 import { MemoryAdmissionStore } from "../test/support/stores/memory-admission-store";
 import { LOCAL_AWS, type RunningNats, startDynamoDbLocal, startNats } from "../dev/local/services";
 import { type Fleet, startFleet } from "../dev/simulator";

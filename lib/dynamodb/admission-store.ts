@@ -8,12 +8,9 @@
  */
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
-  UpdateTimeToLiveCommand,
-  waitUntilTableExists,
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
@@ -379,29 +376,4 @@ const WAITING = z
 
 function decodeEntry(item: Record<string, AttributeValue> | undefined): AdmissionEntry | undefined {
   return readItem(ENTRY, item);
-}
-
-/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
-export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
-  await client.send(
-    new CreateTableCommand({
-      TableName: tableName,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [
-        { AttributeName: "site", AttributeType: "S" },
-        { AttributeName: "identity", AttributeType: "S" },
-      ],
-      KeySchema: [
-        { AttributeName: "site", KeyType: "HASH" },
-        { AttributeName: "identity", KeyType: "RANGE" },
-      ],
-    }),
-  );
-  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
-  await client.send(
-    new UpdateTimeToLiveCommand({
-      TableName: tableName,
-      TimeToLiveSpecification: { AttributeName: ADMISSION_TTL_ATTRIBUTE, Enabled: true },
-    }),
-  );
 }

@@ -12,7 +12,7 @@ import type { PauseStore } from "./pause";
 import type { LeaseSettings } from "./settings";
 
 /** The term every piece of work carries when leader election is off. */
-export const UNELECTED_TERM = 0;
+const UNELECTED_TERM = 0;
 
 /** Where this deployment stands right now, for decisions about a whole batch. */
 export type Standing =

@@ -16,7 +16,7 @@ import { MemoryAdmissionStore } from "../../support/stores/memory-admission-stor
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { createLeaseTable } from "../../../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../../../dev/local/resources";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { seededRandom } from "../../support/random";

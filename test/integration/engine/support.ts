@@ -24,7 +24,8 @@ import {
 import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine/provision";
 import type { HelperInvoke } from "../../../lib/helper/lambda-runner";
 import { engineSettings } from "../../support/engine-settings";
-import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../../../dev/local/resources";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate, type LeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";

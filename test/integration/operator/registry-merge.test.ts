@@ -18,7 +18,8 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import { createAdmissionTable, createLeaseTable } from "../../../dev/local/resources";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { StoredHost } from "../../../lib/admission/merge";
 import { RegistryMerge, type RegistryMergeReport, type RegistryTable } from "../../../lib/app/registry-merge";
@@ -26,7 +27,7 @@ import { createStoreClient, STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/cl
 import { DynamoDbRegistryTable } from "../../../lib/dynamodb/registry-copy";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
 import { emptyRenewalState } from "../../../lib/app/renewal-state";
-import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import { splitCommandLine } from "../../../lib/helper/shellwords";
 import { LOCAL_AWS } from "../../../dev/local/services";

@@ -8,7 +8,7 @@ import { loadConfig } from "../../../lib/config/load";
 import { parseConfig } from "../../../lib/config/config";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { ConfigError } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { captureOutput } from "../../support/capture";
 
 const PASSWORD = "Pa55w0rd-in-the-url";

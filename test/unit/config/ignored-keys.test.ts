@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config/config";
 import { SETTINGS } from "../../../lib/config/keys";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://b.example.net:4222"] };
 const SET = { logfile: "/var/log/choria-provisioner.log", monitor_port: 8080, broker_port: 4222, rego_policy: "/etc/choria/provisioner.rego" };

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../lib/config/config";
 import { secretValues } from "../../../lib/config/keys";
 import { SECRET_KEYS } from "../../../lib/config/secrets";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { isSecretAttributeName } from "../../../lib/observability/redact";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };

@@ -9,7 +9,7 @@ import { loadConfig } from "../../../lib/config/load";
 import { parseConfig } from "../../../lib/config/config";
 import { SECRET_KEYS, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { ConfigError, messageOf } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 
 const BASE_YAML = ["helper: /usr/local/bin/helper", "broker_urls: [nats://broker.example.net:4222]", "site: lon"].join("\n");
 

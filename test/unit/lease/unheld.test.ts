@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/lease";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import type { PauseStore } from "../../../lib/lease/pause";
@@ -17,6 +16,8 @@ const SITE = "eu";
 const RPC_TTL_MS = 60_000;
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId, deliveryHorizonMs: RPC_TTL_MS });
 const { leaseDurationMs, skewBoundMs, renewIntervalMs } = settingsFor("any");
+/** The documented slack before an unheld lease is an outage: one lease-keeper run (a minute) late or missed. */
+const TAKEOVER_MARGIN_MS = 60_000;
 /** From the holder's last renewal: lease duration + skew + rpc_ttl + one renew interval + the margin. */
 const TAKEOVER_BOUND_MS = leaseDurationMs + skewBoundMs + RPC_TTL_MS + renewIntervalMs + TAKEOVER_MARGIN_MS;
 

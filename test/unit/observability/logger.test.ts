@@ -3,7 +3,7 @@ import { parseConfig } from "../../../lib/config/config";
 import { secretValues } from "../../../lib/config/keys";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { LeaseStoreError, messageOf } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { captureOutput } from "../../support/capture";
 
 const SECRETS = {

@@ -10,7 +10,7 @@ import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/lease";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { createConsoleLogger } from "../../../lib/observability/logger";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import type { Logger } from "../../../lib/ports";
 import { engineSettings } from "../../support/engine-settings";
 import { captureOutputOf } from "../../support/capture";
