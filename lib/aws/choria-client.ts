@@ -117,7 +117,7 @@ export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineK
  * (`ssm:` / `secretsmanager:`), else the file it names. A relative path is a file shipped in the
  * function's bundle (docs/deploy.md, `config/files/`), resolved against LAMBDA_TASK_ROOT on Lambda.
  */
-export async function keyMaterial(setting: string, value: string): Promise<string> {
+async function keyMaterial(setting: string, value: string): Promise<string> {
   unresolvedCheck(setting, value);
   return isPem(value) ? value : readText(setting, value);
 }

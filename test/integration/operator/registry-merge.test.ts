@@ -23,7 +23,7 @@ import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { StoredHost } from "../../../lib/admission/merge";
 import { RegistryMerge, type RegistryMergeReport, type RegistryTable } from "../../../lib/app/registry-merge";
-import { createStoreClient, STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/clients";
+import { createStoreClient } from "../../../lib/aws/clients";
 import { DynamoDbRegistryTable } from "../../../lib/dynamodb/registry-copy";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
 import { emptyRenewalState } from "../../../lib/app/renewal-state";
@@ -37,6 +37,9 @@ import { dynamoClient } from "../../support/aws";
 import { startDelayProxy } from "../../support/delay-proxy";
 import { hostAndPort } from "../../support/stall-proxy";
 import { takeLease } from "../../support/operator-cli";
+
+/** The admission store's and the queues' clients give up on an answer after 3 s (lib/aws/clients.ts): held longer, a write's answer is lost. */
+const STORE_REQUEST_TIMEOUT_MS = 3_000;
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const SITE = "lon";

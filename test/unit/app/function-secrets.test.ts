@@ -19,7 +19,8 @@ import { composeRelease } from "../../../lib/aws/functions/release";
 import { composeRenew } from "../../../lib/aws/functions/renew";
 import { composeReprovision } from "../../../lib/aws/functions/reprovision";
 import { composeStatus } from "../../../lib/aws/functions/status";
-import { keyMaterial } from "../../../lib/aws/choria-client";
+import { brokerSettings } from "../../../lib/aws/choria-client";
+import { parseConfig } from "../../../lib/config/config";
 import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
@@ -173,7 +174,14 @@ describe("secrets resolved by each deployed function's own composition", () => {
   });
 });
 
-describe("keyMaterial", () => {
+/** The TLS material the broker connection is given for these settings (each key or certificate setting read as its PEM). */
+async function brokerTls(tls: { ca?: string; cert?: string; key?: string }) {
+  const config = parseConfig({ site: "lon", helper: "/bin/true", broker_urls: ["tls://broker.example.net:4222"] });
+  const settings = await brokerSettings({ ...config, choriaInsecure: false, tls: { ca: undefined, cert: undefined, key: undefined, insecureSkipVerify: false, ...tls } }, "test");
+  return settings.tls;
+}
+
+describe("key and certificate settings", () => {
   let root: string;
 
   beforeEach(async () => {
@@ -186,7 +194,7 @@ describe("keyMaterial", () => {
   });
 
   it("takes a PEM fetched from a secret store as the material itself", async () => {
-    expect(await keyMaterial("tls.key", TLS_KEY)).toBe(TLS_KEY);
+    expect((await brokerTls({ key: TLS_KEY }))?.key).toBe(TLS_KEY);
   });
 
   it("reads a relative path from the function's bundle (LAMBDA_TASK_ROOT)", async () => {
@@ -196,21 +204,21 @@ describe("keyMaterial", () => {
     vi.stubEnv("LAMBDA_TASK_ROOT", root);
 
     // Act
-    const material = await keyMaterial("tls.ca", "config/files/ca.pem");
+    const material = (await brokerTls({ ca: "config/files/ca.pem" }))?.ca;
 
     // Assert
     expect(material).toBe(CERT);
   });
 
   it("refuses a reference its function was not given, naming the setting", async () => {
-    const error = await keyMaterial("tls.key", "ssm:/choria/tls/key").catch((e: unknown) => e);
+    const error = await brokerTls({ key: "ssm:/choria/tls/key" }).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).key).toBe("tls.key");
   });
 
   it("names the setting when a file is missing", async () => {
-    const error = await keyMaterial("tls.cert", join(root, "absent.pem")).catch((e: unknown) => e);
+    const error = await brokerTls({ cert: join(root, "absent.pem") }).catch((e: unknown) => e);
 
     expect((error as ConfigError).key).toBe("tls.cert");
   });
