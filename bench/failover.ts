@@ -13,7 +13,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createAppLeaseGate } from "../lib/aws/compose";
+import { createAppLeaseGate } from "../lib/aws/compose-lease-gate";
 import { createLeaseClient } from "../lib/aws/clients";
 import { leaseSettingsOf, parseConfig } from "../lib/config/config";
 import type { ProvisionerConfig } from "../lib/config/types";

@@ -29,7 +29,7 @@ import { ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
 import { connect as connectNats } from "nats";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
-import { defaultConsumerName } from "../../lib/aws/compose-broker";
+import { defaultConsumerName } from "../../lib/nats/lifecycle-event-source";
 import { createApp, type App, type AppOverrides } from "./create-app";
 import { lifecycleSubject } from "../../lib/choria/lifecycle";
 import { ed25519SigningKey, encodeHex, generateEd25519Seed, type SigningKey } from "../../lib/crypto";

@@ -12,7 +12,7 @@ import type { AppSettings } from "./settings";
 import { ChoriaBroker } from "../nats/broker";
 import { SharedBrokerConnection } from "../nats/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
-import { NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
+import { defaultConsumerName, NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
 import type { FunctionName } from "../config/secrets";
 import type { ChoriaRpc } from "../ports";
 import {
@@ -51,11 +51,6 @@ export function lifecycleEventSource(parts: FunctionParts, broker: ChoriaBroker)
     },
     { connection: () => broker.connection(), clock: parts.clock, logger: parts.logger },
   );
-}
-
-/** JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
-export function defaultConsumerName(site: string): string {
-  return `provisioner-${(site || "default").replace(/[.*>\s]/g, "_")}`;
 }
 
 /** What every function that reaches the broker is built from, on top of the shared parts. */
