@@ -13,7 +13,7 @@ import { createHelperRunner } from "./helper-runner";
  * `provisions` false: an engine without the token and keys, for a whole-stack composition of a
  * function that does not provision (its configuration left those settings unresolved).
  */
-export async function composeEngine(parts: FunctionParts, rpc: ChoriaRpc, provisions = true): Promise<ProvisionEngine> {
+export async function composeEngine(parts: FunctionParts, rpc: ChoriaRpc, provisions: boolean): Promise<ProvisionEngine> {
   const { config, overrides } = parts;
   const settings: EngineSettings = {
     features: config.features,

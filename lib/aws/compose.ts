@@ -222,6 +222,14 @@ export function composeInvocations(parts: FunctionParts, broker: Pick<Broker, "c
   return new Invocations({ gate: parts.gate, broker, logger: parts.logger, attributes: parts.attributes });
 }
 
+/**
+ * Function `fn` composed from its settings for its handler (handlers/*.ts): its parts, resolving no
+ * secret (`status`, `release`), then `on` them. A broker function composes with `brokerFunction`.
+ */
+export function partsFunction<T>(fn: FunctionName, on: (parts: FunctionParts) => T): (settings: AppSettings, overrides: AppOverrides) => Promise<T> {
+  return async (settings, overrides) => on(await composeParts(functionSettings(settings, fn), overrides));
+}
+
 /** The settings of function `fn`: its composition resolves only `fn`'s secrets (lib/config/secrets.ts). */
 export function functionSettings(settings: AppSettings, fn: FunctionName): AppSettings {
   return { ...settings, function: fn };

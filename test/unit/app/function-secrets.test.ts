@@ -10,15 +10,18 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { AppSettings } from "../../../lib/aws/settings";
 import { createApp, type AppOverrides } from "../../../dev/local/create-app";
-import { composeDiscover } from "../../../lib/aws/functions/discover";
-import { composeLeaseKeeper } from "../../../lib/aws/functions/lease-keeper";
-import { composeLifecycle } from "../../../lib/aws/functions/lifecycle";
-import { composeLifecycleBridge } from "../../../lib/aws/functions/lifecycle-bridge";
-import { composeProvision } from "../../../lib/aws/functions/provision";
-import { composeRelease } from "../../../lib/aws/functions/release";
-import { composeRenew } from "../../../lib/aws/functions/renew";
-import { composeReprovision } from "../../../lib/aws/functions/reprovision";
-import { composeStatus } from "../../../lib/aws/functions/status";
+import { partsFunction } from "../../../lib/aws/compose";
+import { lifecycleEventSource } from "../../../lib/aws/compose-broker";
+import { brokerFunction } from "../../../lib/aws/compose-broker-function";
+import { discoverFunction } from "../../../lib/aws/functions/discover";
+import { leaseKeeperFunction } from "../../../lib/aws/functions/lease-keeper";
+import { lifecycleFunction } from "../../../lib/aws/functions/lifecycle";
+import { lifecycleBridgeFunction } from "../../../lib/aws/functions/lifecycle-bridge";
+import { provisionFunction } from "../../../lib/aws/functions/provision";
+import { releaseFunction } from "../../../lib/aws/functions/release";
+import { renewFunction } from "../../../lib/aws/functions/renew";
+import { reprovisionFunction } from "../../../lib/aws/functions/reprovision";
+import { statusFunction } from "../../../lib/aws/functions/status";
 import { brokerSettings } from "../../../lib/aws/choria-client";
 import { parseConfig } from "../../../lib/config/config";
 import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
@@ -135,17 +138,17 @@ describe("secrets resolved per function", () => {
   });
 });
 
-/** The deployed functions' own compositions (what each handler runs), by function name. */
+/** The deployed functions' own compositions (what each handler, handlers/*.ts, runs), by function name. */
 const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppOverrides) => Promise<{ close(): Promise<void> }>> = {
-  discover: composeDiscover,
-  leaseKeeper: composeLeaseKeeper,
-  lifecycleBridge: composeLifecycleBridge,
-  lifecycle: composeLifecycle,
-  provision: composeProvision,
-  status: composeStatus,
-  reprovision: composeReprovision,
-  release: composeRelease,
-  renew: composeRenew,
+  discover: brokerFunction("discover", discoverFunction),
+  leaseKeeper: brokerFunction("leaseKeeper", leaseKeeperFunction),
+  lifecycleBridge: brokerFunction("lifecycleBridge", (composed) => lifecycleBridgeFunction(composed, lifecycleEventSource(composed.parts, composed.broker))),
+  lifecycle: brokerFunction("lifecycle", lifecycleFunction),
+  provision: brokerFunction("provision", provisionFunction),
+  status: partsFunction("status", statusFunction),
+  reprovision: brokerFunction("reprovision", reprovisionFunction),
+  release: partsFunction("release", releaseFunction),
+  renew: brokerFunction("renew", renewFunction),
 };
 
 describe("secrets resolved by each deployed function's own composition", () => {
