@@ -63,7 +63,7 @@ import { waitedTooLong } from "./waiting";
 import { AGENT_TIMEOUT_MS, HELPER_TIMEOUT_MS, RESTART_SPLAY_SECONDS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
 import { assertGateOpen, assertTimeLeft, rpcWithRetries, type RandomSource, type RemainingTime, type RetryContext } from "./retry";
 
-export interface EngineFeatures {
+interface EngineFeatures {
   jwt: boolean;
   ed25519: boolean;
   pki: boolean;
@@ -116,7 +116,7 @@ export interface ProvisionOptions {
 }
 
 /** Where in the sequence an outcome arose. */
-export type ProvisionStep =
+type ProvisionStep =
   | "jwt"
   | "gen25519"
   | "inventory"

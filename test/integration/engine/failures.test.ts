@@ -16,7 +16,7 @@ import {
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { METRIC } from "../../../lib/ports";
 import type { NodeFaults, ProvisioningJwtFault } from "../../../dev/simulator";
-import type { ProvisionOutcome, ProvisionStep } from "../../../lib/engine/provision";
+import type { ProvisionOutcome } from "../../../lib/engine/provision";
 import { EngineHarness, MJS_HELPER, newSigningKey, recordsOf, requestsTo } from "./support";
 
 let harness: EngineHarness;
@@ -30,7 +30,7 @@ afterAll(() => harness?.stop());
 const exampleHelper = () => new ExecHelperRunner({ command: MJS_HELPER });
 
 /** The failure's step and error, or a test failure naming the outcome that came instead. */
-function failure(outcome: ProvisionOutcome): { step: ProvisionStep; error: ProvisionerError } {
+function failure(outcome: ProvisionOutcome): { step: Extract<ProvisionOutcome, { kind: "failed" }>["step"]; error: ProvisionerError } {
   if (outcome.kind !== "failed") throw new Error(`expected a failed outcome, got ${outcome.kind}`);
   expect(outcome.retryable).toBe(false);
   return { step: outcome.step, error: outcome.error };

@@ -21,7 +21,7 @@ import {
   rawPublicKey,
   type SigningKey,
 } from "../../../lib/crypto";
-import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine/provision";
+import { ProvisionEngine, type EngineSettings } from "../../../lib/engine/provision";
 import type { HelperInvoke } from "../../../lib/helper/lambda-runner";
 import { engineSettings } from "../../support/engine-settings";
 import { createLeaseTable } from "../../../dev/local/resources";
@@ -82,7 +82,7 @@ export interface EngineUnderTest {
 export interface EngineOptions {
   fleet: Fleet;
   helper: HelperRunner;
-  features?: Partial<EngineFeatures>;
+  features?: Partial<EngineSettings["features"]>;
   settings?: Partial<Omit<EngineSettings, "features">>;
   deployment?: Deployment;
   rpc?: ChoriaRpc;

@@ -8,7 +8,7 @@
 import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";
-import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine/provision";
+import { ProvisionEngine, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine/provision";
 import { ProvisionerError } from "../../../lib/errors";
 import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
@@ -80,7 +80,7 @@ export interface ChaosEngineOptions {
   fleet: Fleet;
   helper: HelperRunner;
   rpc: ChoriaRpc;
-  features?: Partial<EngineFeatures>;
+  features?: Partial<EngineSettings["features"]>;
   settings?: Partial<Omit<EngineSettings, "features">>;
 }
 

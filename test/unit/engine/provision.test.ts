@@ -13,7 +13,7 @@ import {
 import { encodeGoJson } from "../../../lib/engine/go-json";
 import { HELPER_TIMEOUT_MS, RPC_PLAN } from "../../../lib/engine/plan";
 import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "../../../lib/engine/errors";
-import { keepsHostKnown, ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine/provision";
+import { keepsHostKnown, ProvisionEngine, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine/provision";
 import { RpcNotSentError } from "../../../lib/errors";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { EXTRA_METRIC, METRIC, type HelperResponse } from "../../../lib/ports";
@@ -31,6 +31,8 @@ import {
   TOKEN,
   work,
 } from "./support";
+
+type EngineFeatures = EngineSettings["features"];
 
 const NONE: EngineFeatures = { jwt: false, ed25519: false, pki: false, upgrades: false };
 const JWT: EngineFeatures = { ...NONE, jwt: true };
