@@ -13,12 +13,12 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { KEEPER_MAX_RUN_MS } from "../lib/app/leadership";
-import { createAppLeaseGate } from "../lib/aws";
+import { createAppLeaseGate } from "../lib/aws/compose-lease-gate";
 import { createLeaseClient } from "../lib/aws/clients";
-import { leaseSettingsOf, parseConfig, type ProvisionerConfig } from "../lib/config";
+import { leaseSettingsOf, parseConfig } from "../lib/config/config";
+import type { ProvisionerConfig } from "../lib/config/types";
 import { RPC_PLAN } from "../lib/engine/plan";
-import { createLeaseTable } from "../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../dev/local/resources";
 import type { LeaseGate } from "../lib/lease/gate-port";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
@@ -27,6 +27,8 @@ import { silentLogger, systemClock, type Metrics } from "../lib/ports";
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
 const RUNS_PER_PROFILE = Number(process.env.FAILOVER_RUNS ?? 3);
+/** How long one lease-keeper invocation loops (lib/app/leadership.ts): 58 s of the minute between two scheduled runs. */
+const KEEPER_MAX_RUN_MS = 58_000;
 const IDLE_WINDOW_MS = Number(process.env.FAILOVER_IDLE_MS ?? 120_000);
 /** EventBridge's rate(1 minute) for the lease-keeper function. */
 const KEEPER_SCHEDULE_MS = 60_000;

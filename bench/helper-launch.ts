@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { HELPERS } from "../dev/local/stack";
-import { ExecHelperRunner } from "../lib/helper";
+import { ExecHelperRunner } from "../lib/helper/exec-runner";
 import { buildCompiledHelper } from "./compiled-helper";
 import { percentile } from "./measure";
 

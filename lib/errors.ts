@@ -258,11 +258,17 @@ export class AppSettingsError extends ProvisionerError {
 /** The renewal state of a site could not be read or written. */
 export class RenewalStoreError extends ProvisionerError {}
 
+/** A DynamoDB write described inconsistently (a programming error in a store, never a stored value). */
+export class DynamoDbExpressionError extends ProvisionerError {}
+
 /** The id of the registry a deployment uses could not be found or made (lib/app/site-memory.ts). */
 export class SiteRegistriesError extends ProvisionerError {}
 
 /** Another writer kept winning the version check. */
 export class RenewalContentionError extends RenewalStoreError {}
+
+/** The renewal settings make no schedule: a rate, bound or timeout that is not positive. */
+export class InvalidRenewalSettingsError extends ProvisionerError {}
 
 /** The attempt's send-by instant passed (or the attempt settled) before its request could be published: nothing was sent. */
 export class RpcNotSentError extends RpcTransportError {}

@@ -10,7 +10,7 @@ import { createWriteStream, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { createConsoleLogger } from "../lib/observability";
+import { createConsoleLogger } from "../dev/local/console-logger";
 import type { Logger } from "../lib/ports";
 import { formatLifecycleEvents, formatSummary, createProgressWriter, type ProgressWriter } from "../dev/local/progress";
 import { runLocal, type RunSummary } from "../dev/local/run";

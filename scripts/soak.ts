@@ -15,8 +15,8 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 
-import { createLeaseTable } from "../lib/dynamodb/lease-store";
-import { MemoryAdmissionStore } from "../lib/admission/memory-admission-store";
+import { createLeaseTable } from "../dev/local/resources";
+import { MemoryAdmissionStore } from "../test/support/stores/memory-admission-store";
 import { LOCAL_AWS, type RunningNats, startDynamoDbLocal, startNats } from "../dev/local/services";
 import { type Fleet, startFleet } from "../dev/simulator";
 import { ChaosDeployment, type DeploymentOptions, LEASE, Observatory, SCALE, scaledClock, unprovisioned } from "../test/support/chaos/deployments";

@@ -1,8 +1,8 @@
 /**
  * The whole stack in one object: every function's use case on one set of parts, for the local
- * stack (dev/local/stack.ts) and the tests that drive several functions of one deployment. It is
- * built from the same pieces as each deployed function (lib/aws/functions/*.ts); the deployed
- * handlers never import it, so their bundles stay per function.
+ * stack (dev/local/stack.ts) and the tests that drive several functions of one deployment. Each is
+ * the function its deployed handler composes (the `*Function` of lib/aws/functions/*.ts), on parts
+ * shared here; the deployed handlers never import this, so their bundles stay per function.
  */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
@@ -10,21 +10,21 @@ import type { BridgeResult } from "../../lib/app/lifecycle-events";
 import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
-import { functionUses, type ProvisionerConfig } from "../../lib/config";
+import { functionUses } from "../../lib/config/secrets";
+import type { ProvisionerConfig } from "../../lib/config/types";
 import { ProvisionerError } from "../../lib/errors";
 import type { ChoriaRpc } from "../../lib/ports";
 import { composeParts, type AppOverrides } from "../../lib/aws/compose";
-import { composeBroker, lifecycleEventSource, withBroker, type BrokerFunctionParts } from "../../lib/aws/compose-broker";
-import { composeEngine } from "../../lib/aws/compose-engine";
-import { discoverUseCase } from "../../lib/aws/functions/discover";
-import { keepLeaseUseCase } from "../../lib/aws/functions/lease-keeper";
-import { lifecycleBatchUseCase } from "../../lib/aws/functions/lifecycle";
-import { bridgeLifecycleUseCase } from "../../lib/aws/functions/lifecycle-bridge";
-import { hostWorkBatchUseCase } from "../../lib/aws/functions/provision";
-import { releaseUseCase } from "../../lib/aws/functions/release";
-import { composeMainBroker, renewUseCase, type RenewFunction } from "../../lib/aws/functions/renew";
-import { reprovisionUseCase, type ReprovisionFunction } from "../../lib/aws/functions/reprovision";
-import { statusUseCase } from "../../lib/aws/functions/status";
+import { composeBroker, lifecycleEventSource, withBroker } from "../../lib/aws/compose-broker";
+import { discoverFunction } from "../../lib/aws/functions/discover";
+import { leaseKeeperFunction } from "../../lib/aws/functions/lease-keeper";
+import { lifecycleFunction } from "../../lib/aws/functions/lifecycle";
+import { lifecycleBridgeFunction } from "../../lib/aws/functions/lifecycle-bridge";
+import { provisionFunction } from "../../lib/aws/functions/provision";
+import { releaseFunction } from "../../lib/aws/functions/release";
+import { renewFunction } from "../../lib/aws/functions/renew";
+import { reprovisionFunction } from "../../lib/aws/functions/reprovision";
+import { statusFunction } from "../../lib/aws/functions/status";
 import { createPowertoolsSecretResolver } from "../../lib/aws/powertools-secrets";
 
 export type { AppOverrides } from "../../lib/aws/compose";
@@ -38,9 +38,9 @@ export interface App {
   handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   status(): Promise<StatusFunctionReport>;
-  reprovision: ReprovisionFunction["reprovision"];
+  reprovision: ReturnType<typeof reprovisionFunction>["reprovision"];
   release(): Promise<{ released: boolean }>;
-  renew: RenewFunction["renew"];
+  renew: Awaited<ReturnType<typeof renewFunction>>["renew"];
   close(): Promise<void>;
 }
 
@@ -56,34 +56,25 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
   const broker = usesBroker ? await composeBroker(parts) : undefined;
   const composed = withBroker(parts, broker ?? noBroker(fn as string));
   const source: LifecycleEventSource = broker ? lifecycleEventSource(parts, broker) : { run: () => refuseBroker(fn as string) };
-  // The provisioning settings (keys, token) are `provision`'s: `renew` also reads the token, but configures no node.
-  const engine = await composeEngine(parts, composed.broker.rpc, functionUses(fn, "jwt_signing_key"));
   const app: App = {
     config: parts.config,
-    discover: discoverUseCase(composed),
-    keepLease: keepLeaseUseCase(composed),
-    bridgeLifecycle: bridgeLifecycleUseCase(composed, source),
-    handleLifecycleBatch: lifecycleBatchUseCase(composed),
-    handleHostWorkBatch: hostWorkBatchUseCase(composed, engine),
-    status: statusUseCase(parts),
-    reprovision: reprovisionUseCase(composed),
-    release: releaseUseCase(parts),
-    renew: await renewOf(composed, broker !== undefined),
+    discover: discoverFunction(composed).discover,
+    keepLease: leaseKeeperFunction(composed).keepLease,
+    bridgeLifecycle: lifecycleBridgeFunction(composed, source).bridgeLifecycle,
+    handleLifecycleBatch: lifecycleFunction(composed).handleLifecycleBatch,
+    // The provisioning settings (keys, token) are `provision`'s: `renew` also reads the token, but configures no node.
+    handleHostWorkBatch: (await provisionFunction(composed)).handleHostWorkBatch,
+    status: statusFunction(parts).status,
+    reprovision: reprovisionFunction(composed).reprovision,
+    release: releaseFunction(parts).release,
+    // As the deployed function: the main broker is a second connection, made only where there is one
+    // to reach (`renew.broker_urls`), so a stack with renewal off never dials it and answers `not-configured`.
+    renew: usesBroker ? (await renewFunction(composed)).renew : async () => ({ status: "not-configured" }),
     close: parts.close,
   };
   const { config } = parts;
   parts.logger.info("provisioner app ready", { site: config.site, deploymentId: config.deploymentId, leaderElection: config.leaderElection });
   return app;
-}
-
-/**
- * `renew` as the deployed function composes it (lib/aws/functions/renew.ts): the main broker is a
- * second connection of its own, made only where there is one to reach (`renew.broker_urls`), so a
- * stack with renewal off never dials it and its runs answer `not-configured` as on AWS.
- */
-async function renewOf(composed: BrokerFunctionParts, usesBroker: boolean): Promise<RenewFunction["renew"]> {
-  if (!usesBroker || composed.parts.config.renew.brokerUrls.length === 0) return async () => ({ status: "not-configured" });
-  return renewUseCase(composed, await composeMainBroker(composed));
 }
 
 async function refuseBroker(fn: string): Promise<never> {

@@ -16,7 +16,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readFile, writeFile } from "node:fs/promises";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
-import type { SecretResolver } from "../../lib/config";
+import type { SecretResolver } from "../../lib/config/secrets";
 import type { LogAttributes, Logger } from "../../lib/ports";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
 import { decodeHex } from "../../lib/crypto/encoding";

@@ -1,13 +1,13 @@
 /**
- * The AWS and broker resources a deployment expects, made on the local emulators: the lease and
- * admission tables, each SQS queue with its dead-letter queue, and the broker's lifecycle stream.
+ * The AWS and broker resources a deployment expects, made on the local emulators (serverless.yml
+ * makes them on AWS): the lease and admission tables, each SQS queue with its dead-letter queue, and
+ * the broker's lifecycle stream.
  * Shared by the local stack, `scripts/local-services.ts` and the integration tests; the names come
  * from `stageResourceNames` (lib/aws/stage-resources.ts).
  */
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { CreateTableCommand, UpdateTimeToLiveCommand, waitUntilTableExists, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
-import { createAdmissionTable } from "../../lib/dynamodb/admission-store";
-import { createLeaseTable } from "../../lib/dynamodb/lease-store";
+import { ADMISSION_TTL_ATTRIBUTE } from "../../lib/dynamodb/admission-store";
 import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 
@@ -23,6 +23,48 @@ export interface ProvisionerTables {
 
 export async function createProvisionerTables(client: DynamoDBClient, tables: ProvisionerTables): Promise<void> {
   await Promise.all([createLeaseTable(client, tables.lease), createAdmissionTable(client, tables.admission)]);
+}
+
+/** Creates the lease table (on-demand) and waits until it is active; for tests, benchmarks and the local run. */
+export async function createLeaseTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [{ AttributeName: "site", AttributeType: "S" }],
+      KeySchema: [{ AttributeName: "site", KeyType: "HASH" }],
+    }),
+  );
+  await waitUntilActive(client, tableName);
+}
+
+/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
+export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [
+        { AttributeName: "site", AttributeType: "S" },
+        { AttributeName: "identity", AttributeType: "S" },
+      ],
+      KeySchema: [
+        { AttributeName: "site", KeyType: "HASH" },
+        { AttributeName: "identity", KeyType: "RANGE" },
+      ],
+    }),
+  );
+  await waitUntilActive(client, tableName);
+  await client.send(
+    new UpdateTimeToLiveCommand({
+      TableName: tableName,
+      TimeToLiveSpecification: { AttributeName: ADMISSION_TTL_ATTRIBUTE, Enabled: true },
+    }),
+  );
+}
+
+async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
+  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
 }
 
 export interface QueueWithDeadLetter {

@@ -3,7 +3,7 @@ import type { CredentialsExpiry, RenewalMark } from "./credentials";
 import type { AdmissionState, AdmissionSummaryRow } from "./entry";
 
 /** Keeps the status report small however many hosts keep failing. */
-export const LAST_ERRORS_SHOWN = 50;
+const LAST_ERRORS_SHOWN = 50;
 /** A failure reason is recorded up to this length. */
 export const LAST_ERROR_MAX_LENGTH = 1_000;
 

@@ -6,7 +6,7 @@ import { AdmissionStoreError, type AdmissionStore, type WaitingName } from "./st
 /** A waiting name no discovery saw for this many intervals is forgotten. */
 const WAITING_KEPT_INTERVALS = 3;
 /** The names waiting are one DynamoDB item, which holds at most 400 KB. */
-export const WAITING_MAX_BYTES = 256 * 1024;
+const WAITING_MAX_BYTES = 256 * 1024;
 /** What one waiting name costs in the item besides its UTF-8 bytes: its two times and the list's framing, rounded up. */
 const WAITING_ENTRY_OVERHEAD_BYTES = 32;
 

@@ -1,5 +1,5 @@
 /** At most `limit` tasks at once; the rest wait in arrival order. */
-export class Limiter {
+class Limiter {
   private active = 0;
   private readonly waiting: Array<() => void> = [];
 

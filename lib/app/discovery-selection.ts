@@ -18,7 +18,7 @@
  * remembered, at most `waitingBound(newBudget)` names.
  */
 import type { WaitingName } from "../admission/store";
-import type { RandomSource } from "../engine";
+import type { RandomSource } from "../engine/retry";
 
 export interface DiscoverySelection {
   selected: string[];
@@ -52,7 +52,7 @@ export interface SelectionMemory {
 const WAITING_FLOOR = 1_000;
 
 /** The most names the site remembers as waiting: four discoveries' worth of new names, and never fewer than WAITING_FLOOR. */
-export function waitingBound(newBudget: number): number {
+function waitingBound(newBudget: number): number {
   return Math.max(4 * newBudget, WAITING_FLOOR);
 }
 

@@ -5,9 +5,10 @@
  * in the host-work DLQ after too many failures in a row at one step.
  */
 import { failuresInARow, type HostClaim } from "../admission/claim";
-import type { CredentialsExpiry } from "../admission/credentials";
-import type { AdmissionRegistry } from "../admission/registry";
-import { isSuccessfulOutcome, keepsHostKnown, type ProvisionEngine, type ProvisionOutcome } from "../engine";
+import { type AdmissionRegistry } from "../admission/registry";
+import { type CredentialsExpiry } from "../admission/credentials";
+import { isSuccessfulOutcome, keepsHostKnown, type ProvisionOutcome } from "../engine/outcome";
+import { type ProvisionEngine } from "../engine/provision";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../lease/gate-port";
 import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
@@ -53,10 +54,10 @@ export interface HostWorkDeps {
  * is a full gate round, so nothing is sent outside a confirmed term; a store that stays away still
  * sends the work back, after at most these pauses and one more try each.
  */
-export const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
+const STORE_BLIP_PAUSES_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
 
 /** Visibility delay before the `receiveCount`-th delivery is retried: base x count, capped. */
-export function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
+function retryDelaySeconds(receiveCount: number, baseSeconds: number, maxSeconds: number): number {
   const count = Number.isFinite(receiveCount) && receiveCount > 0 ? Math.trunc(receiveCount) : 1;
   // SQS accepts at most 12 hours of visibility.
   return Math.min(baseSeconds * count, maxSeconds, 43_200);

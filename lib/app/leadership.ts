@@ -9,7 +9,7 @@ import { runLeaseKeeper } from "../lease/keeper";
 import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { WaitingName } from "../admission/store";
-import type { RandomSource } from "../engine";
+import type { RandomSource } from "../engine/retry";
 import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
@@ -61,8 +61,8 @@ export interface LeadershipDeps {
   random?: RandomSource;
 }
 
-/** A lease-keeper invocation loops at most this long (bench/failover.ts runs it the same way). */
-export const KEEPER_MAX_RUN_MS = 58_000;
+/** A lease-keeper invocation loops at most this long (bench/failover.ts states it to run the keeper the same way). */
+const KEEPER_MAX_RUN_MS = 58_000;
 /** The keeper stops this long before the Lambda deadline. */
 const KEEPER_STOP_BEFORE_DEADLINE_MS = 2_000;
 /** Discovered hosts are admitted and queued in chunks of one SendMessageBatch. */

@@ -15,11 +15,8 @@
  */
 import type { HostExpiry } from "../admission/site-listing";
 import { ASSUMED_OUT_OF_SERVICE_MS, RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
-import { ProvisionerError } from "../errors";
+import { InvalidRenewalSettingsError } from "../errors";
 import { atRisk, measuredOutOfServiceMs, renewableAt, renewalApplies, type RenewalState, type RenewBefore } from "./renewal-state";
-
-/** The settings make no schedule: a rate, bound or timeout that is not positive. */
-export class InvalidRenewalSettingsError extends ProvisionerError {}
 
 export interface RenewalCapacitySettings {
   before: RenewBefore;
@@ -99,7 +96,7 @@ export function renewalCapacity(hosts: readonly HostExpiry[], now: number, setti
  * `atRisk`): hosts are placed in the first half, so one still there is late by a quarter of its
  * window, and the alarm on it fires while there is time left to act, before the first host expires.
  */
-export function hostsAtRisk(hosts: readonly HostExpiry[], before: RenewBefore, now: number): number {
+function hostsAtRisk(hosts: readonly HostExpiry[], before: RenewBefore, now: number): number {
   let count = 0;
   for (const host of hosts) if (atRisk(host, before, now)) count++;
   return count;

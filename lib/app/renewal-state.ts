@@ -131,22 +131,6 @@ export async function updateRenewalState<T>(store: RenewalStore, site: string, c
   throw new RenewalContentionError(`the renewal state of site ${site} kept changing under ${attempts} attempts to update it`);
 }
 
-/** An in-process RenewalStore with the same version check (unit tests, the single-process local run). */
-export class MemoryRenewalStore implements RenewalStore {
-  private readonly sites = new Map<string, StoredRenewalState>();
-
-  async read(site: string): Promise<StoredRenewalState> {
-    const stored = this.sites.get(site);
-    return stored ? structuredClone(stored) : { state: emptyRenewalState(), version: 0 };
-  }
-
-  async write(site: string, state: RenewalState, version: number): Promise<boolean> {
-    if ((this.sites.get(site)?.version ?? 0) !== version) return false;
-    this.sites.set(site, { state: structuredClone(state), version: version + 1 });
-    return true;
-  }
-}
-
 /** How long before expiry a host is due: a fixed duration, or a fraction of its credentials' lifetime. */
 export type RenewBefore = { ms: number } | { fraction: number };
 
@@ -176,7 +160,7 @@ export function atRisk(host: HostExpiry, before: RenewBefore, now: number): bool
 }
 
 /** A stable fraction in [0, 1) from the identity (FNV-1a). */
-export function spreadOf(identity: string): number {
+function spreadOf(identity: string): number {
   let hash = 0x811c9dc5;
   for (let index = 0; index < identity.length; index++) {
     hash ^= identity.charCodeAt(index);
@@ -262,7 +246,7 @@ const EXPIRED_HOST_ACTION: Record<HostExpiry["credentials"]["kind"], string> = {
 };
 
 /** The expiry distribution status shows, the next hosts due, and the hosts whose credentials ran out. */
-export interface ExpiryReport {
+interface ExpiryReport {
   /** Hosts whose credentials' expiry is known. */
   known: number;
   expired: number;
@@ -283,7 +267,7 @@ const NEXT_DUE_SHOWN = 10;
 const DEFAULT_RENEW_BEFORE: RenewBefore = { fraction: 0.2 };
 
 /** Counts are cumulative: a host expiring in 3 h is within 24 h, 7 d and 30 d. */
-export function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {
+function expiryReport(hosts: readonly HostExpiry[], now: number, before: RenewBefore = DEFAULT_RENEW_BEFORE): ExpiryReport {
   const report: ExpiryReport = { known: hosts.length, expired: 0, atRisk: 0, within24h: 0, within7d: 0, within30d: 0, next: [], expiredHosts: [] };
   for (const host of hosts) {
     const left = host.credentials.expiresAt - now;

@@ -57,7 +57,7 @@ export function unansweredHoldFor(discoveryIntervalMs: number): number {
   return 2 * discoveryIntervalMs + REPROVISION_TIMEOUT_MS;
 }
 
-export interface RenewalSettings {
+interface RenewalSettings {
   site: string;
   /** Automatic renewal (`renew.enabled`); an operator's request is carried out either way. */
   enabled: boolean;

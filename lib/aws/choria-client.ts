@@ -8,9 +8,10 @@ import { isAbsolute, join } from "node:path";
 import type { BrokerConnectionSettings } from "../nats/connection";
 import type { RequestSigner } from "../choria/protocol";
 import type { ChoriaClientSettings } from "../nats/rpc-client";
-import { parseSecretReference, type ProvisionerConfig } from "../config";
+import { parseSecretReference } from "../config/secrets";
+import type { ProvisionerConfig } from "../config/types";
 import { decodeHex } from "../crypto/encoding";
-import { decodeJwt, type JwtVerifier, jwtVerifierFromContent, loadJwtVerifier } from "../crypto/jwt";
+import { decodeJwt, jwtVerifierFromContent, loadJwtVerifier, type JwtVerifier } from "../crypto/jwt";
 import { ed25519PrivateKeyFromSeed, loadSigningKey, type SigningKey } from "../crypto/keys";
 import { ConfigError } from "../errors";
 import type { Clock, Logger } from "../ports";
@@ -109,7 +110,7 @@ export async function loadEngineKeys(config: ProvisionerConfig): Promise<EngineK
  * (`ssm:` / `secretsmanager:`), else the file it names. A relative path is a file shipped in the
  * function's bundle (docs/deploy.md, `config/files/`), resolved against LAMBDA_TASK_ROOT on Lambda.
  */
-export async function keyMaterial(setting: string, value: string): Promise<string> {
+async function keyMaterial(setting: string, value: string): Promise<string> {
   unresolvedCheck(setting, value);
   return isPem(value) ? value : readText(setting, value);
 }

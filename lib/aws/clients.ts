@@ -20,14 +20,12 @@ const LEASE_REQUEST_TIMEOUT_MS = 1_500;
  * claim. Against a stalled path a call fails within STORE_CLIENT_FAILS_WITHIN_MS, an admission
  * (write, then the read that settles it) within twice that: inside the 30 s of `discover`.
  */
-export const STORE_REQUEST_TIMEOUT_MS = 3_000;
+const STORE_REQUEST_TIMEOUT_MS = 3_000;
 const STORE_MAX_ATTEMPTS = 2;
 /** The SDK's backoff between attempts is a random part of 100 ms x 2^attempt; this covers it. */
 const RETRY_BACKOFF_ALLOWANCE_MS = 500;
-/** The longest one admission-store call takes to fail on a stalled path. */
+/** The longest one admission-store or queue call takes to fail on a stalled path (the queues' clients share the store timeouts). */
 export const STORE_CLIENT_FAILS_WITHIN_MS = STORE_MAX_ATTEMPTS * STORE_REQUEST_TIMEOUT_MS + RETRY_BACKOFF_ALLOWANCE_MS;
-/** The longest one queue call takes to fail on a stalled path (the queues' clients share the store timeouts). */
-export const SQS_CLIENT_FAILS_WITHIN_MS = STORE_MAX_ATTEMPTS * STORE_REQUEST_TIMEOUT_MS + RETRY_BACKOFF_ALLOWANCE_MS;
 const DEFAULT_REGION = "us-east-1";
 
 /** Region and, for a local emulator, its endpoint and static credentials; nothing set means the SDK's defaults. */

@@ -8,23 +8,12 @@ import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "./chor
 import type { Invocations } from "../app/invocation";
 import type { Leadership } from "../app/leadership";
 import type { Broker, LifecycleEventSource } from "../app/use-case-ports";
-import type { AppSettings } from "./settings";
 import { ChoriaBroker } from "../nats/broker";
 import { SharedBrokerConnection } from "../nats/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
-import { NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
-import type { FunctionName } from "../config";
+import { defaultConsumerName, NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
 import type { ChoriaRpc } from "../ports";
-import {
-  admissionFlow,
-  composeInvocations,
-  composeLeadership,
-  composeParts,
-  functionSettings,
-  type AppOverrides,
-  type FunctionParts,
-} from "./compose";
-import { createPowertoolsSecretResolver } from "./powertools-secrets";
+import { admissionFlow, composeInvocations, composeLeadership, type FunctionParts } from "./compose";
 
 export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker> {
   const { config, clock, logger } = parts;
@@ -53,11 +42,6 @@ export function lifecycleEventSource(parts: FunctionParts, broker: ChoriaBroker)
   );
 }
 
-/** JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
-export function defaultConsumerName(site: string): string {
-  return `provisioner-${(site || "default").replace(/[.*>\s]/g, "_")}`;
-}
-
 /** What every function that reaches the broker is built from, on top of the shared parts. */
 export interface BrokerFunctionParts {
   parts: FunctionParts;
@@ -65,13 +49,6 @@ export interface BrokerFunctionParts {
   admission: AdmissionFlow;
   leadership: Leadership;
   invocations: Invocations;
-}
-
-/** The pieces of function `fn`, which reaches the broker (and may win a term, so it announces one). */
-export async function composeBrokerFunction(settings: AppSettings, fn: FunctionName, overrides: AppOverrides): Promise<BrokerFunctionParts & { broker: ChoriaBroker }> {
-  const parts = await composeParts(functionSettings(settings, fn), overrides, createPowertoolsSecretResolver);
-  const broker = await composeBroker(parts);
-  return withBroker(parts, broker);
 }
 
 /** Admission, leadership and the invocation wrapper on `broker`. */

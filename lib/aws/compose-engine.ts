@@ -4,7 +4,8 @@
  * before every RPC attempt and helper run.
  */
 import { loadEngineKeys } from "./choria-client";
-import { ProvisionEngine, type EngineSettings } from "../engine";
+import { ProvisionEngine } from "../engine/provision";
+import { type EngineSettings } from "../engine/settings";
 import type { ChoriaRpc } from "../ports";
 import type { FunctionParts } from "./compose";
 import { createHelperRunner } from "./helper-runner";
@@ -13,7 +14,7 @@ import { createHelperRunner } from "./helper-runner";
  * `provisions` false: an engine without the token and keys, for a whole-stack composition of a
  * function that does not provision (its configuration left those settings unresolved).
  */
-export async function composeEngine(parts: FunctionParts, rpc: ChoriaRpc, provisions = true): Promise<ProvisionEngine> {
+export async function composeEngine(parts: FunctionParts, rpc: ChoriaRpc, provisions: boolean): Promise<ProvisionEngine> {
   const { config, overrides } = parts;
   const settings: EngineSettings = {
     features: config.features,

@@ -17,24 +17,23 @@ import type { StatusQueues } from "../app/operator/report";
 import type { Broker } from "../app/use-case-ports";
 import { tableArnRegion, type AppSettings } from "./settings";
 import { AppSettingsError, SecretResolutionError } from "../errors";
-import { leaseSettingsOf, loadConfig, secretValues, type FunctionName, type ProvisionerConfig, type SecretResolver } from "../config";
-import type { RandomSource } from "../engine";
+import { loadConfig } from "../config/load";
+import { secretValues } from "../config/keys";
+import type { FunctionName, SecretResolver } from "../config/secrets";
+import type { ProvisionerConfig } from "../config/types";
+import type { RandomSource } from "../engine/retry";
 import { DynamoDbAdmissionStore } from "../dynamodb/admission-store";
 import type { DynamoDBClient } from "../dynamodb/client";
-import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
-import { DynamoDbPauseStore } from "../dynamodb/pause-store";
 import type { PauseStore } from "../lease/pause";
-import { createLeaseGate } from "../lease/gate";
 import type { LeaseGate, OnWonTerm } from "../lease/gate-port";
 import type { LeaseStore } from "../lease/store";
 import { systemClock, type Clock, type HelperRunner, type LogAttributes, type Logger, type Metrics } from "../ports";
 import { createLeaseClient, createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "./clients";
+import { createAppLeaseGate } from "./compose-lease-gate";
 import { createLogger } from "./powertools-logger";
 import { createPowertoolsMetrics } from "./powertools-metrics";
 import { SqsMessageQueue } from "./sqs-queue";
 
-/** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
-const LEASE_ROUND_TIMEOUT_MS = 4_000;
 /** The pause before an admission whose outcome stayed unknown is sent again: a store blip under load passes in about a second. */
 const ADMISSION_RESEND_PAUSE_MS = 1_000;
 
@@ -223,40 +222,12 @@ export function composeInvocations(parts: FunctionParts, broker: Pick<Broker, "c
   return new Invocations({ gate: parts.gate, broker, logger: parts.logger, attributes: parts.attributes });
 }
 
-export interface AppLeaseGateDeps {
-  client: DynamoDBClient;
-  /** LEASE_TABLE; required when leader election is on. */
-  tableName: string | undefined;
-  metrics: Metrics;
-  clock: Clock;
-  logger: Logger;
-  onWon?: OnWonTerm;
-}
-
 /**
- * The lease gate as every function composes it (and bench/failover.ts measures it): the
- * configuration's lease settings, the request TTL as the delivery horizon, bounded rounds, and the
- * operator's pause switch read from the same table before every round.
+ * Function `fn` composed from its settings for its handler (handlers/*.ts): its parts, resolving no
+ * secret (`status`, `release`), then `on` them. A broker function composes with `brokerFunction`.
  */
-export function createAppLeaseGate(
-  config: ProvisionerConfig,
-  deps: AppLeaseGateDeps,
-): { gate: LeaseGate; leaseStore: LeaseStore | undefined; pauseStore: PauseStore | undefined } {
-  const tableName = deps.tableName ?? "";
-  const leaseStore = config.leaderElection ? new DynamoDbLeaseStore({ client: deps.client, tableName }) : undefined;
-  const pauseStore = leaseStore ? new DynamoDbPauseStore({ client: deps.client, tableName }) : undefined;
-  const gate = createLeaseGate(
-    leaseSettingsOf(config, { roundTimeoutMs: LEASE_ROUND_TIMEOUT_MS }),
-    {
-      store: leaseStore,
-      pause: pauseStore,
-      metrics: deps.metrics,
-      clock: deps.clock,
-      logger: deps.logger,
-      ...(deps.onWon ? { onWon: deps.onWon } : {}),
-    },
-  );
-  return { gate, leaseStore, pauseStore };
+export function partsFunction<T>(fn: FunctionName, on: (parts: FunctionParts) => T): (settings: AppSettings, overrides: AppOverrides) => Promise<T> {
+  return async (settings, overrides) => on(await composeParts(functionSettings(settings, fn), overrides));
 }
 
 /** The settings of function `fn`: its composition resolves only `fn`'s secrets (lib/config/secrets.ts). */

@@ -1,5 +1,6 @@
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
-import { secretValues, type ProvisionerConfig } from "../config";
+import { secretValues } from "../config/keys";
+import type { ProvisionerConfig } from "../config/types";
 import { ExecHelperRunner } from "../helper/exec-runner";
 import { LambdaHelperRunner, type HelperInvoke } from "../helper/lambda-runner";
 import type { HelperRunner } from "../ports";

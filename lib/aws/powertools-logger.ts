@@ -1,6 +1,7 @@
 /** The Lambda functions' logger: Powertools structured JSON with the same masking as the console logger. */
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
-import { maskedRecord, Redactor, type LoggerOptions, type LogLevel } from "../observability";
+import { maskedRecord, type LoggerOptions, type LogLevel } from "../observability/logger";
+import { Redactor } from "../observability/redact";
 import type { LogAttributes, Logger } from "../ports";
 
 export interface PowertoolsLoggerOptions extends LoggerOptions {

@@ -1,7 +1,7 @@
 /** The Lambda functions' metrics: CloudWatch EMF through Powertools. */
 import { Metrics as PowertoolsMetrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { MetricUnit as MetricUnitValue } from "@aws-lambda-powertools/metrics/types";
-import { DEFAULT_NAMESPACE } from "../observability";
+import { DEFAULT_NAMESPACE } from "../observability/metrics";
 import type { AnyMetricName, MetricLabels, Metrics } from "../ports";
 
 /** EMF rejects empty dimension values; the Go daemon's unset site is the empty label. */

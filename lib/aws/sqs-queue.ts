@@ -18,7 +18,7 @@ import type { OutgoingMessage, QueueCounts, MessageQueue, SendOutcome } from "..
 /** SendMessageBatch takes at most 10 entries. */
 const BATCH_LIMIT = 10;
 /** SQS's limit for one message and for a whole batch (body plus attributes), in bytes. */
-export const SQS_MAX_BYTES = 1_048_576;
+const SQS_MAX_BYTES = 1_048_576;
 /**
  * Characters SQS refuses in a body or attribute (it accepts #x9 #xA #xD, #x20-#xD7FF, #xE000-#xFFFD
  * and #x10000-#x10FFFF): other control characters, lone surrogates, U+FFFE and U+FFFF.
@@ -162,7 +162,7 @@ function attributesOf(message: OutgoingMessage): SendMessageBatchRequestEntry["M
 }
 
 /** Why SQS would refuse this message whatever the retries, or undefined. */
-export function sqsProblem(message: OutgoingMessage): string | undefined {
+function sqsProblem(message: OutgoingMessage): string | undefined {
   const texts = [message.body, ...Object.entries(message.attributes ?? {}).flat()];
   for (const text of texts) {
     const match = SQS_INVALID_CHARACTER.exec(text);

@@ -4,7 +4,7 @@
  * whether it is a secret, whether it may be an `ssm:` / `secretsmanager:` reference, and how the
  * redacted view shows it. Everything else is derived from it: the zod schema (schema.ts), the
  * environment overrides (load.ts), the redacted view and `secretValues()` (config.ts), `SECRET_KEYS`,
- * `REFERENCE_SETTINGS` and `KEY_FILE_SETTINGS` (secrets.ts), and docs/configuration.md is tested
+ * `REFERENCE_SETTINGS` (secrets.ts), and docs/configuration.md is tested
  * against it. Adding a key is one row here plus its use in `parseConfig`.
  */
 import * as z from "zod";
@@ -229,7 +229,6 @@ type SpecOf<P extends Setting> = P extends `${infer S}.${infer N}`
 
 export type SecretKey = { [P in Setting]: SpecOf<P> extends { secret: true } ? P : never }[Setting];
 export type ReferenceSetting = { [P in Setting]: SpecOf<P> extends { reference: string } ? P : never }[Setting];
-export type KeyFileSetting = { [P in Setting]: SpecOf<P> extends { reference: "material" } ? P : never }[Setting];
 
 function isSection(spec: KeySpec | SectionSpec): spec is SectionSpec {
   return "section" in spec;

@@ -1,4 +1,4 @@
-import { settingsWhere, type KeyFileSetting, type ReferenceSetting, type SecretKey } from "./keys";
+import { settingsWhere, type ReferenceSetting, type SecretKey } from "./keys";
 import { REFERENCE_SHAPES, describeShape } from "./shapes";
 
 /** Where a secret lives: SSM Parameter Store (decrypted SecureString) or Secrets Manager. */
@@ -20,12 +20,6 @@ export interface SecretResolver {
 
 /** Configuration keys whose values are credentials (lib/config/keys.ts `secret`): redacted from every rendering of the config. */
 export const SECRET_KEYS = settingsWhere<SecretKey>((spec) => spec.secret === true);
-
-/**
- * Settings that name a key or certificate file (as in the Go daemon) and may instead be a reference
- * whose value is the PEM (or hex key) itself (lib/config/keys.ts `reference: "material"`).
- */
-export const KEY_FILE_SETTINGS = settingsWhere<KeyFileSetting>((spec) => spec.reference === "material");
 
 /** Every setting that may be written as an `ssm:` / `secretsmanager:` reference (dotted for nested keys). */
 export const REFERENCE_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.reference !== undefined);

@@ -9,12 +9,9 @@
  */
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
-  UpdateTimeToLiveCommand,
-  waitUntilTableExists,
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
@@ -282,29 +279,4 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
 /** The write acts on the claim it names and on no other. */
 function ownClaim(claimToken: string): Pick<WriteSpec, "condition" | "conditionValues"> {
   return { condition: "#claimToken = :token", conditionValues: { token: claimToken } };
-}
-
-/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
-export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
-  await client.send(
-    new CreateTableCommand({
-      TableName: tableName,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [
-        { AttributeName: "site", AttributeType: "S" },
-        { AttributeName: "identity", AttributeType: "S" },
-      ],
-      KeySchema: [
-        { AttributeName: "site", KeyType: "HASH" },
-        { AttributeName: "identity", KeyType: "RANGE" },
-      ],
-    }),
-  );
-  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
-  await client.send(
-    new UpdateTimeToLiveCommand({
-      TableName: tableName,
-      TimeToLiveSpecification: { AttributeName: ADMISSION_TTL_ATTRIBUTE, Enabled: true },
-    }),
-  );
 }

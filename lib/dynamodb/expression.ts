@@ -10,7 +10,7 @@
 import { convertToAttr, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { z } from "zod";
-import { ProvisionerError } from "../errors";
+import { DynamoDbExpressionError } from "../errors";
 
 type Scalar = string | number | boolean;
 
@@ -107,6 +107,3 @@ export function readItem<Schema extends z.ZodType>(schema: Schema, item: Record<
   const parsed = schema.safeParse(unmarshall(item));
   return parsed.success ? parsed.data : undefined;
 }
-
-/** A write described inconsistently (a programming error in a store, never a stored value). */
-export class DynamoDbExpressionError extends ProvisionerError {}

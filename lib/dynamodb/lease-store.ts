@@ -6,10 +6,8 @@
  */
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
   GetItemCommand,
   UpdateItemCommand,
-  waitUntilTableExists,
   type AttributeValue,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
@@ -209,21 +207,4 @@ export class DynamoDbLeaseStore implements LeaseStore {
       throw error;
     }
   }
-}
-
-/** Creates the lease table (on-demand) and waits until it is active; for tests, benchmarks and the local run. */
-export async function createLeaseTable(client: DynamoDBClient, tableName: string): Promise<void> {
-  await client.send(
-    new CreateTableCommand({
-      TableName: tableName,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [{ AttributeName: "site", AttributeType: "S" }],
-      KeySchema: [{ AttributeName: "site", KeyType: "HASH" }],
-    }),
-  );
-  await waitUntilActive(client, tableName);
-}
-
-async function waitUntilActive(client: DynamoDBClient, tableName: string): Promise<void> {
-  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
 }

@@ -5,7 +5,7 @@ import type { ChoriaRpc, Clock, HelperRunner, Logger, Metrics, PauseGate } from 
 import type { CredentialsExpiry } from "../admission/credentials";
 import type { RandomSource, RemainingTime } from "./retry";
 
-export interface EngineFeatures {
+interface EngineFeatures {
   jwt: boolean;
   ed25519: boolean;
   pki: boolean;

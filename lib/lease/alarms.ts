@@ -18,7 +18,7 @@ const PEER_RECENT_MS = 5 * 60_000;
  * lease-keeper run that started late or not at all (EventBridge fires once a minute), so a standby
  * that took over on time never raises the alarm.
  */
-export const TAKEOVER_MARGIN_MS = 60_000;
+const TAKEOVER_MARGIN_MS = 60_000;
 
 /**
  * Whether `item` shows a site with no valid holder for longer than a takeover should take: the

@@ -33,23 +33,6 @@ export function pauseKey(site: string, deploymentId: string): string {
   return `${PAUSE_KEY_PREFIX}${encodeURIComponent(site)}#${encodeURIComponent(deploymentId)}`;
 }
 
-export class MemoryPauseStore implements PauseStore {
-  private readonly states = new Map<string, PauseState>();
-
-  async read(site: string, deploymentId: string): Promise<PauseState | undefined> {
-    const state = this.states.get(pauseKey(site, deploymentId));
-    return state && { ...state };
-  }
-
-  async write(state: PauseState): Promise<void> {
-    this.states.set(pauseKey(state.site, state.deploymentId), { ...state });
-  }
-
-  async list(site: string): Promise<PauseState[]> {
-    return [...this.states.values()].filter((state) => state.site === site).map((state) => ({ ...state }));
-  }
-}
-
 /**
  * The switch as this deployment's gate last read it. While it is on, no lease round runs and the
  * held term is not used: the lease runs out and a standby takes over, as after a crash.

@@ -6,7 +6,7 @@ import { METRIC, type Clock, type Metrics } from "../ports";
 import type { LeaseGate } from "./gate-port";
 
 /** The term every piece of work carries when leader election is off. */
-export const UNELECTED_TERM = 0;
+const UNELECTED_TERM = 0;
 
 export function unelectedGate(metrics: Metrics, clock: Clock): LeaseGate {
   const open = () => metrics.gauge(METRIC.paused, 0);

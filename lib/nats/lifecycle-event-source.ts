@@ -10,6 +10,11 @@ import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../ap
 import { messageOf } from "../errors";
 import type { Clock, Logger } from "../ports";
 
+/** The durable consumer the site's deployments share unless LIFECYCLE_CONSUMER names another; JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
+export function defaultConsumerName(site: string): string {
+  return `provisioner-${(site || "default").replace(/[.*>\s]/g, "_")}`;
+}
+
 export interface NatsLifecycleEventSourceSettings {
   /** The stream looked up first; any stream capturing `subject` will do otherwise. */
   stream: string;

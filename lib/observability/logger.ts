@@ -1,10 +1,8 @@
 import { withCauseChain } from "../errors";
-import type { LogAttributes, Logger } from "../ports";
+import type { LogAttributes } from "../ports";
 import { Redactor } from "./redact";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
-
-const LEVEL_ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface LoggerOptions {
   serviceName?: string;
@@ -13,13 +11,7 @@ export interface LoggerOptions {
   secretValues?: Iterable<string>;
 }
 
-export interface ConsoleLoggerOptions extends LoggerOptions {
-  /** Receives each JSON line without its newline; default writes to stdout. */
-  write?: (line: string) => void;
-  now?: () => number;
-}
-
-/** One record as both loggers write it: the message and attributes, credentials masked. */
+/** One record as both loggers (Powertools, and the local run's console logger) write it: the message and attributes, credentials masked. */
 export interface MaskedRecord {
   message: string;
   attributes: LogAttributes | undefined;
@@ -36,26 +28,4 @@ export function maskedRecord(redactor: Redactor, message: string, attributes?: L
     message: redactor.text(error instanceof Error ? withCauseChain(message, error) : message),
     attributes: redactor.attributes(attributes),
   };
-}
-
-/** A dependency-free JSON-lines logger for the local run and benchmarks, with the same masking. */
-export function createConsoleLogger(options: ConsoleLoggerOptions = {}): Logger {
-  const threshold = LEVEL_ORDER[options.level ?? "info"];
-  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const now = options.now ?? Date.now;
-  const service = options.serviceName ?? "choria-provisioner";
-  const redactor = new Redactor(options.secretValues);
-  const emit = (level: LogLevel) => (message: string, attributes?: LogAttributes) => {
-    if (LEVEL_ORDER[level] < threshold) return;
-    const masked = maskedRecord(redactor, message, attributes);
-    const record = {
-      level: level.toUpperCase(),
-      message: masked.message,
-      service,
-      timestamp: new Date(now()).toISOString(),
-      ...masked.attributes,
-    };
-    write(JSON.stringify(record));
-  };
-  return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }

@@ -1,7 +1,7 @@
 import { DEFAULT_CERT_DENY_LIST } from "../../lib/crypto/csr";
-import type { EngineFeatures, EngineSettings } from "../../lib/engine";
+import type { EngineSettings } from "../../lib/engine/settings";
 
-export type EngineSettingsOverrides = Partial<Omit<EngineSettings, "features">> & { features?: Partial<EngineFeatures> };
+export type EngineSettingsOverrides = Partial<Omit<EngineSettings, "features">> & { features?: Partial<EngineSettings["features"]> };
 
 /**
  * Engine settings as the tests' deployments have them: no features, the Go daemon's certificate

@@ -8,7 +8,7 @@
  */
 import type { LeaseView, LocalStack } from "../../dev/local/stack";
 import type { StatusFunctionReport } from "../../lib/app/operator/functions";
-import type { ProvisionerConfig } from "../../lib/config";
+import type { ProvisionerConfig } from "../../lib/config/types";
 import { waitUntilAsync } from "./wait";
 
 type Deployment = LocalStack["deployments"][number];

@@ -34,7 +34,7 @@ import type {
   SendOutcome,
 } from "../../lib/app/use-case-ports";
 import type { DiscoveryResult } from "../../lib/app/use-case-ports";
-import type { ProvisionOutcome } from "../../lib/engine";
+import type { ProvisionOutcome } from "../../lib/engine/outcome";
 import type { HostWork } from "../../lib/ports";
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { AppSettings } from "../../lib/aws/settings";
 import { createApp, type App } from "../../dev/local/create-app";
-import { InMemoryMetrics } from "../../lib/observability";
+import { InMemoryMetrics } from "./in-memory-metrics";
 import { silentLogger, type Clock, type Logger } from "../../lib/ports";
 import { localAppSettings } from "./app-settings";
 import type { LocalResources } from "./aws";

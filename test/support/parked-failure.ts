@@ -6,7 +6,7 @@
  */
 import { ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { Message } from "@aws-sdk/client-sqs";
-import type { StatusFunctionReport } from "../../lib/app";
+import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import { makeHandler as discoverHandler } from "../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../handlers/provision";
 import { makeHandler as statusHandler } from "../../handlers/status";

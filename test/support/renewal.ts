@@ -5,11 +5,11 @@
  * `choria_provision#reprovision` and record, node side, every request they ran and when they were
  * out of service.
  */
-import { MemoryAdmissionStore } from "../../lib/admission/memory-admission-store";
-import type { CredentialsExpiry } from "../../lib/admission/credentials";
+import { MemoryAdmissionStore } from "./stores/memory-admission-store";
 import { AdmissionRegistry } from "../../lib/admission/registry";
-import { Renewal, type RenewalSettings } from "../../lib/app/renewal";
-import { MemoryRenewalStore } from "../../lib/app/renewal-state";
+import { type CredentialsExpiry } from "../../lib/admission/credentials";
+import { Renewal, type RenewalDeps } from "../../lib/app/renewal";
+import { MemoryRenewalStore } from "./stores/memory-renewal-store";
 import type { Standing } from "../../lib/lease/gate-port";
 import type { RpcCall } from "../../lib/ports";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";
@@ -43,7 +43,7 @@ export interface RenewalWorld {
   lost: Set<string>;
   /** How long a node that accepted reprovision takes to be provisioned again. */
   comebackMs: number;
-  settings: RenewalSettings;
+  settings: RenewalDeps["settings"];
   /** Provisions `identity` with credentials of `lifetimeMs` that expire at `expiresAt`. */
   provision(identity: string, expiresAt: number, lifetimeMs?: number): Promise<void>;
   /** Advances the clock, provisioning again every node whose comeback is due. */
@@ -51,7 +51,7 @@ export interface RenewalWorld {
   run(): ReturnType<Renewal["run"]>;
 }
 
-export function renewalSettings(overrides: Partial<RenewalSettings> = {}): RenewalSettings {
+export function renewalSettings(overrides: Partial<RenewalDeps["settings"]> = {}): RenewalDeps["settings"] {
   return {
     site: SITE,
     enabled: true,
@@ -68,7 +68,7 @@ export function renewalSettings(overrides: Partial<RenewalSettings> = {}): Renew
   };
 }
 
-export function renewalWorld(overrides: Partial<RenewalSettings> = {}): RenewalWorld {
+export function renewalWorld(overrides: Partial<RenewalDeps["settings"]> = {}): RenewalWorld {
   const clock = new VirtualClock(Date.UTC(2026, 5, 1));
   const metrics = new RecordingMetrics();
   const logger = new RecordingLogger();

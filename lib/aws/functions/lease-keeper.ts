@@ -1,23 +1,22 @@
-/** `leaseKeeper` (EventBridge schedule, every minute): keeps or contests the lease every lease.renew_interval until just before the deadline. */
-import type { AppSettings } from "../settings";
-import type { AppOverrides, FunctionParts } from "../compose";
+/** `leaseKeeper` (EventBridge schedule, every minute): renews or contests the lease every renew_interval until just before the deadline. */
+import type { FunctionParts } from "../compose";
 import { DynamoDbSiteRegistries } from "../../dynamodb/site-registries";
 import { SiteMemoryCheck } from "../../app/site-memory";
-import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import type { BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
-import { lazyFunction } from "../runtime";
 import type { KeepLeaseResult } from "../../app/leadership";
 import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
-export interface LeaseKeeperFunction {
+interface LeaseKeeperFunction {
   keepLease(ctx: InvocationContext): Promise<KeepLeaseResult>;
   close(): Promise<void>;
 }
 
-export function keepLeaseUseCase({ parts, invocations, leadership }: BrokerFunctionParts): LeaseKeeperFunction["keepLease"] {
+/** The function on its composed parts: its handler's (handlers/lease-keeper.ts) and the whole local stack's. */
+export function leaseKeeperFunction({ parts, invocations, leadership }: BrokerFunctionParts): LeaseKeeperFunction {
   const siteMemory = siteMemoryCheck(parts);
-  return (ctx) =>
+  const keepLease: LeaseKeeperFunction["keepLease"] = (ctx) =>
     invocations.run(ctx, async () => {
       // Beside the lease round, not before it: the check never delays keeping the lease.
       const checked = siteMemory?.check();
@@ -25,6 +24,7 @@ export function keepLeaseUseCase({ parts, invocations, leadership }: BrokerFunct
       await checked;
       return result;
     });
+  return { keepLease, close: parts.close };
 }
 
 /** With a site lease (leader election on), the check that every deployment of the site uses this one's registry. */
@@ -39,13 +39,6 @@ function siteMemoryCheck(parts: FunctionParts): SiteMemoryCheck | undefined {
   return new SiteMemoryCheck({ deploymentId: config.deploymentId, registries, clock: parts.clock, logger: parts.logger, metrics: parts.metrics });
 }
 
-export async function composeLeaseKeeper(settings: AppSettings, overrides: AppOverrides = {}): Promise<LeaseKeeperFunction> {
-  const composed = await composeBrokerFunction(settings, "leaseKeeper", overrides);
-  return { keepLease: keepLeaseUseCase(composed), close: composed.parts.close };
-}
-
 export function makeHandler(getFunction: () => Promise<LeaseKeeperFunction>) {
   return wrapHandler(getFunction, (fn, _event: unknown, context) => fn.keepLease(context));
 }
-
-export const handler = makeHandler(lazyFunction(composeLeaseKeeper));

@@ -1,19 +1,16 @@
 /** `provision` (SQS host-work queue, ReportBatchItemFailures): provisions each host whose work is current; only failed items are reported. */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { HostWorkProcessor } from "../../app/host-work";
-import type { AppSettings } from "../settings";
-import type { ProvisionEngine } from "../../engine";
-import type { AppOverrides } from "../compose";
-import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import { functionUses } from "../../config/secrets";
+import type { BrokerFunctionParts } from "../compose-broker";
 import { composeEngine } from "../compose-engine";
 import { wrapHandler } from "../middleware";
-import { lazyFunction } from "../runtime";
 import { batchResponse, queueMessagesOf } from "../sqs-batch";
 import { SqsBatchRefill } from "../sqs-batch-refill";
 import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
-export interface ProvisionFunction {
+interface ProvisionFunction {
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   close(): Promise<void>;
 }
@@ -31,7 +28,14 @@ const REFILL_STOP_BEFORE_DEADLINE_MS = 120_000;
  */
 const REFILL_WINDOW_MS = 20_000;
 
-export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunctionParts, engine: ProvisionEngine): ProvisionFunction["handleHostWorkBatch"] {
+/**
+ * The function on its composed parts: its handler's (handlers/provision.ts) and the whole local
+ * stack's. The only function that loads the engine, the JWT keys, the token and the helper runner;
+ * the keys and the token only where its settings resolve them (a whole-stack composition for
+ * another function's settings has an engine without them).
+ */
+export async function provisionFunction({ parts, broker, invocations }: BrokerFunctionParts): Promise<ProvisionFunction> {
+  const engine = await composeEngine(parts, broker.rpc, functionUses(parts.settings.function, "jwt_signing_key"));
   const { settings } = parts;
   const hostWork = new HostWorkProcessor({
     settings: {
@@ -60,18 +64,9 @@ export function hostWorkBatchUseCase({ parts, broker, invocations }: BrokerFunct
         monotonic: () => parts.clock.monotonic(),
       }),
   });
-  return (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx)));
-}
-
-/** The only function that loads the engine, the JWT keys, the token and the helper runner. */
-export async function composeProvision(settings: AppSettings, overrides: AppOverrides = {}): Promise<ProvisionFunction> {
-  const composed = await composeBrokerFunction(settings, "provision", overrides);
-  const engine = await composeEngine(composed.parts, composed.broker.rpc);
-  return { handleHostWorkBatch: hostWorkBatchUseCase(composed, engine), close: composed.parts.close };
+  return { handleHostWorkBatch: (event, ctx) => invocations.run(ctx, async () => batchResponse(await hostWork.handle(queueMessagesOf(event), ctx))), close: parts.close };
 }
 
 export function makeHandler(getFunction: () => Promise<ProvisionFunction>) {
   return wrapHandler(getFunction, (fn, event: SQSEvent, context): Promise<SQSBatchResponse> => fn.handleHostWorkBatch(event, context));
 }
-
-export const handler = makeHandler(lazyFunction(composeProvision));

@@ -7,25 +7,22 @@
  */
 import { brokerSettings, choriaClientSettings } from "../choria-client";
 import { Renewal, unansweredHoldFor, type RenewalRunResult } from "../../app/renewal";
-import type { AppSettings } from "../settings";
 import { ChoriaBroker } from "../../nats/broker";
 import { SharedBrokerConnection } from "../../nats/connection";
 import { ConfigError } from "../../errors";
-import type { AppOverrides } from "../compose";
-import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import type { BrokerFunctionParts } from "../compose-broker";
 import { DynamoDbRenewalStore } from "../../dynamodb/renewal-store";
 import { wrapHandler } from "../middleware";
-import { lazyFunction } from "../runtime";
 import type { InvocationContext } from "../../app/use-case-ports";
 
-export interface RenewFunction {
+interface RenewFunction {
   /** `not-configured`: no main broker (`renew.broker_urls`), so there is nothing renewal could reach. */
   renew(ctx: InvocationContext): Promise<RenewalRunResult | { status: "not-configured" }>;
   close(): Promise<void>;
 }
 
 /** The main broker: `renew.broker_urls`, no provisioning password (that is the provisioning broker's), the target collective. */
-export async function composeMainBroker({ parts }: BrokerFunctionParts): Promise<ChoriaBroker> {
+async function composeMainBroker({ parts }: BrokerFunctionParts): Promise<ChoriaBroker> {
   const { config, clock, logger } = parts;
   if (config.renew.brokerUrls.length === 0) {
     throw new ConfigError("renew.broker_urls", "is required for renewal: the main broker the provisioned nodes are connected to");
@@ -45,7 +42,7 @@ export async function composeMainBroker({ parts }: BrokerFunctionParts): Promise
   return broker;
 }
 
-export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewFunction["renew"] {
+function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewFunction["renew"] {
   const { parts, invocations } = composed;
   const { config, settings } = parts;
   const renewal = new Renewal({
@@ -84,8 +81,11 @@ export function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker):
     });
 }
 
-export async function composeRenew(settings: AppSettings, overrides: AppOverrides = {}): Promise<RenewFunction> {
-  const composed = await composeBrokerFunction(settings, "renew", overrides);
+/**
+ * The function on its composed parts: its handler's (handlers/renew.ts) and the whole local stack's.
+ * The main broker is a second connection of its own, made only where there is one to reach.
+ */
+export async function renewFunction(composed: BrokerFunctionParts): Promise<RenewFunction> {
   const { parts } = composed;
   // The schedule runs in every deployment; with renewal off and no main broker it must not fail (and alarm) every minute.
   if (parts.config.renew.brokerUrls.length === 0) {
@@ -105,4 +105,3 @@ export function makeHandler(getFunction: () => Promise<RenewFunction>) {
   return wrapHandler(getFunction, (fn, _event: unknown, context) => fn.renew(context));
 }
 
-export const handler = makeHandler(lazyFunction(composeRenew));

@@ -7,12 +7,9 @@
  */
 import * as z from "zod";
 import { reprovision } from "../../app/operator/functions";
-import type { AppSettings } from "../settings";
 import { InvalidInputError } from "../../errors";
-import type { AppOverrides } from "../compose";
-import { composeBrokerFunction, type BrokerFunctionParts } from "../compose-broker";
+import type { BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
-import { lazyFunction } from "../runtime";
 import type { ReadmitResult } from "../../app/operator/report";
 
 const reprovisionEvent = z.object({ identities: z.array(z.string()).min(1), force: z.boolean().optional() });
@@ -24,12 +21,13 @@ interface ReprovisionRequest {
 }
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
-export interface ReprovisionFunction {
+interface ReprovisionFunction {
   reprovision(request: ReprovisionRequest): Promise<ReadmitResult>;
   close(): Promise<void>;
 }
 
-export function reprovisionUseCase({ parts, admission }: BrokerFunctionParts): ReprovisionFunction["reprovision"] {
+/** The function on its composed parts: its handler's (handlers/reprovision.ts) and the whole local stack's. */
+export function reprovisionFunction({ parts, admission }: BrokerFunctionParts): ReprovisionFunction {
   const { config } = parts;
   const deps = {
     // Reading the current term may win one, which leadership announces (hence the broker).
@@ -40,12 +38,7 @@ export function reprovisionUseCase({ parts, admission }: BrokerFunctionParts): R
     forceHint: '"force": true',
     logger: parts.logger,
   };
-  return ({ identities, force }) => reprovision(deps, identities, { force: force === true });
-}
-
-export async function composeReprovision(settings: AppSettings, overrides: AppOverrides = {}): Promise<ReprovisionFunction> {
-  const composed = await composeBrokerFunction(settings, "reprovision", overrides);
-  return { reprovision: reprovisionUseCase(composed), close: composed.parts.close };
+  return { reprovision: ({ identities, force }) => reprovision(deps, identities, { force: force === true }), close: parts.close };
 }
 
 export function makeHandler(getFunction: () => Promise<ReprovisionFunction>) {
@@ -57,5 +50,3 @@ export function makeHandler(getFunction: () => Promise<ReprovisionFunction>) {
     return fn.reprovision(parsed.data);
   });
 }
-
-export const handler = makeHandler(lazyFunction(composeReprovision));

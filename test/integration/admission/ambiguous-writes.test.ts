@@ -7,7 +7,6 @@
 import { GetQueueAttributesCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
-import { STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/clients";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";
@@ -15,6 +14,9 @@ import { deliverOnce, lambdaContext, receive, servicesForSuite, type LocalResour
 import { startDelayProxy, type DelayProxy } from "../../support/delay-proxy";
 import { hostAndPort } from "../../support/stall-proxy";
 import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";
+
+/** The admission store's and the queues' clients give up on an answer after 3 s (lib/aws/clients.ts): held longer, a write's answer is lost. */
+const STORE_REQUEST_TIMEOUT_MS = 3_000;
 
 const SITE = "ambiguous";
 const HOST = "slow-claim.example.net";

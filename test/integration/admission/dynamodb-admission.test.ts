@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { DescribeTimeToLiveCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { ADMISSION_TTL_ATTRIBUTE, createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import { ADMISSION_TTL_ATTRIBUTE, DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import { createAdmissionTable } from "../../../dev/local/resources";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { AdmissionStoreError } from "../../../lib/admission/store";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { AdmissionStoreError } from "../../../lib/admission/store";
-import { createSqsClient, createStoreClient, endpointConfig, SQS_CLIENT_FAILS_WITHIN_MS, STORE_CLIENT_FAILS_WITHIN_MS } from "../../../lib/aws/clients";
+import { createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "../../../lib/aws/clients";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
 import { silentLogger } from "../../../lib/ports";
 import { RecordingMetrics } from "../../support/fakes";
@@ -73,7 +73,7 @@ describe("store clients on a stalled path", () => {
     sqsPath.thaw();
     client.destroy();
     expect(accepted).toEqual([false, false]);
-    expect(ms).toBeLessThan(SQS_CLIENT_FAILS_WITHIN_MS + SCHEDULING_SLACK_MS);
+    expect(ms).toBeLessThan(STORE_CLIENT_FAILS_WITHIN_MS + SCHEDULING_SLACK_MS);
   });
 
   it("a queue send fails within the queue client's bound", async () => {
@@ -87,6 +87,6 @@ describe("store clients on a stalled path", () => {
     sqsPath.thaw();
     client.destroy();
     expect(error).toBeInstanceOf(Error);
-    expect(ms).toBeLessThan(SQS_CLIENT_FAILS_WITHIN_MS + SCHEDULING_SLACK_MS);
+    expect(ms).toBeLessThan(STORE_CLIENT_FAILS_WITHIN_MS + SCHEDULING_SLACK_MS);
   });
 });

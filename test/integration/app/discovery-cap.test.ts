@@ -13,7 +13,7 @@ import { makeHandler as provisionHandler } from "../../../handlers/provision";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { createApp } from "../../../dev/local/create-app";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { DiscoveryForger } from "../../support/discovery-forger";
 import { realClock, RecordingLogger } from "../../support/fakes";

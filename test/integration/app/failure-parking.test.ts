@@ -4,7 +4,8 @@
  * Local and fauxqs, with a helper that cannot run.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decodeHostWork, type StatusFunctionReport } from "../../../lib/app";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
+import type { StatusFunctionReport } from "../../../lib/app/operator/functions";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";

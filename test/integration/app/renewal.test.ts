@@ -4,10 +4,10 @@
  * requests they ran, when, and what they answered.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { Renewal, type RenewalSettings } from "../../../lib/app/renewal";
-import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
+import { Renewal, type RenewalDeps } from "../../../lib/app/renewal";
+import { MemoryRenewalStore } from "../../support/stores/memory-renewal-store";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC, systemClock } from "../../../lib/ports";
 import { startFleet, type Fleet, type NodeFaults } from "../../../dev/simulator";
@@ -27,7 +27,7 @@ afterEach(async () => {
   fleet = undefined;
 });
 
-async function setup(count: number, settings: Partial<RenewalSettings>, faults: Record<string, NodeFaults> = {}) {
+async function setup(count: number, settings: Partial<RenewalDeps["settings"]>, faults: Record<string, NodeFaults> = {}) {
   fleet = await startFleet({
     natsUrl: broker.nats.url,
     count,

@@ -6,12 +6,11 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createAdmissionTable } from "../../../lib/dynamodb/admission-store";
 import { SiteMemoryCheck } from "../../../lib/app/site-memory";
 import { DynamoDbSiteRegistries } from "../../../lib/dynamodb/site-registries";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { LOCAL_AWS } from "../../../dev/local/services";
-import { createProvisionerTables } from "../../../dev/local/resources";
+import { createAdmissionTable, createProvisionerTables } from "../../../dev/local/resources";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const RUN = randomUUID().slice(0, 8);

@@ -8,9 +8,9 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
-import { createAdmissionTable } from "../../../lib/dynamodb/admission-store";
+import { createAdmissionTable } from "../../../dev/local/resources";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { EXTRA_METRIC, silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";

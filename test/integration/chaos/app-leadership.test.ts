@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import type { LogAttributes, Logger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";

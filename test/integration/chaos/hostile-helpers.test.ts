@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { recordScenario } from "../../support/chaos/scenario";
 import { chainHas, ChaosHarness, chaosEngine, describeOutcome, natsRpc, requestsTo, TOKEN } from "../../support/chaos/support";
 import { CappedWaitRpc } from "../../support/fakes";

@@ -9,7 +9,7 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BroadcastDiscoverer } from "../../../lib/nats/discovery";
-import { UpgradeError } from "../../../lib/engine";
+import { UpgradeError } from "../../../lib/engine/errors";
 import { CsrError, InvalidInputError, JwtError, NonceSignatureError, RpcProtocolError, RpcStatusError, RpcTimeoutError } from "../../../lib/errors";
 import type { ChoriaRpc, HostWork } from "../../../lib/ports";
 import type { NodeFaults } from "../../../dev/simulator";

@@ -12,11 +12,11 @@
  * Asserted at the node (see deployments.ts): no node runs a request of term T after it received
  * one of a later term, and every node ends provisioned.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { createLeaseTable } from "../../../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../../../dev/local/resources";
 import { LOCAL_AWS, startNats, type RunningNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { seededRandom } from "../../support/random";

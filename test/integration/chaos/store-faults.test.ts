@@ -9,8 +9,8 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
-import { loadConfig } from "../../../lib/config";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { loadConfig } from "../../../lib/config/load";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { silentLogger } from "../../../lib/ports";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { deliverOnce, receive, remainingTime, servicesForSuite, type Queues } from "../../support/aws";

@@ -10,7 +10,7 @@ import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
 import { BrokerConnectionError, connectBroker } from "../../../lib/nats/connection";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { makeCertificateAuthority, startTlsBroker, type CertificateAuthority, type TlsBroker } from "../../../dev/local/real-fleet";
 
 let dir: string;

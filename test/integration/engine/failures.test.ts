@@ -3,7 +3,7 @@
  * and the simulated node shows what it was (and was not) asked.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { RpcRetriesExhaustedError } from "../../../lib/engine";
+import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import {
   CsrError,
   HelperError,
@@ -13,10 +13,10 @@ import {
   RpcTimeoutError,
   type ProvisionerError,
 } from "../../../lib/errors";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { METRIC } from "../../../lib/ports";
 import type { NodeFaults, ProvisioningJwtFault } from "../../../dev/simulator";
-import type { ProvisionOutcome, ProvisionStep } from "../../../lib/engine";
+import type { ProvisionOutcome } from "../../../lib/engine/outcome";
 import { EngineHarness, MJS_HELPER, newSigningKey, recordsOf, requestsTo } from "./support";
 
 let harness: EngineHarness;
@@ -30,7 +30,7 @@ afterAll(() => harness?.stop());
 const exampleHelper = () => new ExecHelperRunner({ command: MJS_HELPER });
 
 /** The failure's step and error, or a test failure naming the outcome that came instead. */
-function failure(outcome: ProvisionOutcome): { step: ProvisionStep; error: ProvisionerError } {
+function failure(outcome: ProvisionOutcome): { step: Extract<ProvisionOutcome, { kind: "failed" }>["step"]; error: ProvisionerError } {
   if (outcome.kind !== "failed") throw new Error(`expected a failed outcome, got ${outcome.kind}`);
   expect(outcome.retryable).toBe(false);
   return { step: outcome.step, error: outcome.error };

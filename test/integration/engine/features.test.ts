@@ -7,8 +7,8 @@ import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
 import { verifyJwtSignature } from "../../../lib/crypto/jwt";
-import { UpgradeError } from "../../../lib/engine";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { UpgradeError } from "../../../lib/engine/errors";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";
 import { serverJwtExpiry } from "../../support/server-jwt-expiry";
 

@@ -6,7 +6,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { verifyJwtSignature } from "../../../lib/crypto/jwt";
 import { DeferredError } from "../../../lib/errors";
-import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
+import { LambdaHelperRunner } from "../../../lib/helper/lambda-runner";
 import { METRIC, type HelperRunner } from "../../../lib/ports";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { EngineHarness, inProcessInvoke, MJS_HELPER, newSigningKey, nodePublicKeyHex, requestsTo, restarted, SH_HELPER } from "./support";

@@ -16,12 +16,14 @@ import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
 import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
 import { ed25519PrivateKeyFromSeed, rawPublicKey, type SigningKey } from "../../../lib/crypto/keys";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
-import { ProvisionEngine, type EngineFeatures, type EngineSettings } from "../../../lib/engine";
-import { type HelperInvoke } from "../../../lib/helper";
+import { ProvisionEngine } from "../../../lib/engine/provision";
+import { type EngineSettings } from "../../../lib/engine/settings";
+import type { HelperInvoke } from "../../../lib/helper/lambda-runner";
 import { engineSettings } from "../../support/engine-settings";
-import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../../../dev/local/resources";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { LeaseGate } from "../../../lib/lease/gate-port";
+import { type LeaseGate } from "../../../lib/lease/gate-port";
 import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS, type RunningNats } from "../../../dev/local/services";
@@ -80,7 +82,7 @@ export interface EngineUnderTest {
 export interface EngineOptions {
   fleet: Fleet;
   helper: HelperRunner;
-  features?: Partial<EngineFeatures>;
+  features?: Partial<EngineSettings["features"]>;
   settings?: Partial<Omit<EngineSettings, "features">>;
   deployment?: Deployment;
   rpc?: ChoriaRpc;

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "nats";
 import { beforeAll, describe, expect, it } from "vitest";
-import { decodeHostWork, encodeHostWork, type StatusFunctionReport } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
+import type { StatusFunctionReport } from "../../../lib/app/operator/functions";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { startNats } from "../../../dev/local/services";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";

@@ -5,7 +5,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import type { HelperRequest } from "../../../lib/ports";
 
 const EXAMPLES = resolve(dirname(fileURLToPath(import.meta.url)), "../../../examples/helpers");

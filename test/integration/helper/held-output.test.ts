@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import type { HelperRequest } from "../../../lib/ports";
 
 /** How long the detached child holds the helper's output: what the run used to wait for. */

@@ -9,7 +9,7 @@ import { cp, mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExecHelperRunner } from "../../../lib/helper";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import type { HelperRequest } from "../../../lib/ports";
 
 const LAYER_SOURCE = resolve(import.meta.dirname, "../../../examples/helper-layer");

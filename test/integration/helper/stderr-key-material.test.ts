@@ -11,7 +11,7 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { servicesForSuite, type LocalResources } from "../../support/aws";
 import { startDeployment, TOKEN, type Deployment } from "../../support/handlers";

@@ -3,7 +3,8 @@ import { DynamoDBClient, GetItemCommand, PutItemCommand } from "@aws-sdk/client-
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { LeaseStoreError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { createLeaseTable } from "../../../dev/local/resources";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";

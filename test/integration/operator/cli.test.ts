@@ -14,7 +14,7 @@ import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from "@aws-
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { decodeHostWork, encodeHostWork } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";

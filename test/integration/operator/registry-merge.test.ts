@@ -18,15 +18,16 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { createAdmissionTable, DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import { createAdmissionTable, createLeaseTable } from "../../../dev/local/resources";
+import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { StoredHost } from "../../../lib/admission/merge";
 import { RegistryMerge, type RegistryMergeReport, type RegistryTable } from "../../../lib/app/registry-merge";
-import { createStoreClient, STORE_REQUEST_TIMEOUT_MS } from "../../../lib/aws/clients";
+import { createStoreClient } from "../../../lib/aws/clients";
 import { DynamoDbRegistryTable } from "../../../lib/dynamodb/registry-copy";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";
 import { emptyRenewalState } from "../../../lib/app/renewal-state";
-import { createLeaseTable, DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
+import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import { splitCommandLine } from "../../../lib/helper/shellwords";
 import { LOCAL_AWS } from "../../../dev/local/services";
@@ -36,6 +37,9 @@ import { dynamoClient } from "../../support/aws";
 import { startDelayProxy } from "../../support/delay-proxy";
 import { hostAndPort } from "../../support/stall-proxy";
 import { takeLease } from "../../support/operator-cli";
+
+/** The admission store's and the queues' clients give up on an answer after 3 s (lib/aws/clients.ts): held longer, a write's answer is lost. */
+const STORE_REQUEST_TIMEOUT_MS = 3_000;
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const SITE = "lon";

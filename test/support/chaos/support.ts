@@ -8,7 +8,9 @@
 import type { NatsConnection } from "nats";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "../../../lib/nats/rpc-client";
 import { engineSettings } from "../engine-settings";
-import { ProvisionEngine, type EngineFeatures, type EngineSettings, type ProvisionOutcome } from "../../../lib/engine";
+import { ProvisionEngine } from "../../../lib/engine/provision";
+import { type EngineSettings } from "../../../lib/engine/settings";
+import { type ProvisionOutcome } from "../../../lib/engine/outcome";
 import { ProvisionerError } from "../../../lib/errors";
 import type { ChoriaRpc, HelperRequest, HelperResponse, HelperRunner, HostWork, PauseGate } from "../../../lib/ports";
 import type { Fleet } from "../../../dev/simulator";
@@ -80,7 +82,7 @@ export interface ChaosEngineOptions {
   fleet: Fleet;
   helper: HelperRunner;
   rpc: ChoriaRpc;
-  features?: Partial<EngineFeatures>;
+  features?: Partial<EngineSettings["features"]>;
   settings?: Partial<Omit<EngineSettings, "features">>;
 }
 

@@ -3,16 +3,18 @@
  * in-memory one (unit) and the DynamoDB one (integration), so both evaluate the same conditions.
  */
 import { describe, expect, it } from "vitest";
-import { failuresInARow, type HostClaim } from "../../../lib/admission/claim";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { LAST_ERRORS_SHOWN } from "../../../lib/admission/site-listing";
-import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite, type AdmitRequest, type ClaimRequest } from "../../../lib/admission/store";
-import { WAITING_MAX_BYTES } from "../../../lib/admission/waiting-names";
+import type { ClaimRequest } from "../../../lib/admission/store";
+import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite, type AdmitRequest } from "../../../lib/admission/store";
+import { failuresInARow, type HostClaim } from "../../../lib/admission/claim";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;
 const CLAIM_TTL = 120_000;
+/** The registry's documented bounds, stated here: the status report lists at most 50 failures, and the waiting names fit in 256 KiB of their 400 KB item. */
+const LAST_ERRORS_SHOWN = 50;
+const WAITING_MAX_BYTES = 256 * 1024;
 
 /**
  * Counts writes and can disturb the next one as a store client does: `lost` applies it and throws

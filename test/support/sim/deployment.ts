@@ -18,9 +18,9 @@ import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-eve
 import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
 import type { RenewalStore } from "../../../lib/app/renewal-state";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
-import { ProvisionEngine } from "../../../lib/engine";
+import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { LeaseGate } from "../../../lib/lease/gate-port";
+import { type LeaseGate } from "../../../lib/lease/gate-port";
 import type { LeaseStore } from "../../../lib/lease/store";
 import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";

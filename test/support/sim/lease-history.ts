@@ -4,7 +4,7 @@
  * invariants about terms are checked on this record, not on what a deployment believed.
  */
 import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/store";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../stores/memory-lease-store";
 import type { VirtualTime } from "./time";
 
 export interface AppliedLeaseWrite {

@@ -3,13 +3,13 @@
  * virtual time, the scenario's faults and operator actions in its first phase, then a quiet phase
  * in which everything must settle, then the invariants. The same scenario replays exactly.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../stores/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { OperatorRefusal } from "../../../lib/app/operator/report";
 import { RenewalOperator } from "../../../lib/app/operator/renewal-operator";
-import { MemoryRenewalStore } from "../../../lib/app/renewal-state";
-import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { MemoryRenewalStore } from "../stores/memory-renewal-store";
+import { MemoryPauseStore } from "../stores/memory-pause-store";
 import { silentLogger, type Clock } from "../../../lib/ports";
 import { noMetrics } from "../fakes";
 import { LEASE_TIMING, SimDeployment, SITE, TOKEN, type DeploymentSpec, type FunctionName, type SiteStores, type Variant } from "./deployment";

@@ -1,4 +1,4 @@
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { describeExpiryRules } from "../../support/contracts/expiry-rules";
 import { describeRegistryRules } from "../../support/contracts/registry-rules";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WaitingName } from "../../../lib/admission/store";
-import { selectDiscovered, waitingBound, type SelectionLimits } from "../../../lib/app/discovery-selection";
+import { selectDiscovered, type SelectionLimits } from "../../../lib/app/discovery-selection";
 import { seededRandom } from "../../support/random";
 
 const forged = (count: number, round = 0) => Array.from({ length: count }, (_, index) => `forged-${round}-${index}.example.net`);
@@ -124,14 +124,14 @@ describe("selectDiscovered", () => {
     expect(selection.waiting.at(-1)).toEqual(waiting[1]);
   });
 
-  it("remembers at most waitingBound names, a random share of a larger flood", () => {
+  it("remembers at most four discoveries' worth of new names and never fewer than 1,000, a random share of a larger flood", () => {
     // Act
     const selection = select(forged(5_000), new Set(), { cap: 10_000, newBudget: 10 });
     const other = select(forged(5_000), new Set(), { cap: 10_000, newBudget: 10 }, [], NOW, 2);
+    const larger = select(forged(10_000), new Set(), { cap: 20_000, newBudget: 1_000 });
 
     // Assert
-    expect(waitingBound(10)).toBe(1_000);
-    expect(waitingBound(1_000)).toBe(4_000);
+    expect(larger.waiting).toHaveLength(4_000);
     expect(selection.waiting).toHaveLength(1_000);
     expect(selection.waiting.map((name) => name.identity)).not.toEqual(forged(1_000));
     expect(selection.waiting.map((name) => name.identity)).not.toEqual(other.waiting.map((name) => name.identity));

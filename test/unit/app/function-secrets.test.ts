@@ -10,20 +10,24 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { AppSettings } from "../../../lib/aws/settings";
 import { createApp, type AppOverrides } from "../../../dev/local/create-app";
-import { composeDiscover } from "../../../lib/aws/functions/discover";
-import { composeLeaseKeeper } from "../../../lib/aws/functions/lease-keeper";
-import { composeLifecycle } from "../../../lib/aws/functions/lifecycle";
-import { composeLifecycleBridge } from "../../../lib/aws/functions/lifecycle-bridge";
-import { composeProvision } from "../../../lib/aws/functions/provision";
-import { composeRelease } from "../../../lib/aws/functions/release";
-import { composeRenew } from "../../../lib/aws/functions/renew";
-import { composeReprovision } from "../../../lib/aws/functions/reprovision";
-import { composeStatus } from "../../../lib/aws/functions/status";
-import { keyMaterial } from "../../../lib/aws/choria-client";
-import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config";
+import { partsFunction } from "../../../lib/aws/compose";
+import { lifecycleEventSource } from "../../../lib/aws/compose-broker";
+import { brokerFunction } from "../../../lib/aws/compose-broker-function";
+import { discoverFunction } from "../../../lib/aws/functions/discover";
+import { leaseKeeperFunction } from "../../../lib/aws/functions/lease-keeper";
+import { lifecycleFunction } from "../../../lib/aws/functions/lifecycle";
+import { lifecycleBridgeFunction } from "../../../lib/aws/functions/lifecycle-bridge";
+import { provisionFunction } from "../../../lib/aws/functions/provision";
+import { releaseFunction } from "../../../lib/aws/functions/release";
+import { renewFunction } from "../../../lib/aws/functions/renew";
+import { reprovisionFunction } from "../../../lib/aws/functions/reprovision";
+import { statusFunction } from "../../../lib/aws/functions/status";
+import { brokerSettings } from "../../../lib/aws/choria-client";
+import { parseConfig } from "../../../lib/config/config";
+import { formatSecretReference, type FunctionName, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { silentLogger } from "../../../lib/ports";
 import { localAppSettings } from "../../support/app-settings";
 
@@ -134,17 +138,17 @@ describe("secrets resolved per function", () => {
   });
 });
 
-/** The deployed functions' own compositions (what each handler runs), by function name. */
+/** The deployed functions' own compositions (what each handler, handlers/*.ts, runs), by function name. */
 const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppOverrides) => Promise<{ close(): Promise<void> }>> = {
-  discover: composeDiscover,
-  leaseKeeper: composeLeaseKeeper,
-  lifecycleBridge: composeLifecycleBridge,
-  lifecycle: composeLifecycle,
-  provision: composeProvision,
-  status: composeStatus,
-  reprovision: composeReprovision,
-  release: composeRelease,
-  renew: composeRenew,
+  discover: brokerFunction("discover", discoverFunction),
+  leaseKeeper: brokerFunction("leaseKeeper", leaseKeeperFunction),
+  lifecycleBridge: brokerFunction("lifecycleBridge", (composed) => lifecycleBridgeFunction(composed, lifecycleEventSource(composed.parts, composed.broker))),
+  lifecycle: brokerFunction("lifecycle", lifecycleFunction),
+  provision: brokerFunction("provision", provisionFunction),
+  status: partsFunction("status", statusFunction),
+  reprovision: brokerFunction("reprovision", reprovisionFunction),
+  release: partsFunction("release", releaseFunction),
+  renew: brokerFunction("renew", renewFunction),
 };
 
 describe("secrets resolved by each deployed function's own composition", () => {
@@ -173,7 +177,14 @@ describe("secrets resolved by each deployed function's own composition", () => {
   });
 });
 
-describe("keyMaterial", () => {
+/** The TLS material the broker connection is given for these settings (each key or certificate setting read as its PEM). */
+async function brokerTls(tls: { ca?: string; cert?: string; key?: string }) {
+  const config = parseConfig({ site: "lon", helper: "/bin/true", broker_urls: ["tls://broker.example.net:4222"] });
+  const settings = await brokerSettings({ ...config, choriaInsecure: false, tls: { ca: undefined, cert: undefined, key: undefined, insecureSkipVerify: false, ...tls } }, "test");
+  return settings.tls;
+}
+
+describe("key and certificate settings", () => {
   let root: string;
 
   beforeEach(async () => {
@@ -186,7 +197,7 @@ describe("keyMaterial", () => {
   });
 
   it("takes a PEM fetched from a secret store as the material itself", async () => {
-    expect(await keyMaterial("tls.key", TLS_KEY)).toBe(TLS_KEY);
+    expect((await brokerTls({ key: TLS_KEY }))?.key).toBe(TLS_KEY);
   });
 
   it("reads a relative path from the function's bundle (LAMBDA_TASK_ROOT)", async () => {
@@ -196,21 +207,21 @@ describe("keyMaterial", () => {
     vi.stubEnv("LAMBDA_TASK_ROOT", root);
 
     // Act
-    const material = await keyMaterial("tls.ca", "config/files/ca.pem");
+    const material = (await brokerTls({ ca: "config/files/ca.pem" }))?.ca;
 
     // Assert
     expect(material).toBe(CERT);
   });
 
   it("refuses a reference its function was not given, naming the setting", async () => {
-    const error = await keyMaterial("tls.key", "ssm:/choria/tls/key").catch((e: unknown) => e);
+    const error = await brokerTls({ key: "ssm:/choria/tls/key" }).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).key).toBe("tls.key");
   });
 
   it("names the setting when a file is missing", async () => {
-    const error = await keyMaterial("tls.cert", join(root, "absent.pem")).catch((e: unknown) => e);
+    const error = await brokerTls({ cert: join(root, "absent.pem") }).catch((e: unknown) => e);
 
     expect((error as ConfigError).key).toBe("tls.cert");
   });

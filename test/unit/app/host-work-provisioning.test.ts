@@ -1,22 +1,25 @@
 import { describe, expect, it } from "vitest";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { HostWorkProcessor, STORE_BLIP_PAUSES_MS } from "../../../lib/app/host-work";
+import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import type { QueueMessage } from "../../../lib/app/use-case-ports";
-import type { ProvisionEngine, ProvisionOutcome } from "../../../lib/engine";
+import type { ProvisionEngine } from "../../../lib/engine/provision";
+import type { ProvisionOutcome } from "../../../lib/engine/outcome";
 import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { assertGateOpen } from "../../../lib/engine/retry";
 import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, PausedError, RpcTransportError, type ProvisionerError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/lease/store";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
+/** The re-reads after a store blip wait 1, 2, 4 and 8 s: a blip under load passes in about a second, a longer one gets 15 s. */
+const STORE_BLIP_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];
 
 function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4): HostWorkProcessor {
   return new HostWorkProcessor({
@@ -465,6 +468,34 @@ describe("host work: provisioning one queued host", () => {
         attributes: { reason: expect.stringContaining("invalid host-work message"), sourceMessageId: poison.id, sourceQueue: w.queues.hostWork.url },
       },
     ]);
+  });
+
+  it("delays a host given back longer with each delivery, up to the cap", async () => {
+    // Arrange: five deferred hosts, delivered 1, 2, 5, 11 and 50 times; 30 s per delivery, 300 s at most.
+    const w = world();
+    const engine = new FakeEngine();
+    engine.outcome = (work) => ({ kind: "deferred", identity: work.identity, error: new DeferredError("helper asked to defer") });
+    const counts = [1, 2, 5, 11, 50];
+    const messages = (await admitted(w, ...counts.map((count) => `n${count}.example.net`))).map((message, index) => ({ ...message, receiveCount: counts[index]! }));
+    const slowing = new HostWorkProcessor({
+      settings: { deploymentId: w.deploymentId, workers: 1, retry: { baseDelaySeconds: 30, maxDelaySeconds: 300 }, failureLimit: 3, deadlineMarginMs: 1_000 },
+      gate: w.gate,
+      registry: w.registry,
+      engine,
+      broker: w.broker,
+      hostWork: w.queues.hostWork,
+      hostWorkDlq: w.queues.hostWorkDlq,
+      logger: w.logger,
+      metrics: w.metrics,
+      clock: w.clock,
+    });
+
+    // Act
+    await slowing.handle(messages, context());
+
+    // Assert
+    const delayOf = new Map(w.queues.hostWork.delays.map((delay) => [delay.receiptHandle, delay.seconds]));
+    expect(messages.map((message) => delayOf.get(message.receiptHandle))).toEqual([30, 60, 150, 300, 300]);
   });
 
   it("gives a deferred host back with the reason and delays its next delivery", async () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { decodeHostWork, encodeHostWork, retryDelaySeconds } from "../../../lib/app";
+import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { appSettingsFromEnv } from "../../../lib/aws/settings";
 import { AppSettingsError } from "../../../lib/errors";
-import { Limiter } from "../../../lib/app/concurrency";
+import { mapLimited } from "../../../lib/app/concurrency";
 import { InvalidInputError } from "../../../lib/errors";
 
 describe("host-work messages", () => {
@@ -24,14 +24,6 @@ describe("host-work messages", () => {
   ])("rejects %s naming the field", (body, field) => {
     expect(() => decodeHostWork(body)).toThrow(InvalidInputError);
     expect(() => decodeHostWork(body)).toThrow(field);
-  });
-});
-
-describe("retry delays", () => {
-  it("grow with the receive count up to the cap", () => {
-    const delays = [1, 2, 5, 11, 50].map((count) => retryDelaySeconds(count, 30, 300));
-
-    expect(delays).toEqual([30, 60, 150, 300, 300]);
   });
 });
 
@@ -64,9 +56,8 @@ describe("appSettingsFromEnv", () => {
   });
 });
 
-describe("Limiter", () => {
+describe("mapLimited", () => {
   it("never runs more tasks at once than its limit", async () => {
-    const limiter = new Limiter(2);
     let running = 0;
     let peak = 0;
     const task = async () => {
@@ -77,7 +68,7 @@ describe("Limiter", () => {
       running--;
     };
 
-    await Promise.all(Array.from({ length: 7 }, () => limiter.run(task)));
+    await mapLimited(Array.from({ length: 7 }), 2, task);
 
     expect(peak).toBe(2);
   });

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator/functions";
-import { MemoryRenewalStore, type RenewalStore } from "../../../lib/app/renewal-state";
+import { MemoryRenewalStore } from "../../support/stores/memory-renewal-store";
+import type { RenewalStore } from "../../../lib/app/renewal-state";
 import { describeLease, releaseOnBehalf } from "../../../lib/lease/store";
-import { MemoryPauseStore } from "../../../lib/lease/pause";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { Operator } from "../../../lib/app/operator/site-operator";
 import { METRIC } from "../../../lib/ports";
 import { InMemoryQueue } from "../../support/fakes";

@@ -7,7 +7,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { AdmissionState } from "../../../lib/admission/entry";
 import type { HostExpiry } from "../../../lib/admission/site-listing";
-import { hostsAtRisk, InvalidRenewalSettingsError, renewalCapacity, type RenewalCapacitySettings } from "../../../lib/app/renewal-capacity";
+import { renewalCapacity, type RenewalCapacitySettings } from "../../../lib/app/renewal-capacity";
+import { InvalidRenewalSettingsError } from "../../../lib/errors";
 import { renewableAt } from "../../../lib/app/renewal-state";
 
 const MINUTE_MS = 60_000;
@@ -176,9 +177,9 @@ describe("hosts at risk", () => {
     ];
 
     // Act & Assert: hosts 2, 3 and 5.
-    expect(hostsAtRisk(hosts, before, NOW)).toBe(3);
+    expect(renewalCapacity(hosts, NOW, settings({ before })).hostsAtRisk).toBe(3);
     // 20% of a 10-hour lifetime is 2 hours: the last 30 minutes.
-    expect(hostsAtRisk([host(6, NOW + 30 * MINUTE_MS, 10 * HOUR_MS), host(7, NOW + 31 * MINUTE_MS, 10 * HOUR_MS)], { fraction: 0.2 }, NOW)).toBe(1);
+    expect(renewalCapacity([host(6, NOW + 30 * MINUTE_MS, 10 * HOUR_MS), host(7, NOW + 31 * MINUTE_MS, 10 * HOUR_MS)], NOW, settings({ before: { fraction: 0.2 } })).hostsAtRisk).toBe(1);
   });
 });
 

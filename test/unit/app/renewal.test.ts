@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dueHosts, emptyRenewalState, expiryReport, renewableAt, renewRunsMissing, retryMark, spreadOf } from "../../../lib/app/renewal-state";
+import { dueHosts, emptyRenewalState, renewableAt, renewalReport, renewRunsMissing, retryMark } from "../../../lib/app/renewal-state";
 import { RpcNotSentError } from "../../../lib/errors";
 import { PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports";
@@ -334,9 +334,11 @@ describe("renewal's due rules", () => {
   const host = (identity: string, expiresAt: number, issuedAt = 0) => ({ identity, state: "provisioned" as const, credentials: { expiresAt, kind: "certificate" as const, issuedAt } });
 
   it("opens the window `before` ahead of expiry and places each host in its first half by name", () => {
+    // The place is the FNV-1a hash of the name as a fraction of 2^32: "a" hashes to 0xe40c292c (the published test vector).
+    const spreadOfA = 0xe40c292c / 2 ** 32;
     const at = renewableAt(host("a", 10 * HOUR_MS), { ms: 4 * HOUR_MS });
-    expect(at).toBe(6 * HOUR_MS + spreadOf("a") * 2 * HOUR_MS);
-    expect(renewableAt(host("a", 10 * HOUR_MS, 2 * HOUR_MS), { fraction: 0.5 })).toBe(6 * HOUR_MS + spreadOf("a") * 2 * HOUR_MS);
+    expect(at).toBe(6 * HOUR_MS + spreadOfA * 2 * HOUR_MS);
+    expect(renewableAt(host("a", 10 * HOUR_MS, 2 * HOUR_MS), { fraction: 0.5 })).toBe(6 * HOUR_MS + spreadOfA * 2 * HOUR_MS);
   });
 
   it("lists due hosts soonest expiry first, leaving out expired, in-flight and not-yet-retried hosts", () => {
@@ -363,7 +365,8 @@ describe("renewal's due rules", () => {
 
   it("reports the expiry distribution cumulatively and the next hosts due", () => {
     const now = 100 * DAY_MS;
-    const report = expiryReport([host("x", now - 1), host("h", now + HOUR_MS), host("w", now + 3 * DAY_MS), host("m", now + 20 * DAY_MS), host("y", now + 90 * DAY_MS)], now);
+    const hosts = [host("x", now - 1), host("h", now + HOUR_MS), host("w", now + 3 * DAY_MS), host("m", now + 20 * DAY_MS), host("y", now + 90 * DAY_MS)];
+    const report = renewalReport(hosts, emptyRenewalState(), SITE, now).expiry;
     expect(report).toMatchObject({ known: 5, expired: 1, within24h: 1, within7d: 2, within30d: 3 });
     expect(report.next.map((entry) => entry.identity)).toEqual(["h", "w", "m", "y"]);
     expect(report.expiredHosts).toEqual([{ identity: "x", expiredAt: now - 1, kind: "certificate", action: expect.stringContaining("re-enrol the node") }]);

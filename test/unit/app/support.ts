@@ -3,16 +3,16 @@
  * the real admission registry over a MemoryAdmissionStore, in-memory queues, a fake broker and a
  * virtual clock. Deployments built on the same stores and clock contest one lease.
  */
-import { MemoryAdmissionStore } from "../../../lib/admission/memory-admission-store";
-import type { AdmissionKey } from "../../../lib/admission/entry";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import type { AdmissionStore, AdmitRequest } from "../../../lib/admission/store";
+import { type AdmissionKey } from "../../../lib/admission/entry";
+import { type AdmissionStore, type AdmitRequest } from "../../../lib/admission/store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { LeaseGate } from "../../../lib/lease/gate-port";
+import { type LeaseGate } from "../../../lib/lease/gate-port";
 import type { LeaseStore } from "../../../lib/lease/store";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 

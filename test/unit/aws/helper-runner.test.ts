@@ -1,7 +1,8 @@
 import { LambdaClient } from "@aws-sdk/client-lambda";
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
-import { ExecHelperRunner, LambdaHelperRunner } from "../../../lib/helper";
+import { parseConfig } from "../../../lib/config/config";
+import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
+import { LambdaHelperRunner } from "../../../lib/helper/lambda-runner";
 import { createHelperRunner } from "../../../lib/aws/helper-runner";
 
 const BROKERS = ["nats://broker.example.net:4222"];

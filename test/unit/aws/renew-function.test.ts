@@ -1,7 +1,8 @@
 /** The deployed renew function on a configuration without renewal: it runs every minute in every deployment. */
 import { describe, expect, it } from "vitest";
-import { composeRenew } from "../../../lib/aws/functions/renew";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { brokerFunction } from "../../../lib/aws/compose-broker-function";
+import { renewFunction } from "../../../lib/aws/functions/renew";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { localAppSettings } from "../../support/app-settings";
 import { RecordingLogger } from "../../support/fakes";
 
@@ -18,7 +19,7 @@ describe("the renew function without renew.broker_urls", () => {
   it("does nothing and does not fail, so the schedule raises no error alarm where renewal is off", async () => {
     // Arrange
     const yaml = ["site: lon", "helper: /bin/true", "broker_urls: [nats://broker.example.net:4222]", "choria_insecure: true"].join("\n");
-    const fn = await composeRenew(localAppSettings(yaml, NO_SERVICES, { leaseTable: undefined }), {
+    const fn = await brokerFunction("renew", renewFunction)(localAppSettings(yaml, NO_SERVICES, { leaseTable: undefined }), {
       logger: new RecordingLogger(),
       metrics: new InMemoryMetrics("lon"),
     });

@@ -6,13 +6,15 @@
  */
 import type { SQSClient, SendMessageBatchCommand } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
-import { SQS_MAX_BYTES, SqsMessageQueue, sqsProblem } from "../../../lib/aws/sqs-queue";
+import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
 import type { Clock } from "../../../lib/ports";
 
 type Entry = { Id: string; MessageBody: string };
 type Reply = { Successful?: Array<{ Id: string }>; Failed?: Array<{ Id: string; Code: string; Message: string; SenderFault: boolean }> };
 
 const clock: Clock = { now: () => 0, monotonic: () => 0, sleep: async () => undefined };
+/** SQS takes a message (and a batch) of at most 1 MiB. */
+const SQS_MAX_BYTES = 1_048_576;
 
 function scriptedClient(answer: (entries: Entry[], call: number) => Reply) {
   const batches: Entry[][] = [];
@@ -78,8 +80,15 @@ describe("SqsMessageQueue.sendEach", () => {
     expect(batches.map((batch) => batch.map((entry) => entry.MessageBody))).toEqual([["ok", "sender", "flaky"], ["flaky"], ["flaky"]]);
   });
 
-  it("sqsProblem accepts what SQS accepts: tab, newline, CR, astral characters", () => {
-    expect(sqsProblem({ body: "a\tb\nc\rd \u{1F600} \uE000" })).toBeUndefined();
-    expect(sqsProblem({ body: "ok", attributes: { reason: "bad\u0007" } })).toMatch(/U\+0007/);
+  it("sends what SQS accepts: tab, newline, CR, astral characters; refuses an invalid character in an attribute", async () => {
+    const { client, batches } = scriptedClient(acceptAll);
+    const queue = new SqsMessageQueue({ client, url: "http://sqs/q", clock });
+    const accepted = "a\tb\nc\rd \u{1F600} \uE000";
+
+    const outcomes = await queue.sendEach([{ body: accepted }, { body: "ok", attributes: { reason: "bad\u0007" } }]);
+
+    expect(outcomes[0]).toEqual({ accepted: true });
+    expect(outcomes[1]).toMatchObject({ accepted: false, permanent: true, reason: expect.stringMatching(/U\+0007/) });
+    expect(batches.flat().map((entry) => entry.MessageBody)).toEqual([accepted]);
   });
 });

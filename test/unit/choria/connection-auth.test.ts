@@ -7,7 +7,7 @@ import { verify } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
 import { connectionOptions } from "../../../lib/nats/connection";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
 import { ed25519PublicKeyFromRaw } from "../../../lib/crypto/keys";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";

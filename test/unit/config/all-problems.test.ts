@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
 import { ConfigError, ConfigProblemsError } from "../../../lib/errors";
 

@@ -4,10 +4,11 @@
  * loggers mask any URL's userinfo as a second line of defence.
  */
 import { describe, expect, it } from "vitest";
-import { loadConfig, parseConfig } from "../../../lib/config";
+import { loadConfig } from "../../../lib/config/load";
+import { parseConfig } from "../../../lib/config/config";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { ConfigError } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { captureOutput } from "../../support/capture";
 
 const PASSWORD = "Pa55w0rd-in-the-url";

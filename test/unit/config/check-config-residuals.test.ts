@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
 import { ConfigError, ConfigProblemsError } from "../../../lib/errors";
 import { RecordingLogger } from "../../support/fakes";

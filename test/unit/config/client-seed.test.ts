@@ -4,7 +4,7 @@
  * checked once resolved: `parseConfig` keeps it as written.
  */
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { ConfigError } from "../../../lib/errors";
 
 const V2 = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"], protocol_version: 2, client_jwt: "a.b.c" };

@@ -1,6 +1,8 @@
 import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_CERT_DENY_LIST, parseConfig, secretValues } from "../../../lib/config";
+import { DEFAULT_CERT_DENY_LIST } from "../../../lib/crypto/csr";
+import { parseConfig } from "../../../lib/config/config";
+import { secretValues } from "../../../lib/config/keys";
 import { configErrorOf } from "../../support/config-errors";
 import { RecordingLogger } from "../../support/fakes";
 

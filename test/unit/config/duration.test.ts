@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DurationError, parseDuration } from "../../../lib/config";
-import { formatDuration } from "../../../lib/config/duration";
+import { DurationError, formatDuration, parseDuration } from "../../../lib/config/duration";
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

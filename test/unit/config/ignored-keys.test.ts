@@ -5,9 +5,10 @@
  * (not verifying the broker's certificate) is warned about the same way.
  */
 import { describe, expect, it } from "vitest";
-import { parseConfig, SETTINGS } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
+import { SETTINGS } from "../../../lib/config/keys";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://b.example.net:4222"] };
 const SET = { logfile: "/var/log/choria-provisioner.log", monitor_port: 8080, broker_port: 4222, rego_policy: "/etc/choria/provisioner.rego" };

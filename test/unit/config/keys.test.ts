@@ -6,8 +6,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { FUNCTION_SETTINGS, KEY_FILE_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS, SETTINGS, type KeySpec } from "../../../lib/config";
-import { ENV_OVERRIDABLE } from "../../../lib/config/keys";
+import { FUNCTION_SETTINGS, REFERENCE_SETTINGS, SECRET_KEYS } from "../../../lib/config/secrets";
+import { ENV_OVERRIDABLE, SETTINGS, type KeySpec } from "../../../lib/config/keys";
 
 const DOC = readFileSync(new URL("../../../docs/configuration.md", import.meta.url), "utf8");
 
@@ -69,11 +69,14 @@ describe("the configuration key table", () => {
     expect(SECRET_KEYS.filter((setting) => !(REFERENCE_SETTINGS as readonly string[]).includes(setting))).toEqual([]);
   });
 
-  it("derives the reference settings and key file settings the loader and the deploy check use", () => {
+  it("derives the reference settings the loader and the deploy check use: every secret, and every key or certificate file", () => {
+    // Arrange: the settings that name a key or certificate file and may instead be a reference to the PEM (or hex key) itself.
+    const keyFileSettings = [...SETTINGS].filter(([, spec]) => spec.reference === "material").map(([name]) => name);
+
     // Assert
-    expect([...KEY_FILE_SETTINGS].sort()).toEqual(["jwt_verify_cert", "tls.ca", "tls.cert", "tls.key"]);
+    expect([...keyFileSettings].sort()).toEqual(["jwt_verify_cert", "tls.ca", "tls.cert", "tls.key"]);
     expect([...REFERENCE_SETTINGS].sort()).toEqual(
-      [...new Set([...SECRET_KEYS, ...KEY_FILE_SETTINGS])].sort(),
+      [...new Set([...SECRET_KEYS, ...keyFileSettings])].sort(),
     );
   });
 

@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { loadConfig, parseSecretReference, type SecretReference, type SecretResolver } from "../../../lib/config";
+import { loadConfig } from "../../../lib/config/load";
+import { parseSecretReference, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
 
 const BASE_YAML = `

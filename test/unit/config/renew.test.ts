@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { checkDeploymentConfig } from "../../../lib/config/deploy-check";
 import { configErrorOf } from "../../support/config-errors";
 

@@ -5,8 +5,11 @@
  */
 import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
-import { parseConfig, secretValues, SECRET_KEYS } from "../../../lib/config";
-import { createConsoleLogger, isSecretAttributeName } from "../../../lib/observability";
+import { parseConfig } from "../../../lib/config/config";
+import { secretValues } from "../../../lib/config/keys";
+import { SECRET_KEYS } from "../../../lib/config/secrets";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
+import { isSecretAttributeName } from "../../../lib/observability/redact";
 
 const MINIMAL = { helper: "/usr/local/bin/helper", broker_urls: ["nats://broker.example.net:4222"] };
 /** A value of the setting's format, distinct per setting, long enough for value masking. */

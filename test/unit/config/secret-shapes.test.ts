@@ -5,9 +5,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { loadConfig, parseConfig, SECRET_KEYS, type SecretReference, type SecretResolver } from "../../../lib/config";
+import { loadConfig } from "../../../lib/config/load";
+import { parseConfig } from "../../../lib/config/config";
+import { SECRET_KEYS, type SecretReference, type SecretResolver } from "../../../lib/config/secrets";
 import { ConfigError, messageOf } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 
 const BASE_YAML = ["helper: /usr/local/bin/helper", "broker_urls: [nats://broker.example.net:4222]", "site: lon"].join("\n");
 

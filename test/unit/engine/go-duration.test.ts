@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { goDuration, waitedTooLong } from "../../../lib/engine";
+import { goDuration } from "../../../lib/engine/go-duration";
+import { waitedTooLong } from "../../../lib/engine/waiting";
 
 /**
  * `time.Duration(ns).String()` as printed by Go 1.26 (`go run` of a loop over these values): the

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeGoJson, goDuration } from "../../../lib/engine";
+import { encodeGoJson } from "../../../lib/engine/go-json";
+import { goDuration } from "../../../lib/engine/go-duration";
 
 describe("encodeGoJson", () => {
   it("sorts keys bytewise at every level, integer-like keys included, and keeps array order", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS, RPC_PLAN, rpcLabel } from "../../../lib/engine";
+import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS, RPC_PLAN, rpcLabel } from "../../../lib/engine/plan";
 
 describe("RPC_PLAN", () => {
   it("matches the Go provisioner's tries per call", () => {

@@ -4,20 +4,12 @@ import { decodeJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { encodeHex } from "../../../lib/crypto/encoding";
 import { mintChainIssuerToken, mintProvisioningJwt, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
-import {
-  encodeGoJson,
-  HELPER_TIMEOUT_MS,
-  KeyTransportError,
-  keepsHostKnown,
-  OutOfTimeError,
-  ProvisionEngine,
-  RPC_PLAN,
-  RpcRetriesExhaustedError,
-  UpgradeError,
-  type EngineFeatures,
-  type EngineSettings,
-  type ProvisionOutcome,
-} from "../../../lib/engine";
+import { encodeGoJson } from "../../../lib/engine/go-json";
+import { HELPER_TIMEOUT_MS, RPC_PLAN } from "../../../lib/engine/plan";
+import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "../../../lib/engine/errors";
+import { keepsHostKnown, type ProvisionOutcome } from "../../../lib/engine/outcome";
+import { ProvisionEngine } from "../../../lib/engine/provision";
+import { type EngineSettings } from "../../../lib/engine/settings";
 import { RpcNotSentError } from "../../../lib/errors";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { EXTRA_METRIC, METRIC, type HelperResponse } from "../../../lib/ports";
@@ -35,6 +27,8 @@ import {
   TOKEN,
   work,
 } from "./support";
+
+type EngineFeatures = EngineSettings["features"];
 
 const NONE: EngineFeatures = { jwt: false, ed25519: false, pki: false, upgrades: false };
 const JWT: EngineFeatures = { ...NONE, jwt: true };

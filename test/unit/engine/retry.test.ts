@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, OutOfTimeError, RpcRetriesExhaustedError, rpcWithRetries, type RetriedCall } from "../../../lib/engine";
+import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, rpcWithRetries, type RetriedCall } from "../../../lib/engine/retry";
+import { OutOfTimeError, RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
 import { METRIC, silentLogger } from "../../../lib/ports";
 import { seededRandom } from "../../support/random";

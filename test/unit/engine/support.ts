@@ -13,7 +13,7 @@ import { type JwtVerifier } from "../../../lib/crypto/jwt";
 import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
 import { type SigningKey } from "../../../lib/crypto/keys";
 import { signNonce } from "../../support/choria-node/nonce";
-import type { EngineSettings } from "../../../lib/engine";
+import type { EngineSettings } from "../../../lib/engine/settings";
 import type { HelperResponse, HostWork } from "../../../lib/ports";
 import { engineSettings } from "../../support/engine-settings";
 import type { FakeRpc } from "../../support/fakes";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { RpcRetriesExhaustedError } from "../../../lib/engine";
+import { RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { causesOf, HelperError, LeaseStoreError, messageOf, RpcTransportError, withCauseChain } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 
 /** What the AWS SDK throws: the exception is the error's name, the text its message. */
 function awsError(name: string, message: string, options?: { cause?: unknown }): Error {

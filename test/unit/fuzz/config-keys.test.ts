@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { parseConfig, SETTINGS } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
+import { SETTINGS } from "../../../lib/config/keys";
 import { ConfigError } from "../../../lib/errors";
 import { recordScenario } from "../../support/chaos/scenario";
 

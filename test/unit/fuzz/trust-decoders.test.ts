@@ -6,7 +6,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
 import { createCsr, parseCsr } from "../../support/choria-node/csr";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { encodeBase64Url } from "../../../lib/crypto/encoding";
@@ -15,7 +15,7 @@ import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
 import { type SigningKey } from "../../../lib/crypto/keys";
 import { validateCsr } from "../../../lib/crypto/csr";
 import { ConfigError, CsrError, HelperError, JwtError } from "../../../lib/errors";
-import { decodeHelperResponse } from "../../../lib/helper";
+import { decodeHelperResponse } from "../../../lib/helper/codec";
 import { recordScenario } from "../../support/chaos/scenario";
 import { FUZZ_RUNS, FUZZ_SEED, expectOnly, expectOnlyAsync, mutatedBytes, mutatedText } from "./support";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { decodeHelperResponse, encodeHelperRequest } from "../../../lib/helper";
+import { decodeHelperResponse, encodeHelperRequest } from "../../../lib/helper/codec";
 import type { HelperRequest } from "../../../lib/ports";
 
 const encoder = new TextEncoder();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { HelperError } from "../../../lib/errors";
-import { LambdaHelperRunner, type HelperInvoke } from "../../../lib/helper";
+import { LambdaHelperRunner, type HelperInvoke } from "../../../lib/helper/lambda-runner";
 import type { HelperRequest } from "../../../lib/ports";
 
 const encoder = new TextEncoder();

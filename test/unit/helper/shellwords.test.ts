@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { splitCommandLine } from "../../../lib/helper";
+import { splitCommandLine } from "../../../lib/helper/shellwords";
 
 describe("splitCommandLine", () => {
   it.each<[string, string[]]>([

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import * as z from "zod";
-import { DynamoDbExpressionError, readItem, writeExpressions } from "../../../lib/dynamodb/expression";
+import { readItem, writeExpressions } from "../../../lib/dynamodb/expression";
+import { DynamoDbExpressionError } from "../../../lib/errors";
 
 describe("DynamoDB write expressions", () => {
   it("names every attribute and value the expressions use, and nothing else", () => {

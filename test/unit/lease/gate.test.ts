@@ -1,10 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { UNELECTED_TERM } from "../../../lib/lease/unelected-gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { LeaseStore } from "../../../lib/lease/store";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
@@ -62,7 +61,8 @@ describe("pause gate without leader election", () => {
     const metrics = new RecordingMetrics();
     const gate = createLeaseGate(resolveLeaseSettings({ leaderElection: false, site: "eu", deploymentId: "" }), { store: unusableStore, metrics });
 
-    await gate.assertOpen(UNELECTED_TERM, 3_600_000);
+    // Without leader election every piece of work carries term 0.
+    await gate.assertOpen(0, 3_600_000);
     const term = await gate.currentTerm();
 
     expect(term).toBe(0);

@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/store";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock } from "../../../lib/ports";
 import { noMetrics } from "../../support/fakes";

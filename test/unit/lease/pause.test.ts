@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { LeaseStoreError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
-import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
+import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { METRIC } from "../../../lib/ports";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";

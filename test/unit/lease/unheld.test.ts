@@ -5,9 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { TAKEOVER_MARGIN_MS } from "../../../lib/lease/alarms";
-import { MemoryLeaseStore } from "../../../lib/lease/memory-lease-store";
-import { MemoryPauseStore, type PauseStore } from "../../../lib/lease/pause";
+import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
+import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
+import type { PauseStore } from "../../../lib/lease/pause";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC } from "../../../lib/ports";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
@@ -16,7 +16,9 @@ const SITE = "eu";
 const RPC_TTL_MS = 60_000;
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: SITE, deploymentId, deliveryHorizonMs: RPC_TTL_MS });
 const { leaseDurationMs, skewBoundMs, keepIntervalMs } = settingsFor("any");
-/** From the holder's last keep: lease duration + skew + rpc_ttl + one keep interval + the margin. */
+/** The documented slack before an unheld lease is an outage: one lease-keeper run (a minute) late or missed. */
+const TAKEOVER_MARGIN_MS = 60_000;
+/** From the holder's last renewal: lease duration + skew + rpc_ttl + one renew interval + the margin. */
 const TAKEOVER_BOUND_MS = leaseDurationMs + skewBoundMs + RPC_TTL_MS + keepIntervalMs + TAKEOVER_MARGIN_MS;
 
 function setup() {

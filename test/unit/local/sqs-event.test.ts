@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { decodeHostWork } from "../../../lib/app";
+import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { parseLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { hostWorkBodies, queueArnOf, sqsEventFromBodies, startupEventBodies } from "../../../dev/local/sqs-event";
 

@@ -12,7 +12,7 @@ import { wrapHandler } from "../../../lib/aws/middleware";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { AdmissionStoreError } from "../../../lib/admission/store";
 import { ConfigError, ProvisionerError, RpcError, RpcTransportError } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import type { Logger } from "../../../lib/ports";
 import { captureOutput, captureOutputOf } from "../../support/capture";
 import { declaredClasses, extendsClass, ROOT, sources, type DeclaredClass } from "../errors/declared-classes";

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { parseConfig, secretValues } from "../../../lib/config";
+import { parseConfig } from "../../../lib/config/config";
+import { secretValues } from "../../../lib/config/keys";
 import { createLogger } from "../../../lib/aws/powertools-logger";
 import { LeaseStoreError, messageOf } from "../../../lib/errors";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import { captureOutput } from "../../support/capture";
 
 const SECRETS = {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports";
 import { createPowertoolsMetrics } from "../../../lib/aws/powertools-metrics";
-import { InMemoryMetrics } from "../../../lib/observability";
+import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { captureOutput } from "../../support/capture";
 
 interface EmfRecord {

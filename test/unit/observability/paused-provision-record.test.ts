@@ -6,11 +6,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../../lib/aws/powertools-logger";
-import { ProvisionEngine } from "../../../lib/engine";
+import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import type { LeaseStore } from "../../../lib/lease/store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { createConsoleLogger } from "../../../lib/observability";
+import { createConsoleLogger } from "../../../dev/local/console-logger";
 import type { Logger } from "../../../lib/ports";
 import { engineSettings } from "../../support/engine-settings";
 import { captureOutputOf } from "../../support/capture";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { REDACTED, Redactor, isSecretAttributeName } from "../../../lib/observability";
+import { REDACTED, Redactor, isSecretAttributeName } from "../../../lib/observability/redact";
 
 describe("isSecretAttributeName", () => {
   it.each(["token", "natsToken", "nats_token", "broker_provisioning_password", "jwt", "client_seed", "signingKey", "key", "secret", "Authorization", "private-key", "apiKey"])(

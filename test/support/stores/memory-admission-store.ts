@@ -1,8 +1,8 @@
 /**
- * An in-process AdmissionStore with the same conditions as the DynamoDB one: for unit tests and a
- * single-process local run. Each operation is atomic because it runs without awaiting.
+ * An in-process AdmissionStore with the same conditions as the DynamoDB one: for unit tests, the
+ * simulation and the soak. Each operation is atomic because it runs without awaiting.
  */
-import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "./entry";
+import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../../../lib/admission/entry";
 import type {
   AdmissionStore,
   AdmissionWrite,
@@ -19,8 +19,8 @@ import type {
   RememberWaitingRequest,
   VoidClaimRequest,
   WaitingName,
-} from "./store";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "./entry";
+} from "../../../lib/admission/store";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/admission/entry";
 
 const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
 
@@ -102,14 +102,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async forget(request: ForgetRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
-    if (current.credentialsExpireAt === undefined) {
-      this.entries.delete(keyOf(request));
-      return { applied: true };
-    }
-    delete current.claimToken;
-    delete current.claimedUntil;
-    Object.assign(current, { state: "failed", endedClaimToken: request.claimToken });
-    return { applied: true };
+    return this.deleteUnlessCredentials(request, current, { set: { endedClaimToken: request.claimToken }, remove: ["claimToken", "claimedUntil"] });
   }
 
   async recordFailure(request: RecordFailureRequest): Promise<AdmissionWrite> {
@@ -151,21 +144,13 @@ export class MemoryAdmissionStore implements AdmissionStore {
       current.admittedAt === request.admittedAt &&
       current.claimToken === undefined;
     if (!queued) return { applied: false, current: copy(current) };
-    if (current.credentialsExpireAt === undefined) this.entries.delete(keyOf(request));
-    else current.state = "failed";
-    return { applied: true };
+    return this.deleteUnlessCredentials(request, current, {});
   }
 
   async forgetUnlessClaimed(request: ForgetUnlessClaimedRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimedUntil !== undefined && current.claimedUntil > request.now) return { applied: false, current: copy(current) };
-    if (current?.credentialsExpireAt === undefined) {
-      this.entries.delete(keyOf(request));
-      return { applied: true };
-    }
-    for (const field of FORGOTTEN_WITH_CREDENTIALS) delete current[field];
-    current.state = "failed";
-    return { applied: true };
+    return this.deleteUnlessCredentials(request, current, { remove: FORGOTTEN_WITH_CREDENTIALS });
   }
 
   /** In identity order, as a DynamoDB Query returns the partition. */
@@ -186,6 +171,20 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async rememberWaiting({ site, names }: RememberWaitingRequest): Promise<void> {
     if (names.length === 0) this.waiting.delete(site);
     else this.waiting.set(site, names.map((name) => ({ ...name })));
+  }
+
+  /**
+   * Deletes the entry unless it has recorded credentials: the node may be in service on them, so the
+   * entry is kept, failed, for renewal, with `kept` written to it (as the DynamoDB store's forgets).
+   */
+  private deleteUnlessCredentials(key: AdmissionKey, current: AdmissionEntry | undefined, kept: { set?: Partial<AdmissionEntry>; remove?: ReadonlyArray<(typeof FORGOTTEN_WITH_CREDENTIALS)[number]> }): AdmissionWrite {
+    if (current?.credentialsExpireAt === undefined) {
+      this.entries.delete(keyOf(key));
+      return { applied: true };
+    }
+    for (const field of kept.remove ?? []) delete current[field];
+    Object.assign(current, { state: "failed", ...kept.set });
+    return { applied: true };
   }
 
   private get(key: AdmissionKey): AdmissionEntry | undefined {

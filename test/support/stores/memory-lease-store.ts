@@ -1,6 +1,6 @@
 /**
  * An in-process LeaseStore with the same conditions as the DynamoDB one: for unit tests, the
- * randomized interleaving test and a single-process local run. Each operation is atomic because
+ * randomized interleaving test and the simulation. Each operation is atomic because
  * it runs without awaiting.
  */
 import {
@@ -14,7 +14,7 @@ import {
   type LeaseStore,
   type PeerRequest,
   type ReleaseRequest,
-} from "./store";
+} from "../../../lib/lease/store";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();

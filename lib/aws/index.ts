@@ -1,2 +1,0 @@
-export { createAppLeaseGate } from "./compose";
-export { defaultConsumerName } from "./compose-broker";

@@ -1,0 +1,19 @@
+/** An in-process PauseStore: the operator's switches, keyed as the lease table keys them (unit tests, the simulation). */
+import { pauseKey, type PauseState, type PauseStore } from "../../../lib/lease/pause";
+
+export class MemoryPauseStore implements PauseStore {
+  private readonly states = new Map<string, PauseState>();
+
+  async read(site: string, deploymentId: string): Promise<PauseState | undefined> {
+    const state = this.states.get(pauseKey(site, deploymentId));
+    return state && { ...state };
+  }
+
+  async write(state: PauseState): Promise<void> {
+    this.states.set(pauseKey(state.site, state.deploymentId), { ...state });
+  }
+
+  async list(site: string): Promise<PauseState[]> {
+    return [...this.states.values()].filter((state) => state.site === site).map((state) => ({ ...state }));
+  }
+}
