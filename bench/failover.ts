@@ -19,10 +19,12 @@ import { leaseSettingsOf, parseConfig } from "../lib/config/config";
 import type { ProvisionerConfig } from "../lib/config/types";
 import { RPC_PLAN } from "../lib/engine/plan";
 import { createLeaseTable } from "../dev/local/resources";
-import type { LeaseGate } from "../lib/lease/gate-port";
+import type { LeaseGate } from "../lib/ports/lease-gate";
 import { runLeaseKeeper, type LeaseKeeperOptions } from "../lib/lease/keeper";
 import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
-import { silentLogger, systemClock, type Metrics } from "../lib/ports";
+import { silentLogger } from "../lib/ports/logger";
+import { systemClock } from "../lib/ports/clock";
+import type { Metrics } from "../lib/ports/metrics";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

@@ -21,7 +21,7 @@ import { decodeHex } from "../lib/crypto/encoding";
 import { ed25519SigningKey } from "../test/support/choria-node/keys";
 import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
 import { startLocalStack } from "../dev/local/stack";
-import type { Logger } from "../lib/ports";
+import type { Logger } from "../lib/ports/logger";
 import type { HostStamps } from "./stages";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";

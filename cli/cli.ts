@@ -13,7 +13,7 @@ import { describeAwsError, openOperator, type OperatorStack, type StackNeeds } f
 import { renewSettingsOf } from "../lib/config/renew-capacity";
 import { messageOf, StackNotFoundError } from "../lib/errors";
 import { stageResourceNames } from "../lib/aws/stage-resources";
-import { systemClock, type Clock } from "../lib/ports";
+import { systemClock, type Clock } from "../lib/ports/clock";
 import { parseDuration } from "../lib/config/duration";
 import { OperatorRefusal } from "../lib/app/operator/report";
 import { OPERATOR_TIMING_DEFAULTS } from "../lib/app/operator/site-operator";

@@ -2,7 +2,8 @@
  * `choria-provisioner renew`: the command's options, usage and printing; the use case (renewal by
  * hand, and resuming renewal after it paused itself) is lib/app/operator/renewal-operator.ts.
  */
-import type { RenewalReport, RenewSelection } from "../lib/app/renewal-state";
+import type { RenewalReport } from "../lib/app/renewal-state";
+import type { RenewSelection } from "../lib/app/use-case-ports";
 import type { RenewalCapacity } from "../lib/app/renewal-capacity";
 import type { RenewalOperator, RenewRequestResult } from "../lib/app/operator/renewal-operator";
 import { parseDuration } from "../lib/config/duration";

@@ -15,7 +15,7 @@ import ts from "typescript";
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The domain folders: below the use cases, beside one another. */
-export const DOMAIN = ["lib/admission", "lib/choria", "lib/config", "lib/crypto", "lib/engine", "lib/helper", "lib/lease", "lib/observability", "lib/errors.ts", "lib/ports.ts"];
+export const DOMAIN = ["lib/admission", "lib/choria", "lib/config", "lib/crypto", "lib/engine", "lib/helper", "lib/lease", "lib/observability", "lib/errors.ts", "lib/ports"];
 
 /**
  * Each zone: the files it holds, what they may not import, and where code that needs it belongs.
@@ -28,7 +28,7 @@ export const ZONES = [
     files: DOMAIN,
     forbidden: ["lib/app", "lib/aws", "lib/dynamodb", "lib/nats", "cli"],
     belongs:
-      "domain code takes ports: a use case belongs in lib/app, AWS code in lib/aws, DynamoDB code in lib/dynamodb, NATS code in lib/nats; a type both sides need belongs in the domain (lib/ports.ts)",
+      "domain code takes ports: a use case belongs in lib/app, AWS code in lib/aws, DynamoDB code in lib/dynamodb, NATS code in lib/nats; a type both sides need belongs in the domain (lib/ports/)",
   },
   {
     name: "app",
@@ -41,7 +41,7 @@ export const ZONES = [
     name: "nats",
     files: ["lib/nats"],
     forbidden: ["lib/aws", "lib/dynamodb", "cli"],
-    belongs: "NATS adapters implement the ports of lib/app and lib/ports.ts: the composition that gives them AWS settings, clients or stores belongs in lib/aws",
+    belongs: "NATS adapters implement the ports of lib/app and lib/ports: the composition that gives them AWS settings, clients or stores belongs in lib/aws",
   },
   {
     name: "dynamodb",

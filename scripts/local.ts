@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createConsoleLogger } from "../dev/local/console-logger";
-import type { Logger } from "../lib/ports";
+import type { Logger } from "../lib/ports/logger";
 import { formatLifecycleEvents, formatSummary, createProgressWriter, type ProgressWriter } from "../dev/local/progress";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { startLocalStack, type FeatureName, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";

@@ -1,7 +1,7 @@
 /** The local run's logger, which the tests use too: JSON lines on stdout, masked as the Powertools logger masks them. */
 import { maskedRecord, type LoggerOptions, type LogLevel } from "../../lib/observability/logger";
 import { Redactor } from "../../lib/observability/redact";
-import type { LogAttributes, Logger } from "../../lib/ports";
+import type { LogAttributes, Logger } from "../../lib/ports/logger";
 
 const LEVEL_ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 

@@ -13,7 +13,7 @@ import type { AppSettings } from "../../lib/aws/settings";
 import { functionUses } from "../../lib/config/secrets";
 import type { ProvisionerConfig } from "../../lib/config/types";
 import { ProvisionerError } from "../../lib/errors";
-import type { ChoriaRpc } from "../../lib/ports";
+import type { ChoriaRpc } from "../../lib/ports/rpc";
 import { composeParts, type AppOverrides } from "../../lib/aws/compose";
 import { composeBroker, lifecycleEventSource, withBroker } from "../../lib/aws/compose-broker";
 import { discoverFunction } from "../../lib/aws/functions/discover";

@@ -21,7 +21,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQ
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord, ScheduledEvent } from "aws-lambda";
 import { LOCAL_AWS } from "./services";
 import { messageOf } from "../../lib/errors";
-import { silentLogger, type Logger } from "../../lib/ports";
+import { silentLogger, type Logger } from "../../lib/ports/logger";
 
 export interface FunctionSpec {
   /** Function name as deployed, e.g. `choria-provisioner-local-provision`. */

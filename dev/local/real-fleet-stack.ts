@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { readFile, writeFile } from "node:fs/promises";
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import type { SecretResolver } from "../../lib/config/secrets";
-import type { LogAttributes, Logger } from "../../lib/ports";
+import type { LogAttributes, Logger } from "../../lib/ports/logger";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
 import { decodeHex } from "../../lib/crypto/encoding";
 import { ed25519PublicKeyFromRaw } from "../../lib/crypto/keys";

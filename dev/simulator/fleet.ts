@@ -10,13 +10,13 @@ import { connect, type NatsConnection, type Subscription, type TlsOptions } from
 import { encodeLifecycleEvent, type LifecycleEvent, type LifecycleFormat, lifecycleSubject } from "../../lib/choria/lifecycle";
 import { broadcastSubject, nodeSubject } from "../../lib/choria/protocol";
 import { decodeRequest, type IncomingRequest } from "../../test/support/choria-node/protocol";
-import { type ProtocolVersion } from "../../lib/choria/envelope";
+import type { ProtocolVersion } from "../../lib/choria/envelope";
 import { ed25519SigningKey, generateEd25519Seed } from "../../test/support/choria-node/keys";
 import { encodeBase64Url } from "../../lib/crypto/encoding";
 import { ksuid } from "../../lib/crypto/ids";
 import { mintProvisioningJwt } from "../../test/support/choria-node/server-jwt";
-import { type SigningKey } from "../../lib/crypto/keys";
-import { type Clock, systemClock } from "../../lib/ports";
+import type { SigningKey } from "../../lib/crypto/keys";
+import { type Clock, systemClock } from "../../lib/ports/clock";
 import type { NodeFaults, ProvisioningJwtFault } from "./faults";
 import { type NodeEnvironment, type NodeOptions, PROVISIONING_AGENTS, PROVISIONING_COLLECTIVE, type RpcRecord, SimulatedNode } from "./node";
 import { type ProvisioningJwtReading, readProvisioningJwtFile } from "./provisioning-jwt";

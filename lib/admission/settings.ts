@@ -1,6 +1,8 @@
 /** What an AdmissionRegistry is made with: its settings and their defaults, what it runs on, and how long entries outlive their rules. */
-import type { Clock, Logger, Metrics } from "../ports";
-import type { AdmissionStore } from "./store";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
+import type { AdmissionStore } from "../ports/admission-store";
 
 export interface AdmissionSettings {
   site: string;

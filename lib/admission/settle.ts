@@ -1,9 +1,11 @@
 /** Settling a conditional admission write whose answer was lost or ambiguous, and giving back a claim whose outcome stayed unknown. */
 import { messageOf } from "../errors";
-import type { Clock, Logger } from "../ports";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
 import { endedBy } from "./claim";
 import type { AdmissionEntry } from "./entry";
-import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite, type ClaimRequest } from "./store";
+import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite } from "../ports/admission-store";
+import type { ClaimRequest } from "../ports/admission-store";
 
 /** Times a write that ends a claim is sent again when it was lost on its way and the claim is still ours. */
 const SETTLE_RESENDS = 3;

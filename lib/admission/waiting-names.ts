@@ -1,7 +1,7 @@
 /** The waiting-names memory: which names a discovery left waiting a site keeps, how long, and within what size. */
-import type { Clock } from "../ports";
+import type { Clock } from "../ports/clock";
 import { EXPIRY_SLACK_MS, type AdmissionSettings } from "./settings";
-import { AdmissionStoreError, type AdmissionStore, type WaitingName } from "./store";
+import { AdmissionStoreError, type AdmissionStore, type WaitingName } from "../ports/admission-store";
 
 /** A waiting name no discovery saw for this many intervals is forgotten. */
 const WAITING_KEPT_INTERVALS = 3;

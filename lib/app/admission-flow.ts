@@ -5,10 +5,12 @@
  * Discovery, lifecycle events and the operator's reprovision all go through here.
  */
 import type { AdmissionRegistry } from "../admission/registry";
-import { AdmissionOutcomeUnknownError } from "../admission/store";
+import { AdmissionOutcomeUnknownError } from "../ports/admission-store";
 import { identityProblem } from "../choria/identity";
 import { messageOf } from "../errors";
-import { systemClock, type Clock, type HostWork, type Logger } from "../ports";
+import { systemClock, type Clock } from "../ports/clock";
+import type { HostWork } from "../ports/host-work";
+import type { Logger } from "../ports/logger";
 import { encodeHostWork } from "./host-work-message";
 import type { MessageQueue } from "./use-case-ports";
 

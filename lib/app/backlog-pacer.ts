@@ -12,7 +12,7 @@
  * per `pollMs`. Where they cannot be read the discovery admits as if unpaced: pacing is a bound on
  * waiting, never a reason to leave a host out.
  */
-import type { Clock } from "../ports";
+import type { Clock } from "../ports/clock";
 import type { MessageQueue, QueueCounts } from "./use-case-ports";
 
 export interface BacklogPacerOptions {

@@ -5,37 +5,12 @@
  * RetryLaterError). What cannot be retried usefully is dead-lettered with its reason.
  */
 import { messageOf, ProvisionerError } from "../errors";
-import type { Logger } from "../ports";
+import type { Logger } from "../ports/logger";
 import type { BatchResult, MessageQueue, QueueMessage } from "./use-case-ports";
+import type { BatchRefill } from "./use-case-ports";
 
 /** A message that goes back to the queue for a later delivery (reported as a batch item failure). */
 export class RetryLaterError extends ProvisionerError {}
-
-/**
- * More work from the batch's own queue, so a container's workers do not idle while the batch waits
- * for its slowest item: the event source only delivers the next batch once this invocation returns.
- * Messages taken this way are the invocation's own to finish: `complete` marks one that was
- * handled for removal, and `settle` (at the end of the batch) sends what is still to be removed;
- * one whose handling threw is left alone, and comes back after the visibility its handler set (as a
- * reported failure would).
- */
-export interface BatchRefill {
-  /** Up to `max` more messages; none when the queue has none ready. */
-  take(max: number): Promise<QueueMessage[]>;
-  /** Marks a handled message for removal; the removal may wait to be sent with others. */
-  complete(message: QueueMessage): void;
-  /** Sends every removal not sent yet and answers the messages that could not be removed. */
-  settle(): Promise<RemovalFailure[]>;
-  /** Whether taking more is still allowed (time left in the invocation). */
-  open(): boolean;
-}
-
-/** A finished message the queue did not remove: it comes back after its visibility timeout. */
-export interface RemovalFailure {
-  message: QueueMessage;
-  reason: string;
-}
-
 interface Item {
   message: QueueMessage;
   taken: boolean;

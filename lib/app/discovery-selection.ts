@@ -17,7 +17,7 @@
  * within ceil(names / budget) discoveries. The rest are dropped and counted; what is left waiting is
  * remembered, at most `waitingBound(newBudget)` names.
  */
-import type { WaitingName } from "../admission/store";
+import type { WaitingName } from "../ports/admission-store";
 import type { RandomSource } from "../engine/retry";
 
 export interface DiscoverySelection {

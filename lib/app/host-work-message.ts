@@ -6,7 +6,7 @@
 import * as z from "zod";
 import { identityProblem } from "../choria/identity";
 import { InvalidInputError } from "../errors";
-import type { HostWork } from "../ports";
+import type { HostWork } from "../ports/host-work";
 
 const hostWorkSchema = z.strictObject({
   v: z.literal(1),

@@ -5,14 +5,19 @@
  * in the host-work DLQ after too many failures in a row at one step.
  */
 import { failuresInARow, type HostClaim } from "../admission/claim";
-import { type AdmissionRegistry } from "../admission/registry";
-import { type CredentialsExpiry } from "../admission/credentials";
+import type { AdmissionRegistry } from "../admission/registry";
+import type { CredentialsExpiry } from "../admission/credentials";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionOutcome } from "../engine/outcome";
-import { type ProvisionEngine } from "../engine/provision";
+import type { ProvisionEngine } from "../engine/provision";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate-port";
-import { EXTRA_METRIC, systemClock, type Clock, type HostWork, type LogAttributes, type Logger, type Metrics } from "../ports";
-import { deadLetter, RetryLaterError, runBatch, type BatchRefill } from "./batch";
+import type { LeaseGate, Standing } from "../ports/lease-gate";
+import { EXTRA_METRIC } from "../observability/metric-names";
+import { systemClock, type Clock } from "../ports/clock";
+import type { HostWork } from "../ports/host-work";
+import type { LogAttributes, Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
+import { deadLetter, RetryLaterError, runBatch } from "./batch";
+import { type BatchRefill } from "./use-case-ports";
 import { decodeHostWork } from "./host-work-message";
 import type { BatchResult, Broker, InvocationContext, MessageQueue, QueueMessage } from "./use-case-ports";
 

@@ -5,8 +5,8 @@
  * is on every log line of the invocation.
  */
 import type { AsyncLocalStorage } from "node:async_hooks";
-import type { LeaseGate } from "../lease/gate-port";
-import type { LogAttributes, Logger } from "../ports";
+import type { LeaseGate } from "../ports/lease-gate";
+import type { LogAttributes, Logger } from "../ports/logger";
 import type { Broker, InvocationContext } from "./use-case-ports";
 
 export interface InvocationsDeps {

@@ -4,11 +4,14 @@
  * container when leader election is off.
  */
 import { messageOf } from "../errors";
-import type { LeaseGate } from "../lease/gate-port";
+import type { LeaseGate } from "../ports/lease-gate";
 import { runLeaseKeeper } from "../lease/keeper";
-import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import type { AdmissionRegistry } from "../admission/registry";
-import type { WaitingName } from "../admission/store";
+import type { WaitingName } from "../ports/admission-store";
 import type { RandomSource } from "../engine/retry";
 import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";

@@ -5,10 +5,14 @@
  */
 import { parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import { messageOf } from "../errors";
-import type { LeaseGate, Standing } from "../lease/gate-port";
-import { leadsAt, type LeaseStore } from "../lease/store";
-import type { PauseStore } from "../lease/pause";
-import { EXTRA_METRIC, METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import type { LeaseGate, Standing } from "../ports/lease-gate";
+import { leadsAt } from "../lease/stored-lease";
+import type { LeaseStore } from "../ports/lease-store";
+import type { PauseStore } from "../ports/pause-store";
+import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";

@@ -11,32 +11,14 @@
  */
 import { decideHostMerge, type HostMergeAction, type HostMergeReason, type StoredHost } from "../admission/merge";
 import { ProvisionerError } from "../errors";
-import type { Clock } from "../ports";
+import type { Clock } from "../ports/clock";
 import { mapLimited } from "./concurrency";
-import type { RenewalState, RenewalStore, StoredRenewalState } from "./renewal-state";
+import type { RenewalState } from "./use-case-ports";
+import type { RenewalStore, StoredRenewalState } from "./use-case-ports";
+import type { RegistryTable } from "./use-case-ports";
 
 /** The merge could not finish: the message says where it stopped; what it wrote before stays, and a new run carries on. */
 export class RegistryMergeError extends ProvisionerError {}
-
-/** One admission table as the merge reads and writes it; `V` is the store's attribute value, carried unread. */
-export interface RegistryTable<V> {
-  /** As the operator named it: a table name or ARN. */
-  readonly name: string;
-  /** The attributes that decide how long the table keeps an item (carried with an expiry). */
-  readonly lifetimeAttributes: readonly string[];
-  /** Every host entry of the site's partition, read consistently. */
-  listHosts(site: string): Promise<Array<StoredHost<V>>>;
-  readHost(site: string, identity: string): Promise<StoredHost<V> | undefined>;
-  /**
-   * Stores `host` if the table still holds `expected` for it (no entry, when undefined): "written"
-   * when the table holds `host` afterwards, "changed" when it holds something else (another writer
-   * came first, or a write whose outcome was unknown did not land).
-   */
-  putHost(host: StoredHost<V>, expected: StoredHost<V> | undefined): Promise<"written" | "changed">;
-  /** The site's renewal state in this table. */
-  readonly renewal: RenewalStore;
-}
-
 export interface HostMergeLine {
   identity: string;
   /** The source table the entry came from. */

@@ -16,7 +16,8 @@
 import type { HostExpiry } from "../admission/site-listing";
 import { ASSUMED_OUT_OF_SERVICE_MS, RENEW_RUN_MS, sustainedRenewRate, type SustainedRenewRate } from "../config/renew-capacity";
 import { InvalidRenewalSettingsError } from "../errors";
-import { atRisk, measuredOutOfServiceMs, renewableAt, renewalApplies, type RenewalState, type RenewBefore } from "./renewal-state";
+import { atRisk, measuredOutOfServiceMs, renewableAt, renewalApplies, type RenewBefore } from "./renewal-state";
+import { type RenewalState } from "./use-case-ports";
 
 export interface RenewalCapacitySettings {
   before: RenewBefore;

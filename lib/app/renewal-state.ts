@@ -12,31 +12,7 @@ import type { RenewalMark } from "../admission/credentials";
 import type { HostExpiry } from "../admission/site-listing";
 import { SPREAD_SHARE } from "../config/renew-capacity";
 import { RenewalContentionError } from "../errors";
-
-interface InFlightRenewal {
-  /** Wall-clock epoch ms the reprovision request was vouched for by the gate. */
-  sentAt: number;
-  /** The lease term it was sent under. */
-  term: number;
-  /** When the credentials it replaces expire. */
-  expiresAt: number;
-  /**
-   * The request left but no answer came: the node may be restarting (the reply was lost) or may
-   * never have had it. It stays in flight, counted against the bound, until the host comes back
-   * or shows it did not act (still provisioned with its old credentials after `unansweredHoldMs`).
-   */
-  unanswered?: boolean;
-}
-
-export interface RenewalOutcome {
-  identity: string;
-  ok: boolean;
-  at: number;
-  reason?: string;
-  /** A renewed host's time from the send until renewal saw it back: how long it held its place in flight. */
-  outOfServiceMs?: number;
-}
-
+import type { RenewalOutcome, RenewalRequest, RenewalState, RenewalStore } from "./use-case-ports";
 /** Renewals measured before the measurement replaces the assumption. */
 const OUT_OF_SERVICE_SAMPLES = 5;
 
@@ -50,40 +26,6 @@ export function measuredOutOfServiceMs(recent: readonly RenewalOutcome[]): numbe
   samples.sort((a, b) => a - b);
   return samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.9))];
 }
-
-/** What an operator's `choria-provisioner renew` asks for. */
-export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
-
-/** An operator's request, carried out by the leader's runs under `term`. */
-interface RenewalRequest {
-  term: number;
-  requestedAt: number;
-  by?: string;
-  selection: RenewSelection;
-  /**
-   * When the leader's first run took the request, on the leader's clock: a host whose credentials
-   * were issued after it has been renewed, so none is renewed twice however large the request.
-   */
-  acceptedAt?: number;
-  /** Sends per minute while the request lasts, instead of `renew.rate`. */
-  ratePerMinute?: number;
-}
-
-export interface RenewalState {
-  inFlight: Record<string, InFlightRenewal>;
-  /** The last `failure_window` outcomes, oldest first, one per host (a retry replaces its host's last outcome). */
-  recent: RenewalOutcome[];
-  /** Epoch ms of the requests that left in the last minute, answered or not. */
-  sends: number[];
-  paused?: { reason: string; at: number };
-  request?: RenewalRequest;
-  /**
-   * The leader's last renew run, on its clock, and its term: the runs are what carry out an
-   * operator's request, so without a recent one a request would wait for nothing.
-   */
-  lastRun?: { at: number; term: number };
-}
-
 export function emptyRenewalState(): RenewalState {
   return { inFlight: {}, recent: [], sends: [] };
 }
@@ -104,19 +46,6 @@ export function renewalStateFrom(stored: Record<string, unknown>): RenewalState 
   }
   return state;
 }
-
-export interface StoredRenewalState {
-  state: RenewalState;
-  /** 0 when nothing is stored yet. */
-  version: number;
-}
-
-export interface RenewalStore {
-  read(site: string): Promise<StoredRenewalState>;
-  /** Stores `state` as version `version + 1` if the stored version is still `version`; false if another writer came first. */
-  write(site: string, state: RenewalState, version: number): Promise<boolean>;
-}
-
 /**
  * Reads, changes and writes the site's state until the write lands (a lost version check reads
  * again), and returns what `change` returned with the state written.

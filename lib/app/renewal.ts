@@ -28,22 +28,18 @@ import type { HostExpiry } from "../admission/site-listing";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
-import type { LeaseGate } from "../lease/gate-port";
-import { EXTRA_METRIC, type ChoriaRpc, type Clock, type Logger, type Metrics } from "../ports";
+import type { LeaseGate } from "../ports/lease-gate";
+import { EXTRA_METRIC } from "../observability/metric-names";
+import type { ChoriaRpc } from "../ports/rpc";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import { mapLimited } from "./concurrency";
 import { capacitySettings, renewalCapacity } from "./renewal-capacity";
 import type { InvocationContext } from "./use-case-ports";
-import {
-  dueHosts,
-  provisionedSince,
-  requestedHosts,
-  retryMark,
-  updateRenewalState,
-  type RenewalOutcome,
-  type RenewalState,
-  type RenewalStore,
-  type RenewBefore,
-} from "./renewal-state";
+import { dueHosts, provisionedSince, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
+import { type RenewalOutcome, type RenewalState } from "./use-case-ports";
+import { type RenewalStore } from "./use-case-ports";
 
 const REPROVISION_RPC = "choria_provision#reprovision";
 /** One reprovision attempt: the Go client's discovery timeout plus the agent's DDL timeout. */

@@ -8,22 +8,11 @@
  * alarm) when another deployment that reported recently uses another registry.
  */
 import { messageOf } from "../errors";
-import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
-
-/** What one deployment last reported: the registry it uses, on its own clock. */
-export interface RegistryReport {
-  deploymentId: string;
-  registryId: string;
-  seenAt: number;
-}
-
-export interface SiteRegistries {
-  /** The id of the registry this deployment uses: made once, kept in that registry, so every deployment using it reads the same. */
-  ownId(): Promise<string>;
-  /** Records `report` and returns the latest report of every deployment of the site, this one's included. */
-  report(report: RegistryReport): Promise<RegistryReport[]>;
-}
-
+import { EXTRA_METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
+import type { RegistryReport, SiteRegistries } from "./use-case-ports";
 export interface SiteMemoryDeps {
   deploymentId: string;
   registries: SiteRegistries;

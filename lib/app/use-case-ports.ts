@@ -1,8 +1,11 @@
 /**
- * The ports of the use cases: what they need from the message queues, the broker and the
- * lifecycle event source, with the data types they carry. Adapters implement them (lib/aws for SQS,
- * lib/nats for NATS); the use cases import no AWS or NATS client and no `aws-lambda` type.
+ * The ports of the use cases, with the data types they carry: the message queues and dead letters,
+ * the broker, the lifecycle event source, the site's renewal state, the site's registries and the
+ * registry tables a merge reads. Adapters implement them (lib/aws for SQS, lib/nats for NATS,
+ * lib/dynamodb for the tables); the use cases import no AWS or NATS client and no `aws-lambda` type.
+ * The domain's own ports are in lib/ports/.
  */
+import type { StoredHost } from "../admission/merge";
 
 /** One discovery broadcast, as the broker reports it. */
 export interface DiscoveryResult {
@@ -109,4 +112,152 @@ export interface LifecycleEventRun {
 export interface LifecycleEventSource {
   /** Reads and forwards events until `until`; says how it read and whether it ever led. */
   run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }>;
+}
+
+export interface StoredRenewalState {
+  state: RenewalState;
+  /** 0 when nothing is stored yet. */
+  version: number;
+}
+
+export interface RenewalStore {
+  read(site: string): Promise<StoredRenewalState>;
+  /** Stores `state` as version `version + 1` if the stored version is still `version`; false if another writer came first. */
+  write(site: string, state: RenewalState, version: number): Promise<boolean>;
+}
+
+/** What one deployment last reported: the registry it uses, on its own clock. */
+export interface RegistryReport {
+  deploymentId: string;
+  registryId: string;
+  seenAt: number;
+}
+
+export interface SiteRegistries {
+  /** The id of the registry this deployment uses: made once, kept in that registry, so every deployment using it reads the same. */
+  ownId(): Promise<string>;
+  /** Records `report` and returns the latest report of every deployment of the site, this one's included. */
+  report(report: RegistryReport): Promise<RegistryReport[]>;
+}
+
+/**
+ * More work from the batch's own queue, so a container's workers do not idle while the batch waits
+ * for its slowest item: the event source only delivers the next batch once this invocation returns.
+ * Messages taken this way are the invocation's own to finish: `complete` marks one that was
+ * handled for removal, and `settle` (at the end of the batch) sends what is still to be removed;
+ * one whose handling threw is left alone, and comes back after the visibility its handler set (as a
+ * reported failure would).
+ */
+export interface BatchRefill {
+  /** Up to `max` more messages; none when the queue has none ready. */
+  take(max: number): Promise<QueueMessage[]>;
+  /** Marks a handled message for removal; the removal may wait to be sent with others. */
+  complete(message: QueueMessage): void;
+  /** Sends every removal not sent yet and answers the messages that could not be removed. */
+  settle(): Promise<RemovalFailure[]>;
+  /** Whether taking more is still allowed (time left in the invocation). */
+  open(): boolean;
+}
+
+/** A finished message the queue did not remove: it comes back after its visibility timeout. */
+export interface RemovalFailure {
+  message: QueueMessage;
+  reason: string;
+}
+
+/** A message received from a dead-letter queue, still on it until removed. */
+export interface DeadLetterMessage {
+  messageId: string;
+  receiptHandle: string;
+  body: string;
+  /** String message attributes: `reason`, and for parked hosts `step`, `failures`, `identity`, `term`. */
+  attributes: Record<string, string>;
+  receiveCount: number;
+  /** Epoch ms SQS first received the message (on the original queue for a redriven one). */
+  sentAt: number | undefined;
+}
+
+export interface DeadLetterQueue {
+  readonly url: string;
+  /** Receives up to `max` messages, hidden for `hideSeconds`; repeated pages never return one twice. */
+  receive(max: number, hideSeconds: number): Promise<DeadLetterMessage[]>;
+  /** Makes received messages visible again at once. */
+  unhide(messages: readonly DeadLetterMessage[]): Promise<void>;
+  remove(message: DeadLetterMessage): Promise<void>;
+}
+
+/** One admission table as the merge reads and writes it; `V` is the store's attribute value, carried unread. */
+export interface RegistryTable<V> {
+  /** As the operator named it: a table name or ARN. */
+  readonly name: string;
+  /** The attributes that decide how long the table keeps an item (carried with an expiry). */
+  readonly lifetimeAttributes: readonly string[];
+  /** Every host entry of the site's partition, read consistently. */
+  listHosts(site: string): Promise<Array<StoredHost<V>>>;
+  readHost(site: string, identity: string): Promise<StoredHost<V> | undefined>;
+  /**
+   * Stores `host` if the table still holds `expected` for it (no entry, when undefined): "written"
+   * when the table holds `host` afterwards, "changed" when it holds something else (another writer
+   * came first, or a write whose outcome was unknown did not land).
+   */
+  putHost(host: StoredHost<V>, expected: StoredHost<V> | undefined): Promise<"written" | "changed">;
+  /** The site's renewal state in this table. */
+  readonly renewal: RenewalStore;
+}
+
+interface InFlightRenewal {
+  /** Wall-clock epoch ms the reprovision request was vouched for by the gate. */
+  sentAt: number;
+  /** The lease term it was sent under. */
+  term: number;
+  /** When the credentials it replaces expire. */
+  expiresAt: number;
+  /**
+   * The request left but no answer came: the node may be restarting (the reply was lost) or may
+   * never have had it. It stays in flight, counted against the bound, until the host comes back
+   * or shows it did not act (still provisioned with its old credentials after `unansweredHoldMs`).
+   */
+  unanswered?: boolean;
+}
+
+export interface RenewalOutcome {
+  identity: string;
+  ok: boolean;
+  at: number;
+  reason?: string;
+  /** A renewed host's time from the send until renewal saw it back: how long it held its place in flight. */
+  outOfServiceMs?: number;
+}
+
+/** What an operator's `choria-provisioner renew` asks for. */
+export type RenewSelection = { identities: readonly string[] } | { dueWithinMs: number } | { all: true };
+
+/** An operator's request, carried out by the leader's runs under `term`. */
+export interface RenewalRequest {
+  term: number;
+  requestedAt: number;
+  by?: string;
+  selection: RenewSelection;
+  /**
+   * When the leader's first run took the request, on the leader's clock: a host whose credentials
+   * were issued after it has been renewed, so none is renewed twice however large the request.
+   */
+  acceptedAt?: number;
+  /** Sends per minute while the request lasts, instead of `renew.rate`. */
+  ratePerMinute?: number;
+}
+
+export interface RenewalState {
+  inFlight: Record<string, InFlightRenewal>;
+  /** The last `failure_window` outcomes, oldest first, one per host (a retry replaces its host's last outcome). */
+  recent: RenewalOutcome[];
+  /** Epoch ms of the requests that left in the last minute, answered or not. */
+  sends: number[];
+  paused?: { reason: string; at: number };
+  request?: RenewalRequest;
+  /**
+   * The leader's last renew run, on its clock, and its term: the runs are what carry out an
+   * operator's request, so without a recent one a request would wait for nothing.
+   */
+  lastRun?: { at: number; term: number };
 }

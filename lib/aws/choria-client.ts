@@ -14,7 +14,8 @@ import { decodeHex } from "../crypto/encoding";
 import { decodeJwt, jwtVerifierFromContent, loadJwtVerifier, type JwtVerifier } from "../crypto/jwt";
 import { ed25519PrivateKeyFromSeed, loadSigningKey, type SigningKey } from "../crypto/keys";
 import { ConfigError } from "../errors";
-import type { Clock, Logger } from "../ports";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
 
 export async function choriaClientSettings(config: ProvisionerConfig, clock: Clock, logger: Logger): Promise<ChoriaClientSettings> {
   const base = { senderId: config.identity, ttl: config.rpcTtl, clock, logger };

@@ -12,7 +12,7 @@ import { ChoriaBroker } from "../nats/broker";
 import { SharedBrokerConnection } from "../nats/connection";
 import { lifecycleSubject } from "../choria/lifecycle";
 import { defaultConsumerName, NatsLifecycleEventSource } from "../nats/lifecycle-event-source";
-import type { ChoriaRpc } from "../ports";
+import type { ChoriaRpc } from "../ports/rpc";
 import { admissionFlow, composeInvocations, composeLeadership, type FunctionParts } from "./compose";
 
 export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker> {

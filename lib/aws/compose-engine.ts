@@ -5,8 +5,8 @@
  */
 import { loadEngineKeys } from "./choria-client";
 import { ProvisionEngine } from "../engine/provision";
-import { type EngineSettings } from "../engine/settings";
-import type { ChoriaRpc } from "../ports";
+import type { EngineSettings } from "../engine/settings";
+import type { ChoriaRpc } from "../ports/rpc";
 import type { FunctionParts } from "./compose";
 import { createHelperRunner } from "./helper-runner";
 

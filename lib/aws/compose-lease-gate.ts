@@ -5,10 +5,12 @@ import { DynamoDbPauseStore } from "../dynamodb/pause-store";
 import { leaseSettingsOf } from "../config/config";
 import type { ProvisionerConfig } from "../config/types";
 import { createLeaseGate } from "../lease/gate";
-import { type LeaseGate, type OnWonTerm } from "../lease/gate-port";
-import type { LeaseStore } from "../lease/store";
-import type { PauseStore } from "../lease/pause";
-import type { Clock, Logger, Metrics } from "../ports";
+import type { LeaseGate, OnWonTerm } from "../ports/lease-gate";
+import type { LeaseStore } from "../ports/lease-store";
+import type { PauseStore } from "../ports/pause-store";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 
 /** One whole gate round (writes, settling read, SDK retries) may take at most this long. */
 const LEASE_ROUND_TIMEOUT_MS = 4_000;

@@ -3,7 +3,7 @@ import { secretValues } from "../config/keys";
 import type { ProvisionerConfig } from "../config/types";
 import { ExecHelperRunner } from "../helper/exec-runner";
 import { LambdaHelperRunner, type HelperInvoke } from "../helper/lambda-runner";
-import type { HelperRunner } from "../ports";
+import type { HelperRunner } from "../ports/helper";
 
 /** Builds the synchronous (RequestResponse) Lambda invocation the LambdaHelperRunner calls. */
 function createLambdaInvoke(functionName: string, client: LambdaClient = new LambdaClient({})): HelperInvoke {

@@ -2,7 +2,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { maskedRecord, type LoggerOptions, type LogLevel } from "../observability/logger";
 import { Redactor } from "../observability/redact";
-import type { LogAttributes, Logger } from "../ports";
+import type { LogAttributes, Logger } from "../ports/logger";
 
 export interface PowertoolsLoggerOptions extends LoggerOptions {
   /** An existing Powertools logger (e.g. one the middy injectLambdaContext middleware uses). */

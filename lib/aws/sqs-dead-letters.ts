@@ -5,7 +5,7 @@ import {
   ReceiveMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import type { DeadLetterMessage, DeadLetterQueue } from "../app/operator/dead-letters";
+import type { DeadLetterMessage, DeadLetterQueue } from "../app/use-case-ports";
 import { SqsMessageQueue } from "./sqs-queue";
 
 export class SqsDeadLetterQueue extends SqsMessageQueue implements DeadLetterQueue {

@@ -12,7 +12,8 @@ import {
   type SendMessageBatchRequestEntry,
 } from "@aws-sdk/client-sqs";
 import { messageOf } from "../errors";
-import { silentLogger, systemClock, type Clock, type Logger } from "../ports";
+import { silentLogger, type Logger } from "../ports/logger";
+import { systemClock, type Clock } from "../ports/clock";
 import type { OutgoingMessage, QueueCounts, MessageQueue, SendOutcome } from "../app/use-case-ports";
 
 /** SendMessageBatch takes at most 10 entries. */

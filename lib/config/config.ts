@@ -3,7 +3,7 @@ import { availableParallelism } from "node:os";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED } from "../observability/redact";
-import type { Logger } from "../ports";
+import type { Logger } from "../ports/logger";
 import { deploymentIdOf } from "./deployment";
 import { duration, nonNegativeDuration, positiveDuration } from "./duration-settings";
 import { configView } from "./keys";

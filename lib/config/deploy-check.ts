@@ -10,7 +10,7 @@
 import { parse as parseYaml } from "yaml";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { splitCommandLine } from "../helper/shellwords";
-import type { Logger } from "../ports";
+import type { Logger } from "../ports/logger";
 import { parseConfig } from "./config";
 import { STACK_DEPLOYMENT_ID_ENV } from "./deployment";
 import { formatDuration, parseDuration } from "./duration";

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { ConfigError } from "../errors";
-import type { Logger } from "../ports";
+import type { Logger } from "../ports/logger";
 import { parseConfig } from "./config";
 import type { ProvisionerConfig } from "./types";
 import { ENV_OVERRIDABLE } from "./keys";

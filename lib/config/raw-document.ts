@@ -1,5 +1,5 @@
 /** The raw YAML document before it is validated: its nulls dropped, and the warnings about unknown, ignored and risky keys. */
-import type { Logger } from "../ports";
+import type { Logger } from "../ports/logger";
 import { nearestKey } from "./did-you-mean";
 import { SETTINGS } from "./keys";
 import { NESTED_SECTIONS, TOP_LEVEL_KEYS } from "./schema";

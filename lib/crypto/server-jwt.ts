@@ -1,6 +1,6 @@
 import { randomBytes, sign } from "node:crypto";
 import { JwtError } from "../errors";
-import type { ServerClaimsOverride } from "../ports";
+import type { ServerClaimsOverride } from "../ports/helper";
 import { decodeHex, encodeHex } from "./encoding";
 import { ksuid } from "./ids";
 import { decodeJwt } from "./jwt";

@@ -2,8 +2,8 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import * as z from "zod";
 import type { AdmissionEntry, AdmissionState, AdmissionSummaryRow } from "../admission/entry";
-import type { WaitingName } from "../admission/store";
-import type { AdmissionSource } from "../ports";
+import type { WaitingName } from "../ports/admission-store";
+import type { AdmissionSource } from "../ports/host-work";
 import { readItem } from "./expression";
 
 /** An optional attribute of a wrong type is read as absent, as a missing one is. */

@@ -14,19 +14,9 @@ import {
 import * as z from "zod";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { LeaseStoreError } from "../errors";
-import {
-  extensionOf,
-  type AnnounceRequest,
-  type ClaimRequest,
-  type ConditionalWrite,
-  type ExtendedTiming,
-  type ExtendRequest,
-  type HolderBounds,
-  type LeaseItem,
-  type LeaseStore,
-  type PeerRequest,
-  type ReleaseRequest,
-} from "../lease/store";
+import { extensionOf, type ExtendedTiming } from "../lease/stored-lease";
+import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../ports/lease-store";
+import type { ClaimRequest } from "../ports/lease-store";
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map

@@ -3,7 +3,8 @@ import { GetItemCommand, PutItemCommand, ScanCommand, type AttributeValue, type 
 import { marshall } from "@aws-sdk/util-dynamodb";
 import * as z from "zod";
 import { readItem, writeExpressions } from "./expression";
-import { PAUSE_KEY_PREFIX, pauseKey, type PauseState, type PauseStore } from "../lease/pause";
+import { PAUSE_KEY_PREFIX, pauseKey } from "../lease/pause";
+import type { PauseState, PauseStore } from "../ports/pause-store";
 
 /** A pause switch item; `site` is its key in the lease table, `pausedSite` the site it pauses. */
 const PAUSE_ITEM = z

@@ -17,7 +17,7 @@ import {
 import { ADMISSION_TTL_ATTRIBUTE } from "./admission-store";
 import type { StoredHost } from "../admission/merge";
 import { ENTRY_ATTRIBUTES } from "../admission/entry";
-import type { RegistryTable } from "../app/registry-merge";
+import type { RegistryTable } from "../app/use-case-ports";
 import { DynamoDbRenewalStore } from "./renewal-store";
 import { querySite } from "./site-query";
 

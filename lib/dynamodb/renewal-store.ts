@@ -4,7 +4,9 @@
  * of its own. The state is JSON in `state`; `version` makes each write conditional on the one read.
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { emptyRenewalState, renewalStateFrom, type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/renewal-state";
+import { emptyRenewalState, renewalStateFrom } from "../app/renewal-state";
+import { type RenewalState } from "../app/use-case-ports";
+import { type RenewalStore, type StoredRenewalState } from "../app/use-case-ports";
 import { RenewalStoreError } from "../errors";
 
 export interface DynamoDbRenewalStoreOptions {

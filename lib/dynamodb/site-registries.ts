@@ -10,7 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import type { RegistryReport, SiteRegistries } from "../app/site-memory";
+import type { RegistryReport, SiteRegistries } from "../app/use-case-ports";
 import { SiteRegistriesError } from "../errors";
 
 interface Table {

@@ -6,7 +6,7 @@ import { encryptLegacyPem } from "../crypto/legacy-pem";
 import { generateX25519KeyPair, x25519SharedSecret } from "../crypto/ecdh";
 import { signJwt } from "../crypto/jwt";
 import { ConfigError, messageOf } from "../errors";
-import type { HelperResponse } from "../ports";
+import type { HelperResponse } from "../ports/helper";
 import type { CredentialsExpiry } from "../admission/credentials";
 import { CredentialsNotRecordedError, KeyTransportError, ServerJwtError } from "./errors";
 import type { HostRun } from "./host-run";

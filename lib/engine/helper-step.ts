@@ -1,6 +1,9 @@
 /** The helper step: the configure helper run under the pause gate, its answer kept only inside the window the gate granted. */
 import { HelperError, messageOf, PausedError } from "../errors";
-import { METRIC, type AttemptWindow, type Clock, type HelperRequest, type HelperResponse } from "../ports";
+import { METRIC } from "../observability/metric-names";
+import type { AttemptWindow } from "../ports/lease-gate";
+import type { Clock } from "../ports/clock";
+import type { HelperRequest, HelperResponse } from "../ports/helper";
 import type { HostRun } from "./host-run";
 import { HELPER_TIMEOUT_MS } from "./plan";
 import { assertGateOpen, assertTimeLeft } from "./retry";

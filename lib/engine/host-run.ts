@@ -1,6 +1,9 @@
 /** One host's run through the sequence (Go `host.Host`): what every step reads, and the planned RPC with retries each step makes. */
 import { RpcProtocolError, RpcStatusError } from "../errors";
-import type { Clock, HostWork, LogAttributes, Logger, RpcReply } from "../ports";
+import type { Clock } from "../ports/clock";
+import type { HostWork } from "../ports/host-work";
+import type { LogAttributes, Logger } from "../ports/logger";
+import type { RpcReply } from "../ports/rpc";
 import { AGENT_TIMEOUT_MS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
 import { rpcWithRetries, type RetryContext } from "./retry";
 import type { EngineDeps, EngineSettings } from "./settings";

@@ -5,7 +5,7 @@ import { verifyNonceSignature } from "../crypto/nonce";
 import { verifyProvisioningJwt } from "../crypto/jwt";
 import type { ProvisioningClaims } from "../crypto/jwt-claims";
 import { ConfigError, JwtError, messageOf } from "../errors";
-import type { HelperRequest } from "../ports";
+import type { HelperRequest } from "../ports/helper";
 import { encodeGoJson } from "./go-json";
 import { callPlanned, textField, type HostRun } from "./host-run";
 

@@ -6,7 +6,10 @@
  */
 import { helperJwtClaims, type ProvisioningClaims } from "../crypto/jwt-claims";
 import { DeferredError, messageOf } from "../errors";
-import { EXTRA_METRIC, METRIC, silentLogger, systemClock, type Clock, type HostWork, type LogAttributes, type Logger } from "../ports";
+import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import { silentLogger, type LogAttributes, type Logger } from "../ports/logger";
+import { systemClock, type Clock } from "../ports/clock";
+import type { HostWork } from "../ports/host-work";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
 import type { HostRun } from "./host-run";

@@ -6,7 +6,11 @@
  * started and the work goes back to the queue instead.
  */
 import { AttemptExceedsLeaseError, PausedError } from "../errors";
-import { METRIC, type AttemptWindow, type Clock, type Logger, type Metrics, type PauseGate } from "../ports";
+import { METRIC } from "../observability/metric-names";
+import type { AttemptWindow, PauseGate } from "../ports/lease-gate";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
 /** Go `backoff.FiveSec`: base sleeps in ms; the sleep after try n uses index min(n, 10). */

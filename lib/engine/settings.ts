@@ -1,7 +1,12 @@
 /** What a ProvisionEngine is given: its settings with key material loaded, its ports, and each provision's options. */
 import type { JwtVerifier } from "../crypto/jwt";
 import type { SigningKey } from "../crypto/keys";
-import type { ChoriaRpc, Clock, HelperRunner, Logger, Metrics, PauseGate } from "../ports";
+import type { ChoriaRpc } from "../ports/rpc";
+import type { Clock } from "../ports/clock";
+import type { HelperRunner } from "../ports/helper";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
+import type { PauseGate } from "../ports/lease-gate";
 import type { CredentialsExpiry } from "../admission/credentials";
 import type { RandomSource, RemainingTime } from "./retry";
 

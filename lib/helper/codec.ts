@@ -1,6 +1,6 @@
 import * as z from "zod";
 import { HelperError } from "../errors";
-import type { HelperRequest, HelperResponse, ServerClaimsOverride } from "../ports";
+import type { HelperRequest, HelperResponse, ServerClaimsOverride } from "../ports/helper";
 
 /** Largest helper output accepted; anything bigger is a HelperError rather than a memory spike. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;

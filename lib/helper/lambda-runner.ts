@@ -1,5 +1,5 @@
 import { HelperError } from "../errors";
-import type { HelperRequest, HelperResponse, HelperRunner } from "../ports";
+import type { HelperRequest, HelperResponse, HelperRunner } from "../ports/helper";
 import { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
 
 export interface HelperInvokeResult {

@@ -5,7 +5,7 @@
  * a short tail.
  */
 import { isSecretAttributeName, REDACTED, Redactor } from "../observability/redact";
-import type { HelperRequest } from "../ports";
+import type { HelperRequest } from "../ports/helper";
 
 /** Characters of redacted stderr an error quotes at most. */
 const STDERR_SHOWN_CHARS = 512;

@@ -3,9 +3,12 @@
  * holder for longer than a takeover takes, another deployment nobody declared, and a holder whose
  * bounds differ from ours. Each is logged once and counted (or gauged) at every round.
  */
-import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import type { LeaseSettings } from "./settings";
-import type { LeaseItem } from "./store";
+import type { LeaseItem } from "../ports/lease-store";
 
 /**
  * A peer whose last round is older than this (on its own clock) is taken as gone: a decommissioned

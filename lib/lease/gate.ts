@@ -3,16 +3,21 @@
  * the work was admitted under and the remaining validity covers the whole next attempt, so an
  * attempt that starts before a takeover is also over before it. Nothing is cached beyond the
  * lease's own monotonic deadline: when that is too short the gate keeps the lease first, and any store
- * failure reads closed. What its callers see (LeaseGate, Standing) is in gate-port.ts; the gate
+ * failure reads closed. What its callers see (LeaseGate, Standing) is in lib/ports/lease-gate.ts; the gate
  * without leader election in unelected-gate.ts; the operator's switch it reads in pause.ts.
  */
 import { AttemptExceedsLeaseError, LeaseLostError, LeaseUnconfirmedError, LeaseValidityShortError, PausedError } from "../errors";
-import { METRIC, silentLogger, systemClock, type AttemptWindow, type Clock, type Logger, type Metrics } from "../ports";
-import type { LeaseGate, OnWonTerm, Standing } from "./gate-port";
+import { METRIC } from "../observability/metric-names";
+import { silentLogger, type Logger } from "../ports/logger";
+import { systemClock, type Clock } from "../ports/clock";
+import type { AttemptWindow } from "../ports/lease-gate";
+import type { Metrics } from "../ports/metrics";
+import type { LeaseGate, OnWonTerm, Standing } from "../ports/lease-gate";
 import { Lease, type LeaseOutcome } from "./lease";
-import { PauseSwitch, type PauseStore } from "./pause";
+import { PauseSwitch } from "./pause";
+import type { PauseStore } from "../ports/pause-store";
 import type { LeaseSettings } from "./settings";
-import type { LeaseStore } from "./store";
+import type { LeaseStore } from "../ports/lease-store";
 import { unelectedGate } from "./unelected-gate";
 
 export interface LeaseGateDeps {

@@ -5,7 +5,8 @@
  * next scheduled invocation picks up where it left off; the gap between them is far shorter than
  * the lease's validity. See docs/lease.md.
  */
-import { silentLogger, type Clock, type Logger } from "../ports";
+import { silentLogger, type Logger } from "../ports/logger";
+import type { Clock } from "../ports/clock";
 import type { LeaseOutcome } from "./lease";
 
 export interface LeaseKeeperOptions {

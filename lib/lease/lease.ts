@@ -22,10 +22,14 @@
  * raises in alarms.ts; the readings of a stored lease in reading.ts.
  */
 import { LeaseStoreError, ProvisionerError } from "../errors";
-import { EXTRA_METRIC, type Clock, type Logger, type Metrics } from "../ports";
+import { EXTRA_METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
 import { LeaseAlarms } from "./alarms";
 import type { LeaseSettings } from "./settings";
-import { deliveryDeadline, releaseOnBehalf, settledWrite, type ConditionalWrite, type HolderBounds, type LeaseItem, type LeaseStore } from "./store";
+import { deliveryDeadline, releaseOnBehalf, settledWrite } from "./stored-lease";
+import type { ConditionalWrite, HolderBounds, LeaseItem, LeaseStore } from "../ports/lease-store";
 
 /** What one acquire/keep round established. */
 export type LeaseOutcome =

@@ -6,26 +6,10 @@
  * site's lease item, so every deployment of a site sees it wherever the table is replicated.
  */
 import { LeaseStoreError } from "../errors";
-import { EXTRA_METRIC, type Logger, type Metrics } from "../ports";
-
-export interface PauseState {
-  site: string;
-  deploymentId: string;
-  paused: boolean;
-  /** Who flipped the switch and why (free text from the operator). */
-  by?: string;
-  reason?: string;
-  /** Wall-clock epoch ms of the change. */
-  changedAt: number;
-}
-
-export interface PauseStore {
-  read(site: string, deploymentId: string): Promise<PauseState | undefined>;
-  write(state: PauseState): Promise<void>;
-  /** Every deployment of `site` with a switch item (paused or resumed). */
-  list(site: string): Promise<PauseState[]>;
-}
-
+import { EXTRA_METRIC } from "../observability/metric-names";
+import type { Logger } from "../ports/logger";
+import type { Metrics } from "../ports/metrics";
+import type { PauseStore } from "../ports/pause-store";
 export const PAUSE_KEY_PREFIX = "pause#";
 
 /** The lease-table key of a deployment's switch; a lease item's key is the bare site name. */

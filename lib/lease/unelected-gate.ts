@@ -2,8 +2,10 @@
  * The gate while leader election is off (`leader_election: false`): always open, at one term, and
  * the lease store is never used.
  */
-import { METRIC, type Clock, type Metrics } from "../ports";
-import type { LeaseGate } from "./gate-port";
+import { METRIC } from "../observability/metric-names";
+import type { Clock } from "../ports/clock";
+import type { Metrics } from "../ports/metrics";
+import type { LeaseGate } from "../ports/lease-gate";
 
 /** The term every piece of work carries when leader election is off. */
 const UNELECTED_TERM = 0;

@@ -5,7 +5,8 @@
  */
 import type { NatsConnection } from "nats";
 import type { Broker } from "../app/use-case-ports";
-import type { ChoriaRpc, Clock } from "../ports";
+import type { ChoriaRpc } from "../ports/rpc";
+import type { Clock } from "../ports/clock";
 import { BrokerConnectionError, publishStartupEvent, type SharedBrokerConnection } from "./connection";
 import type { DiscoveryResult } from "../app/use-case-ports";
 import { BroadcastDiscoverer } from "./discovery";

@@ -9,7 +9,7 @@
  */
 import { connect, type ConnectionOptions, type NatsConnection } from "nats";
 import { ProvisionerError } from "../errors";
-import { type Clock, systemClock } from "../ports";
+import { type Clock, systemClock } from "../ports/clock";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../choria/lifecycle";
 
 /** The NATS user the broker maps to the provisioning account when the password matches. */

@@ -10,7 +10,7 @@
 import type { NatsConnection, Subscription } from "nats";
 import { ProvisionerError } from "../errors";
 import type { DiscoveryResult } from "../app/use-case-ports";
-import type { NodeDiscoverer } from "../ports";
+import type { NodeDiscoverer } from "../ports/rpc";
 import { agentFilter } from "../choria/filter";
 import { identityProblem } from "../choria/identity";
 import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "../choria/protocol";

@@ -8,7 +8,8 @@
 import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection, type Subscription } from "nats";
 import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../app/use-case-ports";
 import { messageOf } from "../errors";
-import type { Clock, Logger } from "../ports";
+import type { Clock } from "../ports/clock";
+import type { Logger } from "../ports/logger";
 
 /** The durable consumer the site's deployments share unless LIFECYCLE_CONSUMER names another; JetStream durable names may not contain `.`, `*`, `>` or whitespace. */
 export function defaultConsumerName(site: string): string {

@@ -22,12 +22,14 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
-import { type ChoriaRpc, type Clock, type Logger, type RpcCall, type RpcReply, silentLogger, systemClock } from "../ports";
+import type { ChoriaRpc, RpcCall, RpcReply } from "../ports/rpc";
+import { type Clock, systemClock } from "../ports/clock";
+import { type Logger, silentLogger } from "../ports/logger";
 import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
 import { assertValidIdentity } from "../choria/identity";
 import { decodeReply, DEFAULT_MAX_MESSAGE_BYTES, encodeRequest, type IncomingReply, nodeSubject, replySubject, type RequestSigner } from "../choria/protocol";
-import { type ProtocolVersion } from "../choria/envelope";
+import type { ProtocolVersion } from "../choria/envelope";
 
 const PROVISIONING_COLLECTIVE = "provisioning";
 /**

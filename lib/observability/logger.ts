@@ -1,5 +1,5 @@
 import { withCauseChain } from "../errors";
-import type { LogAttributes } from "../ports";
+import type { LogAttributes } from "../ports/logger";
 import { Redactor } from "./redact";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";

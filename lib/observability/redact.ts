@@ -1,5 +1,5 @@
 import { causesOf, messageOf } from "../errors";
-import type { LogAttributes } from "../ports";
+import type { LogAttributes } from "../ports/logger";
 
 export const REDACTED = "[redacted]";
 

@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import { agentFilter } from "../../lib/choria/filter";
 import { DISCOVERY_PING, encodeRequest, replySubject, type RequestSigner } from "../../lib/choria/protocol";
 import { encodeReply } from "../support/choria-node/protocol";
-import { type ProtocolVersion } from "../../lib/choria/envelope";
+import type { ProtocolVersion } from "../../lib/choria/envelope";
 import { ksuid, uuidHex } from "../../lib/crypto/ids";
 
 // The upstream Choria fixtures (shared/fixtures/choria, next to this repository).

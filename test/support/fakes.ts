@@ -4,22 +4,13 @@
  * each; a suite that needs a variant composes these rather than writing its own.
  */
 import { PausedError, RpcStatusError, RpcTimeoutError } from "../../lib/errors";
-import type {
-  AnyMetricName,
-  AttemptWindow,
-  ChoriaRpc,
-  Clock,
-  HelperRequest,
-  HelperResponse,
-  HelperRunner,
-  LogAttributes,
-  Logger,
-  MetricLabels,
-  Metrics,
-  PauseGate,
-  RpcCall,
-  RpcReply,
-} from "../../lib/ports";
+import type { AnyMetricName } from "../../lib/observability/metric-names";
+import type { AttemptWindow, PauseGate } from "../../lib/ports/lease-gate";
+import type { ChoriaRpc, RpcCall, RpcReply } from "../../lib/ports/rpc";
+import type { Clock } from "../../lib/ports/clock";
+import type { HelperRequest, HelperResponse, HelperRunner } from "../../lib/ports/helper";
+import type { LogAttributes, Logger } from "../../lib/ports/logger";
+import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
 import type {
   BatchResult,
   Broker,
@@ -35,7 +26,7 @@ import type {
 } from "../../lib/app/use-case-ports";
 import type { DiscoveryResult } from "../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../lib/engine/outcome";
-import type { HostWork } from "../../lib/ports";
+import type { HostWork } from "../../lib/ports/host-work";
 
 // ---------------------------------------------------------------------------------------------
 // Observation, clocks and RPC (shared test support)

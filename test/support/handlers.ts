@@ -2,7 +2,8 @@ import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { AppSettings } from "../../lib/aws/settings";
 import { createApp, type App } from "../../dev/local/create-app";
 import { InMemoryMetrics } from "./in-memory-metrics";
-import { silentLogger, type Clock, type Logger } from "../../lib/ports";
+import { silentLogger, type Logger } from "../../lib/ports/logger";
+import type { Clock } from "../../lib/ports/clock";
 import { localAppSettings } from "./app-settings";
 import type { LocalResources } from "./aws";
 

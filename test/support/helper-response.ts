@@ -1,4 +1,4 @@
-import type { HelperResponse } from "../../lib/ports";
+import type { HelperResponse } from "../../lib/ports/helper";
 
 /** A helper response with the given fields and the Go zero value in every other one. */
 export function helperResponseWith(fields: Partial<HelperResponse>): HelperResponse {

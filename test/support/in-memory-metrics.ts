@@ -1,4 +1,5 @@
-import type { AnyMetricName, MetricLabels, Metrics } from "../../lib/ports";
+import type { AnyMetricName } from "../../lib/observability/metric-names";
+import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
 
 export type MetricKind = "gauge" | "count" | "timing";
 

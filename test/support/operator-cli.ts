@@ -5,7 +5,7 @@
 import { inject } from "vitest";
 import type { DynamoDbLeaseStore } from "../../lib/dynamodb/lease-store";
 import { runCli } from "../../cli/cli";
-import type { Clock } from "../../lib/ports";
+import type { Clock } from "../../lib/ports/clock";
 
 export interface CliRun {
   code: number;

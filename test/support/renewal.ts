@@ -7,11 +7,11 @@
  */
 import { MemoryAdmissionStore } from "./stores/memory-admission-store";
 import { AdmissionRegistry } from "../../lib/admission/registry";
-import { type CredentialsExpiry } from "../../lib/admission/credentials";
+import type { CredentialsExpiry } from "../../lib/admission/credentials";
 import { Renewal, type RenewalDeps } from "../../lib/app/renewal";
 import { MemoryRenewalStore } from "./stores/memory-renewal-store";
-import type { Standing } from "../../lib/lease/gate-port";
-import type { RpcCall } from "../../lib/ports";
+import type { Standing } from "../../lib/ports/lease-gate";
+import type { RpcCall } from "../../lib/ports/rpc";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, statusError, VirtualClock } from "./fakes";
 
 export const SITE = "lab";

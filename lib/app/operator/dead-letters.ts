@@ -5,33 +5,12 @@
  */
 import type { AdmissionRegistry } from "../../admission/registry";
 import { messageOf } from "../../errors";
-import type { HostWork } from "../../ports";
+import type { HostWork } from "../../ports/host-work";
 import type { AdmissionFlow } from "../admission-flow";
 import { decodeHostWork } from "../host-work-message";
 import type { MessageQueue } from "../use-case-ports";
 import type { ReadmitResult, Refusal } from "./report";
-
-/** A message received from a dead-letter queue, still on it until removed. */
-export interface DeadLetterMessage {
-  messageId: string;
-  receiptHandle: string;
-  body: string;
-  /** String message attributes: `reason`, and for parked hosts `step`, `failures`, `identity`, `term`. */
-  attributes: Record<string, string>;
-  receiveCount: number;
-  /** Epoch ms SQS first received the message (on the original queue for a redriven one). */
-  sentAt: number | undefined;
-}
-
-export interface DeadLetterQueue {
-  readonly url: string;
-  /** Receives up to `max` messages, hidden for `hideSeconds`; repeated pages never return one twice. */
-  receive(max: number, hideSeconds: number): Promise<DeadLetterMessage[]>;
-  /** Makes received messages visible again at once. */
-  unhide(messages: readonly DeadLetterMessage[]): Promise<void>;
-  remove(message: DeadLetterMessage): Promise<void>;
-}
-
+import type { DeadLetterMessage, DeadLetterQueue } from "../use-case-ports";
 export interface DeadLetterView {
   messageId: string;
   identity: string | undefined;

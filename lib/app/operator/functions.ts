@@ -9,10 +9,14 @@
 import type { AdmissionRegistry } from "../../admission/registry";
 import type { RegistrySummary } from "../../admission/site-listing";
 import { identityProblem } from "../../choria/identity";
-import type { LeaseDescription, LeaseStore } from "../../lease/store";
-import { METRIC, type Clock, type Logger, type Metrics } from "../../ports";
+import type { LeaseDescription } from "../../lease/stored-lease";
+import type { LeaseStore } from "../../ports/lease-store";
+import { METRIC } from "../../observability/metric-names";
+import type { Clock } from "../../ports/clock";
+import type { Logger } from "../../ports/logger";
+import type { Metrics } from "../../ports/metrics";
 import type { AdmissionFlow } from "../admission-flow";
-import type { RenewalStore } from "../renewal-state";
+import type { RenewalStore } from "../use-case-ports";
 import { readDeploymentStatus, type DeploymentStatus, type ReadmitResult, type RenewSettings, type SiteRenewalReport, type StatusQueues } from "./report";
 
 export interface StatusDeps {

@@ -8,11 +8,14 @@
 import type { AdmissionRegistry } from "../../admission/registry";
 import type { HostExpiry, RegistrySummary } from "../../admission/site-listing";
 import { messageOf, ProvisionerError } from "../../errors";
-import { describeLease, leadsAt, type LeaseDescription, type LeaseItem, type LeaseStore } from "../../lease/store";
-import type { PauseState, PauseStore } from "../../lease/pause";
-import type { Clock } from "../../ports";
+import { describeLease, leadsAt, type LeaseDescription } from "../../lease/stored-lease";
+import type { LeaseItem, LeaseStore } from "../../ports/lease-store";
+import type { PauseState, PauseStore } from "../../ports/pause-store";
+import type { Clock } from "../../ports/clock";
 import type { MessageQueue, QueueCounts } from "../use-case-ports";
-import { renewalReport, type RenewalReport, type RenewalState, type RenewalStore } from "../renewal-state";
+import { renewalReport, type RenewalReport } from "../renewal-state";
+import { type RenewalState } from "../use-case-ports";
+import { type RenewalStore } from "../use-case-ports";
 import { capacitySettings, renewalCapacity, type RenewalCapacity, type RenewalCapacitySettings } from "../renewal-capacity";
 
 export interface StatusQueues {

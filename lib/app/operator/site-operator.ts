@@ -6,13 +6,16 @@
  * (Operator.currentTerm); elsewhere it is refused (OperatorRefusal), saying where to run it.
  */
 import type { AdmissionRegistry } from "../../admission/registry";
-import { leadsAt, type LeaseStore } from "../../lease/store";
-import type { PauseState, PauseStore } from "../../lease/pause";
-import { silentLogger, type Clock, type Logger } from "../../ports";
+import { leadsAt } from "../../lease/stored-lease";
+import type { LeaseStore } from "../../ports/lease-store";
+import type { PauseState, PauseStore } from "../../ports/pause-store";
+import { silentLogger, type Logger } from "../../ports/logger";
+import type { Clock } from "../../ports/clock";
 import { AdmissionFlow } from "../admission-flow";
 import type { MessageQueue } from "../use-case-ports";
-import type { RenewalStore } from "../renewal-state";
-import { DeadLetters, type DeadLetterListing, type DeadLetterQueue, type DeadLetterRequeue } from "./dead-letters";
+import type { RenewalStore } from "../use-case-ports";
+import { DeadLetters, type DeadLetterListing, type DeadLetterRequeue } from "./dead-letters";
+import { type DeadLetterQueue } from "../use-case-ports";
 import { reprovision } from "./functions";
 import {
   leaseView,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { ADMISSION_TTL_ATTRIBUTE, DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { createAdmissionTable } from "../../../dev/local/resources";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { AdmissionStoreError } from "../../../lib/admission/store";
+import { AdmissionStoreError } from "../../../lib/ports/admission-store";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { RecordingMetrics } from "../../support/fakes";
 import { describeExpiryRules } from "../../support/contracts/expiry-rules";

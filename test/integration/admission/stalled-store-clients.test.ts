@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { AdmissionStoreError } from "../../../lib/admission/store";
+import { AdmissionStoreError } from "../../../lib/ports/admission-store";
 import { createSqsClient, createStoreClient, endpointConfig, STORE_CLIENT_FAILS_WITHIN_MS } from "../../../lib/aws/clients";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import { silentLogger } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports/logger";
 import { RecordingMetrics } from "../../support/fakes";
 import { localAwsForSuite, type LocalResources } from "../../support/aws";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";

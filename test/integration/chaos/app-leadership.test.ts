@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import type { LogAttributes, Logger } from "../../../lib/ports";
+import type { LogAttributes, Logger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";

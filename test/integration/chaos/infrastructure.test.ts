@@ -19,7 +19,7 @@ import { createApp, type App } from "../../../dev/local/create-app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import { silentLogger } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";

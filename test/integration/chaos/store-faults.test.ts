@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { createApp, type App } from "../../../dev/local/create-app";
 import { loadConfig } from "../../../lib/config/load";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import { silentLogger } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { deliverOnce, receive, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";

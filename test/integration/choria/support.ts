@@ -1,8 +1,8 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { connect, type NatsConnection } from "nats";
 import { decodeRequest, encodeReply, type IncomingRequest } from "../../support/choria-node/protocol";
-import { type ProtocolVersion } from "../../../lib/choria/envelope";
-import { type RequestSigner } from "../../../lib/choria/protocol";
+import type { ProtocolVersion } from "../../../lib/choria/envelope";
+import type { RequestSigner } from "../../../lib/choria/protocol";
 
 const { privateKey } = generateKeyPairSync("ed25519");
 

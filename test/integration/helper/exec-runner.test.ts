@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
-import type { HelperRequest } from "../../../lib/ports";
+import type { HelperRequest } from "../../../lib/ports/helper";
 
 const EXAMPLES = resolve(dirname(fileURLToPath(import.meta.url)), "../../../examples/helpers");
 const NODE_HELPER = `'${process.execPath}' '${join(EXAMPLES, "provision-helper.mjs")}'`;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
-import type { HelperRequest } from "../../../lib/ports";
+import type { HelperRequest } from "../../../lib/ports/helper";
 
 /** How long the detached child holds the helper's output: what the run used to wait for. */
 const CHILD_HOLDS_S = 20;

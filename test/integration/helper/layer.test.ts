@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
-import type { HelperRequest } from "../../../lib/ports";
+import type { HelperRequest } from "../../../lib/ports/helper";
 
 const LAYER_SOURCE = resolve(import.meta.dirname, "../../../examples/helper-layer");
 

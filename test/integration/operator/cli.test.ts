@@ -27,7 +27,7 @@ import type { DeadLetterView } from "../../../lib/app/operator/dead-letters";
 import type { DeploymentStatus, ReadmitResult } from "../../../lib/app/operator/report";
 import { Operator, type ElectionView } from "../../../lib/app/operator/site-operator";
 import type { RequeueJson } from "../../../cli/format";
-import type { Clock } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports/clock";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { receive, startLocalAws, type LocalAws } from "../../support/aws";
 import { operatorCli, takeLease } from "../../support/operator-cli";

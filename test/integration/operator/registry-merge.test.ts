@@ -22,7 +22,8 @@ import { createAdmissionTable, createLeaseTable } from "../../../dev/local/resou
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { StoredHost } from "../../../lib/admission/merge";
-import { RegistryMerge, type RegistryMergeReport, type RegistryTable } from "../../../lib/app/registry-merge";
+import { RegistryMerge, type RegistryMergeReport } from "../../../lib/app/registry-merge";
+import { type RegistryTable } from "../../../lib/app/use-case-ports";
 import { createStoreClient } from "../../../lib/aws/clients";
 import { DynamoDbRegistryTable } from "../../../lib/dynamodb/registry-copy";
 import { DynamoDbRenewalStore } from "../../../lib/dynamodb/renewal-store";

@@ -16,7 +16,7 @@ import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import type { DeploymentStatus } from "../../../lib/app/operator/report";
 import type { RenewRequestResult } from "../../../lib/app/operator/renewal-operator";
-import type { Clock } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports/clock";
 import { FakeGate, FakeRpc, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";
 import { operatorCli, takeLease } from "../../support/operator-cli";

@@ -24,7 +24,7 @@ import {
   transportSender,
 } from "../../../lib/choria/envelope";
 import { EnvelopeError } from "../../../lib/choria/errors";
-import { type Filter } from "../../../lib/choria/filter";
+import type { Filter } from "../../../lib/choria/filter";
 import { parseFilter } from "./filter";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../../lib/choria/protocol";
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { CredentialsExpiry } from "../../../lib/admission/credentials";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import type { AdmissionStore } from "../../../lib/admission/store";
+import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;

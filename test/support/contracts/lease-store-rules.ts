@@ -8,9 +8,10 @@ import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import type { ClaimRequest, ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/lease/store";
+import type { ClaimRequest } from "../../../lib/ports/lease-store";
+import type { ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/ports/lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { METRIC } from "../../../lib/ports";
+import { METRIC } from "../../../lib/observability/metric-names";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const BOUNDS = { skewBoundMs: 5_000, deliveryHorizonMs: 10_000 };

@@ -10,22 +10,25 @@
  * switches), the admission registry and renewal's state. A deployment's queues are its own.
  */
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import type { AdmissionStore } from "../../../lib/admission/store";
+import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { Leadership } from "../../../lib/app/leadership";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
 import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
-import type { RenewalStore } from "../../../lib/app/renewal-state";
+import type { RenewalStore } from "../../../lib/app/use-case-ports";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
 import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { type LeaseGate } from "../../../lib/lease/gate-port";
-import type { LeaseStore } from "../../../lib/lease/store";
-import type { PauseStore } from "../../../lib/lease/pause";
+import type { LeaseGate } from "../../../lib/ports/lease-gate";
+import type { LeaseStore } from "../../../lib/ports/lease-store";
+import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { PausedError } from "../../../lib/errors";
-import { silentLogger, type HelperRunner, type HostWork, type PauseGate } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports/logger";
+import type { HelperRunner } from "../../../lib/ports/helper";
+import type { HostWork } from "../../../lib/ports/host-work";
+import type { PauseGate } from "../../../lib/ports/lease-gate";
 import { engineSettings } from "../engine-settings";
 import { noMetrics } from "../fakes";
 import { helperResponseWith } from "../helper-response";

@@ -10,7 +10,7 @@ import { X509Certificate } from "node:crypto";
 import type { DiscoveryResult, Broker } from "../../../lib/app/use-case-ports";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { RpcNotSentError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../../../lib/errors";
-import type { ChoriaRpc, RpcCall, RpcReply } from "../../../lib/ports";
+import type { ChoriaRpc, RpcCall, RpcReply } from "../../../lib/ports/rpc";
 import type { Faults, Paths } from "./faults";
 import { SIM_EPOCH_MS, type Container, type VirtualTime } from "./time";
 

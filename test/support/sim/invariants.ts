@@ -2,7 +2,7 @@
  * The guarantees a run is judged on, each checked where its effect lands: at the nodes (what
  * they ran, when their credentials ran out), in the site's registry and in the queues.
  */
-import type { AdmissionStore } from "../../../lib/admission/store";
+import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { CREDENTIAL_LIFETIME_MS, LEASE_TIMING, SITE } from "./deployment";
 import type { NodeRecord, SimFleet } from "./fleet";
 import type { ObservedLeaseTable } from "./lease-history";

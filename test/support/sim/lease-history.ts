@@ -3,7 +3,7 @@
  * time it applied at. The table is where a term begins and how long it is valid, so the
  * invariants about terms are checked on this record, not on what a deployment believed.
  */
-import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/store";
+import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../stores/memory-lease-store";
 import type { VirtualTime } from "./time";
 

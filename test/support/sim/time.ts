@@ -8,7 +8,7 @@
  * no progress until it thaws: sleeps and answers addressed to it wait) or crashed (everything it
  * was waiting for never arrives, so its code simply stops; a new container takes its place).
  */
-import type { Clock } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports/clock";
 
 interface Timer {
   at: number;

@@ -3,18 +3,9 @@
  * randomized interleaving test and the simulation. Each operation is atomic because
  * it runs without awaiting.
  */
-import {
-  extensionOf,
-  type AnnounceRequest,
-  type ClaimRequest,
-  type ConditionalWrite,
-  type ExtendRequest,
-  type HolderBounds,
-  type LeaseItem,
-  type LeaseStore,
-  type PeerRequest,
-  type ReleaseRequest,
-} from "../../../lib/lease/store";
+import { extensionOf } from "../../../lib/lease/stored-lease";
+import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/ports/lease-store";
+import type { ClaimRequest } from "../../../lib/ports/lease-store";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();

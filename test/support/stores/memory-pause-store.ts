@@ -1,5 +1,6 @@
 /** An in-process PauseStore: the operator's switches, keyed as the lease table keys them (unit tests, the simulation). */
-import { pauseKey, type PauseState, type PauseStore } from "../../../lib/lease/pause";
+import { pauseKey } from "../../../lib/lease/pause";
+import type { PauseState, PauseStore } from "../../../lib/ports/pause-store";
 
 export class MemoryPauseStore implements PauseStore {
   private readonly states = new Map<string, PauseState>();

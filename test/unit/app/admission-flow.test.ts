@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { AdmissionStore } from "../../../lib/admission/store";
+import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { admissionFlowOver, admissionStoreFailingFor, answerLostOnce, INTERVAL_MS, RESEND_UNKNOWN, SITE, world, type World } from "./support";
 

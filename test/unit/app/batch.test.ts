@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { RetryLaterError, runBatch, type BatchRefill } from "../../../lib/app/batch";
+import { RetryLaterError, runBatch } from "../../../lib/app/batch";
+import { type BatchRefill } from "../../../lib/app/use-case-ports";
 import type { QueueMessage } from "../../../lib/app/use-case-ports";
 import { InMemoryQueue, RecordingLogger, failedIds } from "../../support/fakes";
 

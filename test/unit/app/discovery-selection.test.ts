@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { WaitingName } from "../../../lib/admission/store";
+import type { WaitingName } from "../../../lib/ports/admission-store";
 import { selectDiscovered, type SelectionLimits } from "../../../lib/app/discovery-selection";
 import { seededRandom } from "../../support/random";
 

@@ -28,7 +28,7 @@ import { formatSecretReference, type FunctionName, type SecretReference, type Se
 import { FUNCTION_NAMES } from "../../../lib/config/secrets";
 import { ConfigError } from "../../../lib/errors";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import { silentLogger } from "../../../lib/ports";
+import { silentLogger } from "../../../lib/ports/logger";
 import { localAppSettings } from "../../support/app-settings";
 
 const TLS_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString();

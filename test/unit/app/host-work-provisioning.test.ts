@@ -11,9 +11,10 @@ import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, 
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC, type HostWork } from "../../../lib/ports";
+import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import type { HostWork } from "../../../lib/ports/host-work";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
-import type { LeaseStore } from "../../../lib/lease/store";
+import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { describe, expect, it } from "vitest";
 import { Invocations, withInvocationAttributes } from "../../../lib/app/invocation";
-import type { LogAttributes } from "../../../lib/ports";
+import type { LogAttributes } from "../../../lib/ports/logger";
 import { FakeBroker, RecordingLogger } from "../../support/fakes";
 import { context } from "./support";
 

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { release, reprovision, status, type ReprovisionDeps, type StatusDeps } from "../../../lib/app/operator/functions";
 import { MemoryRenewalStore } from "../../support/stores/memory-renewal-store";
-import type { RenewalStore } from "../../../lib/app/renewal-state";
-import { describeLease, releaseOnBehalf } from "../../../lib/lease/store";
+import type { RenewalStore } from "../../../lib/app/use-case-ports";
+import { describeLease, releaseOnBehalf } from "../../../lib/lease/stored-lease";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { Operator } from "../../../lib/app/operator/site-operator";
-import { METRIC } from "../../../lib/ports";
+import { METRIC } from "../../../lib/observability/metric-names";
 import { InMemoryQueue } from "../../support/fakes";
 import { shared, SITE, world, type World } from "./support";
 

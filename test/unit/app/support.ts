@@ -5,13 +5,13 @@
  */
 import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import { type AdmissionKey } from "../../../lib/admission/entry";
-import { type AdmissionStore, type AdmitRequest } from "../../../lib/admission/store";
+import type { AdmissionKey } from "../../../lib/admission/entry";
+import type { AdmissionStore, AdmitRequest } from "../../../lib/ports/admission-store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { type LeaseGate } from "../../../lib/lease/gate-port";
-import type { LeaseStore } from "../../../lib/lease/store";
+import type { LeaseGate } from "../../../lib/ports/lease-gate";
+import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";

@@ -7,7 +7,7 @@
 import type { SQSClient, SendMessageBatchCommand } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
 import { SqsMessageQueue } from "../../../lib/aws/sqs-queue";
-import type { Clock } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports/clock";
 
 type Entry = { Id: string; MessageBody: string };
 type Reply = { Successful?: Array<{ Id: string }>; Failed?: Array<{ Id: string; Code: string; Message: string; SenderFault: boolean }> };

@@ -5,7 +5,7 @@ import { decodeJwt, signJwt, verifyJwtSignature } from "../../../lib/crypto/jwt"
 import { ed25519SigningKey, generateEd25519Seed, rsaSigningKey } from "../../support/choria-node/keys";
 import { ksuidTime } from "../../support/choria-node/ksuid";
 import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
-import { type SigningKey } from "../../../lib/crypto/keys";
+import type { SigningKey } from "../../../lib/crypto/keys";
 
 const hexOf = (key: SigningKey) => (key.alg === "EdDSA" ? key.publicKeyHex : "");
 const org = ed25519SigningKey(generateEd25519Seed());

@@ -12,7 +12,7 @@ import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-nod
 import { encodeBase64Url } from "../../../lib/crypto/encoding";
 import { type JwtVerifier, signJwt, verifyProvisioningJwt } from "../../../lib/crypto/jwt";
 import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
-import { type SigningKey } from "../../../lib/crypto/keys";
+import type { SigningKey } from "../../../lib/crypto/keys";
 import { validateCsr } from "../../../lib/crypto/csr";
 import { ConfigError, CsrError, HelperError, JwtError } from "../../../lib/errors";
 import { decodeHelperResponse } from "../../../lib/helper/codec";

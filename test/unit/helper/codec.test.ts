@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
 import { decodeHelperResponse, encodeHelperRequest } from "../../../lib/helper/codec";
-import type { HelperRequest } from "../../../lib/ports";
+import type { HelperRequest } from "../../../lib/ports/helper";
 
 const encoder = new TextEncoder();
 const decode = (value: unknown) => decodeHelperResponse(encoder.encode(JSON.stringify(value)), "helper");

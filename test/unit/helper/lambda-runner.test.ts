@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { HelperError } from "../../../lib/errors";
 import { LambdaHelperRunner, type HelperInvoke } from "../../../lib/helper/lambda-runner";
-import type { HelperRequest } from "../../../lib/ports";
+import type { HelperRequest } from "../../../lib/ports/helper";
 
 const encoder = new TextEncoder();
 

@@ -2,10 +2,11 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { LeaseStore } from "../../../lib/lease/store";
+import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC, METRIC, type Clock } from "../../../lib/ports";
+import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import type { Clock } from "../../../lib/ports/clock";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId });

@@ -13,10 +13,10 @@
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { runLeaseKeeper } from "../../../lib/lease/keeper";
-import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/lease/store";
+import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import type { Clock } from "../../../lib/ports";
+import type { Clock } from "../../../lib/ports/clock";
 import { noMetrics } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
 

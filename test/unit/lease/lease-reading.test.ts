@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { describeLease, leadsAt, type LeaseItem } from "../../../lib/lease/store";
+import { describeLease, leadsAt } from "../../../lib/lease/stored-lease";
+import type { LeaseItem } from "../../../lib/ports/lease-store";
 
 const NOW = 1_700_000_000_000;
 const held: LeaseItem = { site: "lab", holder: "east", term: 4, expiresAt: NOW + 10_000 };

@@ -3,9 +3,9 @@ import { LeaseStoreError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
-import type { PauseStore } from "../../../lib/lease/pause";
+import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { METRIC } from "../../../lib/ports";
+import { METRIC } from "../../../lib/observability/metric-names";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const SITE = "eu";

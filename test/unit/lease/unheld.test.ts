@@ -7,9 +7,9 @@ import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
-import type { PauseStore } from "../../../lib/lease/pause";
+import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC } from "../../../lib/ports";
+import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const SITE = "eu";

@@ -10,10 +10,10 @@ import type { Context } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { wrapHandler } from "../../../lib/aws/middleware";
 import { createLogger } from "../../../lib/aws/powertools-logger";
-import { AdmissionStoreError } from "../../../lib/admission/store";
+import { AdmissionStoreError } from "../../../lib/ports/admission-store";
 import { ConfigError, ProvisionerError, RpcError, RpcTransportError } from "../../../lib/errors";
 import { createConsoleLogger } from "../../../dev/local/console-logger";
-import type { Logger } from "../../../lib/ports";
+import type { Logger } from "../../../lib/ports/logger";
 import { captureOutput, captureOutputOf } from "../../support/capture";
 import { declaredClasses, extendsClass, ROOT, sources, type DeclaredClass } from "../errors/declared-classes";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeReply } from "../../../lib/choria/protocol";
-import { type ProtocolVersion } from "../../../lib/choria/envelope";
+import type { ProtocolVersion } from "../../../lib/choria/envelope";
 import { encodeNodeReplies } from "../../../dev/simulator";
 import type { NodeFaults } from "../../../dev/simulator/faults";
 

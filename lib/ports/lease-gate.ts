@@ -1,10 +1,29 @@
 /**
- * The lease gate as the use cases see it (lib/lease/gate.ts makes one): the PauseGate every RPC
- * attempt reads, the standing a batch is decided on, and the lease round.
+ * The lease gate as its callers see it (lib/lease/gate.ts makes one): the PauseGate every RPC
+ * attempt and helper run reads, the standing a batch is decided on, and the lease round.
  */
-import type { PauseGate } from "../ports";
-import type { LeaseOutcome } from "./lease";
-import type { LeaseItem } from "./store";
+import type { LeaseOutcome } from "../lease/lease";
+import type { LeaseItem } from "./lease-store";
+
+/** What an open gate grants one attempt: it must be over, at the node too, by `endsBy`. */
+export interface AttemptWindow {
+  term: number;
+  /** Wall-clock epoch ms of the gate check: the envelope `time` of the attempt's request. */
+  stampedAt: number;
+  /** Monotonic ms by which the attempt (sending, the node's handling, the reply) must be over; inside the lease validity. */
+  endsBy: number;
+}
+
+/**
+ * The pause gate (docs/behaviour.md §4). Resolves with the attempt's window when this deployment holds
+ * lease term `term`, that term is still current, and the remaining validity covers an action
+ * lasting `attemptTimeoutMs`; otherwise throws PausedError (or LeaseLostError), or
+ * AttemptExceedsLeaseError when no validity could ever cover it. Read before every RPC attempt
+ * and every helper run.
+ */
+export interface PauseGate {
+  assertOpen(term: number, attemptTimeoutMs: number): Promise<AttemptWindow>;
+}
 
 /** Where this deployment stands right now, for decisions about a whole batch. */
 export type Standing =
