@@ -38,7 +38,7 @@ import type { SigningKey } from "../../lib/crypto/keys";
 import { decodeHelperResponse } from "../../lib/helper/codec";
 import { createPowertoolsMetrics } from "../../lib/aws/powertools-metrics";
 import { InMemoryMetrics } from "../../test/support/in-memory-metrics";
-import { EXTRA_METRIC } from "../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../lib/ports/metric-names";
 import { silentLogger, type Logger } from "../../lib/ports/logger";
 import type { HelperRunner } from "../../lib/ports/helper";
 import type { Metrics } from "../../lib/ports/metrics";

@@ -1,6 +1,6 @@
 /** A worker's claim on a host, what beginning one can come to, and the rules that read a stored entry against a claim. */
 import type { HostWork } from "../ports/host-work";
-import type { AdmissionEntry, AdmissionState } from "./entry";
+import type { AdmissionEntry, AdmissionState } from "../ports/admission-entry";
 import type { ClaimRequest } from "../ports/admission-store";
 
 export interface HostClaim {

@@ -6,7 +6,7 @@
  * long the item is kept) and carries every other attribute as stored, unread, so attributes this
  * code does not know (a newer release's) are never dropped. Pure: the store is in lib/aws.
  */
-import { CREDENTIAL_ATTRIBUTES, RENEWAL_ATTRIBUTES } from "./entry";
+import { CREDENTIAL_ATTRIBUTES, RENEWAL_ATTRIBUTES } from "../ports/admission-entry";
 
 /** Which credentials a host has and renewal's marks on them travel together. */
 const TRAVELLING_WITH_CREDENTIALS = [...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES];

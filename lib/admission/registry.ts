@@ -22,13 +22,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { waitedTooLong } from "../engine/waiting";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import { silentLogger, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
 import type { AdmissionSource, HostWork } from "../ports/host-work";
 import { claimableBy, endedBy, holdsClaim, type BeginOutcome, type HostClaim } from "./claim";
-import type { CredentialsExpiry, RenewalMark } from "./credentials";
-import type { AdmissionEntry, AdmissionState } from "./entry";
+import type { CredentialsExpiry, RenewalMark } from "../ports/credentials";
+import type { AdmissionEntry, AdmissionState } from "../ports/admission-entry";
 import { ADMISSION_DEFAULTS, EXPIRED_KEPT_MS, EXPIRY_SLACK_MS, type AdmissionDeps, type AdmissionSettings } from "./settings";
 import { abandonUnsettledClaim, settle, type SettleDeps } from "./settle";
 import { hostExpiries, LAST_ERROR_MAX_LENGTH, summarize, type HostExpiry, type RegistrySummary } from "./site-listing";

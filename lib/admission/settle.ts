@@ -3,7 +3,7 @@ import { messageOf } from "../errors";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import { endedBy } from "./claim";
-import type { AdmissionEntry } from "./entry";
+import type { AdmissionEntry } from "../ports/admission-entry";
 import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite } from "../ports/admission-store";
 import type { ClaimRequest } from "../ports/admission-store";
 

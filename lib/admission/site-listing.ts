@@ -1,6 +1,6 @@
 /** What the registry reads from a site's listing: the summary by state with the latest failures (and their limits), and the hosts whose credentials expire. */
-import type { CredentialsExpiry, RenewalMark } from "./credentials";
-import type { AdmissionState, AdmissionSummaryRow } from "./entry";
+import type { CredentialsExpiry, RenewalMark } from "../ports/credentials";
+import type { AdmissionState, AdmissionSummaryRow } from "../ports/admission-entry";
 
 /** Keeps the status report small however many hosts keep failing. */
 const LAST_ERRORS_SHOWN = 50;

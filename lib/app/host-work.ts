@@ -6,12 +6,12 @@
  */
 import { failuresInARow, type HostClaim } from "../admission/claim";
 import type { AdmissionRegistry } from "../admission/registry";
-import type { CredentialsExpiry } from "../admission/credentials";
+import type { CredentialsExpiry } from "../ports/credentials";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionOutcome } from "../engine/outcome";
 import type { ProvisionEngine } from "../engine/provision";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../ports/lease-gate";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
 import type { LogAttributes, Logger } from "../ports/logger";

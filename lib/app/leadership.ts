@@ -6,7 +6,7 @@
 import { messageOf } from "../errors";
 import type { LeaseGate } from "../ports/lease-gate";
 import { runLeaseKeeper } from "../lease/keeper";
-import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";

@@ -9,7 +9,7 @@ import type { LeaseGate, Standing } from "../ports/lease-gate";
 import { leadsAt } from "../lease/stored-lease";
 import type { LeaseStore } from "../ports/lease-store";
 import type { PauseStore } from "../ports/pause-store";
-import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";

@@ -8,7 +8,7 @@
  * registry entry (`RenewalMark`), where every deployment of the site sees it. Also the pure rules
  * over both: which hosts are due, in which order, when a failed one is tried again.
  */
-import type { RenewalMark } from "../admission/credentials";
+import type { RenewalMark } from "../ports/credentials";
 import type { HostExpiry } from "../admission/site-listing";
 import { SPREAD_SHARE } from "../config/renew-capacity";
 import { RenewalContentionError } from "../errors";

@@ -22,14 +22,14 @@
  * runs it only inside the delivery horizon. A host is reserved in flight before its request
  * leaves, so a crash never puts more hosts out of service than the bound.
  */
-import type { RenewalMark } from "../admission/credentials";
+import type { RenewalMark } from "../ports/credentials";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { HostExpiry } from "../admission/site-listing";
 import { AttemptExceedsLeaseError, messageOf, PausedError, RpcNotSentError, RpcStatusError } from "../errors";
 import { rpcWithRetries } from "../engine/retry";
 import { AGENT_TIMEOUT_MS, DISCOVERY_TIMEOUT_MS } from "../engine/plan";
 import type { LeaseGate } from "../ports/lease-gate";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import type { ChoriaRpc } from "../ports/rpc";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";

@@ -8,7 +8,7 @@
  * alarm) when another deployment that reported recently uses another registry.
  */
 import { messageOf } from "../errors";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";

@@ -2,7 +2,7 @@
 import { Metrics as PowertoolsMetrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { MetricUnit as MetricUnitValue } from "@aws-lambda-powertools/metrics/types";
 import { DEFAULT_NAMESPACE } from "../observability/metrics";
-import type { AnyMetricName } from "../observability/metric-names";
+import type { AnyMetricName } from "../ports/metric-names";
 import type { MetricLabels, Metrics } from "../ports/metrics";
 
 /** EMF rejects empty dimension values; the Go daemon's unset site is the empty label. */

@@ -1,7 +1,7 @@
 /** The admission table's items read back: an entry, a summary row and the waiting names, each attribute of a wrong type read as absent. */
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import * as z from "zod";
-import type { AdmissionEntry, AdmissionState, AdmissionSummaryRow } from "../admission/entry";
+import type { AdmissionEntry, AdmissionState, AdmissionSummaryRow } from "../ports/admission-entry";
 import type { WaitingName } from "../ports/admission-store";
 import type { AdmissionSource } from "../ports/host-work";
 import { readItem } from "./expression";

@@ -16,7 +16,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { ADMISSION_TTL_ATTRIBUTE } from "./admission-store";
 import type { StoredHost } from "../admission/merge";
-import { ENTRY_ATTRIBUTES } from "../admission/entry";
+import { ENTRY_ATTRIBUTES } from "../ports/admission-entry";
 import type { RegistryTable } from "../app/use-case-ports";
 import { DynamoDbRenewalStore } from "./renewal-store";
 import { querySite } from "./site-query";

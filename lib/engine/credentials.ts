@@ -7,7 +7,7 @@ import { generateX25519KeyPair, x25519SharedSecret } from "../crypto/ecdh";
 import { signJwt } from "../crypto/jwt";
 import { ConfigError, messageOf } from "../errors";
 import type { HelperResponse } from "../ports/helper";
-import type { CredentialsExpiry } from "../admission/credentials";
+import type { CredentialsExpiry } from "../ports/credentials";
 import { CredentialsNotRecordedError, KeyTransportError, ServerJwtError } from "./errors";
 import type { HostRun } from "./host-run";
 import type { Ed25519Key } from "./node-facts";

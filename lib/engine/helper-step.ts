@@ -1,6 +1,6 @@
 /** The helper step: the configure helper run under the pause gate, its answer kept only inside the window the gate granted. */
 import { HelperError, messageOf, PausedError } from "../errors";
-import { METRIC } from "../observability/metric-names";
+import { METRIC } from "../ports/metric-names";
 import type { AttemptWindow } from "../ports/lease-gate";
 import type { Clock } from "../ports/clock";
 import type { HelperRequest, HelperResponse } from "../ports/helper";

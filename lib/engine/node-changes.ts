@@ -1,7 +1,7 @@
 /** The steps after the helper that act on the node: shut it down, upgrade it, or configure and restart it. */
 import { compareVersions } from "../crypto/version";
 import { HelperError, messageOf, PausedError, RpcTimeoutError } from "../errors";
-import { METRIC } from "../observability/metric-names";
+import { METRIC } from "../ports/metric-names";
 import type { HelperResponse } from "../ports/helper";
 import type { TransportedKey } from "./credentials";
 import { OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "./errors";

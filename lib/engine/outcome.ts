@@ -1,6 +1,6 @@
 /** What one host's provisioning came to: the step it reached, the outcome's kinds, and a thrown error shaped into one. */
 import { DeferredError, messageOf, PausedError, ProvisionerError, RpcTransportError } from "../errors";
-import type { CredentialsExpiry } from "../admission/credentials";
+import type { CredentialsExpiry } from "../ports/credentials";
 import { CredentialsNotRecordedError, OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
 /** Where in the sequence an outcome arose. */

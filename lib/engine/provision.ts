@@ -6,7 +6,7 @@
  */
 import { helperJwtClaims, type ProvisioningClaims } from "../crypto/jwt-claims";
 import { DeferredError, messageOf } from "../errors";
-import { EXTRA_METRIC, METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
 import { silentLogger, type LogAttributes, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";

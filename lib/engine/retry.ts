@@ -6,7 +6,7 @@
  * started and the work goes back to the queue instead.
  */
 import { AttemptExceedsLeaseError, PausedError } from "../errors";
-import { METRIC } from "../observability/metric-names";
+import { METRIC } from "../ports/metric-names";
 import type { AttemptWindow, PauseGate } from "../ports/lease-gate";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";

@@ -7,7 +7,7 @@ import type { HelperRunner } from "../ports/helper";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
 import type { PauseGate } from "../ports/lease-gate";
-import type { CredentialsExpiry } from "../admission/credentials";
+import type { CredentialsExpiry } from "../ports/credentials";
 import type { RandomSource, RemainingTime } from "./retry";
 
 interface EngineFeatures {

@@ -3,7 +3,7 @@
  * holder for longer than a takeover takes, another deployment nobody declared, and a holder whose
  * bounds differ from ours. Each is logged once and counted (or gauged) at every round.
  */
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";

@@ -7,13 +7,14 @@
  * without leader election in unelected-gate.ts; the operator's switch it reads in pause.ts.
  */
 import { AttemptExceedsLeaseError, LeaseLostError, LeaseUnconfirmedError, LeaseValidityShortError, PausedError } from "../errors";
-import { METRIC } from "../observability/metric-names";
+import { METRIC } from "../ports/metric-names";
 import { silentLogger, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
 import type { AttemptWindow } from "../ports/lease-gate";
 import type { Metrics } from "../ports/metrics";
 import type { LeaseGate, OnWonTerm, Standing } from "../ports/lease-gate";
-import { Lease, type LeaseOutcome } from "./lease";
+import { Lease } from "./lease";
+import { type LeaseOutcome } from "../ports/lease-gate";
 import { PauseSwitch } from "./pause";
 import type { PauseStore } from "../ports/pause-store";
 import type { LeaseSettings } from "./settings";

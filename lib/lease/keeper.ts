@@ -7,7 +7,7 @@
  */
 import { silentLogger, type Logger } from "../ports/logger";
 import type { Clock } from "../ports/clock";
-import type { LeaseOutcome } from "./lease";
+import type { LeaseOutcome } from "../ports/lease-gate";
 
 export interface LeaseKeeperOptions {
   /** A Lease or a LeaseGate; a LeaseGate also keeps the paused gauge and its own onWon. */

@@ -22,7 +22,7 @@
  * raises in alarms.ts; the readings of a stored lease in reading.ts.
  */
 import { LeaseStoreError, ProvisionerError } from "../errors";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
@@ -30,28 +30,7 @@ import { LeaseAlarms } from "./alarms";
 import type { LeaseSettings } from "./settings";
 import { deliveryDeadline, releaseOnBehalf, settledWrite } from "./stored-lease";
 import type { ConditionalWrite, HolderBounds, LeaseItem, LeaseStore } from "../ports/lease-store";
-
-/** What one acquire/keep round established. */
-export type LeaseOutcome =
-  | {
-      holding: true;
-      term: number;
-      /**
-       * This round claimed the term's once-per-term marker in the lease item: run a discovery and
-       * publish the startup event. A cold container that finds its deployment already leading does
-       * not get it.
-       */
-      wonNewTerm: boolean;
-      /** This round's claim created the term (the lease changed hands, or was taken after expiry). */
-      tookOver: boolean;
-      validForMs: number;
-    }
-  | {
-      holding: false;
-      /** The stored lease as last seen, when there is one. */
-      current: LeaseItem | undefined;
-    };
-
+import type { LeaseOutcome } from "../ports/lease-gate";
 interface Held {
   term: number;
   /** Monotonic ms after which this process must not act under `term`. */

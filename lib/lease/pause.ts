@@ -6,7 +6,7 @@
  * site's lease item, so every deployment of a site sees it wherever the table is replicated.
  */
 import { LeaseStoreError } from "../errors";
-import { EXTRA_METRIC } from "../observability/metric-names";
+import { EXTRA_METRIC } from "../ports/metric-names";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
 import type { PauseStore } from "../ports/pause-store";

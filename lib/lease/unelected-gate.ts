@@ -2,7 +2,7 @@
  * The gate while leader election is off (`leader_election: false`): always open, at one term, and
  * the lease store is never used.
  */
-import { METRIC } from "../observability/metric-names";
+import { METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Metrics } from "../ports/metrics";
 import type { LeaseGate } from "../ports/lease-gate";

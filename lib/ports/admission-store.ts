@@ -1,8 +1,8 @@
 /** The AdmissionStore port: the conditional writes and reads of admission entries, their requests, and the store's errors. */
 import { ProvisionerError } from "../errors";
 import type { HostWork } from "./host-work";
-import type { CredentialsExpiry, RenewalMark } from "../admission/credentials";
-import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../admission/entry";
+import type { CredentialsExpiry, RenewalMark } from "./credentials";
+import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "./admission-entry";
 
 export interface AdmitRequest {
   entry: AdmissionEntry & { state: "queued"; admissionId: string };

@@ -2,7 +2,6 @@
  * The lease gate as its callers see it (lib/lease/gate.ts makes one): the PauseGate every RPC
  * attempt and helper run reads, the standing a batch is decided on, and the lease round.
  */
-import type { LeaseOutcome } from "../lease/lease";
 import type { LeaseItem } from "./lease-store";
 
 /** What an open gate grants one attempt: it must be over, at the node too, by `endsBy`. */
@@ -58,3 +57,24 @@ export interface LeaseGate extends PauseGate {
 
 /** What a won term is announced to: the term, and the time the winning invocation still has (when it knows it). */
 export type OnWonTerm = (term: number, remainingMs?: () => number) => void | Promise<void>;
+
+/** What one acquire/keep round established. */
+export type LeaseOutcome =
+  | {
+      holding: true;
+      term: number;
+      /**
+       * This round claimed the term's once-per-term marker in the lease item: run a discovery and
+       * publish the startup event. A cold container that finds its deployment already leading does
+       * not get it.
+       */
+      wonNewTerm: boolean;
+      /** This round's claim created the term (the lease changed hands, or was taken after expiry). */
+      tookOver: boolean;
+      validForMs: number;
+    }
+  | {
+      holding: false;
+      /** The stored lease as last seen, when there is one. */
+      current: LeaseItem | undefined;
+    };

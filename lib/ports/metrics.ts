@@ -1,5 +1,5 @@
 /** The metrics port: what the domain emits, by the names of lib/observability/metric-names.ts. */
-import type { AnyMetricName } from "../observability/metric-names";
+import type { AnyMetricName } from "./metric-names";
 
 /** Labels beyond `site`; only `rpc` (`agent#action`) is used, as in the Go daemon. */
 export interface MetricLabels {

@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FUNCTION_NAMES } from "../../lib/config/secrets";
 import { stageResourceNames } from "../../lib/aws/stage-resources";
-import { EXTRA_METRIC, METRIC } from "../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../lib/ports/metric-names";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");

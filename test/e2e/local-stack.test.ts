@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runLocal, type RunSummary } from "../../dev/local/run";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
-import { METRIC } from "../../lib/observability/metric-names";
+import { METRIC } from "../../lib/ports/metric-names";
 import { RecordingLogger } from "../support/fakes";
 
 /** What the deployments said about the lease, for a failure message. */

@@ -10,7 +10,7 @@
  * term has started sending.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { METRIC } from "../../lib/observability/metric-names";
+import { METRIC } from "../../lib/ports/metric-names";
 import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 
 const FIRST = ["n1.fo.real.example.net", "n2.fo.real.example.net", "n3.fo.real.example.net", "n4.fo.real.example.net"];

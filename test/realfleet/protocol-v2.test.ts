@@ -9,7 +9,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { EXTRA_METRIC, METRIC } from "../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../lib/ports/metric-names";
 import { provisionedFleet, provisioningActions, verifyServerJwt, waitForArrivals, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { retriedOnPortClash } from "../support/port-clash";
 import { eventAdmissionBoundMs, NODE_CONNECT_BOUND_MS, provisionBoundMs, termBoundMs, waitInProvisioningMode } from "../support/real-fleet-bounds";

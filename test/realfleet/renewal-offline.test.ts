@@ -35,7 +35,7 @@ import type { HostExpiry } from "../../lib/admission/site-listing";
 import { unansweredHoldFor } from "../../lib/app/renewal";
 import { renewableAt, type RenewalReport } from "../../lib/app/renewal-state";
 import { decodeRequest } from "../support/choria-node/protocol";
-import { EXTRA_METRIC } from "../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../lib/ports/metric-names";
 import type { RealFleet, RealNode } from "../../dev/local/real-fleet";
 import { brokerConnectOptions, provisionedFleet, verifyServerJwt, waitForArrivals, waitUntil, type ProvisionedFleet } from "../../dev/local/real-fleet-stack";
 import { waitUntilAsync } from "../support/wait";

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { status } from "../../lib/app/operator/functions";
 import { RenewalOperator } from "../../lib/app/operator/renewal-operator";
 import { InMemoryQueue } from "../support/fakes";
-import { EXTRA_METRIC } from "../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../lib/ports/metric-names";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, type RenewalWorld } from "../support/renewal";
 
 const DAY_MS = 24 * HOUR_MS;

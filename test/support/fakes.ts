@@ -4,7 +4,7 @@
  * each; a suite that needs a variant composes these rather than writing its own.
  */
 import { PausedError, RpcStatusError, RpcTimeoutError } from "../../lib/errors";
-import type { AnyMetricName } from "../../lib/observability/metric-names";
+import type { AnyMetricName } from "../../lib/ports/metric-names";
 import type { AttemptWindow, PauseGate } from "../../lib/ports/lease-gate";
 import type { ChoriaRpc, RpcCall, RpcReply } from "../../lib/ports/rpc";
 import type { Clock } from "../../lib/ports/clock";

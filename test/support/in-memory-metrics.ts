@@ -1,4 +1,4 @@
-import type { AnyMetricName } from "../../lib/observability/metric-names";
+import type { AnyMetricName } from "../../lib/ports/metric-names";
 import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
 
 export type MetricKind = "gauge" | "count" | "timing";

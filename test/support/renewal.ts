@@ -7,7 +7,7 @@
  */
 import { MemoryAdmissionStore } from "./stores/memory-admission-store";
 import { AdmissionRegistry } from "../../lib/admission/registry";
-import type { CredentialsExpiry } from "../../lib/admission/credentials";
+import type { CredentialsExpiry } from "../../lib/ports/credentials";
 import { Renewal, type RenewalDeps } from "../../lib/app/renewal";
 import { MemoryRenewalStore } from "./stores/memory-renewal-store";
 import type { Standing } from "../../lib/ports/lease-gate";

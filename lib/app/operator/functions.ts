@@ -11,7 +11,7 @@ import type { RegistrySummary } from "../../admission/site-listing";
 import { identityProblem } from "../../choria/identity";
 import type { LeaseDescription } from "../../lease/stored-lease";
 import type { LeaseStore } from "../../ports/lease-store";
-import { METRIC } from "../../observability/metric-names";
+import { METRIC } from "../../ports/metric-names";
 import type { Clock } from "../../ports/clock";
 import type { Logger } from "../../ports/logger";
 import type { Metrics } from "../../ports/metrics";

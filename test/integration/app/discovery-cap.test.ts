@@ -14,7 +14,7 @@ import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { createApp } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { DiscoveryForger } from "../../support/discovery-forger";
 import { realClock, RecordingLogger } from "../../support/fakes";
 import { localAppSettings } from "../../support/app-settings";

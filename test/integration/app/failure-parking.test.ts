@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import type { StatusFunctionReport } from "../../../lib/app/operator/functions";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as provisionHandler } from "../../../handlers/provision";

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { DynamoDbPauseStore } from "../../../lib/dynamodb/pause-store";
 import { startNats, type RunningNats } from "../../../dev/local/services";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { createTables, receive, localAwsForSuite, type Queues } from "../../support/aws";
 import { startDeployment, type Deployment } from "../../support/handlers";
 

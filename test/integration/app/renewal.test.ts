@@ -9,7 +9,7 @@ import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { Renewal, type RenewalDeps } from "../../../lib/app/renewal";
 import { MemoryRenewalStore } from "../../support/stores/memory-renewal-store";
 import { PausedError } from "../../../lib/errors";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { systemClock } from "../../../lib/ports/clock";
 import { startFleet, type Fleet, type NodeFaults } from "../../../dev/simulator";
 import { CappedWaitRpc, FakeGate, RecordingLogger, RecordingMetrics } from "../../support/fakes";

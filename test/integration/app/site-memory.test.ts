@@ -8,7 +8,7 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { SiteMemoryCheck } from "../../../lib/app/site-memory";
 import { DynamoDbSiteRegistries } from "../../../lib/dynamodb/site-registries";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { LOCAL_AWS } from "../../../dev/local/services";
 import { createAdmissionTable, createProvisionerTables } from "../../../dev/local/resources";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";

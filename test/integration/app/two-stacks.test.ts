@@ -11,7 +11,7 @@ import { createApp, type App } from "../../../dev/local/create-app";
 import { createAdmissionTable } from "../../../dev/local/resources";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { silentLogger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";

@@ -14,7 +14,7 @@ import {
   type ProvisionerError,
 } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import type { NodeFaults, ProvisioningJwtFault } from "../../../dev/simulator";
 import type { ProvisionOutcome } from "../../../lib/engine/outcome";
 import { EngineHarness, MJS_HELPER, newSigningKey, recordsOf, requestsTo } from "./support";

@@ -8,7 +8,7 @@ import { verifyJwtSignature } from "../../../lib/crypto/jwt";
 import { DeferredError } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LambdaHelperRunner } from "../../../lib/helper/lambda-runner";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import type { HelperRunner } from "../../../lib/ports/helper";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { EngineHarness, inProcessInvoke, MJS_HELPER, newSigningKey, nodePublicKeyHex, requestsTo, restarted, SH_HELPER } from "./support";

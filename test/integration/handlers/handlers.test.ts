@@ -5,7 +5,7 @@ import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-messa
 import type { StatusFunctionReport } from "../../../lib/app/operator/functions";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
 import { startNats } from "../../../dev/local/services";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { makeHandler as discoverHandler } from "../../../handlers/discover";
 import { makeHandler as keeperHandler } from "../../../handlers/lease-keeper";

@@ -6,7 +6,7 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import { createLeaseTable } from "../../../dev/local/resources";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { LOCAL_AWS, freePort } from "../../../dev/local/services";
 import { describeLeaseStoreRules } from "../../support/contracts/lease-store-rules";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";

@@ -3,7 +3,7 @@
  * they were issued), written once and run against every AdmissionStore like the registry rules.
  */
 import { describe, expect, it } from "vitest";
-import type { CredentialsExpiry } from "../../../lib/admission/credentials";
+import type { CredentialsExpiry } from "../../../lib/ports/credentials";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { RecordingMetrics, VirtualClock } from "../fakes";

@@ -11,7 +11,7 @@ import { createLeaseGate } from "../../../lib/lease/gate";
 import type { ClaimRequest } from "../../../lib/ports/lease-store";
 import type { ExtendRequest, LeaseItem, LeaseStore } from "../../../lib/ports/lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const BOUNDS = { skewBoundMs: 5_000, deliveryHorizonMs: 10_000 };

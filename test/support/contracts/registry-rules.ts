@@ -7,7 +7,7 @@ import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { ClaimRequest } from "../../../lib/ports/admission-store";
 import { AdmissionStoreError, type AdmissionStore, type AdmissionWrite, type AdmitRequest } from "../../../lib/ports/admission-store";
 import { failuresInARow, type HostClaim } from "../../../lib/admission/claim";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../fakes";
 
 const INTERVAL = 60_000;

@@ -11,7 +11,7 @@ import { AttemptExceedsLeaseError, DeferredError, HelperError, LeaseStoreError, 
 import { createLeaseGate } from "../../../lib/lease/gate";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import type { HostWork } from "../../../lib/ports/host-work";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/ports/lease-store";

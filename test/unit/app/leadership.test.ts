@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { admissionFlowOver, answerLostOnce, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 /**

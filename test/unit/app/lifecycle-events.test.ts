@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { brokerEvent, FakeLifecycleEventSource, failedIds, VirtualClock } from "../../support/fakes";
 import { COMPONENT, context, shared, SITE, startupEvent, unreachableLeaseStore, world, type World } from "./support";
 

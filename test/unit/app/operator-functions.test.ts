@@ -6,7 +6,7 @@ import type { RenewalStore } from "../../../lib/app/use-case-ports";
 import { describeLease, releaseOnBehalf } from "../../../lib/lease/stored-lease";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import { Operator } from "../../../lib/app/operator/site-operator";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import { InMemoryQueue } from "../../support/fakes";
 import { shared, SITE, world, type World } from "./support";
 

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { AdmissionState } from "../../../lib/admission/entry";
+import type { AdmissionState } from "../../../lib/ports/admission-entry";
 import type { HostExpiry } from "../../../lib/admission/site-listing";
 import { renewalCapacity, type RenewalCapacitySettings } from "../../../lib/app/renewal-capacity";
 import { InvalidRenewalSettingsError } from "../../../lib/errors";

@@ -5,7 +5,7 @@
  */
 import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
-import type { AdmissionKey } from "../../../lib/admission/entry";
+import type { AdmissionKey } from "../../../lib/ports/admission-entry";
 import type { AdmissionStore, AdmitRequest } from "../../../lib/ports/admission-store";
 import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";

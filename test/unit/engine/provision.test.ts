@@ -12,7 +12,7 @@ import { ProvisionEngine } from "../../../lib/engine/provision";
 import type { EngineSettings } from "../../../lib/engine/settings";
 import { RpcNotSentError } from "../../../lib/errors";
 import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import type { HelperResponse } from "../../../lib/ports/helper";
 import { selfSignedCertificate } from "../../support/certificate";
 import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, rpcWithRetries, type RetriedCall } from "../../../lib/engine/retry";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import { silentLogger } from "../../../lib/ports/logger";
 import { seededRandom } from "../../support/random";
 import { FakeGate, RecordingMetrics, timeout, VirtualClock } from "../../support/fakes";

@@ -5,7 +5,7 @@ import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import type { Clock } from "../../../lib/ports/clock";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 

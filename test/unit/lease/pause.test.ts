@@ -5,7 +5,7 @@ import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { METRIC } from "../../../lib/observability/metric-names";
+import { METRIC } from "../../../lib/ports/metric-names";
 import { RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const SITE = "eu";

@@ -9,7 +9,7 @@ import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryPauseStore } from "../../support/stores/memory-pause-store";
 import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
-import { EXTRA_METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 
 const SITE = "eu";

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { EXTRA_METRIC, METRIC } from "../../../lib/observability/metric-names";
+import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { createPowertoolsMetrics } from "../../../lib/aws/powertools-metrics";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { captureOutput } from "../../support/capture";

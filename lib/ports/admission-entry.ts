@@ -1,5 +1,5 @@
 /** A host's admission entry: its states, its key and fields, and the groups of fields the stores write together. */
-import type { AdmissionSource } from "../ports/host-work";
+import type { AdmissionSource } from "./host-work";
 import type { ExpiryKind } from "./credentials";
 
 export type AdmissionState = "queued" | "provisioning" | "provisioned" | "failed" | "parked";
