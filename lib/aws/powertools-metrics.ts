@@ -1,9 +1,9 @@
 /** The Lambda functions' metrics: CloudWatch EMF through Powertools. */
 import { Metrics as PowertoolsMetrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { MetricUnit as MetricUnitValue } from "@aws-lambda-powertools/metrics/types";
-import { DEFAULT_NAMESPACE } from "../observability/metrics";
 import type { AnyMetricName } from "../ports/metric-names";
 import type { MetricLabels, Metrics } from "../ports/metrics";
+import { APP_DEFAULTS } from "./settings";
 
 /** EMF rejects empty dimension values; the Go daemon's unset site is the empty label. */
 const UNSET_SITE = "unset";
@@ -34,7 +34,7 @@ export function createPowertoolsMetrics(options: PowertoolsMetricsOptions): Flus
   const powertools =
     options.metrics ??
     new PowertoolsMetrics({
-      namespace: options.namespace ?? DEFAULT_NAMESPACE,
+      namespace: options.namespace ?? APP_DEFAULTS.metricsNamespace,
       serviceName: options.serviceName ?? "choria-provisioner",
     });
   powertools.setDefaultDimensions({ site });

@@ -1,6 +1,5 @@
 import type { FunctionName } from "../config/secrets";
 import { AppSettingsError, type SettingProblem } from "../errors";
-import { DEFAULT_NAMESPACE } from "../observability/metrics";
 
 /** Where the functions find their tables, queues and broker stream; see docs/lifecycle.md and the app contract. */
 export interface AppSettings {
@@ -41,7 +40,7 @@ export interface AppSettings {
 export const APP_DEFAULTS = {
   lifecycleStream: "CHORIA_LIFECYCLE",
   serviceName: "choria-provisioner",
-  metricsNamespace: DEFAULT_NAMESPACE,
+  metricsNamespace: "ChoriaProvisioner",
   retryBaseDelaySeconds: 30,
   retryMaxDelaySeconds: 300,
   hostFailureLimit: 3,
