@@ -278,3 +278,6 @@ export class SecretResolutionError extends ProvisionerError {}
 
 /** A table or queue that is not there: names it and where it was looked for. */
 export class StackNotFoundError extends ProvisionerError {}
+
+/** The broker refused or could not be reached. The message names servers, never credentials. */
+export class BrokerConnectionError extends ProvisionerError {}

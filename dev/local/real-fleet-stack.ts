@@ -21,7 +21,7 @@ import type { LogAttributes, Logger } from "../../lib/ports/logger";
 import { parseLifecycleEvent } from "../../lib/choria/lifecycle";
 import { decodeHex } from "../../lib/crypto/encoding";
 import { ed25519PublicKeyFromRaw } from "../../lib/crypto/keys";
-import { verifyJwtSignature } from "../../lib/crypto/jwt";
+import { verifyJwtSignature } from "../../test/support/choria-node/jwt-signature";
 import { startRealFleet, type ClientCredentialOptions, type RealFleet, type RealNode, type TlsBroker } from "./real-fleet";
 import { startLocalStack, type FeatureName, type LocalStack, type LocalStackOptions } from "./stack";
 

@@ -5,7 +5,7 @@
 import { createPrivateKey, sign } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
-import type { BrokerConnectionSettings } from "../nats/connection";
+import type { BrokerConnectionSettings } from "../nats/connection-options";
 import type { RequestSigner } from "../choria/protocol";
 import type { ChoriaClientSettings } from "../nats/rpc-client";
 import { parseSecretReference } from "../config/secrets";

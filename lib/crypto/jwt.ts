@@ -84,31 +84,6 @@ function verifyDecodedSignature(decoded: DecodedJwt, publicKey: KeyObject): JwtA
   }
   return alg;
 }
-
-function publicKeyFrom(key: KeyObject | string): KeyObject {
-  if (key instanceof KeyObject) {
-    return key.type === "private" ? createPublicKey(key) : key;
-  }
-  if (key.includes("-----BEGIN CERTIFICATE")) {
-    return new X509Certificate(key).publicKey;
-  }
-  if (key.includes("-----BEGIN")) {
-    return createPublicKey(key);
-  }
-  return ed25519PublicKeyFromRaw(decodeHex(key));
-}
-
-/**
- * Verifies only the JWS signature (alg must be RS256/384/512 or EdDSA and match the key type) and
- * returns the claims. `publicKey` is a KeyObject, a PEM (certificate / public / private key) or the
- * hex of an Ed25519 public key. Claims such as exp are NOT checked.
- */
-export function verifyJwtSignature(token: string, publicKey: KeyObject | string): Record<string, unknown> {
-  const decoded = decodeJwt(token);
-  verifyDecodedSignature(decoded, publicKeyFrom(publicKey));
-  return decoded.claims;
-}
-
 /** How provisioning JWTs are verified: `jwt_verify_cert` resolved to a key. */
 export type JwtVerifier = { kind: "rsa"; publicKey: KeyObject } | { kind: "ed25519"; publicKey: KeyObject };
 

@@ -14,7 +14,7 @@ import type { Metrics } from "../ports/metrics";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "./errors";
 
 /** Go `backoff.FiveSec`: base sleeps in ms; the sleep after try n uses index min(n, 10). */
-export const FIVE_SEC_BACKOFF_MS = [500, 750, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000] as const;
+const FIVE_SEC_BACKOFF_MS = [500, 750, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000] as const;
 
 /** A number in [0, 1), like Math.random; injected so tests are deterministic. */
 export type RandomSource = () => number;
@@ -23,7 +23,7 @@ export type RandomSource = () => number;
  * The sleep after the `afterTry`-th failed attempt (1-based, as Go counts): the base for that index,
  * jittered uniformly into [base/2, 1.5·base) whole milliseconds.
  */
-export function backoffDelayMs(afterTry: number, random: RandomSource = Math.random): number {
+function backoffDelayMs(afterTry: number, random: RandomSource = Math.random): number {
   const index = Math.min(Math.max(Math.trunc(afterTry), 0), FIVE_SEC_BACKOFF_MS.length - 1);
   const base = FIVE_SEC_BACKOFF_MS[index] as number;
   return Math.floor(base / 2) + Math.floor(random() * base);

@@ -15,69 +15,13 @@ import { agentFilter } from "../choria/filter";
 import { identityProblem } from "../choria/identity";
 import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "../choria/protocol";
 import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
+import { realScheduler, SlidingWindow, type Scheduler } from "./sliding-window";
 
 const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
 const DISCOVERY_IDLE_MS = 300;
 
 /** Discovery could not be sent (connection closed, publish refused). Empty results are not errors. */
 class DiscoveryError extends ProvisionerError {}
-
-export interface TimerHandle {
-  cancel(): void;
-}
-
-/** The one timer primitive the sliding window needs; injectable so unit tests control time. */
-export interface Scheduler {
-  schedule(delayMs: number, callback: () => void): TimerHandle;
-}
-
-const realScheduler: Scheduler = {
-  schedule(delayMs, callback) {
-    const timer = setTimeout(callback, delayMs);
-    return { cancel: () => clearTimeout(timer) };
-  },
-};
-
-/**
- * Ends `done` when no reply arrived for `idleMs` after the latest one, or `capMs` after start,
- * whichever is first. Like Go's window, the first reply swaps the initial timer for the idle one.
- */
-export class SlidingWindow {
-  readonly done: Promise<void>;
-  private finish!: () => void;
-  private idle: TimerHandle | undefined;
-  private readonly cap: TimerHandle;
-  private closed = false;
-
-  constructor(
-    private readonly scheduler: Scheduler,
-    capMs: number,
-    private readonly idleMs: number,
-  ) {
-    this.done = new Promise((resolve) => (this.finish = resolve));
-    this.cap = scheduler.schedule(capMs, () => this.close());
-  }
-
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
-  /** Restarts the idle timer; ignored once the window has closed. */
-  touch(): void {
-    if (this.closed) return;
-    this.idle?.cancel();
-    this.idle = this.scheduler.schedule(this.idleMs, () => this.close());
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.idle?.cancel();
-    this.cap.cancel();
-    this.finish();
-  }
-}
-
 export interface DiscoverySettings extends ChoriaClientSettings {
   /** The `discovery_timeout` setting: window cap in ms, default 2000. */
   discoveryTimeoutMs?: number;

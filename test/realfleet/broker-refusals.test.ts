@@ -11,10 +11,15 @@
 import { readFile } from "node:fs/promises";
 import { connect } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BrokerConnectionError, connectBroker } from "../../lib/nats/connection";
+import { BrokerConnectionError } from "../../lib/errors";
+import { SharedBrokerConnection } from "../../lib/nats/connection";
+import { type BrokerConnectionSettings } from "../../lib/nats/connection-options";
 import { brokerConnectOptions, provisionerCredentials, waitUntil, LifecycleWatch } from "../../dev/local/real-fleet-stack";
 import { startRealFleet, type RealFleet } from "../../dev/local/real-fleet";
 import { waitUntilAsync } from "../support/wait";
+
+/** Connects as a function's container does: the first use of its shared broker connection. */
+const connectBroker = (settings: BrokerConnectionSettings) => new SharedBrokerConnection(settings).get();
 
 const GOOD = "good1.refusals.real.example.net";
 const FOREIGN = "foreign1.refusals.real.example.net";

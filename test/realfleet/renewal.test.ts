@@ -263,8 +263,15 @@ async function renewedOnce(
     await new Promise((resolve) => setTimeout(resolve, 1_000));
   }
   await Promise.all(provisioned.stack.deployments.flatMap((deployment) => deployment.sources.filter((source) => source.name.endsWith("-renew")).map((source) => source.stop(60_000))));
+  // A host renewed early in the round is renewable again 30 s later (150 s validity, 120 s before):
+  // on a slow machine a run before the stop may have sent it a second reprovision. That renewal is
+  // let finish, so every node is back in service, on its written configuration, when it is read.
   const admin = await provisioned.fleet.adminClient();
   await waitUntilAsync(async () => {
+    for (const identity of all) {
+      const config = await provisioned.fleet.nodes.get(identity)!.config();
+      if (config?.["plugin.choria.server.provision"] !== "false") return `${identity} is not back in service yet: its configuration is in provisioning mode`;
+    }
     const ping = await admin.choria(["ping"]);
     return ping.stdout.includes(`${all.length} replies`) ? undefined : `not every node answered the admin's ping: ${ping.stdout}`;
   }, (TIMEOUT_S + 30) * 1000, 2_000);

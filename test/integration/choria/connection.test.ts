@@ -1,9 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BrokerConnectionError, type BrokerConnectionSettings, connectBroker, SharedBrokerConnection } from "../../../lib/nats/connection";
+import { BrokerConnectionError } from "../../../lib/errors";
+import { SharedBrokerConnection } from "../../../lib/nats/connection";
+import type { BrokerConnectionSettings } from "../../../lib/nats/connection-options";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { rejectionOf } from "../../support/suite";
+
+/** Connects as a function's container does: the first use of its shared broker connection. */
+const connectBroker = (settings: BrokerConnectionSettings) => new SharedBrokerConnection(settings).get();
 
 const password = randomBytes(12).toString("hex");
 let nats: RunningNats;

@@ -9,9 +9,14 @@ import { join } from "node:path";
 import type { NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
-import { BrokerConnectionError, connectBroker } from "../../../lib/nats/connection";
+import { BrokerConnectionError } from "../../../lib/errors";
+import { SharedBrokerConnection } from "../../../lib/nats/connection";
+import { type BrokerConnectionSettings } from "../../../lib/nats/connection-options";
 import { parseConfig } from "../../../lib/config/config";
 import { makeCertificateAuthority, startTlsBroker, type CertificateAuthority, type TlsBroker } from "../../../dev/local/real-fleet";
+
+/** Connects as a function's container does: the first use of its shared broker connection. */
+const connectBroker = (settings: BrokerConnectionSettings) => new SharedBrokerConnection(settings).get();
 
 let dir: string;
 let ca: CertificateAuthority;

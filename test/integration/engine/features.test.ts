@@ -6,7 +6,7 @@ import { generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
-import { verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { UpgradeError } from "../../../lib/engine/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";

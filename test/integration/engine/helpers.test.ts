@@ -4,7 +4,7 @@
  * defers one and shuts one down.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { DeferredError } from "../../../lib/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LambdaHelperRunner } from "../../../lib/helper/lambda-runner";

@@ -6,7 +6,8 @@
 import { randomBytes, sign, verify } from "node:crypto";
 import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
 import { ksuid } from "../../../lib/crypto/ids";
-import { decodeJwt, signJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { decodeJwt, signJwt } from "../../../lib/crypto/jwt";
+import { verifyJwtSignature } from "./jwt-signature";
 import { assertChainIssuerNotExpired, checkRegisteredTimes, type ProvisioningClaims } from "../../../lib/crypto/jwt-claims";
 import { ED25519_PUBLIC_KEY_BYTES, ed25519PublicKeyFromRaw, type SigningKey } from "../../../lib/crypto/keys";
 import type { ServerClaims } from "../../../lib/crypto/server-jwt";

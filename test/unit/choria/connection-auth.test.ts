@@ -6,7 +6,7 @@
 import { verify } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { brokerSettings } from "../../../lib/aws/choria-client";
-import { connectionOptions } from "../../../lib/nats/connection";
+import { connectionOptions } from "../../../lib/nats/connection-options";
 import { parseConfig } from "../../../lib/config/config";
 import { decodeHex, encodeHex } from "../../../lib/crypto/encoding";
 import { ed25519PublicKeyFromRaw } from "../../../lib/crypto/keys";

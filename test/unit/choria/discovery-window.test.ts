@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Scheduler, SlidingWindow } from "../../../lib/nats/discovery";
+import { type Scheduler, SlidingWindow } from "../../../lib/nats/sliding-window";
 import { identityProblem } from "../../../lib/choria/identity";
 
 /** A manual clock: timers fire only when the test advances time. */

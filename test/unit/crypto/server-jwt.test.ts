@@ -1,7 +1,8 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { addChainIssuerData, buildServerClaims, serverJwtSettings } from "../../../lib/crypto/server-jwt";
-import { decodeJwt, signJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { decodeJwt, signJwt } from "../../../lib/crypto/jwt";
+import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { ed25519SigningKey, generateEd25519Seed, rsaSigningKey } from "../../support/choria-node/keys";
 import { ksuidTime } from "../../support/choria-node/ksuid";
 import { mintChainIssuerToken, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { certificateValidity } from "../../../lib/crypto/certificate";
-import { decodeJwt, verifyJwtSignature } from "../../../lib/crypto/jwt";
+import { decodeJwt } from "../../../lib/crypto/jwt";
+import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
 import { encodeHex } from "../../../lib/crypto/encoding";
 import { mintChainIssuerToken, mintProvisioningJwt, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { backoffDelayMs, FIVE_SEC_BACKOFF_MS, rpcWithRetries, type RetriedCall } from "../../../lib/engine/retry";
+import { rpcWithRetries, type RetriedCall } from "../../../lib/engine/retry";
 import { OutOfTimeError, RpcRetriesExhaustedError } from "../../../lib/engine/errors";
 import { LeaseLostError, LeaseStoreError, PausedError } from "../../../lib/errors";
 import { METRIC } from "../../../lib/ports/metric-names";
@@ -11,6 +11,15 @@ import { START_WALL_MS } from "./support";
 
 const RPC = "choria_provision#configure";
 const NODE = "node1.example.net";
+
+/** Go's `backoff.FiveSec` base sleeps (ms), index min(try, 10), stated here as the Go source has them. */
+const FIVE_SEC_BACKOFF_MS = [500, 750, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000];
+
+/** The sleep Go's TrySleep(ctx, afterTry) takes for a random draw: the base jittered into [base/2, 1.5 x base). */
+function backoffDelayMs(afterTry: number, random: () => number): number {
+  const base = FIVE_SEC_BACKOFF_MS[Math.min(afterTry, FIVE_SEC_BACKOFF_MS.length - 1)]!;
+  return Math.floor(base / 2) + Math.floor(random() * base);
+}
 
 function setup(overrides: Partial<RetriedCall<string>> = {}) {
   const clock = new VirtualClock(START_WALL_MS, 1_000);
@@ -38,28 +47,37 @@ function setup(overrides: Partial<RetriedCall<string>> = {}) {
   return { clock, gate, metrics, attempts, options };
 }
 
-describe("backoffDelayMs (Go FiveSec)", () => {
-  it("stays within [base/2, 1.5 x base) of the capped index for any try and random draw", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 1000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (afterTry, draw) => {
+describe("the backoff between attempts (Go FiveSec)", () => {
+  it("sleeps within [base/2, 1.5 x base) of the capped index after each failed try, for any random draw", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 2, max: 14 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), async (tries, draw) => {
+        // Arrange
+        const { clock, options } = setup({ tries, random: () => draw });
+
         // Act
-        const delay = backoffDelayMs(afterTry, () => draw);
+        await rpcWithRetries(options).catch(() => undefined);
 
         // Assert
-        const base = FIVE_SEC_BACKOFF_MS[Math.min(afterTry, FIVE_SEC_BACKOFF_MS.length - 1)] as number;
-        expect(Number.isInteger(delay)).toBe(true);
-        expect(delay).toBeGreaterThanOrEqual(Math.floor(base / 2));
-        expect(delay).toBeLessThan(Math.floor(base / 2) + base);
+        expect(clock.sleeps).toHaveLength(tries - 1);
+        clock.sleeps.forEach((delay, index) => {
+          const base = FIVE_SEC_BACKOFF_MS[Math.min(index + 1, FIVE_SEC_BACKOFF_MS.length - 1)]!;
+          expect(Number.isInteger(delay)).toBe(true);
+          expect(delay).toBeGreaterThanOrEqual(Math.floor(base / 2));
+          expect(delay).toBeLessThan(Math.floor(base / 2) + base);
+        });
       }),
     );
   });
 
-  it("uses the base of the try number after the first try, as Go's TrySleep(ctx, tries) does", () => {
-    // Act
-    const lowest = [1, 2, 10, 11, 50].map((afterTry) => backoffDelayMs(afterTry, () => 0));
+  it("uses the base of the try number after the first try, as Go's TrySleep(ctx, tries) does", async () => {
+    // Arrange
+    const { clock, options } = setup({ tries: 12, random: () => 0 });
 
-    // Assert
-    expect(lowest).toEqual([750 / 2, 1000 / 2, 5000 / 2, 5000 / 2, 5000 / 2]);
+    // Act
+    await rpcWithRetries(options).catch(() => undefined);
+
+    // Assert: after tries 1, 2, 10 and 11 (the cap).
+    expect([1, 2, 10, 11].map((afterTry) => clock.sleeps[afterTry - 1])).toEqual([750 / 2, 1000 / 2, 5000 / 2, 5000 / 2]);
   });
 });
 
