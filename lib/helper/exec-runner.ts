@@ -1,7 +1,7 @@
 import { HelperError } from "../errors";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../ports/helper";
 import { DEFAULT_MAX_OUTPUT_BYTES, decodeHelperResponse, encodeHelperRequest } from "./codec";
-import { helperEnvironment, HelperStartError, launchHelper, type LaunchOutcome } from "./launcher";
+import { HelperLauncher, HelperStartError, type LaunchOutcome } from "./launcher";
 import { redactHelperText } from "./redact-output";
 import { splitCommandLine } from "./shellwords";
 
@@ -32,6 +32,9 @@ const STDERR_KEPT_BYTES = 16 * 1024;
 interface HelperRun extends Omit<LaunchOutcome, "stderrTail"> {
   stderr: string;
 }
+
+/** The container's one launcher process, shared by every runner (started on the first run). */
+const launcher = new HelperLauncher();
 
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON
@@ -104,10 +107,10 @@ export class ExecHelperRunner implements HelperRunner {
   private async launch(input: Uint8Array): Promise<LaunchOutcome> {
     const [file, ...args] = this.argv as [string, ...string[]];
     try {
-      return await launchHelper({
+      return await launcher.launch({
         file,
         args,
-        envId: (this.envId ??= helperEnvironment({ ...process.env, ...this.options.env })),
+        envId: (this.envId ??= launcher.environment({ ...process.env, ...this.options.env })),
         input,
         timeoutMs: this.timeoutMs,
         maxOutputBytes: this.maxOutputBytes,

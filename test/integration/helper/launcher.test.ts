@@ -11,7 +11,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HelperError } from "../../../lib/errors";
-import { HelperLauncher, LAUNCHER_SOURCE, type LaunchRequest } from "../../../lib/helper/launcher";
+import { HelperLauncher, type LaunchRequest } from "../../../lib/helper/launcher";
+import { LAUNCHER_SOURCE } from "../../../lib/helper/launcher-program";
 
 const DYING_SOURCE = `
 process.on("message", (request) => {
