@@ -22,9 +22,9 @@ const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 /** The re-reads after a store blip wait 1, 2, 4 and 8 s: a blip under load passes in about a second, a longer one gets 15 s. */
 const STORE_BLIP_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];
 
-function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4): HostWorkProcessor {
+function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4, retry = RETRY): HostWorkProcessor {
   return new HostWorkProcessor({
-    settings: { deploymentId: w.deploymentId, workers, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+    settings: { deploymentId: w.deploymentId, workers, retry, failureLimit: 3, deadlineMarginMs: 1_000 },
     gate: w.gate,
     registry: w.registry,
     engine,
@@ -478,18 +478,7 @@ describe("host work: provisioning one queued host", () => {
     engine.outcome = (work) => ({ kind: "deferred", identity: work.identity, error: new DeferredError("helper asked to defer") });
     const counts = [1, 2, 5, 11, 50];
     const messages = (await admitted(w, ...counts.map((count) => `n${count}.example.net`))).map((message, index) => ({ ...message, receiveCount: counts[index]! }));
-    const slowing = new HostWorkProcessor({
-      settings: { deploymentId: w.deploymentId, workers: 1, retry: { baseDelaySeconds: 30, maxDelaySeconds: 300 }, failureLimit: 3, deadlineMarginMs: 1_000 },
-      gate: w.gate,
-      registry: w.registry,
-      engine,
-      broker: w.broker,
-      hostWork: w.queues.hostWork,
-      hostWorkDlq: w.queues.hostWorkDlq,
-      logger: w.logger,
-      metrics: w.metrics,
-      clock: w.clock,
-    });
+    const slowing = processor(w, engine, 1, { baseDelaySeconds: 30, maxDelaySeconds: 300 });
 
     // Act
     await slowing.handle(messages, context());
