@@ -5,7 +5,8 @@
  * redacted view shows it. Everything else is derived from it: the zod schema (schema.ts), the
  * environment overrides (load.ts), the redacted view and `secretValues()` (config.ts), `SECRET_KEYS`,
  * `REFERENCE_SETTINGS` (secrets.ts), and docs/configuration.md is tested
- * against it. Adding a key is one row here plus its use in `parseConfig`.
+ * against it. Adding a key is one row here, its field in types.ts and where it is built (config.ts,
+ * or sections.ts for the lease and renew sections).
  */
 import * as z from "zod";
 import { DEFAULT_CERT_DENY_LIST } from "../crypto/csr";
