@@ -11,11 +11,11 @@ import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 /**
- * Provisioning code (lib/engine, lib/crypto, lib/helper), the broker client (lib/choria's NATS
- * adapters, nats) and the secret stores' and Lambda's clients.
+ * Provisioning code (lib/engine, lib/crypto, lib/helper), the broker client (lib/nats, the
+ * envelopes of lib/choria, nats) and the secret stores' and Lambda's clients.
  */
 const NOT_IN_OPERATOR_FUNCTIONS =
-  /^(lib\/(engine|crypto|helper)\/|lib\/choria\/(broker|connection|discovery|lifecycle-bridge|protocol|rpc-client)\.ts$|node_modules\/(nats|@aws-sdk\/client-(ssm|secrets-manager|lambda))\/)/;
+  /^(lib\/(engine|crypto|helper|nats)\/|lib\/choria\/(envelope|protocol)\.ts$|node_modules\/(nats|@aws-sdk\/client-(ssm|secrets-manager|lambda))\/)/;
 /**
  * Facts written once in the engine or crypto and read by the configuration or the registry, which
  * every function loads: a few constants and one rule, no provisioning machinery.
