@@ -28,13 +28,13 @@ const DEFAULT_TIMEOUT_MS = 10_000;
  */
 const STDERR_KEPT_BYTES = 16 * 1024;
 
+/** The container's one launcher process (./launcher.ts), shared by every runner. */
+const launcher = new HelperLauncher();
+
 /** A run's outcome with its stderr masked (redactHelperText) in place of the raw tail. */
 interface HelperRun extends Omit<LaunchOutcome, "stderrTail"> {
   stderr: string;
 }
-
-/** The container's one launcher process, shared by every runner (started on the first run). */
-const launcher = new HelperLauncher();
 
 /**
  * Runs the user helper as a child process, as the Go daemon does: host JSON on stdin, response JSON

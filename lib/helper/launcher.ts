@@ -7,8 +7,8 @@
  * about 10 ms of CPU per start beside the helper's own work (a 277 MB Node process: 6.4 ms in the
  * parent and 27.5 ms in a `jq -n 1` child, against 1.7 ms and 21.5 ms from a 56 MB one), where Go
  * uses clone(CLONE_VFORK) and copies nothing. The launcher is a bare Node process (about 45 MB
- * resident) started from the same binary with its program as `-e` text, so nothing else is
- * shipped; it is one per container, started on the first run and again after one died. The helper still gets
+ * resident) started from the same binary with its program as `-e` text (launcher-program.ts), so
+ * nothing else is shipped; it is one per container, started on the first run and again after one died. The helper still gets
  * the provisioner's environment (each run names one registered here), its working directory and
  * limits (the launcher inherits them), and no other descriptor than its three pipes.
  *
@@ -22,31 +22,12 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { HelperError } from "../errors";
-import { LAUNCHER_SOURCE } from "./launcher-program";
+import { LAUNCHER_SOURCE, type LauncherMessage, type LauncherReply, type LauncherRequest, type LaunchRequest, type WireOutcome } from "./launcher-program";
 
-export interface LaunchRequest {
-  file: string;
-  args: string[];
-  /** From helperEnvironment. */
-  envId: number;
-  input: Uint8Array;
-  timeoutMs: number;
-  maxOutputBytes: number;
-  stderrKeptBytes: number;
-}
-
-export interface LaunchOutcome {
+export interface LaunchOutcome extends Omit<WireOutcome, "stdout"> {
   stdout: Buffer;
-  stderrTail: string;
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  failure?: "timeout" | "too-large";
-  /**
-   * The pipes were still open the launcher's grace (lib/helper/launcher-program.ts) after the helper exited or was killed: something it
-   * started held them, was killed, and what was read by then is all there is.
-   */
-  outputHeldOpen?: true;
 }
+
 /** Why the child could not be started (spawn's own error), as the launcher saw it. */
 export class HelperStartError extends HelperError {
   constructor(
@@ -57,9 +38,6 @@ export class HelperStartError extends HelperError {
   }
 }
 
-type Reply = { id: number; outcome: Omit<LaunchOutcome, "stdout"> & { stdout: Uint8Array } } | { id: number; startError: { code: string; message: string } };
-type Message = Reply | { crashed: string };
-
 interface Pending {
   resolve(outcome: LaunchOutcome): void;
   reject(error: Error): void;
@@ -67,8 +45,8 @@ interface Pending {
 
 /**
  * Runs helpers through one launcher process at a time, started on the first run and again after
- * one died. The provisioner has one (below), shared by every ExecHelperRunner; tests make their
- * own around a program that dies on demand.
+ * one died. The provisioner has one, shared by every ExecHelperRunner (exec-runner.ts); tests make
+ * their own around a program that dies on demand.
  */
 export class HelperLauncher {
   private child: ChildProcess | undefined;
@@ -83,7 +61,7 @@ export class HelperLauncher {
   environment(env: Record<string, string | undefined>): number {
     const envId = this.envs.size + 1;
     this.envs.set(envId, env);
-    this.child?.send({ envId, env });
+    this.child?.send({ envId, env } satisfies LauncherRequest);
     return envId;
   }
 
@@ -94,7 +72,7 @@ export class HelperLauncher {
       this.pending.set(id, { resolve, reject });
       // Only a launcher with runs in flight keeps the provisioner's event loop alive.
       if (this.pending.size === 1) keepAlive(child, true);
-      child.send({ id, ...request });
+      child.send({ id, ...request } satisfies LauncherRequest);
     });
   }
 
@@ -105,7 +83,7 @@ export class HelperLauncher {
     const child = spawn(process.execPath, ["-e", this.source], { stdio: ["ignore", "ignore", "ignore", "ipc"], serialization: "advanced", env: {} });
     keepAlive(child, false);
     let crashed: string | undefined;
-    child.on("message", (message: Message) => {
+    child.on("message", (message: LauncherMessage) => {
       if ("crashed" in message) crashed = message.crashed;
       else this.settle(message);
     });
@@ -120,12 +98,12 @@ export class HelperLauncher {
     };
     child.on("error", (error) => fail("failed", error));
     child.on("exit", (code, signal) => fail(signal ? `was killed by ${signal}` : `exited with code ${code}`, crashed === undefined ? undefined : new Error(crashed)));
-    for (const [envId, env] of this.envs) child.send({ envId, env });
+    for (const [envId, env] of this.envs) child.send({ envId, env } satisfies LauncherRequest);
     this.child = child;
     return child;
   }
 
-  private settle(reply: Reply): void {
+  private settle(reply: LauncherReply): void {
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);

@@ -4,15 +4,18 @@
  * The launcher's program here is the real one behind a listener that kills it when a run names the
  * file "/die" (process.exit) or "/throw" (an uncaught exception, reported over IPC before the exit).
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
+import { functionBundleOptions } from "../../../scripts/function-bundle-options";
 import { HelperError } from "../../../lib/errors";
-import { HelperLauncher, type LaunchRequest } from "../../../lib/helper/launcher";
-import { LAUNCHER_SOURCE } from "../../../lib/helper/launcher-program";
+import { HelperLauncher } from "../../../lib/helper/launcher";
+import { LAUNCHER_SOURCE, type LaunchRequest } from "../../../lib/helper/launcher-program";
 
 const DYING_SOURCE = `
 process.on("message", (request) => {
@@ -95,6 +98,66 @@ describe("helper launcher process, its provisioner gone", () => {
     await rm(dir, { recursive: true, force: true });
   });
 });
+
+describe("helper launcher program, from a function bundle", () => {
+  it("runs helpers to each of their ends when the launcher's text comes from a bundle built as serverless.yml builds the functions", async () => {
+    // Arrange: a bundle of the real HelperLauncher (minified, keepNames: the program's text is
+    // LauncherProgram's source as the bundle has it), which runs one helper per way a run ends.
+    const dir = await mkdtemp(join(tmpdir(), "launcher-bundle-"));
+    const bundle = join(dir, "launcher.cjs");
+    await build({ ...BUNDLE_ENTRY, ...(await functionBundleOptions(ROOT)), outfile: bundle, logLevel: "silent" });
+
+    // Act
+    const { stdout } = await promisify(execFile)(process.execPath, [bundle], { env: { PATH: process.env.PATH } });
+    await rm(dir, { recursive: true, force: true });
+
+    // Assert
+    expect(JSON.parse(stdout)).toEqual({
+      completed: { stdout: "hello", stderrTail: "to stderr", exitCode: 0, signal: null },
+      timedOut: { stdout: "", stderrTail: "", exitCode: null, signal: "SIGKILL", failure: "timeout" },
+      tooLarge: { stdout: "", stderrTail: "", exitCode: null, signal: "SIGKILL", failure: "too-large" },
+      heldOpen: { stdout: "out\n", stderrTail: "", exitCode: 0, signal: null, outputHeldOpen: true },
+      notStarted: { startError: "ENOENT" },
+    });
+  });
+});
+
+const ROOT = resolve(import.meta.dirname, "../../..");
+
+/**
+ * The bundle's entry: one run for each end (exit, timeout, too much output, output held open by a
+ * process the helper left, no start), printed as JSON with stdout as text.
+ */
+const BUNDLE_ENTRY = {
+  absWorkingDir: ROOT,
+  stdin: {
+    resolveDir: ROOT,
+    loader: "ts" as const,
+    sourcefile: "launcher-bundle-entry.ts",
+    contents: `
+      import { HelperLauncher } from "./lib/helper/launcher";
+      const launcher = new HelperLauncher();
+      const envId = launcher.environment({ PATH: process.env.PATH });
+      const run = (file: string, args: string[], limits: { timeoutMs?: number; maxOutputBytes?: number } = {}, input = "") =>
+        launcher
+          .launch({ file, args, envId, input: new TextEncoder().encode(input), timeoutMs: 10_000, maxOutputBytes: 1 << 20, stderrKeptBytes: 1024, ...limits })
+          .then(
+            ({ stdout, ...outcome }) => ({ stdout: stdout.toString("utf8"), ...JSON.parse(JSON.stringify(outcome)) }),
+            (error: { code: string }) => ({ startError: error.code }),
+          );
+      void (async () => {
+        const outcomes = {
+          completed: await run("/bin/sh", ["-c", "cat; echo to stderr >&2"], {}, "hello"),
+          timedOut: await run("/bin/sleep", ["5"], { timeoutMs: 200 }),
+          tooLarge: await run("/bin/sh", ["-c", "head -c 4096 /dev/zero; sleep 5"], { maxOutputBytes: 100 }),
+          heldOpen: await run("/bin/sh", ["-c", "sleep 5 & echo out"]),
+          notStarted: await run("/nonexistent/helper", []),
+        };
+        process.stdout.write(JSON.stringify(outcomes));
+      })();
+    `,
+  },
+};
 
 function alive(pid: number): boolean {
   try {
