@@ -114,12 +114,14 @@ export interface LifecycleEventSource {
   run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }>;
 }
 
+/** The site's renewal state as stored, with the version a write must still find. */
 export interface StoredRenewalState {
   state: RenewalState;
   /** 0 when nothing is stored yet. */
   version: number;
 }
 
+/** Where the site's renewal state lives, shared by its deployments (lib/dynamodb/renewal-store.ts). */
 export interface RenewalStore {
   read(site: string): Promise<StoredRenewalState>;
   /** Stores `state` as version `version + 1` if the stored version is still `version`; false if another writer came first. */
@@ -133,6 +135,7 @@ export interface RegistryReport {
   seenAt: number;
 }
 
+/** Which registry each deployment of the site uses (lib/dynamodb/site-registries.ts). */
 export interface SiteRegistries {
   /** The id of the registry this deployment uses: made once, kept in that registry, so every deployment using it reads the same. */
   ownId(): Promise<string>;
