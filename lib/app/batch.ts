@@ -6,8 +6,7 @@
  */
 import { messageOf, ProvisionerError } from "../errors";
 import type { Logger } from "../ports/logger";
-import type { BatchResult, MessageQueue, QueueMessage } from "./use-case-ports";
-import type { BatchRefill } from "./use-case-ports";
+import type { BatchResult, MessageQueue, QueueMessage, BatchRefill } from "./use-case-ports";
 
 /** A message that goes back to the queue for a later delivery (reported as a batch item failure). */
 export class RetryLaterError extends ProvisionerError {}

@@ -13,9 +13,7 @@ import { decideHostMerge, type HostMergeAction, type HostMergeReason, type Store
 import { ProvisionerError } from "../errors";
 import type { Clock } from "../ports/clock";
 import { mapLimited } from "./concurrency";
-import type { RenewalState } from "./use-case-ports";
-import type { RenewalStore, StoredRenewalState } from "./use-case-ports";
-import type { RegistryTable } from "./use-case-ports";
+import type { RenewalState, RenewalStore, StoredRenewalState, RegistryTable } from "./use-case-ports";
 
 /** The merge could not finish: the message says where it stopped; what it wrote before stays, and a new run carries on. */
 export class RegistryMergeError extends ProvisionerError {}

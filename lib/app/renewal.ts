@@ -38,8 +38,7 @@ import { mapLimited } from "./concurrency";
 import { capacitySettings, renewalCapacity } from "./renewal-capacity";
 import type { InvocationContext } from "./use-case-ports";
 import { dueHosts, provisionedSince, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
-import { type RenewalOutcome, type RenewalState } from "./use-case-ports";
-import { type RenewalStore } from "./use-case-ports";
+import { type RenewalOutcome, type RenewalState, type RenewalStore } from "./use-case-ports";
 
 const REPROVISION_RPC = "choria_provision#reprovision";
 /** One reprovision attempt: the Go client's discovery timeout plus the agent's DDL timeout. */

@@ -12,9 +12,8 @@
  * timeout, six times the function's, with nobody working on them.
  */
 import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { BatchRefill, RemovalFailure } from "../app/use-case-ports";
+import type { BatchRefill, RemovalFailure, QueueMessage } from "../app/use-case-ports";
 import { messageOf } from "../errors";
-import type { QueueMessage } from "../app/use-case-ports";
 
 export interface SqsBatchRefillOptions {
   client: SQSClient;

@@ -16,8 +16,7 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../ports/admission-entry";
-import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName } from "../ports/admission-store";
-import type { ClaimRequest } from "../ports/admission-store";
+import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
 import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";

@@ -15,8 +15,7 @@ import * as z from "zod";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { LeaseStoreError } from "../errors";
 import { extensionOf, type ExtendedTiming } from "../lease/stored-lease";
-import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../ports/lease-store";
-import type { ClaimRequest } from "../ports/lease-store";
+import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest, ClaimRequest } from "../ports/lease-store";
 
 /**
  * Each deployment that took part is one top-level attribute `peers.<id>` (epoch ms): a nested map

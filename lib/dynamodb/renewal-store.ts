@@ -5,8 +5,7 @@
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { emptyRenewalState, renewalStateFrom } from "../app/renewal-state";
-import { type RenewalState } from "../app/use-case-ports";
-import { type RenewalStore, type StoredRenewalState } from "../app/use-case-ports";
+import { type RenewalState, type RenewalStore, type StoredRenewalState } from "../app/use-case-ports";
 import { RenewalStoreError } from "../errors";
 
 export interface DynamoDbRenewalStoreOptions {

@@ -10,9 +10,8 @@ import { AttemptExceedsLeaseError, LeaseLostError, LeaseUnconfirmedError, LeaseV
 import { METRIC } from "../ports/metric-names";
 import { silentLogger, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
-import type { AttemptWindow } from "../ports/lease-gate";
+import type { AttemptWindow, LeaseGate, OnWonTerm, Standing } from "../ports/lease-gate";
 import type { Metrics } from "../ports/metrics";
-import type { LeaseGate, OnWonTerm, Standing } from "../ports/lease-gate";
 import { Lease } from "./lease";
 import { type LeaseOutcome } from "../ports/lease-gate";
 import { PauseSwitch } from "./pause";

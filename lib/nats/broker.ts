@@ -4,12 +4,11 @@
  * bridge adapter (lifecycle-bridge.ts) reads events on the same connection.
  */
 import type { NatsConnection } from "nats";
-import type { Broker } from "../app/use-case-ports";
+import type { Broker, DiscoveryResult } from "../app/use-case-ports";
 import type { ChoriaRpc } from "../ports/rpc";
 import type { Clock } from "../ports/clock";
 import { BrokerConnectionError } from "../errors";
 import { publishStartupEvent, type SharedBrokerConnection } from "./connection";
-import type { DiscoveryResult } from "../app/use-case-ports";
 import { BroadcastDiscoverer } from "./discovery";
 import { NatsChoriaRpc, type ChoriaClientSettings } from "./rpc-client";
 

@@ -11,20 +11,7 @@ import type { Clock } from "../../lib/ports/clock";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../../lib/ports/helper";
 import type { LogAttributes, Logger } from "../../lib/ports/logger";
 import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
-import type {
-  BatchResult,
-  Broker,
-  BrokerEvent,
-  ForwardOutcome,
-  LifecycleEventRun,
-  LifecycleEventSource,
-  MessageQueue,
-  OutgoingMessage,
-  QueueCounts,
-  QueueMessage,
-  SendOutcome,
-} from "../../lib/app/use-case-ports";
-import type { DiscoveryResult } from "../../lib/app/use-case-ports";
+import type { BatchResult, Broker, BrokerEvent, ForwardOutcome, LifecycleEventRun, LifecycleEventSource, MessageQueue, OutgoingMessage, QueueCounts, QueueMessage, SendOutcome, DiscoveryResult } from "../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../lib/engine/outcome";
 import type { HostWork } from "../../lib/ports/host-work";
 

@@ -8,9 +8,8 @@ import { messageOf } from "../../errors";
 import type { HostWork } from "../../ports/host-work";
 import type { AdmissionFlow } from "../admission-flow";
 import { decodeHostWork } from "../host-work-message";
-import type { MessageQueue } from "../use-case-ports";
+import type { MessageQueue, DeadLetterMessage, DeadLetterQueue } from "../use-case-ports";
 import type { ReadmitResult, Refusal } from "./report";
-import type { DeadLetterMessage, DeadLetterQueue } from "../use-case-ports";
 export interface DeadLetterView {
   messageId: string;
   identity: string | undefined;

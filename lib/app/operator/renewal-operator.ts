@@ -10,8 +10,7 @@ import type { AdmissionRegistry } from "../../admission/registry";
 import type { HostExpiry } from "../../admission/site-listing";
 import type { Clock } from "../../ports/clock";
 import { renewalReport, renewRunsMissing, requestedHosts, updateRenewalState, type RenewalReport } from "../renewal-state";
-import { type RenewSelection } from "../use-case-ports";
-import { type RenewalStore } from "../use-case-ports";
+import { type RenewSelection, type RenewalStore } from "../use-case-ports";
 import { OperatorRefusal } from "./report";
 import type { Operator } from "./site-operator";
 

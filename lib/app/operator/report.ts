@@ -14,8 +14,7 @@ import type { PauseState, PauseStore } from "../../ports/pause-store";
 import type { Clock } from "../../ports/clock";
 import type { MessageQueue, QueueCounts } from "../use-case-ports";
 import { renewalReport, type RenewalReport } from "../renewal-state";
-import { type RenewalState } from "../use-case-ports";
-import { type RenewalStore } from "../use-case-ports";
+import { type RenewalState, type RenewalStore } from "../use-case-ports";
 import { capacitySettings, renewalCapacity, type RenewalCapacity, type RenewalCapacitySettings } from "../renewal-capacity";
 
 export interface StatusQueues {

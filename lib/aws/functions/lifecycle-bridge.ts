@@ -1,10 +1,9 @@
 /** `lifecycleBridge` (EventBridge schedule, every minute): forwards startup lifecycle events from the broker to the lifecycle queue (docs/lifecycle.md). */
 import { LifecycleBridge } from "../../app/lifecycle-events";
-import type { LifecycleEventSource } from "../../app/use-case-ports";
+import type { LifecycleEventSource, InvocationContext } from "../../app/use-case-ports";
 import type { BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
 import type { BridgeResult } from "../../app/lifecycle-events";
-import type { InvocationContext } from "../../app/use-case-ports";
 
 /** What this function's handler calls: declared here, so the function depends on nothing that composes the others. */
 interface LifecycleBridgeFunction {

@@ -7,9 +7,8 @@
 import { connect, type NatsConnection } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { decodeRequest } from "../../support/choria-node/protocol";
-import { RpcNotSentError } from "../../../lib/errors";
+import { RpcNotSentError, RpcError } from "../../../lib/errors";
 import { NatsChoriaRpc } from "../../../lib/nats/rpc-client";
-import { RpcError } from "../../../lib/errors";
 import { type RunningNats, startNats } from "../../../dev/local/services";
 import { startFleet, type Fleet } from "../../../dev/simulator";
 import { hostAndPort, startStallProxy, type StallProxy } from "../../support/stall-proxy";

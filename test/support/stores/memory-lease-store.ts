@@ -4,8 +4,7 @@
  * it runs without awaiting.
  */
 import { extensionOf } from "../../../lib/lease/stored-lease";
-import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest } from "../../../lib/ports/lease-store";
-import type { ClaimRequest } from "../../../lib/ports/lease-store";
+import type { AnnounceRequest, ConditionalWrite, ExtendRequest, HolderBounds, LeaseItem, LeaseStore, PeerRequest, ReleaseRequest, ClaimRequest } from "../../../lib/ports/lease-store";
 
 export class MemoryLeaseStore implements LeaseStore {
   private readonly items = new Map<string, LeaseItem>();

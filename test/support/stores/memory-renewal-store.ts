@@ -1,6 +1,5 @@
 import { emptyRenewalState } from "../../../lib/app/renewal-state";
-import { type RenewalState } from "../../../lib/app/use-case-ports";
-import { type RenewalStore, type StoredRenewalState } from "../../../lib/app/use-case-ports";
+import { type RenewalState, type RenewalStore, type StoredRenewalState } from "../../../lib/app/use-case-ports";
 
 /** An in-process RenewalStore with the same version check (unit tests, the simulation). */
 export class MemoryRenewalStore implements RenewalStore {

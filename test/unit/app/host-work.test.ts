@@ -1,9 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { appSettingsFromEnv } from "../../../lib/aws/settings";
-import { AppSettingsError } from "../../../lib/errors";
+import { AppSettingsError, InvalidInputError } from "../../../lib/errors";
 import { mapLimited } from "../../../lib/app/concurrency";
-import { InvalidInputError } from "../../../lib/errors";
 
 describe("host-work messages", () => {
   it("round-trip through the queue body", () => {

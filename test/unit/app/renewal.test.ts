@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { dueHosts, emptyRenewalState, renewableAt, renewalReport, renewRunsMissing, retryMark } from "../../../lib/app/renewal-state";
-import { RpcNotSentError } from "../../../lib/errors";
-import { PausedError } from "../../../lib/errors";
+import { RpcNotSentError, PausedError } from "../../../lib/errors";
 import { EXTRA_METRIC } from "../../../lib/ports/metric-names";
 import { HOUR_MS, MINUTE_MS, renewalWorld, SITE, TERM, TOKEN } from "../../support/renewal";
 import { timeout } from "../../support/fakes";

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { agentFilter, type Filter } from "../../../lib/choria/filter";
-import { parseFilter } from "../../support/choria-node/filter";
-import { matchesFilter } from "../../support/choria-node/filter";
+import { parseFilter, matchesFilter } from "../../support/choria-node/filter";
 
 const node = {
   identity: "web1.example.net",

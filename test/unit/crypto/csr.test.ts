@@ -3,9 +3,8 @@ import { describe, expect, it } from "vitest";
 import { createCsr, parseCsr, rsaPublicKeyPkcs1Pem, verifyCsrSignature } from "../../support/choria-node/csr";
 import { DEFAULT_CERT_DENY_LIST, validateCsr } from "../../../lib/crypto/csr";
 import { children, decodeOid, readElement } from "../../../lib/crypto/der";
-import { DerError } from "../../../lib/errors";
+import { DerError, CsrError } from "../../../lib/errors";
 import { oid, sequence, smallInteger } from "../../support/choria-node/der-writer";
-import { CsrError } from "../../../lib/errors";
 
 const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const csrFor = (commonName: string, dnsNames?: string[]) => createCsr({ commonName, privateKey, dnsNames });

@@ -2,7 +2,7 @@ import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decryptLegacyPem } from "../../support/choria-node/legacy-pem";
-import { EcdhError } from "../../../lib/errors";
+import { EcdhError, NonceSignatureError } from "../../../lib/errors";
 import { encryptLegacyPem } from "../../../lib/crypto/legacy-pem";
 import { generateEd25519Seed } from "../../support/choria-node/keys";
 import { generateX25519KeyPair, x25519SharedSecret } from "../../../lib/crypto/ecdh";
@@ -11,7 +11,6 @@ import { signNonce } from "../../support/choria-node/nonce";
 import { uuidHex } from "../../../lib/crypto/ids";
 import { verifyNonceSignature } from "../../../lib/crypto/nonce";
 import { x25519PublicKey } from "../../support/choria-node/ecdh";
-import { NonceSignatureError } from "../../../lib/errors";
 
 const pemOf = (label: string, der: Uint8Array) =>
   `-----BEGIN ${label}-----\n${Buffer.from(der).toString("base64").match(/.{1,64}/g)?.join("\n") ?? ""}\n-----END ${label}-----\n`;

@@ -11,8 +11,7 @@ import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeErr
 import { keepsHostKnown, type ProvisionOutcome } from "../../../lib/engine/outcome";
 import { ProvisionEngine } from "../../../lib/engine/provision";
 import type { EngineSettings } from "../../../lib/engine/settings";
-import { RpcNotSentError } from "../../../lib/errors";
-import { ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
+import { RpcNotSentError, ConfigError, CsrError, DeferredError, HelperError, JwtError, LeaseLostError, NonceSignatureError, PausedError, RpcTransportError } from "../../../lib/errors";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import type { HelperResponse } from "../../../lib/ports/helper";
 import { selfSignedCertificate } from "../../support/certificate";
