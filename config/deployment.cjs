@@ -36,7 +36,7 @@ const UNSET_SITE = "unset";
 const NAMESPACE = "ChoriaProvisioner";
 /** Powertools adds a `service` dimension (POWERTOOLS_SERVICE_NAME) next to the app's `site`. */
 const SERVICE_DIMENSION = "choria-provisioner";
-const FUNCTIONS = ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release", "renew"];
+const FUNCTIONS = ["discover", "leaseKeeper", "lifecycle", "provision", "status", "reprovision", "release", "renew"];
 const SECRET_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "secretsmanager:GetSecretValue"];
 const ENI_ACTIONS = [
   "ec2:CreateNetworkInterface",

@@ -6,7 +6,6 @@
  */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
-import type { BridgeResult } from "../../lib/app/lifecycle-events";
 import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
 import type { AppSettings } from "../../lib/aws/settings";
@@ -19,7 +18,6 @@ import { composeBroker, lifecycleEventSource, withBroker } from "../../lib/aws/c
 import { discoverFunction } from "../../lib/aws/functions/discover";
 import { leaseKeeperFunction } from "../../lib/aws/functions/lease-keeper";
 import { lifecycleFunction } from "../../lib/aws/functions/lifecycle";
-import { lifecycleBridgeFunction } from "../../lib/aws/functions/lifecycle-bridge";
 import { provisionFunction } from "../../lib/aws/functions/provision";
 import { releaseFunction } from "../../lib/aws/functions/release";
 import { renewFunction } from "../../lib/aws/functions/renew";
@@ -34,7 +32,6 @@ export interface App {
   readonly config: ProvisionerConfig;
   discover(ctx: InvocationContext): Promise<DiscoverResult>;
   keepLease(ctx: InvocationContext): Promise<KeepLeaseResult>;
-  bridgeLifecycle(ctx: InvocationContext): Promise<BridgeResult>;
   handleLifecycleBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   handleHostWorkBatch(event: SQSEvent, ctx: InvocationContext): Promise<SQSBatchResponse>;
   status(): Promise<StatusFunctionReport>;
@@ -60,8 +57,7 @@ export async function createApp(settings: AppSettings, overrides: AppOverrides =
     config: parts.config,
     discover: discoverFunction(composed).discover,
     keepLease: leaseKeeperFunction(composed).keepLease,
-    bridgeLifecycle: lifecycleBridgeFunction(composed, source).bridgeLifecycle,
-    handleLifecycleBatch: lifecycleFunction(composed).handleLifecycleBatch,
+    handleLifecycleBatch: lifecycleFunction(composed, source).handleLifecycleBatch,
     // The provisioning settings (keys, token) are `provision`'s: `renew` also reads the token, but configures no node.
     handleHostWorkBatch: (await provisionFunction(composed)).handleHostWorkBatch,
     status: statusFunction(parts).status,

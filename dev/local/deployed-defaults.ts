@@ -11,7 +11,7 @@ import { parse } from "yaml";
 
 const SERVERLESS_FILE = resolve(fileURLToPath(new URL("../../serverless.yml", import.meta.url)));
 
-export type DeployedFunction = "discover" | "leaseKeeper" | "lifecycleBridge" | "lifecycle" | "provision" | "renew";
+export type DeployedFunction = "discover" | "leaseKeeper" | "lifecycle" | "provision" | "renew";
 
 interface FunctionDefaults {
   timeoutMs: number;
@@ -87,7 +87,6 @@ export function readDeployedDefaults(file: string = SERVERLESS_FILE): DeployedDe
     functions: {
       discover: fn("discover"),
       leaseKeeper: fn("leaseKeeper"),
-      lifecycleBridge: fn("lifecycleBridge"),
       lifecycle: fn("lifecycle"),
       provision: fn("provision"),
       renew: fn("renew"),

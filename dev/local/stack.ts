@@ -75,8 +75,6 @@ export interface StackTimings {
   discoverTimeoutMs: number;
   keeperRateMs: number;
   keeperTimeoutMs: number;
-  bridgeRateMs: number;
-  bridgeTimeoutMs: number;
   lifecycleTimeoutMs: number;
   provisionTimeoutMs: number;
   /** `renew`'s schedule and timeout; it is scheduled only where renewal has a main broker to reach (`renew.broker_urls`). */
@@ -101,8 +99,6 @@ export const DEFAULT_TIMINGS: StackTimings = {
   discoverTimeoutMs: DEPLOYED.functions.discover.timeoutMs,
   keeperRateMs: DEPLOYED.functions.leaseKeeper.rateMs ?? 60_000,
   keeperTimeoutMs: DEPLOYED.functions.leaseKeeper.timeoutMs,
-  bridgeRateMs: DEPLOYED.functions.lifecycleBridge.rateMs ?? 60_000,
-  bridgeTimeoutMs: DEPLOYED.functions.lifecycleBridge.timeoutMs,
   lifecycleTimeoutMs: DEPLOYED.functions.lifecycle.timeoutMs,
   provisionTimeoutMs: DEPLOYED.functions.provision.timeoutMs,
   renewRateMs: DEPLOYED.functions.renew.rateMs ?? 60_000,
@@ -131,8 +127,6 @@ const FAST_TIMINGS: StackTimings = {
   discoverTimeoutMs: 60_000,
   keeperRateMs: 10_000,
   keeperTimeoutMs: 12_000,
-  bridgeRateMs: 10_000,
-  bridgeTimeoutMs: 12_000,
   lifecycleTimeoutMs: 30_000,
   provisionTimeoutMs: 60_000,
   renewRateMs: 10_000,
@@ -213,7 +207,6 @@ export interface LocalStackOptions {
 interface FunctionNames {
   discover: string;
   leaseKeeper: string;
-  lifecycleBridge: string;
   lifecycle: string;
   provision: string;
   renew: string;
@@ -715,11 +708,11 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
   };
   const app = await createApp(appSettingsFromEnv(env), overrides);
   const functions = functionSpecs(prefix, input.timings);
-  const { sources, loopsToTheirOwnEnd } = eventSources(input, { app, handlers, functions, queues });
+  const sources = eventSources(input, { app, handlers, functions, queues });
   return {
     view: deploymentView(input, { app, metrics, functions, queues, env, sources }),
     close: async () => {
-      await Promise.all(sources.map((source) => source.stop(loopsToTheirOwnEnd.has(source) ? 0 : 3_000)));
+      await Promise.all(sources.map((source) => source.stop(3_000)));
       await app.close().catch(() => undefined);
     },
   };
@@ -786,6 +779,7 @@ function deploymentEnv(input: DeploymentInput, prefix: string, config: Record<st
     POWERTOOLS_SERVICE_NAME: prefix,
     POWERTOOLS_METRICS_NAMESPACE: APP_DEFAULTS.metricsNamespace,
     RETRY_BASE_DELAY_SECONDS: String(input.timings.retryBaseDelaySeconds),
+    KEEPER_RATE_SECONDS: String(Math.round(input.timings.keeperRateMs / 1000)),
     RETRY_MAX_DELAY_SECONDS: String(input.timings.retryMaxDelaySeconds),
   };
 }
@@ -801,7 +795,6 @@ function functionSpecs(prefix: string, timings: StackTimings): FunctionSpecs {
   return {
     discover: fn("discover", timings.discoverTimeoutMs, "discover"),
     leaseKeeper: fn("lease-keeper", timings.keeperTimeoutMs, "leaseKeeper"),
-    lifecycleBridge: fn("lifecycle-bridge", timings.bridgeTimeoutMs, "lifecycleBridge"),
     lifecycle: fn("lifecycle", timings.lifecycleTimeoutMs, "lifecycle"),
     provision: fn("provision", timings.provisionTimeoutMs, "provision"),
     renew: fn("renew", timings.renewTimeoutMs, "renew"),
@@ -810,12 +803,11 @@ function functionSpecs(prefix: string, timings: StackTimings): FunctionSpecs {
 
 /**
  * The deployment's emulated schedules and SQS event source mappings, bound to the real handlers.
- * `loopsToTheirOwnEnd`: the sources a stop does not wait for.
  */
 function eventSources(
   input: DeploymentInput,
   deployment: { app: App; handlers: Handlers; functions: FunctionSpecs; queues: DeploymentQueues },
-): { sources: EventSource[]; loopsToTheirOwnEnd: Set<EventSource> } {
+): EventSource[] {
   const { options, timings } = input;
   const { app, handlers, functions, queues } = deployment;
   const getApp = () => Promise.resolve(app);
@@ -824,21 +816,9 @@ function eventSources(
   const asSchedule = (handler: unknown) => handler as ScheduleHandler;
   const asSqs = (handler: unknown) => handler as SqsHandler;
   const keeper = new ScheduleSource({ ...common, function: functions.leaseKeeper, rateMs: timings.keeperRateMs, handler: asSchedule(handlers.leaseKeeper(getApp)) });
-  const bridge = new ScheduleSource({
-    ...common,
-    function: functions.lifecycleBridge,
-    rateMs: timings.bridgeRateMs,
-    handler: asSchedule(handlers.lifecycleBridge(getApp)),
-  });
-  // The keeper and the bridge loop until an end they computed when they started (lib/app/leadership.ts,
-  // lib/app/lifecycle-events.ts), so a stop's collapsed deadline reaches them only then, up to a
-  // minute later: waiting for them made every stop 3 s per deployment longer for nothing. They are
-  // left to run out, as a frozen sandbox's would, with the App's connections closed under them.
-  const loopsToTheirOwnEnd = new Set<EventSource>([keeper, bridge]);
   const sources: EventSource[] = [
     keeper,
     new ScheduleSource({ ...common, function: functions.discover, rateMs: timings.discoverRateMs, handler: asSchedule(handlers.discover(getApp)) }),
-    bridge,
     new SqsEventSource({
       ...common,
       sqs: input.sqsClient,
@@ -876,7 +856,7 @@ function eventSources(
         ]
       : []),
   ];
-  return { sources, loopsToTheirOwnEnd };
+  return sources;
 }
 
 function deploymentView(
@@ -893,7 +873,6 @@ function deploymentView(
     functions: {
       discover: functions.discover.name,
       leaseKeeper: functions.leaseKeeper.name,
-      lifecycleBridge: functions.lifecycleBridge.name,
       lifecycle: functions.lifecycle.name,
       provision: functions.provision.name,
       renew: functions.renew.name,
@@ -931,10 +910,9 @@ type Handlers = Awaited<ReturnType<typeof loadHandlers>>;
  * kept in memory.
  */
 async function loadHandlers() {
-  const [discover, leaseKeeper, lifecycleBridge, lifecycle, provision, renew, runtime] = await Promise.all([
+  const [discover, leaseKeeper, lifecycle, provision, renew, runtime] = await Promise.all([
     import("../../handlers/discover"),
     import("../../handlers/lease-keeper"),
-    import("../../handlers/lifecycle-bridge"),
     import("../../handlers/lifecycle"),
     import("../../handlers/provision"),
     import("../../handlers/renew"),
@@ -948,7 +926,6 @@ async function loadHandlers() {
   return {
     discover: discover.makeHandler,
     leaseKeeper: leaseKeeper.makeHandler,
-    lifecycleBridge: lifecycleBridge.makeHandler,
     lifecycle: lifecycle.makeHandler,
     provision: provision.makeHandler,
     renew: renew.makeHandler,

@@ -4,8 +4,7 @@
  * container when leader election is off.
  */
 import { messageOf } from "../errors";
-import type { LeaseGate } from "../ports/lease-gate";
-import { runLeaseKeeper } from "../lease/keeper";
+import type { LeaseGate, LeaseOutcome } from "../ports/lease-gate";
 import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
 import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
@@ -17,6 +16,7 @@ import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
 import { selectDiscovered } from "./discovery-selection";
+import type { TickArming } from "./ticks";
 import type { Broker, InvocationContext, MessageQueue } from "./use-case-ports";
 
 export interface DiscoverResult {
@@ -27,9 +27,11 @@ export interface DiscoverResult {
 }
 
 export interface KeepLeaseResult {
-  rounds: number;
-  heldRounds: number;
-  wonTerms: number[];
+  holding: boolean;
+  /** The term this run's round won, if it won one. */
+  wonTerm?: number;
+  /** Ticks armed for the minute ahead (ticks.ts). */
+  armed: number;
 }
 
 interface LeadershipSettings {
@@ -42,8 +44,6 @@ interface LeadershipSettings {
   discoveryNewNamesPerInterval: number;
   /** `discovery_backlog`: measured work a discovery keeps waiting in the host-work queue, in ms; 0: no pacing. */
   discoveryBacklogMs: number;
-  /** How often the keeper keeps or contests the lease (`lease.renew_interval`). */
-  keepIntervalMs: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
 }
@@ -51,6 +51,8 @@ interface LeadershipSettings {
 export interface LeadershipDeps {
   settings: LeadershipSettings;
   gate: Pick<LeaseGate, "acquireOrKeep" | "assertOpen">;
+  /** Arms the ticks that keep the lease between the keeper's runs. */
+  ticks: Pick<TickArming, "arm">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /** Which discovered names are known, so they are admitted before new ones; and which new ones waited before. */
@@ -64,10 +66,6 @@ export interface LeadershipDeps {
   random?: RandomSource;
 }
 
-/** A lease-keeper invocation loops at most this long (bench/failover.ts states it to run the keeper the same way). */
-const KEEPER_MAX_RUN_MS = 58_000;
-/** The keeper stops this long before the Lambda deadline. */
-const KEEPER_STOP_BEFORE_DEADLINE_MS = 2_000;
 /** Discovered hosts are admitted and queued in chunks of one SendMessageBatch. */
 const DISCOVERY_CHUNK = 10;
 /**
@@ -131,17 +129,25 @@ export class Leadership {
     }
   }
 
+  /**
+   * The keeper's run (every minute): one round that keeps or contests the lease, then the ticks
+   * for the minute ahead (ticks.ts). A store failure is logged and counted by the gate; the ticks
+   * armed a minute ago still come.
+   */
   async keepLease(ctx: InvocationContext): Promise<KeepLeaseResult> {
-    const { gate, clock, logger, settings } = this.deps;
+    const { gate, ticks, logger, settings } = this.deps;
     await this.announceUnelected();
-    if (!settings.leaderElection) {
-      await gate.acquireOrKeep();
-      return { rounds: 1, heldRounds: 1, wonTerms: [] };
+    let outcome: LeaseOutcome;
+    try {
+      outcome = await gate.acquireOrKeep(() => ctx.remainingMs() - settings.deadlineMarginMs);
+    } catch (error) {
+      logger.warn("the keeper's lease round failed; the ticks already armed still run", { error: messageOf(error) });
+      return { holding: false, armed: 0 };
     }
-    const runFor = Math.min(KEEPER_MAX_RUN_MS, ctx.remainingMs() - KEEPER_STOP_BEFORE_DEADLINE_MS);
-    const summary = await runLeaseKeeper({ lease: gate, clock, until: clock.monotonic() + runFor, intervalMs: settings.keepIntervalMs, logger });
-    logger.info("lease keeper run finished", { ...summary, wonTerms: summary.wonTerms.join(",") });
-    return { rounds: summary.rounds, heldRounds: summary.heldRounds, wonTerms: summary.wonTerms };
+    const armed = await ticks.arm(outcome);
+    const result: KeepLeaseResult = { holding: outcome.holding, armed, ...(outcome.holding && outcome.wonNewTerm ? { wonTerm: outcome.term } : {}) };
+    logger.info("lease keeper run finished", { ...result, ...(outcome.holding ? { term: outcome.term } : {}) });
+    return result;
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
- * Lifecycle events (docs/lifecycle.md): the bridge forwards startup events from the broker to the
- * lifecycle queue while this deployment leads, and each queued startup event of a node in
- * provisioning mode becomes admitted host work through the admission flow (admission-flow.ts).
+ * Lifecycle events (docs/lifecycle.md): while this deployment leads, each tick's bridge takes the
+ * startup events waiting on the broker, and each startup event of a node in provisioning mode
+ * (taken by the bridge, or queued on the lifecycle queue) becomes admitted host work through the
+ * admission flow (admission-flow.ts).
  */
 import { parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import { messageOf } from "../errors";
@@ -16,7 +17,7 @@ import type { Metrics } from "../ports/metrics";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";
-import type { BatchResult, BrokerEvent, ForwardOutcome, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "./use-case-ports";
+import type { BatchResult, BrokerEvent, ForwardOutcome, LifecycleEventSource, MessageQueue, QueueMessage } from "./use-case-ports";
 
 /** A whole SQS batch at once would flood the registry table; admissions share discovery's bound. */
 const ADMIT_CONCURRENCY = 16;
@@ -106,10 +107,11 @@ export class LifecycleEvents {
 
 export interface BridgeResult {
   mode: "jetstream" | "core";
-  forwarded: number;
-  /** Events SQS can never take (invalid characters, too large), sent to the lifecycle DLQ with the reason. */
+  /** Events handed to admission and handled (admitted, already known, stale or not for us). */
+  handled: number;
+  /** Events admission could not take even on their last delivery: sent to the lifecycle DLQ with the reason. */
   deadLettered: number;
-  /** The run ended without this deployment leading at any check: it read and forwarded nothing. */
+  /** This deployment did not lead when the run started: it read nothing. */
   paused: boolean;
 }
 
@@ -128,50 +130,49 @@ export interface LifecycleBridgeDeps {
   /** The operator's pause switch of this deployment: a paused leader does not bridge either. */
   pauseStore?: Pick<PauseStore, "read">;
   source: LifecycleEventSource;
-  lifecycle: MessageQueue;
+  /** Where the events go: the same admission as a queued startup event's. */
+  events: Pick<LifecycleEvents, "handle">;
   lifecycleDlq: MessageQueue;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
 }
 
-/** The bridge stops reading this long before the Lambda deadline. */
-const BRIDGE_STOP_BEFORE_DEADLINE_MS = 2_000;
-/** Of an event SQS refused, the lifecycle DLQ keeps at most this many bytes (base64 grows it by a third). */
+/** Of an event admission never took, the lifecycle DLQ keeps at most this many bytes (base64 grows it by a third). */
 const DEAD_LETTER_KEPT_BYTES = 256 * 1024;
 
-/** Broker lifecycle events -> the lifecycle queue, while this deployment leads. */
+/** Broker lifecycle events -> admission, while this deployment leads (a tick's second half, ticks.ts). */
 export class LifecycleBridge {
   /** The switch was on at the last check (logged once per change, not at every recheck). */
   private pausedByOperator = false;
 
   constructor(private readonly deps: LifecycleBridgeDeps) {}
 
-  async run(ctx: InvocationContext): Promise<BridgeResult> {
-    const { clock, logger } = this.deps;
-    let forwarded = 0;
+  /** Takes the waiting events until monotonic `until` (a stream's pending ones; core NATS: what arrives meanwhile). */
+  async run(until: number): Promise<BridgeResult> {
+    const { logger } = this.deps;
+    let handled = 0;
     let deadLettered = 0;
     const { mode, led } = await this.deps.source.run({
-      until: clock.monotonic() + ctx.remainingMs() - BRIDGE_STOP_BEFORE_DEADLINE_MS,
+      until,
       leadsNow: () => this.leadsNow(),
       forward: async (events) => {
-        const outcomes = await this.forward(events);
-        forwarded += outcomes.filter((outcome) => outcome === "sent").length;
+        const outcomes = await this.admit(events);
+        handled += outcomes.filter((outcome) => outcome === "handled").length;
         deadLettered += outcomes.filter((outcome) => outcome === "dead-lettered").length;
         return outcomes;
       },
     });
-    logger.info("lifecycle bridge run finished", { mode, forwarded, deadLettered, paused: !led });
-    return { mode, forwarded, deadLettered, paused: !led };
+    if (handled + deadLettered > 0 || !led) logger.info("lifecycle events taken", { mode, handled, deadLettered, paused: !led });
+    return { mode, handled, deadLettered, paused: !led };
   }
 
   /**
-   * Whether this deployment leads right now, from a consistent read of the lease (the bridge never
-   * writes it: taking part in the election is the keeper's job) and of the operator's pause switch
-   * (a paused deployment may still hold an unexpired lease, but its provision and lifecycle
-   * functions drop what they are given). A paused or standby deployment's bridge neither pulls nor
-   * subscribes, so every event waits in the stream (or reaches the leader's subscription) instead
-   * of being forwarded to a deployment that would drop it.
+   * Whether this deployment leads right now, from a consistent read of the lease and of the
+   * operator's pause switch (a paused deployment may still hold an unexpired lease, but its
+   * provision and lifecycle functions drop what they are given). A paused or standby deployment
+   * neither pulls nor subscribes, so every event waits in the stream (or reaches the leader's
+   * subscription) instead of going to a deployment that would drop it.
    */
   private async leadsNow(): Promise<boolean> {
     const { settings, leaseStore, pauseStore } = this.deps;
@@ -180,54 +181,56 @@ export class LifecycleBridge {
     try {
       const [lease, pause] = await Promise.all([leaseStore.read(settings.site), pauseStore?.read(settings.site, settings.deploymentId)]);
       if (pause?.paused === true) {
-        if (!this.pausedByOperator) this.deps.logger.warn("paused by the operator: not bridging lifecycle events", { deploymentId: settings.deploymentId });
+        if (!this.pausedByOperator) this.deps.logger.warn("paused by the operator: not taking lifecycle events", { deploymentId: settings.deploymentId });
         this.pausedByOperator = true;
         return false;
       }
       this.pausedByOperator = false;
       return leadsAt(lease, settings.deploymentId, this.deps.clock.now(), settings.skewBoundMs);
     } catch (error) {
-      this.deps.logger.warn("paused: the lease store could not be read, not bridging lifecycle events", { error: messageOf(error) });
+      this.deps.logger.warn("paused: the lease store could not be read, not taking lifecycle events", { error: messageOf(error) });
       return false;
     }
   }
 
   /**
-   * Sends events to the lifecycle queue. An event SQS can never take, or one it still refuses on
-   * its last chance (no redelivery will follow), goes to the lifecycle DLQ with the reason (its
-   * bytes base64-encoded: they may hold exactly the characters SQS refuses), so it neither spins
-   * forever nor blocks the good events batched with it.
+   * Hands events to admission as queued startup events are. One that admission could not take goes
+   * back to the stream, or, on its last delivery (core NATS has no other), to the lifecycle DLQ with
+   * the reason, its bytes base64-encoded (they may hold exactly what made it unreadable).
    */
-  private async forward(events: BrokerEvent[]): Promise<ForwardOutcome[]> {
-    const { logger, metrics } = this.deps;
+  private async admit(events: BrokerEvent[]): Promise<ForwardOutcome[]> {
     const decoder = new TextDecoder();
-    const outcomes = await this.deps.lifecycle.sendEach(events.map((event) => ({ body: decoder.decode(event.data) })));
+    const messages = events.map((event, index) => ({ id: String(index), body: decoder.decode(event.data), receiveCount: 1, receiptHandle: "", source: event.subject }));
+    const failed = new Set((await this.deps.events.handle(messages)).failedMessageIds);
     return Promise.all(
-      outcomes.map(async (outcome, index): Promise<ForwardOutcome> => {
-        if (outcome.accepted) return "sent";
-        const event = events[index] as BrokerEvent;
-        if (!outcome.permanent && !event.lastChance) return "retry";
-        const kept = event.data.subarray(0, DEAD_LETTER_KEPT_BYTES);
-        try {
-          await this.deps.lifecycleDlq.send({
-            body: Buffer.from(kept).toString("base64"),
-            attributes: {
-              reason: `SQS refused the lifecycle event: ${outcome.reason}`,
-              encoding: "base64",
-              originalBytes: String(event.data.length),
-              truncated: String(kept.length < event.data.length),
-              subject: event.subject,
-              source: "lifecycle-bridge",
-            },
-          });
-        } catch (error) {
-          logger.error("could not dead-letter a lifecycle event SQS refused", { reason: outcome.reason, error });
-          return "retry";
-        }
-        metrics.count(EXTRA_METRIC.lifecycleEventsDeadLettered);
-        logger.warn("SQS refused a lifecycle event; sent it to the lifecycle dead-letter queue", { reason: outcome.reason, subject: event.subject });
-        return "dead-lettered";
+      events.map(async (event, index): Promise<ForwardOutcome> => {
+        if (!failed.has(String(index))) return "handled";
+        return event.lastChance ? this.deadLetter(event) : "retry";
       }),
     );
+  }
+
+  private async deadLetter(event: BrokerEvent): Promise<ForwardOutcome> {
+    const { logger, metrics } = this.deps;
+    const kept = event.data.subarray(0, DEAD_LETTER_KEPT_BYTES);
+    try {
+      await this.deps.lifecycleDlq.send({
+        body: Buffer.from(kept).toString("base64"),
+        attributes: {
+          reason: "admission did not take the lifecycle event on its last delivery",
+          encoding: "base64",
+          originalBytes: String(event.data.length),
+          truncated: String(kept.length < event.data.length),
+          subject: event.subject,
+          source: "lifecycle-bridge",
+        },
+      });
+    } catch (error) {
+      logger.error("could not dead-letter a lifecycle event admission did not take", { subject: event.subject, error });
+      return "retry";
+    }
+    metrics.count(EXTRA_METRIC.lifecycleEventsDeadLettered);
+    logger.warn("admission did not take a lifecycle event on its last delivery; sent it to the lifecycle dead-letter queue", { subject: event.subject });
+    return "dead-lettered";
   }
 }

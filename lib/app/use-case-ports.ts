@@ -97,20 +97,25 @@ export interface BrokerEvent {
   lastChance: boolean;
 }
 
-/** What the bridge did with one event: the source acknowledges `sent` and `dead-lettered`, redelivers `retry`. */
-export type ForwardOutcome = "sent" | "dead-lettered" | "retry";
+/** What became of one event: the source acknowledges `handled` and `dead-lettered`, redelivers `retry`. */
+export type ForwardOutcome = "handled" | "dead-lettered" | "retry";
 
 export interface LifecycleEventRun {
   /** Monotonic ms at which the source stops reading. */
   until: number;
   /** Checked before reading: a deployment that does not lead reads nothing. */
   leadsNow(): Promise<boolean>;
+  /** Hands a batch of events on; the outcomes tell the source which to acknowledge. */
   forward(events: BrokerEvent[]): Promise<ForwardOutcome[]>;
 }
 
 /** Where the bridge reads lifecycle events from (JetStream when a stream holds them, else core NATS). */
 export interface LifecycleEventSource {
-  /** Reads and forwards events until `until`; says how it read and whether it ever led. */
+  /**
+   * Hands events to `forward` until `until`: from a stream, the ones waiting (it returns once
+   * none is left); from core NATS, the ones that arrive meanwhile. Stops as soon as `leadsNow` is
+   * false. Says how it read and whether it led.
+   */
   run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }>;
 }
 

@@ -13,6 +13,7 @@ import { AdmissionRegistry } from "../admission/registry";
 import { AdmissionFlow } from "../app/admission-flow";
 import { Invocations, withInvocationAttributes } from "../app/invocation";
 import { Leadership } from "../app/leadership";
+import { TickArming } from "../app/ticks";
 import type { StatusQueues } from "../app/operator/report";
 import type { Broker } from "../app/use-case-ports";
 import { tableArnRegion, type AppSettings } from "./settings";
@@ -203,10 +204,10 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
       discoveryMaxNodes: config.discoveryMaxNodes,
       discoveryNewNamesPerInterval: config.discoveryNewNamesPerInterval,
       discoveryBacklogMs: config.discoveryBacklogMs,
-      keepIntervalMs: config.lease.keepIntervalMs,
       deadlineMarginMs: parts.settings.deadlineMarginMs,
     },
     gate: parts.gate,
+    ticks: tickArming(parts),
     broker,
     admission,
     registry: parts.registry,
@@ -218,6 +219,12 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
   });
   parts.announceWonTerms((term, remainingMs) => leadership.onWonTerm(term, remainingMs));
   return leadership;
+}
+
+/** The ticks between the keeper's runs, armed on this deployment's lifecycle queue (lib/app/ticks.ts). */
+export function tickArming(parts: FunctionParts): TickArming {
+  const timing = { keepIntervalMs: parts.config.lease.keepIntervalMs, armAheadMs: parts.settings.keeperRateSeconds * 1000 };
+  return new TickArming({ queue: parts.queues.lifecycle, timing, clock: parts.clock, logger: parts.logger });
 }
 
 /** The per-invocation wrapper of the functions that read the gate and may send to the broker. */

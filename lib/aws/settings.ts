@@ -35,6 +35,8 @@ export interface AppSettings {
   hostFailureLimit: number;
   /** Ms kept back from the Lambda deadline for acknowledging and flushing. */
   deadlineMarginMs: number;
+  /** How often the leaseKeeper schedule fires (1 minute on AWS): each run arms the ticks up to the next. */
+  keeperRateSeconds: number;
 }
 
 export const APP_DEFAULTS = {
@@ -45,6 +47,7 @@ export const APP_DEFAULTS = {
   retryMaxDelaySeconds: 300,
   hostFailureLimit: 3,
   deadlineMarginMs: 1_000,
+  keeperRateSeconds: 60,
 } as const;
 
 /** How a variable's text is read: each returns the value, or says what is wrong with the text. */
@@ -91,6 +94,7 @@ const VARIABLES: Readonly<Record<FromEnvironment, VariableSpec>> = {
   retryBaseDelaySeconds: { env: "RETRY_BASE_DELAY_SECONDS", read: "seconds", fallback: APP_DEFAULTS.retryBaseDelaySeconds },
   retryMaxDelaySeconds: { env: "RETRY_MAX_DELAY_SECONDS", read: "seconds", fallback: APP_DEFAULTS.retryMaxDelaySeconds },
   hostFailureLimit: { env: "HOST_FAILURE_LIMIT", read: "count", fallback: APP_DEFAULTS.hostFailureLimit },
+  keeperRateSeconds: { env: "KEEPER_RATE_SECONDS", read: "count", fallback: APP_DEFAULTS.keeperRateSeconds },
 };
 
 class Problem {

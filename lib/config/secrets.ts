@@ -28,7 +28,6 @@ export const REFERENCE_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec
 export const FUNCTION_NAMES = [
   "discover",
   "leaseKeeper",
-  "lifecycleBridge",
   "lifecycle",
   "provision",
   "status",
@@ -54,7 +53,6 @@ const PROVISIONING_SETTINGS = settingsWhere<ReferenceSetting>((spec) => spec.use
 export const FUNCTION_SETTINGS: Readonly<Record<FunctionName, readonly ReferenceSetting[]>> = {
   discover: BROKER_SETTINGS,
   leaseKeeper: BROKER_SETTINGS,
-  lifecycleBridge: BROKER_SETTINGS,
   lifecycle: BROKER_SETTINGS,
   provision: [...BROKER_SETTINGS, ...PROVISIONING_SETTINGS],
   status: [],

@@ -171,8 +171,11 @@ export class Lease {
    * holder's requests live at the nodes for the holder's TTL, whatever the challenger configured.
    */
   private claimableBefore(current: LeaseItem | undefined): number {
-    const skew = Math.max(this.settings.skewBoundMs, current?.skewBoundMs ?? 0);
-    return this.deps.clock.now() - skew - this.horizonToWait(current);
+    return this.deps.clock.now() - this.waitPastExpiry(current);
+  }
+
+  private waitPastExpiry(current: LeaseItem | undefined): number {
+    return Math.max(this.settings.skewBoundMs, current?.skewBoundMs ?? 0) + this.horizonToWait(current);
   }
 
   private horizonToWait(current: LeaseItem | undefined): number {
@@ -201,7 +204,12 @@ export class Lease {
       this.deps.logger.warn("lost the lease", { site: this.settings.site, term: this.held.term, holder: current?.holder, currentTerm: current?.term });
     }
     this.held = undefined;
-    return { holding: false, current };
+    return { holding: false, current, ...(current ? { claimableAt: this.claimableAt(current) } : {}) };
+  }
+
+  /** The first wall-clock ms at which a claim may take `current` over, if it is not kept before. */
+  private claimableAt(current: LeaseItem): number {
+    return current.expiresAt + this.waitPastExpiry(current) + 1;
   }
 
   /**

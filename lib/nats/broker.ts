@@ -1,7 +1,7 @@
 /**
  * The broker adapter behind the use cases' `Broker` port: one shared connection per container, a
  * discoverer and an RPC client bound to it, and the provisioner's startup event. The lifecycle
- * bridge adapter (lifecycle-bridge.ts) reads events on the same connection.
+ * event source (lifecycle-event-source.ts) reads events on the same connection.
  */
 import type { NatsConnection } from "nats";
 import type { Broker, DiscoveryResult } from "../app/use-case-ports";

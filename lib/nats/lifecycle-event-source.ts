@@ -3,9 +3,10 @@
  * captures them, through the durable consumer all deployments of the site share, or else a core
  * NATS queue subscription. The use case (lib/app/lifecycle-events.ts) decides whether this
  * deployment leads and what becomes of each event; this adapter reads only while it leads, and
- * acknowledges or hands back each event by the outcome it is given.
+ * acknowledges or hands back each event by the outcome it is given. Each run is one tick's
+ * (lib/app/ticks.ts): from a stream it takes what is waiting and returns.
  */
-import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection, type Subscription } from "nats";
+import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg, type NatsConnection } from "nats";
 import type { BrokerEvent, LifecycleEventRun, LifecycleEventSource } from "../app/use-case-ports";
 import { messageOf } from "../errors";
 import type { Clock } from "../ports/clock";
@@ -42,9 +43,9 @@ const JETSTREAM_RETRY_DELAY_MS = 5_000;
 const JETSTREAM_ACK_WAIT_NS = 30_000_000_000;
 const CORE_FLUSH_EVERY_MS = 250;
 const CORE_FLUSH_AT_EVENTS = 10;
-/** How often leadership is re-read: while paused, and between subscription checks on core NATS. */
-const PAUSED_RECHECK_MS = 2_000;
-/** Deliveries of one event SQS keeps refusing (per-entry failures, each after the queue's own retries) before it is dead-lettered. */
+/** How often a core NATS subscription re-reads leadership. */
+const LEADERSHIP_RECHECK_MS = 2_000;
+/** Deliveries of one event admission keeps failing before it is dead-lettered. */
 const MAX_DELIVERIES = 5;
 
 export class NatsLifecycleEventSource implements LifecycleEventSource {
@@ -82,45 +83,43 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
     }
   }
 
-  /** Sleeps until the next leadership check (or the end of the run). */
-  private async waitWhilePaused(until: number): Promise<void> {
-    const { clock } = this.deps;
-    await clock.sleep(Math.max(0, Math.min(PAUSED_RECHECK_MS, until - clock.monotonic())));
-  }
-
-  /** Pulls from the shared durable consumer while this deployment leads; returns whether it ever led. */
+  /**
+   * Takes what waits for the site's durable consumer while this deployment leads, and returns
+   * once nothing is waiting: a tick pays for the events, not for waiting on new ones. Returns
+   * whether it led.
+   */
   private async fromJetStream(nc: NatsConnection, stream: string, run: LifecycleEventRun): Promise<boolean> {
     const { clock, logger } = this.deps;
-    let consumer: Consumer | undefined;
-    let led = false;
+    if (!(await run.leadsNow())) return false;
+    const consumer = await this.durableConsumer(nc, stream);
+    let lookedForRedeliveries = false;
     for (;;) {
       const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, run.until - clock.monotonic()));
       if (expires < JETSTREAM_FETCH_MIN_MS) break;
-      // Checked before every fetch: a paused deployment takes nothing from the shared consumer.
-      if (!(await run.leadsNow())) {
-        await this.waitWhilePaused(run.until);
-        continue;
-      }
-      led = true;
-      consumer ??= await this.durableConsumer(nc, stream);
+      const { num_pending: undelivered, num_ack_pending: unacknowledged } = await consumer.info();
+      // Events handed back (or left by a crashed leader) come again once their delay passes; one
+      // short fetch per run looks for them, since the consumer does not count them apart.
+      if (undelivered === 0 && (unacknowledged === 0 || lookedForRedeliveries)) break;
+      if (undelivered === 0) lookedForRedeliveries = true;
       const batch: JsMsg[] = [];
-      const messages = await consumer.fetch({ max_messages: JETSTREAM_FETCH_MAX, expires });
+      const maxMessages = Math.max(1, Math.min(JETSTREAM_FETCH_MAX, undelivered));
+      const messages = await consumer.fetch({ max_messages: maxMessages, expires: undelivered === 0 ? JETSTREAM_FETCH_MIN_MS : expires });
       for await (const message of messages) batch.push(message);
       if (batch.length === 0) continue;
-      // Lost the lease while the fetch waited: hand the events straight back for the new leader.
+      // Lost the lease while fetching: hand the events straight back for the new leader.
       if (!(await run.leadsNow())) {
         for (const message of batch) message.nak();
-        continue;
+        break;
       }
       const outcomes = await run.forward(
         batch.map((message) => ({ data: message.data, subject: message.subject, lastChance: message.info.deliveryCount >= MAX_DELIVERIES })),
       );
       batch.forEach((message, index) => (outcomes[index] === "retry" ? message.nak(JETSTREAM_RETRY_DELAY_MS) : message.ack()));
       const retried = outcomes.filter((outcome) => outcome === "retry").length;
-      if (retried > 0) logger.warn("SQS did not accept lifecycle events; JetStream redelivers them", { retried });
+      if (retried > 0) logger.warn("lifecycle events not admitted yet; JetStream redelivers them", { retried });
     }
     await nc.flush();
-    return led;
+    return true;
   }
 
   /** The durable consumer all deployments of the site share (created on first use by a leader). */
@@ -146,15 +145,15 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
   }
 
   /**
-   * Core NATS has no replay: events published while no leader's bridge listens are lost
+   * Core NATS has no replay: events published while no leader listens are lost
    * (docs/lifecycle.md). The queue subscription exists only while this deployment leads, so a
-   * paused deployment never takes a share of the events. Returns whether it ever led.
+   * paused deployment never takes a share of the events. Returns whether it led.
    */
   private async fromCore(nc: NatsConnection, run: LifecycleEventRun): Promise<boolean> {
     const { clock, logger } = this.deps;
+    if (!(await run.leadsNow())) return false;
     const pending: BrokerEvent[] = [];
     let lost = 0;
-    let led = false;
     let chain: Promise<void> = Promise.resolve();
     const flush = (): Promise<void> => {
       const events = pending.splice(0);
@@ -165,34 +164,27 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
       }
       return chain;
     };
-    let subscription: Subscription | undefined;
+    const subscription = nc.subscribe(this.settings.subject, {
+      queue: this.settings.consumer,
+      callback: (error, message) => {
+        if (error) return;
+        // Core NATS never redelivers: an event admission cannot take is dead-lettered, not dropped.
+        pending.push({ data: message.data, subject: message.subject, lastChance: true });
+        if (pending.length >= CORE_FLUSH_AT_EVENTS) void flush();
+      },
+    });
     const timer = setInterval(() => void flush(), CORE_FLUSH_EVERY_MS);
     try {
-      while (run.until - clock.monotonic() > 0) {
-        const leads = await run.leadsNow();
-        if (leads && !subscription) {
-          led = true;
-          subscription = nc.subscribe(this.settings.subject, {
-            queue: this.settings.consumer,
-            callback: (error, message) => {
-              if (error) return;
-              // Core NATS never redelivers: an event SQS keeps refusing is dead-lettered, not dropped.
-              pending.push({ data: message.data, subject: message.subject, lastChance: true });
-              if (pending.length >= CORE_FLUSH_AT_EVENTS) void flush();
-            },
-          });
-        } else if (!leads && subscription) {
-          await subscription.drain();
-          subscription = undefined;
-        }
-        await this.waitWhilePaused(run.until);
+      for (let left = run.until - clock.monotonic(); left > 0; left = run.until - clock.monotonic()) {
+        await clock.sleep(Math.min(LEADERSHIP_RECHECK_MS, left));
+        if (!(await run.leadsNow())) break;
       }
-      await subscription?.drain();
+      await subscription.drain();
     } finally {
       clearInterval(timer);
       await flush();
     }
-    if (lost > 0) logger.error("neither the lifecycle queue nor its DLQ accepted lifecycle events from core NATS; they are lost", { lost });
-    return led;
+    if (lost > 0) logger.error("lifecycle events from core NATS could be neither admitted nor dead-lettered; they are lost", { lost });
+    return true;
   }
 }

@@ -77,4 +77,6 @@ export type LeaseOutcome =
       holding: false;
       /** The stored lease as last seen, when there is one. */
       current: LeaseItem | undefined;
+      /** Wall-clock ms from which this deployment may claim `current` if nobody keeps it before. */
+      claimableAt?: number;
     };
