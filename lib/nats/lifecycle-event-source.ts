@@ -35,9 +35,8 @@ export interface NatsLifecycleEventSourceDeps {
 }
 
 const JETSTREAM_FETCH_MAX = 100;
-const JETSTREAM_FETCH_EXPIRES_MS = 5_000;
-/** A fetch shorter than this is not worth starting before the run ends. */
-const JETSTREAM_FETCH_MIN_MS = 1_000;
+/** The shortest a pull may wait (nats.js refuses less). */
+const JETSTREAM_FETCH_MS = 1_000;
 /** JetStream redelivers an event handed back with `retry` after this long. */
 const JETSTREAM_RETRY_DELAY_MS = 5_000;
 const JETSTREAM_ACK_WAIT_NS = 30_000_000_000;
@@ -49,6 +48,9 @@ const LEADERSHIP_RECHECK_MS = 2_000;
 const MAX_DELIVERIES = 5;
 
 export class NatsLifecycleEventSource implements LifecycleEventSource {
+  /** The stream and consumer found on a connection: a warm container's ticks skip the lookups. */
+  private found?: { nc: NatsConnection; stream: string; consumer?: Consumer };
+
   constructor(
     private readonly settings: NatsLifecycleEventSourceSettings,
     private readonly deps: NatsLifecycleEventSourceDeps,
@@ -56,9 +58,18 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
 
   async run(run: LifecycleEventRun): Promise<{ mode: "jetstream" | "core"; led: boolean }> {
     const nc = await this.deps.connection();
-    const stream = await this.findStream(nc);
-    if (stream) return { mode: "jetstream", led: await this.fromJetStream(nc, stream, run) };
-    this.deps.logger.info("no JetStream stream holds lifecycle events, listening on core NATS", { subject: this.settings.subject });
+    const stream = this.found?.nc === nc ? this.found.stream : await this.findStream(nc);
+    if (stream) {
+      if (this.found?.nc !== nc) this.found = { nc, stream };
+      try {
+        return { mode: "jetstream", led: await this.fromJetStream(nc, stream, run) };
+      } catch (error) {
+        // The stream or consumer may be gone (an operator's change): the next run looks again.
+        this.found = undefined;
+        throw error;
+      }
+    }
+    this.deps.logger.debug("no JetStream stream holds lifecycle events, listening on core NATS", { subject: this.settings.subject });
     return { mode: "core", led: await this.fromCore(nc, run) };
   }
 
@@ -91,11 +102,11 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
   private async fromJetStream(nc: NatsConnection, stream: string, run: LifecycleEventRun): Promise<boolean> {
     const { clock, logger } = this.deps;
     if (!(await run.leadsNow())) return false;
-    const consumer = await this.durableConsumer(nc, stream);
+    const found = this.found as { consumer?: Consumer };
+    const consumer = (found.consumer ??= await this.durableConsumer(nc, stream));
     let lookedForRedeliveries = false;
-    for (;;) {
-      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, run.until - clock.monotonic()));
-      if (expires < JETSTREAM_FETCH_MIN_MS) break;
+    // Every run looks at least once, however short its slot: a fetch asks only for what waits.
+    for (let first = true; first || clock.monotonic() < run.until; first = false) {
       const { num_pending: undelivered, num_ack_pending: unacknowledged } = await consumer.info();
       // Events handed back (or left by a crashed leader) come again once their delay passes; one
       // short fetch per run looks for them, since the consumer does not count them apart.
@@ -103,7 +114,8 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
       if (undelivered === 0) lookedForRedeliveries = true;
       const batch: JsMsg[] = [];
       const maxMessages = Math.max(1, Math.min(JETSTREAM_FETCH_MAX, undelivered));
-      const messages = await consumer.fetch({ max_messages: maxMessages, expires: undelivered === 0 ? JETSTREAM_FETCH_MIN_MS : expires });
+      // Returns as soon as that many arrived; waits the shortest fetch JetStream allows otherwise.
+      const messages = await consumer.fetch({ max_messages: maxMessages, expires: JETSTREAM_FETCH_MS });
       for await (const message of messages) batch.push(message);
       if (batch.length === 0) continue;
       // Lost the lease while fetching: hand the events straight back for the new leader.
