@@ -5,7 +5,9 @@
  * Local), SQS requests (the Apps' and the emulated event source pollers', long-polling 20 s as
  * Lambda's do) and scheduled invocations (EventBridge). Two phases on one stack of two deployments
  * (leader and standby, as deployed): provisioning a simulated fleet, then an idle window scaled to a
- * month. Writes reports/cost.json and reports/cost.md.
+ * month, and that month again with the functions that reach the broker in a VPC (VPC_TOPOLOGY:
+ * its endpoints' hours, and the SQS bytes the proxies counted through them). Writes
+ * reports/cost.json and reports/cost.md; --reprice prices the recorded counts again.
  *
  *   npm run bench:cost -- [--nodes 200] [--idle-minutes 3]
  */
@@ -37,9 +39,46 @@ export const PRICES = {
   eventBridgeScheduledRulePerMillion: 0,
   ec2T4gSmallPerHour: 0.0168,
   ebsGp3PerGbMonth: 0.08,
+  /** VPC pricing page: per NAT gateway-hour and per GB it processes (data transfer out of AWS on top, none here). */
+  natGatewayPerHour: 0.045,
+  natGatewayPerGb: 0.045,
+  /** PrivateLink pricing page: an interface endpoint per hour in each Availability Zone, and per GB processed (first PB). */
+  interfaceEndpointPerAzHour: 0.01,
+  interfaceEndpointPerGb: 0.01,
+  /** Gateway endpoints (DynamoDB, S3) have no hourly or data charge. */
+  gatewayEndpointPerHour: 0,
+  /** A NAT instance's smallest Graviton size (beside the managed NAT gateway in docs/deploy.md). */
+  ec2T4gNanoPerHour: 0.0042,
 } as const;
 
 const MINUTES_PER_MONTH = 30 * 24 * 60;
+const HOURS_PER_MONTH = MINUTES_PER_MONTH / 60;
+
+/**
+ * The cheapest network that lets the broker functions (config/deployment.cjs BROKER_FUNCTIONS) reach
+ * brokers on a private network, priced per deployment: two Availability Zones (Lambda's advice for a
+ * VPC function's subnets), interface endpoints for what those functions call (SQS for host work and
+ * the DLQs, Secrets Manager for the configuration's references at a cold start) and the free DynamoDB
+ * gateway endpoint; CloudWatch (logs, EMF metrics) and X-Ray need none, Lambda sends them. `vpcs`:
+ * leader and standby each in their own VPC (a standby in another Region cannot share one); two
+ * deployments in one VPC share its endpoints and pay half. docs/deploy.md, "Running in a VPC".
+ */
+export const VPC_TOPOLOGY: VpcTopology = {
+  azs: 2,
+  vpcs: 2,
+  interface_endpoints: ["sqs", "secretsmanager"],
+  gateway_endpoints: ["dynamodb"],
+};
+
+/** What the VPC figure priced (reports/cost.json `dollars_per_idle_month_vpc.topology`). */
+export interface VpcTopology {
+  /** Availability Zones the functions' subnets and each interface endpoint span. */
+  azs: number;
+  /** VPCs with their own endpoints: 2 for leader and standby apart. */
+  vpcs: number;
+  interface_endpoints: readonly string[];
+  gateway_endpoints: readonly string[];
+}
 
 export interface Counts {
   seconds: number;
@@ -47,6 +86,8 @@ export interface Counts {
   dynamoDb: { writes: number; reads: number; other: number };
   sqsRequests: number;
   scheduledInvocations: number;
+  /** HTTP bytes both ways of the Apps' requests (absent in reports recorded before they were counted). */
+  bytes?: { dynamoDb: number; sqsApp: number };
 }
 
 export interface Dollars {
@@ -70,6 +111,44 @@ export function dollars(counts: Counts, scale = 1): Dollars {
   return { lambdaCompute, lambdaRequests, dynamoDb, sqs, eventBridge, total: lambdaCompute + lambdaRequests + dynamoDb + sqs + eventBridge };
 }
 
+/** An idle month with the broker functions in a VPC: the month as measured, plus what the topology's endpoints cost. */
+export interface VpcDollars extends Dollars {
+  /** Every interface endpoint in every AZ of every VPC, all month; gateway endpoints cost nothing. */
+  endpointHours: number;
+  /** GB through the interface endpoints: the Apps' SQS traffic (all functions: an upper bound for those in the VPC). */
+  endpointData: number;
+  endpointGbPerMonth: number;
+  /** false: the counts hold no bytes (recorded before they were counted), so the data term is left at 0. */
+  endpointGbMeasured: boolean;
+  topology: VpcTopology;
+}
+
+/**
+ * `idle` (an idle month's dollars) in the VPC `topology`; `sqsAppGbPerMonth`: the Apps' SQS traffic
+ * scaled to the month, undefined if it was not counted. DynamoDB goes through the gateway endpoint,
+ * free; Secrets Manager's few kilobytes at a cold start are left out.
+ */
+export function vpcIdleMonth(idle: Dollars, sqsAppGbPerMonth: number | undefined, topology: VpcTopology = VPC_TOPOLOGY): VpcDollars {
+  const endpointAzs = topology.vpcs * topology.azs * topology.interface_endpoints.length;
+  const endpointHours = endpointAzs * PRICES.interfaceEndpointPerAzHour * HOURS_PER_MONTH + topology.vpcs * topology.gateway_endpoints.length * PRICES.gatewayEndpointPerHour * HOURS_PER_MONTH;
+  const endpointGbPerMonth = sqsAppGbPerMonth ?? 0;
+  const endpointData = endpointGbPerMonth * PRICES.interfaceEndpointPerGb;
+  return { ...idle, endpointHours, endpointData, endpointGbPerMonth, endpointGbMeasured: sqsAppGbPerMonth !== undefined, topology, total: idle.total + endpointHours + endpointData };
+}
+
+/** Every dollar figure of the report, from its counts (a run's, or recorded ones priced again). */
+export function priced(provisioning: Counts, idle: Counts, restarted: number) {
+  const idleScale = MINUTES_PER_MONTH / (idle.seconds / 60);
+  const perIdleMonth = dollars(idle, idleScale);
+  return {
+    dollars_per_1000_hosts: dollars(provisioning, 1_000 / Math.max(1, restarted)),
+    dollars_per_idle_month: perIdleMonth,
+    dollars_per_idle_month_vpc: vpcIdleMonth(perIdleMonth, idle.bytes ? (idle.bytes.sqsApp / 1e9) * idleScale : undefined),
+    // The Go daemon: two t4g.small (2 GB: its VmHWM reached 0.5-1.6 GB at 64-256 workers in bench:peer) with 8 GB gp3 each, leader and standby.
+    go_daemon_dollars_per_month: 2 * (PRICES.ec2T4gSmallPerHour * HOURS_PER_MONTH + 8 * PRICES.ebsGp3PerGbMonth),
+  };
+}
+
 /** The difference of two snapshots of the stack's counters. */
 export function between(before: Counts, after: Counts): Counts {
   const lambda: Counts["lambda"] = {};
@@ -83,6 +162,7 @@ export function between(before: Counts, after: Counts): Counts {
     dynamoDb: { writes: after.dynamoDb.writes - before.dynamoDb.writes, reads: after.dynamoDb.reads - before.dynamoDb.reads, other: after.dynamoDb.other - before.dynamoDb.other },
     sqsRequests: after.sqsRequests - before.sqsRequests,
     scheduledInvocations: after.scheduledInvocations - before.scheduledInvocations,
+    ...(after.bytes && before.bytes ? { bytes: { dynamoDb: after.bytes.dynamoDb - before.bytes.dynamoDb, sqsApp: after.bytes.sqsApp - before.bytes.sqsApp } } : {}),
   };
 }
 
@@ -107,6 +187,8 @@ function snapshot(stack: LocalStack, startedAt: number): Counts {
     dynamoDb: dynamoDbSplit(stack.traffic.dynamoDb.operations),
     sqsRequests: stack.traffic.sqsApp.total() + stack.traffic.sqsEventSources.total(),
     scheduledInvocations,
+    // The event sources' receives are Lambda's own, outside any VPC of the functions: not counted here.
+    bytes: { dynamoDb: stack.traffic.dynamoDb.bytes(), sqsApp: stack.traffic.sqsApp.bytes() },
   };
 }
 
@@ -120,7 +202,7 @@ function usageError(message: string): never {
 
 function parseOptions() {
   try {
-    return parseArgs({ options: { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" } } }).values;
+    return parseArgs({ options: { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" }, reprice: { type: "boolean" } } }).values;
   } catch (error) {
     usageError((error as Error).message);
   }
@@ -135,12 +217,16 @@ function positiveOption(name: string, text: string | undefined, fallback: number
 async function main(): Promise<void> {
   const values = parseOptions();
   if (values.help) {
-    process.stdout.write("Usage: npm run bench:cost -- [--nodes 200] [--idle-minutes 3] [--markdown-only]\nWrites reports/cost.json and reports/cost.md (--markdown-only: cost.md from cost.json).\n");
+    process.stdout.write(
+      "Usage: npm run bench:cost -- [--nodes 200] [--idle-minutes 3] [--markdown-only | --reprice]\nWrites reports/cost.json and reports/cost.md (--markdown-only: cost.md from cost.json; --reprice: cost.json's counts priced again with the price table, then cost.md).\n",
+    );
     return;
   }
-  if (values["markdown-only"]) {
-    const recorded = JSON.parse(await readFile(join(REPO_ROOT, "reports/cost.json"), "utf8")) as Parameters<typeof markdown>[0];
-    await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(recorded));
+  if (values["markdown-only"] || values.reprice) {
+    const recorded = JSON.parse(await readFile(join(REPO_ROOT, "reports/cost.json"), "utf8")) as Report;
+    const report: Report = values.reprice ? { ...recorded, prices: PRICES, ...priced(recorded.provisioning, recorded.idle, recorded.restarted) } : recorded;
+    if (values.reprice) await writeFile(join(REPO_ROOT, "reports/cost.json"), `${JSON.stringify(report, null, 2)}\n`);
+    await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(report));
     return;
   }
   const nodes = positiveOption("nodes", values.nodes, 200);
@@ -167,11 +253,8 @@ async function main(): Promise<void> {
     const idle = snapshot(stack, startedAt);
     const provisioning = between(zero, provisioned);
     const idleWindow = between(provisioned, idle);
-    const perThousand = dollars(provisioning, 1_000 / Math.max(1, restarted.size));
-    const perIdleMonth = dollars(idleWindow, MINUTES_PER_MONTH / (idleWindow.seconds / 60));
-    // The Go daemon: two t4g.small (2 GB: its VmHWM reached 0.5-1.6 GB at 64-256 workers in bench:peer) with 8 GB gp3 each, leader and standby.
-    const goMonth = 2 * (PRICES.ec2T4gSmallPerHour * 24 * 30 + 8 * PRICES.ebsGp3PerGbMonth);
-    const report = {
+    const figures = priced(provisioning, idleWindow, restarted.size);
+    const report: Report = {
       generated: new Date().toISOString(),
       cpus: cpus().length,
       load_average_1m_at_start: Math.round(loadStart * 100) / 100,
@@ -180,30 +263,44 @@ async function main(): Promise<void> {
       prices: PRICES,
       provisioning,
       idle: idleWindow,
-      dollars_per_1000_hosts: perThousand,
-      dollars_per_idle_month: perIdleMonth,
-      go_daemon_dollars_per_month: goMonth,
+      ...figures,
     };
     await writeFile(join(REPO_ROOT, "reports/cost.json"), `${JSON.stringify(report, null, 2)}\n`);
     await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(report));
-    process.stdout.write(`per 1,000 hosts ${money(perThousand.total)}, per idle month ${money(perIdleMonth.total)}, Go daemon ${money(goMonth)} a month\n`);
+    process.stdout.write(
+      `per 1,000 hosts ${money(figures.dollars_per_1000_hosts.total)}, per idle month ${money(figures.dollars_per_idle_month.total)} (${money(figures.dollars_per_idle_month_vpc.total)} in a VPC), Go daemon ${money(figures.go_daemon_dollars_per_month)} a month\n`,
+    );
   } finally {
     await stack.stop();
   }
 }
 
-function markdown(r: {
+interface Report extends ReturnType<typeof priced> {
   generated: string;
   cpus: number;
   load_average_1m_at_start: number;
   nodes: number;
   restarted: number;
+  prices: typeof PRICES;
   provisioning: Counts;
   idle: Counts;
-  dollars_per_1000_hosts: Dollars;
-  dollars_per_idle_month: Dollars;
-  go_daemon_dollars_per_month: number;
-}): string {
+}
+
+/** What one deployment's VPC network costs a month in each topology of docs/deploy.md (fixed part; per GB beside it). */
+function vpcAlternatives(topology: VpcTopology): string[] {
+  const endpoints = topology.interface_endpoints.length * topology.azs * PRICES.interfaceEndpointPerAzHour * HOURS_PER_MONTH;
+  const nat = (count: number) => count * PRICES.natGatewayPerHour * HOURS_PER_MONTH;
+  return [
+    "| one deployment's VPC (30 days) | fixed a month | per GB processed |",
+    "|---|---|---|",
+    `| interface endpoints ${topology.interface_endpoints.join(" + ")} in ${topology.azs} AZs, DynamoDB gateway endpoint (priced above) | ${money(endpoints)} | $${PRICES.interfaceEndpointPerGb} |`,
+    `| one NAT gateway (one AZ), DynamoDB gateway endpoint | ${money(nat(1))} | $${PRICES.natGatewayPerGb} |`,
+    `| a NAT gateway in each of ${topology.azs} AZs, DynamoDB gateway endpoint | ${money(nat(topology.azs))} | $${PRICES.natGatewayPerGb} |`,
+    `| a NAT instance (t4g.nano, 8 GB gp3), DynamoDB gateway endpoint | ${money(PRICES.ec2T4gNanoPerHour * HOURS_PER_MONTH + 8 * PRICES.ebsGp3PerGbMonth)} | none (EC2 data transfer rules) |`,
+  ];
+}
+
+function markdown(r: Report): string {
   const lines: string[] = [
     "# What it costs on AWS",
     "",
@@ -217,6 +314,17 @@ function markdown(r: {
   const row = (name: string, d: Dollars) => `| ${name} | ${money(d.lambdaCompute)} | ${money(d.lambdaRequests)} | ${money(d.dynamoDb)} | ${money(d.sqs)} | ${money(d.eventBridge)} | **${money(d.total)}** |`;
   lines.push(row(`per 1,000 hosts provisioned (measured on ${r.restarted}/${r.nodes}, scaled)`, r.dollars_per_1000_hosts));
   lines.push(row(`per idle month, leader + standby (measured over ${(r.idle.seconds / 60).toFixed(1)} min, scaled to 30 days)`, r.dollars_per_idle_month));
+  const vpc = r.dollars_per_idle_month_vpc;
+  const topology = vpc.topology;
+  const dataNote = vpc.endpointGbMeasured
+    ? `${money(vpc.endpointData)} for the ${vpc.endpointGbPerMonth.toFixed(2)} GB a month of the Apps' SQS traffic the proxies counted (every function's: an upper bound for those in the VPC)`
+    : "no data term: these counts were recorded before the bench counted bytes (at idle the broker functions send SQS almost nothing; a run now counts it)";
+  lines.push(
+    "",
+    `**In a VPC** (brokers on a private network; docs/deploy.md, "Running in a VPC"): the idle month above plus ${money(vpc.endpointHours)} for interface endpoints (${topology.interface_endpoints.join(", ")}) in ${topology.azs} Availability Zones of each of ${topology.vpcs} VPCs (leader and standby apart; one VPC shared by both halves it), the ${topology.gateway_endpoints.join(", ")} gateway endpoint free, and ${dataNote}: **${money(vpc.total)}** a month. The fixed part is the price of the network, whatever the functions do:`,
+    "",
+    ...vpcAlternatives(topology),
+  );
   const looping = ["lease-keeper", "lifecycle-bridge"].reduce((sum, name) => sum + (r.idle.lambda[name]?.gbSeconds ?? 0), 0);
   const idleGbSeconds = Object.values(r.idle.lambda).reduce((sum, f) => sum + f.gbSeconds, 0);
   const loopingShare = idleGbSeconds > 0 ? Math.round((looping / idleGbSeconds) * 100) : 0;
@@ -242,22 +350,25 @@ function markdown(r: {
     "",
     "## Prices used",
     "",
-    `As of ${PRICES.date}: Lambda $${PRICES.lambdaPerGbSecond} per GB-second (x86) and $${PRICES.lambdaPerMillionRequests} per million requests; DynamoDB on-demand $${PRICES.dynamoDbPerMillionWriteUnits} per million write units and $${PRICES.dynamoDbPerMillionReadUnits} per million read units; SQS standard $${PRICES.sqsPerMillionRequests} per million requests; scheduled EventBridge rules free (EventBridge Scheduler would be $1.00 per million); EC2 t4g.small $${PRICES.ec2T4gSmallPerHour} an hour, gp3 $${PRICES.ebsGp3PerGbMonth} per GB-month. Free tiers are left out.`,
+    `As of ${PRICES.date}: Lambda $${PRICES.lambdaPerGbSecond} per GB-second (x86) and $${PRICES.lambdaPerMillionRequests} per million requests; DynamoDB on-demand $${PRICES.dynamoDbPerMillionWriteUnits} per million write units and $${PRICES.dynamoDbPerMillionReadUnits} per million read units; SQS standard $${PRICES.sqsPerMillionRequests} per million requests; scheduled EventBridge rules free (EventBridge Scheduler would be $1.00 per million); EC2 t4g.small $${PRICES.ec2T4gSmallPerHour} and t4g.nano $${PRICES.ec2T4gNanoPerHour} an hour, gp3 $${PRICES.ebsGp3PerGbMonth} per GB-month; NAT gateway $${PRICES.natGatewayPerHour} an hour and $${PRICES.natGatewayPerGb} per GB processed; interface endpoint $${PRICES.interfaceEndpointPerAzHour} an hour in each Availability Zone and $${PRICES.interfaceEndpointPerGb} per GB; gateway endpoints free. Free tiers are left out.`,
     "",
     "## What this does and does not say",
     "",
     "- Durations were measured on a shared machine: a busy machine makes invocations longer, so the GB-seconds, and the Lambda compute, are an upper bound; the request counts are not affected by load.",
     "- A DynamoDB write or strongly consistent read of an item under 1 KB is one unit (the admission and lease items are a few hundred bytes); a conditional write that fails its condition still costs its unit and is counted.",
-    "- Not counted: CloudWatch Logs ingestion and metrics (EMF), Secrets Manager or SSM reads at a container's cold start, NAT or data transfer if the functions run in a VPC to reach the brokers, DynamoDB storage (kilobytes).",
+    "- Not counted: CloudWatch Logs ingestion and metrics (EMF), Secrets Manager or SSM reads at a container's cold start, DynamoDB storage (kilobytes); in a VPC, TLS framing of the bytes through the endpoints, and the network that links the VPC to the brokers (peering, Transit Gateway or VPN: the site's, whatever runs in it).",
     "- The idle month is the lease keeper and the lifecycle bridge looping in both deployments, discovery every minute finding nothing, and the SQS pollers long-polling empty queues.",
   );
   return `${lines.join("\n")}\n`;
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    process.stderr.write(`cost benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+// Run as a program only: test/unit/bench imports the arithmetic.
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(`cost benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exit(1);
+    },
+  );
+}

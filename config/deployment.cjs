@@ -11,8 +11,11 @@
  * - `discoverSchedule`: the discovery schedule, from `interval`;
  * - `secretsPolicy.<function>`: per function, read access to exactly the parameters and secrets that
  *   function resolves (lib/config/secrets.ts FUNCTION_SETTINGS), or an explicit deny of any;
- * - `helperInvokeStatement`, `vpcPolicy`, `alarmActions`, `vpc`, `helperLayer*`: the optional parts as
- *   plain values rather than CloudFormation conditions that would be constant at package time;
+ * - `helperInvokeStatement`, `alarmActions`, `helperLayer*`: the optional parts as plain values rather
+ *   than CloudFormation conditions that would be constant at package time;
+ * - `vpc.<function>`, `vpcPolicy.<function>`: with the `subnetIds` / `securityGroupIds` params, the VPC
+ *   and the network-interface permissions of the functions that reach the broker (BROKER_FUNCTIONS);
+ *   null and an explicit deny for every other function, and for all without the params;
  * - `dashboardBody`: the CloudWatch dashboard's JSON;
  * - the site's two tables (`lease*`, `admission*` keys), shared by every deployment of the site:
  *   each owned by this stack (one Region, or a multi-Region strongly consistent global table), or an
@@ -37,6 +40,13 @@ const NAMESPACE = "ChoriaProvisioner";
 /** Powertools adds a `service` dimension (POWERTOOLS_SERVICE_NAME) next to the app's `site`. */
 const SERVICE_DIMENSION = "choria-provisioner";
 const FUNCTIONS = ["discover", "leaseKeeper", "lifecycle", "provision", "status", "reprovision", "release", "renew"];
+/**
+ * The functions that connect to the broker (their handler composes `brokerFunction`, lib/aws/compose-broker-function.ts;
+ * test/unit/deploy/vpc-functions.test.ts holds the two lists together): with the `subnetIds` / `securityGroupIds`
+ * params only these run in the VPC, the others reach DynamoDB and SQS as any function outside a VPC does
+ * (docs/deploy.md, "Running in a VPC").
+ */
+const BROKER_FUNCTIONS = ["discover", "leaseKeeper", "lifecycle", "provision", "reprovision", "renew"];
 const SECRET_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "secretsmanager:GetSecretValue"];
 const ENI_ACTIONS = [
   "ec2:CreateNetworkInterface",
@@ -84,6 +94,28 @@ function secretsPolicy(references, kmsKeyArn) {
   if (statements.length > 0 && kmsKeyArn) statements.push({ Effect: "Allow", Action: ["kms:Decrypt"], Resource: kmsKeyArn });
   if (statements.length === 0) statements.push({ Sid: "UsesNoConfigSecret", Effect: "Deny", Action: SECRET_ACTIONS, Resource: "*" });
   return policy("read-config-secrets", statements);
+}
+
+/**
+ * Per function: its VPC (`vpc.<function>`, null: none) and its network-interface policy
+ * (`vpcPolicy.<function>`). Only the functions that reach the broker run in the VPC when the params
+ * name one; a function in a VPC reaches AWS services only through that VPC's endpoints or NAT, so
+ * keeping the others out asks nothing of the VPC for them.
+ */
+function functionVpcs({ subnetIds, securityGroupIds }) {
+  const inVpc = (fn) => subnetIds.length > 0 && BROKER_FUNCTIONS.includes(fn);
+  return {
+    vpc: Object.fromEntries(FUNCTIONS.map((fn) => [fn, inVpc(fn) ? { subnetIds, securityGroupIds } : null])),
+    vpcPolicy: Object.fromEntries(
+      FUNCTIONS.map((fn) => [
+        fn,
+        inVpc(fn)
+          ? // Lambda manages the ENIs of a VPC function with these; EC2 gives them no resource ARNs.
+            policy("vpc-network-interfaces", [{ Effect: "Allow", Action: ENI_ACTIONS, Resource: "*" }])
+          : policy("vpc-network-interfaces", [{ Sid: "NotInAVpc", Effect: "Deny", Action: ENI_ACTIONS, Resource: "*" }]),
+      ]),
+    ),
+  };
 }
 
 function splitList(text) {
@@ -487,12 +519,7 @@ module.exports = async ({ resolveVariable }) => {
     helperInvokeStatement: check.helperFunction
       ? { Effect: "Allow", Action: ["lambda:InvokeFunction"], Resource: helperFunctionArns(check.helperFunction) }
       : { Sid: "NoHelperFunction", Effect: "Deny", Action: ["lambda:InvokeFunction"], Resource: "*" },
-    vpcPolicy:
-      subnetIds.length > 0
-        ? // Lambda manages the ENIs of a VPC function with these; EC2 gives them no resource ARNs.
-          policy("vpc-network-interfaces", [{ Effect: "Allow", Action: ENI_ACTIONS, Resource: "*" }])
-        : policy("vpc-network-interfaces", [{ Sid: "NotInAVpc", Effect: "Deny", Action: ENI_ACTIONS, Resource: "*" }]),
-    ...(subnetIds.length > 0 ? { vpc: { subnetIds, securityGroupIds } } : {}),
+    ...functionVpcs({ subnetIds, securityGroupIds }),
     alarmActions: alarmTopicArn ? [alarmTopicArn] : [],
     pausedAlarmActionsEnabled: pausedAlarm,
     layers: helperLayerDir
@@ -537,6 +564,8 @@ module.exports = async (context) => {
 };
 
 module.exports.FUNCTIONS = FUNCTIONS;
+module.exports.BROKER_FUNCTIONS = BROKER_FUNCTIONS;
+module.exports.functionVpcs = functionVpcs;
 module.exports.NAMESPACE = NAMESPACE;
 module.exports.SERVICE_DIMENSION = SERVICE_DIMENSION;
 module.exports.siteTables = siteTables;

@@ -3,7 +3,8 @@
  * the environment (DYNAMODB_ENDPOINT, SQS_ENDPOINT), so the local run and the benchmark count their
  * requests here, by the JSON protocol's `X-Amz-Target` operation, without reaching into the App.
  * SQS messages sent are counted from the request bodies, and every host-work message can be
- * observed (the benchmark takes admission times from them).
+ * observed (the benchmark takes admission times from them). The HTTP bytes both ways are counted
+ * too: what a VPC endpoint or NAT gateway would process of them (bench:cost), bar TLS.
  */
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from "node:http";
 
@@ -26,6 +27,8 @@ export interface TrafficCounts {
   /** SQS messages in SendMessage / SendMessageBatch requests, per queue URL. */
   readonly messagesSent: Map<string, number>;
   total(): number;
+  /** HTTP bytes of requests and replies, heads and bodies (plain HTTP here; TLS framing is not counted). */
+  bytes(): number;
 }
 
 export interface CountingProxy extends TrafficCounts {
@@ -53,7 +56,13 @@ export function mergedTraffic(parts: () => readonly TrafficCounts[]): TrafficCou
       return merge((part) => part.messagesSent);
     },
     total: () => parts().reduce((sum, part) => sum + part.total(), 0),
+    bytes: () => parts().reduce((sum, part) => sum + part.bytes(), 0),
   };
+}
+
+/** The size of an HTTP/1.1 message head: its first line, `name: value` lines and the blank line. */
+function headBytes(firstLine: string, rawHeaders: readonly string[]): number {
+  return rawHeaders.reduce((sum, item) => sum + Buffer.byteLength(item) + 2, Buffer.byteLength(firstLine) + 4);
 }
 
 export interface CountingProxyOptions {
@@ -68,6 +77,7 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
   const target = new URL(options.target);
   const operations = new Map<string, number>();
   const messagesSent = new Map<string, number>();
+  let bytes = 0;
 
   let blocked = false;
   const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
@@ -81,6 +91,7 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
       const targetHeader = incoming.headers["x-amz-target"];
       const operation = typeof targetHeader === "string" ? targetHeader.slice(targetHeader.indexOf(".") + 1) : "unknown";
       operations.set(operation, (operations.get(operation) ?? 0) + 1);
+      bytes += headBytes(`${incoming.method} ${incoming.url} HTTP/1.1`, incoming.rawHeaders) + body.length;
       if (operation === "SendMessage" || operation === "SendMessageBatch") countMessages(operation, body, messagesSent);
       const forward = httpRequest(
         {
@@ -92,6 +103,10 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
         },
         (reply) => {
           outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
+          bytes += headBytes(`HTTP/1.1 ${reply.statusCode} ${reply.statusMessage ?? ""}`, reply.rawHeaders);
+          reply.on("data", (chunk: Buffer) => {
+            bytes += chunk.length;
+          });
           reply.pipe(outgoing);
           if (options.observeReply) {
             const observeReply = options.observeReply;
@@ -116,6 +131,7 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
     operations,
     messagesSent,
     total: () => [...operations.values()].reduce((a, b) => a + b, 0),
+    bytes: () => bytes,
     block: () => {
       blocked = true;
     },

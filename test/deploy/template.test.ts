@@ -18,6 +18,8 @@ const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");
 const SLS = join(ROOT, "node_modules/.bin/sls");
 const require = createRequire(import.meta.url);
+/** The functions that connect to the broker: the only ones a VPC holds (test/unit/deploy/vpc-functions.test.ts). */
+const { BROKER_FUNCTIONS } = require("../../config/deployment.cjs") as { BROKER_FUNCTIONS: string[] };
 
 type Json = Record<string, unknown>;
 interface Resource {
@@ -480,19 +482,28 @@ describe("IAM", () => {
     }
   });
 
-  it("adds KMS decrypt on the given key and VPC network-interface actions only when configured", () => {
+  it("adds KMS decrypt on the given key only when configured", () => {
     const kms = (from: Template) => allowedOf("ProvisionRole", from).filter((s) => asList(s.Action).includes("kms:Decrypt"));
-    const eni = (from: Template) => actionsOf("ProvisionRole", from).filter((a) => a.startsWith("ec2:"));
-
     expect(kms(template)).toHaveLength(0);
-    expect(eni(template)).toHaveLength(0);
     expect(kms(optional).map((s) => s.Resource)).toEqual([OPTIONAL_PARAMS.secretsKmsKeyArn]);
-    expect(eni(optional)).toContain("ec2:CreateNetworkInterface");
-    expect(lambda("Provision").VpcConfig).toBeUndefined();
-    expect(resource("ProvisionLambdaFunction", optional).Properties.VpcConfig).toEqual({
-      SecurityGroupIds: ["sg-0c"],
-      SubnetIds: ["subnet-0a", "subnet-0b"],
-    });
+  });
+
+  it("puts exactly the broker functions in the VPC when one is given, with the network-interface actions, and creates no endpoint", () => {
+    const eni = (role: string, from: Template) => actionsOf(role, from).filter((a) => a.startsWith("ec2:"));
+    for (const [fn, spec] of Object.entries(FUNCTIONS)) {
+      const name = `${fn[0]!.toLowerCase()}${fn.slice(1)}`;
+      const broker = BROKER_FUNCTIONS.includes(name);
+      expect(lambda(fn as FunctionId).VpcConfig, fn).toBeUndefined();
+      expect(eni(spec.role, template), fn).toHaveLength(0);
+      expect(resource(`${fn}LambdaFunction`, optional).Properties.VpcConfig, fn).toEqual(
+        broker ? { SecurityGroupIds: ["sg-0c"], SubnetIds: ["subnet-0a", "subnet-0b"] } : undefined,
+      );
+      if (broker) expect(eni(spec.role, optional), fn).toContain("ec2:CreateNetworkInterface");
+      else expect(eni(spec.role, optional), fn).toHaveLength(0);
+    }
+    // The VPC's endpoints (the DynamoDB gateway endpoint, SQS and the secret stores) or NAT are the
+    // site's network, shared by its deployments and other workloads: created beside the stack, not in it.
+    expect(ofType("AWS::EC2::VPCEndpoint", optional)).toHaveLength(0);
   });
 
   it("lets each function write only its own log group", () => {
