@@ -7,6 +7,9 @@
  *       mapping would hand them over; at most --max (default 10)
  *   node --import tsx scripts/sqs-event.ts --startup node1.local.example.net [--component NAME] > event.json
  *       lifecycle startup events for the `lifecycle` function (component default provision_mode_server)
+ *   node --import tsx scripts/sqs-event.ts --tick > event.json
+ *       a tick due now for the `lifecycle` function: a lease round, then the startup events waiting
+ *       on the broker (the keeper arms them on the lifecycle queue, delayed; this one is not)
  *   node --import tsx scripts/sqs-event.ts --host-work node1.local.example.net --term 3 > event.json
  *       host-work messages made up here: `provision` works them only if the host was admitted under
  *       that term at that moment, so use --from-queue for real work; this shows the discard rules
@@ -15,6 +18,7 @@
  */
 import { parseArgs } from "node:util";
 import { ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
+import { tickBody } from "../lib/app/ticks";
 import { LOCAL_AWS } from "../dev/local/services";
 import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, startupEventBodies } from "../dev/local/sqs-event";
 
@@ -26,6 +30,7 @@ const USAGE = `Usage: node --import tsx scripts/sqs-event.ts <source> > event.js
                        the messages waiting on a queue, hidden for S seconds (default 300), at most N (default 10)
   --startup <identity>... [--component NAME]
                        lifecycle startup events (component default provision_mode_server)
+  --tick               a tick due now (a lease round, then the startup events waiting on the broker)
   --host-work --term N <identity>...
                        host-work messages made up here (provision works them only if admitted under that term)
   --queue-url URL      the queue the event names as its source (default a local one)
@@ -75,6 +80,7 @@ function parse() {
         hide: { type: "string" },
         startup: { type: "boolean" },
         component: { type: "string" },
+        tick: { type: "boolean" },
         "host-work": { type: "boolean" },
         term: { type: "string" },
         "queue-url": { type: "string" },
@@ -110,11 +116,13 @@ async function main(): Promise<void> {
   } else if (values.startup) {
     if (positionals.length === 0) fail("--startup needs one or more identities");
     event = sqsEventFromBodies(startupEventBodies(positionals, values.component ?? "provision_mode_server"), queueArnOf(queueUrl));
+  } else if (values.tick) {
+    event = sqsEventFromBodies([tickBody(Date.now())], queueArnOf(queueUrl));
   } else if (values["host-work"]) {
     if (positionals.length === 0 || values.term === undefined) fail("--host-work needs --term and one or more identities");
     event = sqsEventFromBodies(hostWorkBodies(positionals, whole("term", values.term, 0)), queueArnOf(queueUrl));
   } else {
-    fail("give --from-queue URL, --startup <identity>... or --host-work --term N <identity>...");
+    fail("give --from-queue URL, --startup <identity>..., --tick or --host-work --term N <identity>...");
   }
   process.stdout.write(`${JSON.stringify(event, null, 2)}\n`);
 }

@@ -29,7 +29,8 @@ export interface Tick {
 
 const TICK_FIELD = "provisionerTick";
 
-function tickBody(dueAt: number): string {
+/** The body of a tick due at `dueAt` (wall-clock ms). */
+export function tickBody(dueAt: number): string {
   return JSON.stringify({ [TICK_FIELD]: { dueAt } });
 }
 
