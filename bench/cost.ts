@@ -167,8 +167,8 @@ export function between(before: Counts, after: Counts): Counts {
 }
 
 /** Function names without the deployment prefix, so leader and standby add up per function. */
-const functionOf = (name: string) => name.replace(/^.*-(discover|lease-keeper|lifecycle-bridge|lifecycle|provision)$/, "$1");
-const SCHEDULED = new Set(["discover", "lease-keeper", "lifecycle-bridge"]);
+const functionOf = (name: string) => name.replace(/^.*-(discover|lease-keeper|lifecycle|provision|renew)$/, "$1");
+const SCHEDULED = new Set(["discover", "lease-keeper", "renew"]);
 
 function snapshot(stack: LocalStack, startedAt: number): Counts {
   const lambda: Counts["lambda"] = {};
@@ -224,7 +224,10 @@ async function main(): Promise<void> {
   }
   if (values["markdown-only"] || values.reprice) {
     const recorded = JSON.parse(await readFile(join(REPO_ROOT, "reports/cost.json"), "utf8")) as Report;
-    const report: Report = values.reprice ? { ...recorded, prices: PRICES, ...priced(recorded.provisioning, recorded.idle, recorded.restarted) } : recorded;
+    const failover = await recordedFailover();
+    const report: Report = values.reprice
+      ? { ...recorded, prices: PRICES, ...priced(recorded.provisioning, recorded.idle, recorded.restarted), ...(failover !== undefined ? { failover_s: failover } : {}) }
+      : recorded;
     if (values.reprice) await writeFile(join(REPO_ROOT, "reports/cost.json"), `${JSON.stringify(report, null, 2)}\n`);
     await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(report));
     return;
@@ -233,7 +236,7 @@ async function main(): Promise<void> {
   const idleMinutes = positiveOption("idle-minutes", values["idle-minutes"], 3);
   const loadStart = loadavg()[0] ?? 0;
   // Lambda's SQS pollers long-poll 20 s; the emulator's default of 2 s would count ten times the idle receives.
-  const stack = await startLocalStack({ nodes, deployments: ["leader", "standby"], helper: "bash", waitTimeSeconds: 20 });
+  const stack = await startLocalStack({ nodes, deployments: ["leader", "standby"], helper: "bash", waitTimeSeconds: 20, renewEverywhere: true });
   try {
     const startedAt = Date.now();
     const zero = snapshot(stack, startedAt);
@@ -254,8 +257,10 @@ async function main(): Promise<void> {
     const provisioning = between(zero, provisioned);
     const idleWindow = between(provisioned, idle);
     const figures = priced(provisioning, idleWindow, restarted.size);
+    const failover = await recordedFailover();
     const report: Report = {
       generated: new Date().toISOString(),
+      ...(failover !== undefined ? { failover_s: failover } : {}),
       cpus: cpus().length,
       load_average_1m_at_start: Math.round(loadStart * 100) / 100,
       nodes,
@@ -277,6 +282,8 @@ async function main(): Promise<void> {
 
 interface Report extends ReturnType<typeof priced> {
   generated: string;
+  /** Median failover from the leader's last renewal, from reports/failover.json of the same checkout. */
+  failover_s?: number;
   cpus: number;
   load_average_1m_at_start: number;
   nodes: number;
@@ -284,6 +291,35 @@ interface Report extends ReturnType<typeof priced> {
   prices: typeof PRICES;
   provisioning: Counts;
   idle: Counts;
+}
+
+/** The idle month's dollars by what they pay for, largest first, and the functions' share of the compute. */
+function whereTheIdleMonthGoes(r: Report): string {
+  const month = r.dollars_per_idle_month;
+  const items: Array<[string, number]> = [
+    ["SQS requests (the event sources' long polls of four queues, the ticks' sends and deletes)", month.sqs],
+    ["Lambda compute", month.lambdaCompute],
+    ["DynamoDB (a lease round per keeper run and tick, discovery's reads)", month.dynamoDb],
+    ["Lambda requests", month.lambdaRequests],
+  ];
+  const share = (value: number) => `${Math.round((value / Math.max(month.total, 1e-9)) * 100)} %`;
+  const gbSeconds = Object.values(r.idle.lambda).reduce((sum, f) => sum + f.gbSeconds, 0);
+  const byFunction = Object.entries(r.idle.lambda)
+    .filter(([, f]) => f.invocations > 0)
+    .sort(([, a], [, b]) => b.gbSeconds - a.gbSeconds)
+    .map(([name, f]) => `${name} ${Math.round((f.gbSeconds / Math.max(gbSeconds, 1e-9)) * 100)} % (${f.invocations} invocations)`);
+  const ranked = items.sort(([, a], [, b]) => b - a).map(([what, value]) => `${what} ${money(value)} (${share(value)})`);
+  return `**Where the idle month goes:** ${ranked.join("; ")}. The compute by function: ${byFunction.join(", ")}. Nothing runs between the keeper's runs and the ticks it arms.`;
+}
+
+/** Median failover from reports/failover.json, if that bench has run in this checkout. */
+async function recordedFailover(): Promise<number | undefined> {
+  try {
+    const recorded = JSON.parse(await readFile(join(REPO_ROOT, "reports/failover.json"), "utf8")) as { failover_s?: unknown };
+    return typeof recorded.failover_s === "number" ? recorded.failover_s : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What one deployment's VPC network costs a month in each topology of docs/deploy.md (fixed part; per GB beside it). */
@@ -325,12 +361,9 @@ function markdown(r: Report): string {
     "",
     ...vpcAlternatives(topology),
   );
-  const looping = ["lease-keeper", "lifecycle-bridge"].reduce((sum, name) => sum + (r.idle.lambda[name]?.gbSeconds ?? 0), 0);
-  const idleGbSeconds = Object.values(r.idle.lambda).reduce((sum, f) => sum + f.gbSeconds, 0);
-  const loopingShare = idleGbSeconds > 0 ? Math.round((looping / idleGbSeconds) * 100) : 0;
+  lines.push("", whereTheIdleMonthGoes(r));
+  if (r.failover_s !== undefined) lines.push("", `**Failover** (crash of the leader to the standby's open gate, defaults; \`npm run bench:failover\`, reports/failover.md): median ${r.failover_s.toFixed(1)} s from the leader's last renewal.`);
   lines.push(
-    "",
-    `**Where the idle month goes:** ${loopingShare} % of its GB-seconds are the lease keeper and the lifecycle bridge, which each loop through about 58 s of every minute (128 MB) in both deployments; the rest is discovery every minute and the pollers' empty receives. Provisioning itself is cheap: the fleet's cost is the standing loops, not the hosts.`,
     "",
     `**Beside the Go daemon:** two t4g.small (2 GB; the daemon's peak memory reached 0.5-1.6 GB at 64-256 workers in bench:peer) with 8 GB gp3 each, leader and standby, cost ${money(r.go_daemon_dollars_per_month)} a month whether or not anything is provisioned.`,
     "",
@@ -357,7 +390,7 @@ function markdown(r: Report): string {
     "- Durations were measured on a shared machine: a busy machine makes invocations longer, so the GB-seconds, and the Lambda compute, are an upper bound; the request counts are not affected by load.",
     "- A DynamoDB write or strongly consistent read of an item under 1 KB is one unit (the admission and lease items are a few hundred bytes); a conditional write that fails its condition still costs its unit and is counted.",
     "- Not counted: CloudWatch Logs ingestion and metrics (EMF), Secrets Manager or SSM reads at a container's cold start, DynamoDB storage (kilobytes); in a VPC, TLS framing of the bytes through the endpoints, and the network that links the VPC to the brokers (peering, Transit Gateway or VPN: the site's, whatever runs in it).",
-    "- The idle month is the lease keeper and the lifecycle bridge looping in both deployments, discovery every minute finding nothing, and the SQS pollers long-polling empty queues.",
+    "- The idle month is, in both deployments: the keeper's run every minute, the ticks it arms (a leader's every 10 s, a standby's one a minute), discovery and renewal every minute finding nothing, and the SQS event sources long-polling their queues (modelled as Lambda's pollers: one per unit of the mapping's maximum concurrency, 20 s each; AWS does not publish the count).",
   );
   return `${lines.join("\n")}\n`;
 }

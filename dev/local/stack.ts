@@ -182,6 +182,8 @@ export interface LocalStackOptions {
   onDelivery?: (delivery: Delivery) => void;
   /** Poll wait of the emulated event sources (Lambda uses 20 s; shorter stops faster). Default 2 s. */
   waitTimeSeconds?: number;
+  /** Schedule `renew` even without a main broker, as AWS does (each run then answers `not-configured`): the cost bench counts it. */
+  renewEverywhere?: boolean;
   /** Use this DynamoDB (e.g. the test run's shared DynamoDB Local) instead of starting one; tables get unique names. */
   dynamoDbEndpoint?: string;
   /** Extra provisioner configuration keys per deployment (merged over the stack's). */
@@ -842,8 +844,8 @@ function eventSources(
       waitTimeSeconds: options.waitTimeSeconds ?? 2,
     }),
     // As on AWS the schedule would run everywhere, but without a main broker each run only answers
-    // `not-configured`; left out here so a stack without renewal keeps its ledger as before.
-    ...(app.config.renew.brokerUrls.length > 0
+    // `not-configured`; left out here (unless asked for) so a stack without renewal keeps its ledger as before.
+    ...(app.config.renew.brokerUrls.length > 0 || options.renewEverywhere
       ? [
           new ScheduleSource({
             ...common,
