@@ -288,6 +288,51 @@ describe("pause gate across invocations, freezes and releases", () => {
     expect(afterHorizon).toMatchObject({ holding: true, term: 2 });
   });
 
+  it.each([
+    { case: "the holder's", holder: { skewBoundMs: 10_000, deliveryHorizonMs: 120_000 }, standby: { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 } },
+    { case: "the standby's own", holder: { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 }, standby: { skewBoundMs: 8_000, deliveryHorizonMs: 60_000 } },
+  ])("a standby's round reports when the lease becomes claimable, with $case larger bounds: claiming then succeeds, 1 ms before it does not", async ({ holder, standby }) => {
+    // Arrange
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const gateOf = (deploymentId: string, bounds: { skewBoundMs: number; deliveryHorizonMs: number }) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, ...bounds }), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+    await gateOf("east", holder).acquireOrKeep();
+    const expiresAt = store.snapshot("eu")!.expiresAt;
+    const challenger = gateOf("west", standby);
+    const expected = expiresAt + Math.max(holder.skewBoundMs, standby.skewBoundMs) + Math.max(holder.deliveryHorizonMs, standby.deliveryHorizonMs) + 1;
+
+    // Act
+    const seen = await challenger.acquireOrKeep();
+    time.advance(expected - 1 - time.now());
+    const justBefore = await challenger.acquireOrKeep();
+    time.advance(1);
+    const atClaimable = await challenger.acquireOrKeep();
+
+    // Assert
+    expect(seen).toMatchObject({ holding: false, claimableAt: expected });
+    expect(justBefore).toMatchObject({ holding: false, claimableAt: expected });
+    expect(atClaimable).toMatchObject({ holding: true, term: 2, tookOver: true });
+    expect(store.snapshot("eu")).toMatchObject({ holder: "west", term: 2 });
+  });
+
+  it("a holder's round reports no claimable moment, and a round that finds no lease claims it at once", async () => {
+    // Arrange
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const gate = createLeaseGate(settingsFor("east"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+
+    // Act
+    const first = await gate.acquireOrKeep();
+    time.advance(10_000);
+    const kept = await gate.acquireOrKeep();
+
+    // Assert
+    expect(first).toMatchObject({ holding: true, term: 1, tookOver: true });
+    expect(kept).toMatchObject({ holding: true, term: 1, tookOver: false });
+    expect(kept).not.toHaveProperty("claimableAt");
+  });
+
   it("a round that outlives its bound and lands in the next invocation never makes the holder a standby", async () => {
     // Arrange: the keep of the second invocation is answered only when the test lets it.
     const time = new VirtualClock();
