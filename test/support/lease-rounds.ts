@@ -20,6 +20,8 @@ export interface LeaseRoundsOptions {
   onWon?: (term: number) => void | Promise<void>;
   /** Time one round may take; no tick is due later than `until - roundBudgetMs`. Default 2 s. */
   roundBudgetMs?: number;
+  /** Aborting stops the ticks at the next one (a deployment stopped, a test's end). */
+  signal?: AbortSignal;
 }
 
 export interface LeaseRoundsSummary {
@@ -34,16 +36,17 @@ export interface LeaseRoundsSummary {
 
 /** Runs the ticks from now until `until`; returns what their rounds established. */
 export async function keepLeaseByTicks(options: LeaseRoundsOptions): Promise<LeaseRoundsSummary> {
-  const { lease, clock, until, intervalMs, onWon } = options;
+  const { lease, clock, until, intervalMs, onWon, signal } = options;
   const roundBudgetMs = options.roundBudgetMs ?? 2_000;
   const summary: LeaseRoundsSummary = { rounds: 0, heldRounds: 0, failedRounds: 0, staleTicks: 0, wonTerms: [] };
-  for (let dueAt = clock.monotonic(); dueAt + roundBudgetMs <= until; dueAt += intervalMs) {
+  for (let dueAt = clock.monotonic(); dueAt + roundBudgetMs <= until && !signal?.aborted; dueAt += intervalMs) {
     const now = clock.monotonic();
     if (now > dueAt + intervalMs) {
       summary.staleTicks++;
       continue;
     }
     if (dueAt > now) await clock.sleep(dueAt - now);
+    if (signal?.aborted) break;
     lease.beginInvocation?.();
     summary.rounds++;
     try {
