@@ -21,6 +21,7 @@ export function localAppSettings(yaml: string, resources: LocalResources, overri
     retryMaxDelaySeconds: 1,
     hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
     deadlineMarginMs: 1_000,
+    keeperRateSeconds: APP_DEFAULTS.keeperRateSeconds,
     ...overrides,
   };
 }

@@ -16,7 +16,6 @@ import { brokerFunction } from "../../../lib/aws/compose-broker-function";
 import { discoverFunction } from "../../../lib/aws/functions/discover";
 import { leaseKeeperFunction } from "../../../lib/aws/functions/lease-keeper";
 import { lifecycleFunction } from "../../../lib/aws/functions/lifecycle";
-import { lifecycleBridgeFunction } from "../../../lib/aws/functions/lifecycle-bridge";
 import { provisionFunction } from "../../../lib/aws/functions/provision";
 import { releaseFunction } from "../../../lib/aws/functions/release";
 import { renewFunction } from "../../../lib/aws/functions/renew";
@@ -111,7 +110,7 @@ describe("secrets resolved per function", () => {
     expect(await resolvedBy("release")).toEqual([]);
   });
 
-  it.each(["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "reprovision"] as const)(
+  it.each(["discover", "leaseKeeper", "lifecycle", "reprovision"] as const)(
     "%s reads only what the broker connection needs",
     async (fn) => {
       expect(await resolvedBy(fn)).toEqual(BROKER);
@@ -132,7 +131,7 @@ describe("secrets resolved per function", () => {
 
   it("covers every deployed function", () => {
     expect([...FUNCTION_NAMES].sort()).toEqual(
-      ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release", "renew"].sort(),
+      ["discover", "leaseKeeper", "lifecycle", "provision", "status", "reprovision", "release", "renew"].sort(),
     );
   });
 });
@@ -141,8 +140,7 @@ describe("secrets resolved per function", () => {
 const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppOverrides) => Promise<{ close(): Promise<void> }>> = {
   discover: brokerFunction("discover", discoverFunction),
   leaseKeeper: brokerFunction("leaseKeeper", leaseKeeperFunction),
-  lifecycleBridge: brokerFunction("lifecycleBridge", (composed) => lifecycleBridgeFunction(composed, lifecycleEventSource(composed.parts, composed.broker))),
-  lifecycle: brokerFunction("lifecycle", lifecycleFunction),
+  lifecycle: brokerFunction("lifecycle", (composed) => lifecycleFunction(composed, lifecycleEventSource(composed.parts, composed.broker))),
   provision: brokerFunction("provision", provisionFunction),
   status: partsFunction("status", statusFunction),
   reprovision: brokerFunction("reprovision", reprovisionFunction),
@@ -163,7 +161,7 @@ describe("secrets resolved by each deployed function's own composition", () => {
     expect(await resolvedByComposition(fn)).toEqual([]);
   });
 
-  it.each(["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "reprovision"] as const)("%s reads only what the broker connection needs", async (fn) => {
+  it.each(["discover", "leaseKeeper", "lifecycle", "reprovision"] as const)("%s reads only what the broker connection needs", async (fn) => {
     expect(await resolvedByComposition(fn)).toEqual(BROKER);
   });
 

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
-import { admissionFlowOver, answerLostOnce, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
+import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
+import { admissionFlowOver, answerLostOnce, armedTicks, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, tickArming, unreachableLeaseStore, world, type World } from "./support";
 
 /**
  * The use case over a world; `admission` may be a stand-in (one that takes time, say). Discovery is
@@ -19,10 +20,10 @@ function leadership(
       discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
       discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
       discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
-      keepIntervalMs: 10_000,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
     gate: w.gate,
+    ticks: tickArming(w),
     broker: w.broker,
     admission: w.admission,
     registry: overrides.registry ?? w.registry,
@@ -479,29 +480,45 @@ describe("leadership: a discovery paced to the rate hosts are worked off", () =>
 });
 
 describe("leadership: keepLease", () => {
-  it("renews every interval until just before the deadline; the won term is announced and discovered at once", async () => {
+  it("one round wins the term, announces and discovers it at once, then arms a tick every keep interval up to the next run", async () => {
     // Arrange
     const w = world();
     w.broker.identities = ["a.example.net"];
     const useCase = leadership(w);
-    const started = w.clock.monotonic();
+    const started = w.clock.now();
 
     // Act
-    const result = await useCase.keepLease(context(35_000));
+    const result = await useCase.keepLease(context(60_000));
 
-    // Assert
-    expect(result.wonTerms).toEqual([1]);
-    expect(result.heldRounds).toBe(result.rounds);
-    expect(result.rounds).toBeGreaterThanOrEqual(3);
-    expect(w.clock.monotonic() - started).toBeLessThanOrEqual(33_000);
+    // Assert: ticks at 10, 20, ... 60 s, each due when SQS delivers it, all in the lifecycle queue.
+    expect(result).toEqual({ holding: true, wonTerm: 1, armed: 6 });
+    expect(armedTicks(w.queues.lifecycle)).toEqual([10, 20, 30, 40, 50, 60].map((seconds) => ({ dueAt: started + seconds * 1000, delaySeconds: seconds })));
     expect(w.broker.startupsPublished).toBe(1);
     expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["a.example.net"]);
+    expect((await w.leaseStore.read(SITE))?.holder).toBe("east");
+  });
+
+  it("the next run keeps the term without announcing it again and arms the minute after", async () => {
+    // Arrange
+    const w = world();
+    const useCase = leadership(w);
+    await useCase.keepLease(context(60_000));
+    w.clock.advance(60_000);
+
+    // Act
+    const second = await useCase.keepLease(context(60_000));
+
+    // Assert
+    expect(second).toEqual({ holding: true, armed: 6 });
+    expect(armedTicks(w.queues.lifecycle)).toHaveLength(12);
+    expect(w.broker.startupsPublished).toBe(1);
+    expect((await w.leaseStore.read(SITE))?.term).toBe(1);
   });
 
   it("keeps the won term through an announcing discovery that admits for longer than the lease lasts", async () => {
-    // Arrange: the keeper's first round wins term 1, whose announcement discovers 1,000 nodes inside
+    // Arrange: the keeper's round wins term 1, whose announcement discovers 1,000 nodes inside
     // that round. Each chunk of ten takes 2 s of virtual time (five in flight), so the admission
-    // takes 40 s, past the 30 s lease, while the keeper's loop waits for it.
+    // takes 40 s, past the 30 s lease, while the keeper's round waits for it.
     // Each chunk also looks at the lease item: a lapse is when a standby could have taken over.
     const w = world();
     w.broker.identities = Array.from({ length: 1_000 }, (_, index) => `n${index}.example.net`);
@@ -516,33 +533,54 @@ describe("leadership: keepLease", () => {
     const result = await useCase.keepLease(context(70_000));
 
     // Assert: the discovery renewed the lease as it went, so term 1 never lapsed: no second term
-    // was won, and every host's work is term 1's, the current term.
+    // was won, every host's work is term 1's, the current term, and the ticks were armed after it.
     expect(lapsedAt).toBeUndefined();
-    expect(result.wonTerms).toEqual([1]);
-    expect(result.heldRounds).toBe(result.rounds);
+    expect(result).toEqual({ holding: true, wonTerm: 1, armed: 6 });
     const work = w.queues.hostWork.bodies().map(decodeHostWork);
     expect(work).toHaveLength(1_000);
     expect(new Set(work.map((entry) => entry.term))).toEqual(new Set([1]));
     expect(await w.gate.currentTerm()).toBe(1);
   });
 
-  it("a standby keeps contesting without winning or announcing", async () => {
-    // Arrange
+  it("a standby neither wins nor announces, and arms one tick at the moment the lease becomes claimable", async () => {
+    // Arrange: the leader stops keeping after its round.
     const site = shared();
     const leader = world({ deploymentId: "west", shared: site });
     await leadership(leader).discover(context());
+    const stored = await site.leaseStore.read(SITE);
     const standby = world({ deploymentId: "east", shared: site });
+    const claimableAt = stored!.expiresAt + LEASE_DEFAULTS.skewBoundMs + 1;
 
-    // Act: the leader stops renewing; within one lease duration (30 s) the standby may not take over.
-    const result = await leadership(standby).keepLease(context(20_000));
+    // Act
+    const result = await leadership(standby).keepLease(context(60_000));
+    const [tick] = armedTicks(standby.queues.lifecycle);
 
-    // Assert
-    expect(result.wonTerms).toEqual([]);
-    expect(result.heldRounds).toBe(0);
+    // Assert: one tick, due at the claimable moment rounded up to SQS's whole seconds.
+    expect(result).toEqual({ holding: false, armed: 1 });
+    expect(armedTicks(standby.queues.lifecycle)).toHaveLength(1);
+    expect(tick!.dueAt).toBe(standby.clock.now() + tick!.delaySeconds! * 1000);
+    expect(tick!.dueAt).toBeGreaterThanOrEqual(claimableAt);
+    expect(tick!.dueAt - 1_000).toBeLessThan(claimableAt);
     expect(standby.broker.startupsPublished).toBe(0);
+    // ...and when it comes, the standby's round takes the lease over.
+    standby.clock.advance(tick!.dueAt - standby.clock.now());
+    expect(await standby.gate.acquireOrKeep()).toMatchObject({ holding: true, term: 2, tookOver: true });
   });
 
-  it("without leader election is one round that announces the container once", async () => {
+  it("a lease store failure does not throw: nothing is armed, and the ticks armed before still come", async () => {
+    // Arrange
+    const w = world({ shared: shared({ leaseStore: unreachableLeaseStore() }) });
+
+    // Act
+    const result = await leadership(w).keepLease(context(60_000));
+
+    // Assert
+    expect(result).toEqual({ holding: false, armed: 0 });
+    expect(w.queues.lifecycle.sent).toEqual([]);
+    expect(w.logger.at("warn").map((line) => line.message)).toContain("the keeper's lease round failed; the ticks already armed still run");
+  });
+
+  it("without leader election is one round that announces the container once and arms the bridge's ticks", async () => {
     // Arrange
     const w = world({ leaderElection: false });
     const useCase = leadership(w);
@@ -552,8 +590,9 @@ describe("leadership: keepLease", () => {
     const second = await useCase.keepLease(context());
 
     // Assert
-    expect(first).toEqual({ rounds: 1, heldRounds: 1, wonTerms: [] });
+    expect(first).toEqual({ holding: true, armed: 6 });
     expect(second).toEqual(first);
+    expect(armedTicks(w.queues.lifecycle)).toHaveLength(12);
     expect(w.broker.startupsPublished).toBe(1);
   });
 });

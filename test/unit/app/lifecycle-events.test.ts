@@ -4,7 +4,7 @@ import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-eve
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { brokerEvent, FakeLifecycleEventSource, failedIds, VirtualClock } from "../../support/fakes";
-import { COMPONENT, context, shared, SITE, startupEvent, unreachableLeaseStore, world, type World } from "./support";
+import { COMPONENT, shared, SITE, startupEvent, unreachableLeaseStore, world, type World } from "./support";
 
 const SKEW_BOUND_MS = 5_000;
 
@@ -159,7 +159,7 @@ function bridge(w: World, source: FakeLifecycleEventSource, leaseStore: LeaseSto
     settings: { leaderElection: w.leaderElection, site: SITE, deploymentId: w.deploymentId, skewBoundMs: 5_000 },
     leaseStore,
     source,
-    lifecycle: w.queues.lifecycle,
+    events: lifecycleEvents(w),
     lifecycleDlq: w.queues.lifecycleDlq,
     clock: w.clock,
     logger: w.logger,
@@ -167,20 +167,38 @@ function bridge(w: World, source: FakeLifecycleEventSource, leaseStore: LeaseSto
   });
 }
 
-describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
-  it("forwards every event while this deployment leads, reading until 2 s before the deadline", async () => {
+/** Monotonic ms `ms` from now on the world's clock: how long a tick's bridge runs. */
+function inMs(w: World, ms: number): number {
+  return w.clock.monotonic() + ms;
+}
+
+/** The identities of the host work queued, sorted. */
+function queuedIdentities(w: World): string[] {
+  return w.queues.hostWork
+    .bodies()
+    .map((body) => decodeHostWork(body).identity)
+    .sort();
+}
+
+describe("the lifecycle bridge: broker events -> admission, in the tick", () => {
+  it("admits every event while this deployment leads, in-process, reading until the time it was given", async () => {
     // Arrange
     const w = world();
     await w.gate.acquireOrKeep();
-    const source = new FakeLifecycleEventSource([[brokerEvent("one"), brokerEvent("two")], [brokerEvent("three")]]);
+    const [a, b, c] = ["a.example.net", "b.example.net", "c.example.net"].map((identity) => brokerEvent(startupEvent(identity, w.clock)));
+    const source = new FakeLifecycleEventSource([[a!, b!], [c!]]);
+    const until = inMs(w, 8_000);
 
     // Act
-    const result = await bridge(w, source).run(context(10_000));
+    const result = await bridge(w, source).run(until);
 
-    // Assert
-    expect(result).toEqual({ mode: "jetstream", forwarded: 3, deadLettered: 0, paused: false });
-    expect(w.queues.lifecycle.bodies()).toEqual(["one", "two", "three"]);
-    expect(source.runs[0]?.until).toBe(w.clock.monotonic() + 8_000);
+    // Assert: the hosts' work is queued under the term; nothing went through the lifecycle queue.
+    expect(result).toEqual({ mode: "jetstream", handled: 3, deadLettered: 0, paused: false });
+    expect(source.outcomes).toEqual([["handled", "handled"], ["handled"]]);
+    expect(queuedIdentities(w)).toEqual(["a.example.net", "b.example.net", "c.example.net"]);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).term))).toEqual(new Set([1]));
+    expect(w.queues.lifecycle.sent).toEqual([]);
+    expect(source.runs[0]?.until).toBe(until);
   });
 
   it("reads nothing while another deployment leads: the events stay with the broker for the leader", async () => {
@@ -188,15 +206,15 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
     const site = shared();
     await world({ deploymentId: "west", shared: site }).gate.acquireOrKeep();
     const standby = world({ deploymentId: "east", shared: site });
-    const source = new FakeLifecycleEventSource([[brokerEvent("one")]]);
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", standby.clock))]]);
 
     // Act
-    const result = await bridge(standby, source).run(context());
+    const result = await bridge(standby, source).run(inMs(standby, 8_000));
 
     // Assert
-    expect(result).toEqual({ mode: "jetstream", forwarded: 0, deadLettered: 0, paused: true });
+    expect(result).toEqual({ mode: "jetstream", handled: 0, deadLettered: 0, paused: true });
     expect(source.pending).toHaveLength(1);
-    expect(standby.queues.lifecycle.sent).toEqual([]);
+    expect(standby.queues.hostWork.sent).toEqual([]);
   });
 
   it("does not lead on a lease that expires within the skew bound, nor when the store cannot be read", async () => {
@@ -205,52 +223,73 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
     await w.gate.acquireOrKeep();
     const stored = await w.leaseStore.read(SITE);
     w.clock.advance(stored!.expiresAt - w.clock.now() - 4_000);
-    const expiring = new FakeLifecycleEventSource([[brokerEvent("one")]]);
-    const unreadable = new FakeLifecycleEventSource([[brokerEvent("two")]]);
+    const expiring = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock))]]);
+    const unreadable = new FakeLifecycleEventSource([[brokerEvent(startupEvent("b.example.net", w.clock))]]);
 
     // Act
-    const nearExpiry = await bridge(w, expiring).run(context());
-    const storeDown = await bridge(w, unreadable, unreachableLeaseStore()).run(context());
+    const nearExpiry = await bridge(w, expiring).run(inMs(w, 8_000));
+    const storeDown = await bridge(w, unreadable, unreachableLeaseStore()).run(inMs(w, 8_000));
 
     // Assert
     expect(nearExpiry.paused).toBe(true);
     expect(storeDown.paused).toBe(true);
-    expect(w.logger.at("warn").map((line) => line.message)).toContain("paused: the lease store could not be read, not bridging lifecycle events");
+    expect([expiring.pending, unreadable.pending].map((pending) => pending.length)).toEqual([1, 1]);
+    expect(w.queues.hostWork.sent).toEqual([]);
+    expect(w.logger.at("warn").map((line) => line.message)).toContain("paused: the lease store could not be read, not taking lifecycle events");
   });
 
   it("without leader election always leads", async () => {
     // Arrange
     const w = world({ leaderElection: false });
-    const source = new FakeLifecycleEventSource([[brokerEvent("one")]], "core");
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock))]], "core");
 
     // Act
-    const result = await bridge(w, source).run(context());
+    const result = await bridge(w, source).run(inMs(w, 8_000));
 
     // Assert
-    expect(result).toEqual({ mode: "core", forwarded: 1, deadLettered: 0, paused: false });
+    expect(result).toEqual({ mode: "core", handled: 1, deadLettered: 0, paused: false });
+    expect(w.queues.hostWork.bodies().map(decodeHostWork)).toEqual([{ identity: "a.example.net", term: 0, admittedAt: w.clock.now(), source: "event" }]);
   });
 
-  it("dead-letters what SQS can never take (base64, with the reason) and lets the good events through", async () => {
+  it("acknowledges poison once admission has dead-lettered it with its reason, and admits the good events", async () => {
     // Arrange
     const w = world();
     await w.gate.acquireOrKeep();
-    const refusal = { accepted: false as const, permanent: true, reason: "InvalidMessageContents" };
-    w.queues.lifecycle.refuse = (message) => (message.body === "bad" ? refusal : undefined);
-    const source = new FakeLifecycleEventSource([[brokerEvent("good"), brokerEvent("bad")]]);
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock)), brokerEvent("{not json")]]);
 
     // Act
-    const result = await bridge(w, source).run(context());
+    const result = await bridge(w, source).run(inMs(w, 8_000));
 
     // Assert
-    expect(result).toMatchObject({ forwarded: 1, deadLettered: 1 });
-    expect(source.outcomes).toEqual([["sent", "dead-lettered"]]);
+    expect(result).toMatchObject({ handled: 2, deadLettered: 0 });
+    expect(source.outcomes).toEqual([["handled", "handled"]]);
+    expect(queuedIdentities(w)).toEqual(["a.example.net"]);
+    expect(w.queues.lifecycleDlq.sent).toEqual([
+      { body: "{not json", attributes: { reason: expect.any(String), sourceMessageId: expect.any(String), sourceQueue: "choria.lifecycle.event.startup.provision_mode_server" } },
+    ]);
+  });
+
+  it("hands an event admission could not take back for redelivery, and dead-letters it (base64, with the reason) on its last chance", async () => {
+    // Arrange: the host-work queue throttles, so admission takes nothing.
+    const w = world();
+    await w.gate.acquireOrKeep();
+    w.queues.hostWork.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
+    const last = startupEvent("b.example.net", w.clock);
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock)), brokerEvent(last, { lastChance: true })]]);
+
+    // Act
+    const result = await bridge(w, source).run(inMs(w, 8_000));
+
+    // Assert
+    expect(source.outcomes).toEqual([["retry", "dead-lettered"]]);
+    expect(result).toMatchObject({ handled: 0, deadLettered: 1 });
     expect(w.queues.lifecycleDlq.sent).toEqual([
       {
-        body: Buffer.from("bad").toString("base64"),
+        body: Buffer.from(last).toString("base64"),
         attributes: {
-          reason: "SQS refused the lifecycle event: InvalidMessageContents",
+          reason: "admission did not take the lifecycle event on its last delivery",
           encoding: "base64",
-          originalBytes: "3",
+          originalBytes: String(new TextEncoder().encode(last).length),
           truncated: "false",
           subject: "choria.lifecycle.event.startup.provision_mode_server",
           source: "lifecycle-bridge",
@@ -260,35 +299,21 @@ describe("the lifecycle bridge: broker events -> the lifecycle queue", () => {
     expect(w.metrics.total(EXTRA_METRIC.lifecycleEventsDeadLettered)).toBe(1);
   });
 
-  it("hands a transient refusal back for redelivery, and dead-letters it on its last chance", async () => {
-    // Arrange
-    const w = world();
-    await w.gate.acquireOrKeep();
-    w.queues.lifecycle.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
-    const source = new FakeLifecycleEventSource([[brokerEvent("early"), brokerEvent("last", { lastChance: true })]]);
-
-    // Act
-    const result = await bridge(w, source).run(context());
-
-    // Assert
-    expect(source.outcomes).toEqual([["retry", "dead-lettered"]]);
-    expect(result).toMatchObject({ forwarded: 0, deadLettered: 1 });
-  });
-
   it("hands an event back when the DLQ refuses it too", async () => {
     // Arrange
     const w = world();
     await w.gate.acquireOrKeep();
-    w.queues.lifecycle.refuse = () => ({ accepted: false, permanent: true, reason: "too large" });
+    w.queues.hostWork.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
     w.queues.lifecycleDlq.refuse = () => ({ accepted: false, permanent: false, reason: "throttled" });
-    const source = new FakeLifecycleEventSource([[brokerEvent("x")]]);
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock), { lastChance: true })]]);
 
     // Act
-    const result = await bridge(w, source).run(context());
+    const result = await bridge(w, source).run(inMs(w, 8_000));
 
     // Assert
     expect(source.outcomes).toEqual([["retry"]]);
-    expect(result).toMatchObject({ forwarded: 0, deadLettered: 0 });
-    expect(w.logger.at("error").map((line) => line.message)).toContain("could not dead-letter a lifecycle event SQS refused");
+    expect(result).toMatchObject({ handled: 0, deadLettered: 0 });
+    expect(w.queues.lifecycleDlq.sent).toEqual([]);
+    expect(w.logger.at("error").map((line) => line.message)).toContain("could not dead-letter a lifecycle event admission did not take");
   });
 });

@@ -15,6 +15,7 @@ import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { parseTick, TickArming, type TickTiming } from "../../../lib/app/ticks";
 
 export const SITE = "lab";
 export const INTERVAL_MS = 120_000;
@@ -183,4 +184,23 @@ export function startupEvent(identity: string, clock: VirtualClock, component = 
 /** A context with a fixed remaining budget. */
 export function context(remainingMs = 60_000, requestId?: string) {
   return { remainingMs: () => remainingMs, ...(requestId ? { requestId } : {}) };
+}
+
+/** A tick as it landed on a queue: when it is due (wall-clock ms) and the delay SQS holds it back for. */
+export interface ArmedTick {
+  dueAt: number;
+  delaySeconds: number | undefined;
+}
+
+/** The ticks sent to `queue` (lib/app/ticks.ts), in the order sent; other messages are left out. */
+export function armedTicks(queue: InMemoryQueue): ArmedTick[] {
+  return queue.sent.flatMap((message) => {
+    const tick = parseTick(message.body);
+    return tick ? [{ dueAt: tick.dueAt, delaySeconds: message.delaySeconds }] : [];
+  });
+}
+
+/** Arms ticks on the world's lifecycle queue as the keeper does on AWS: one per 10 s keep interval, a minute ahead. */
+export function tickArming(w: Pick<World, "queues" | "clock" | "logger">, timing: TickTiming = { keepIntervalMs: 10_000, armAheadMs: 60_000 }): TickArming {
+  return new TickArming({ queue: w.queues.lifecycle, timing, clock: w.clock, logger: w.logger });
 }

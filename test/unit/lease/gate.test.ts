@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, LeaseLostError, PausedError } from "../../../lib/errors";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import type { Clock } from "../../../lib/ports/clock";
 import { RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
+import { keepLeaseByTicks } from "../../support/lease-rounds";
 
 const settingsFor = (deploymentId: string) => resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId });
 
@@ -288,6 +288,51 @@ describe("pause gate across invocations, freezes and releases", () => {
     expect(afterHorizon).toMatchObject({ holding: true, term: 2 });
   });
 
+  it.each([
+    { case: "the holder's", holder: { skewBoundMs: 10_000, deliveryHorizonMs: 120_000 }, standby: { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 } },
+    { case: "the standby's own", holder: { skewBoundMs: 5_000, deliveryHorizonMs: 30_000 }, standby: { skewBoundMs: 8_000, deliveryHorizonMs: 60_000 } },
+  ])("a standby's round reports when the lease becomes claimable, with $case larger bounds: claiming then succeeds, 1 ms before it does not", async ({ holder, standby }) => {
+    // Arrange
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const gateOf = (deploymentId: string, bounds: { skewBoundMs: number; deliveryHorizonMs: number }) =>
+      createLeaseGate(resolveLeaseSettings({ leaderElection: true, site: "eu", deploymentId, ...bounds }), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+    await gateOf("east", holder).acquireOrKeep();
+    const expiresAt = store.snapshot("eu")!.expiresAt;
+    const challenger = gateOf("west", standby);
+    const expected = expiresAt + Math.max(holder.skewBoundMs, standby.skewBoundMs) + Math.max(holder.deliveryHorizonMs, standby.deliveryHorizonMs) + 1;
+
+    // Act
+    const seen = await challenger.acquireOrKeep();
+    time.advance(expected - 1 - time.now());
+    const justBefore = await challenger.acquireOrKeep();
+    time.advance(1);
+    const atClaimable = await challenger.acquireOrKeep();
+
+    // Assert
+    expect(seen).toMatchObject({ holding: false, claimableAt: expected });
+    expect(justBefore).toMatchObject({ holding: false, claimableAt: expected });
+    expect(atClaimable).toMatchObject({ holding: true, term: 2, tookOver: true });
+    expect(store.snapshot("eu")).toMatchObject({ holder: "west", term: 2 });
+  });
+
+  it("a holder's round reports no claimable moment, and a round that finds no lease claims it at once", async () => {
+    // Arrange
+    const time = new VirtualClock();
+    const store = new MemoryLeaseStore();
+    const gate = createLeaseGate(settingsFor("east"), { store, metrics: new RecordingMetrics(), clock: time.skewed() });
+
+    // Act
+    const first = await gate.acquireOrKeep();
+    time.advance(10_000);
+    const kept = await gate.acquireOrKeep();
+
+    // Assert
+    expect(first).toMatchObject({ holding: true, term: 1, tookOver: true });
+    expect(kept).toMatchObject({ holding: true, term: 1, tookOver: false });
+    expect(kept).not.toHaveProperty("claimableAt");
+  });
+
   it("a round that outlives its bound and lands in the next invocation never makes the holder a standby", async () => {
     // Arrange: the keep of the second invocation is answered only when the test lets it.
     const time = new VirtualClock();
@@ -439,22 +484,22 @@ describe("pause gate across invocations, freezes and releases", () => {
   });
 });
 
-describe("lease keeper loop", () => {
-  it("keeps the lease every interval and returns before its deadline", async () => {
+describe("lease rounds every keep interval, as the ticks run them", () => {
+  it("keep the lease at every tick and none comes after the last armed one", async () => {
     const time = new VirtualClock();
     const clock = time.skewed();
     const { store, calls } = instrumented(new MemoryLeaseStore());
     const gate = createLeaseGate(settingsFor("prod"), { store, metrics: new RecordingMetrics(), clock });
     const until = clock.monotonic() + 58_000;
 
-    const summary = await runLeaseKeeper({ lease: gate, clock, until, intervalMs: 10_000 });
+    const summary = await keepLeaseByTicks({ lease: gate, clock, until, intervalMs: 10_000 });
 
-    expect(summary).toEqual({ rounds: 6, heldRounds: 6, failedRounds: 0, wonTerms: [1] });
+    expect(summary).toEqual({ rounds: 6, heldRounds: 6, failedRounds: 0, staleTicks: 0, wonTerms: [1] });
     expect(calls.filter((call) => call === "extend")).toHaveLength(6);
     expect(clock.monotonic()).toBeLessThanOrEqual(until);
   });
 
-  it("takes over as a standby once the leader stops keeping the lease, and reports the won term", async () => {
+  it("take over as a standby once the leader stops keeping the lease, and report the won term", async () => {
     const time = new VirtualClock();
     const store = new MemoryLeaseStore();
     await createLeaseGate(settingsFor("crashed"), { store, metrics: new RecordingMetrics(), clock: time.skewed() }).acquireOrKeep();
@@ -462,20 +507,20 @@ describe("lease keeper loop", () => {
     const standby = createLeaseGate(settingsFor("standby"), { store, metrics: new RecordingMetrics(), clock });
     const won: number[] = [];
 
-    const summary = await runLeaseKeeper({ lease: standby, clock, until: clock.monotonic() + 58_000, intervalMs: 10_000, onWon: (term) => void won.push(term) });
+    const summary = await keepLeaseByTicks({ lease: standby, clock, until: clock.monotonic() + 58_000, intervalMs: 10_000, onWon: (term) => void won.push(term) });
 
     // Rounds at 0..50 s; the lease written at 0 s may be taken over after 35 s, so the 40 s round wins.
     expect(won).toEqual([2]);
     expect(summary).toMatchObject({ rounds: 6, heldRounds: 2, wonTerms: [2] });
   });
 
-  it("keeps going through store failures, counting them", async () => {
+  it("go on through store failures, counting them", async () => {
     const time = new VirtualClock();
     const clock = time.skewed();
     const metrics = new RecordingMetrics();
     const gate = createLeaseGate(settingsFor("prod"), { store: unusableStore, metrics, clock });
 
-    const summary = await runLeaseKeeper({ lease: gate, clock, until: clock.monotonic() + 30_000, intervalMs: 10_000 });
+    const summary = await keepLeaseByTicks({ lease: gate, clock, until: clock.monotonic() + 30_000, intervalMs: 10_000 });
 
     expect(summary).toMatchObject({ rounds: 3, heldRounds: 0, failedRounds: 3 });
     expect(metrics.total(EXTRA_METRIC.leaseStoreErrors)).toBe(3);

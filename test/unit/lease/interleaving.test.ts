@@ -1,6 +1,6 @@
 /**
  * Randomized interleavings of 2-5 deployments (some with several concurrent invocations and a
- * lease keeper) contending for one lease through a simulated network: delayed, lost and
+ * deployment keeping its lease at every tick) contending for one lease through a simulated network: delayed, lost and
  * response-dropped writes, wall clocks skewed up to the bound, crashes and releases. Time is
  * virtual and every choice comes from a seeded PRNG, so each seed replays exactly.
  *
@@ -12,12 +12,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLeaseGate } from "../../../lib/lease/gate";
-import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { ConditionalWrite, LeaseItem, LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import type { Clock } from "../../../lib/ports/clock";
 import { noMetrics } from "../../support/fakes";
+import { keepLeaseByTicks } from "../../support/lease-rounds";
 import { seededRandom } from "../../support/random";
 
 const SITE = "sim";
@@ -145,7 +145,7 @@ async function simulate({ seed, configuredSkewMs, actualSkewMs }: Scenario) {
     actors.push(
       (async () => {
         await sim.sleep(random() * 5_000);
-        await runLeaseKeeper({ lease: keeper.gate, clock: keeper.clock, until: keeper.clock.monotonic() + crashAt, intervalMs: settings.keepIntervalMs });
+        await keepLeaseByTicks({ lease: keeper.gate, clock: keeper.clock, until: keeper.clock.monotonic() + crashAt, intervalMs: settings.keepIntervalMs });
       })(),
     );
 

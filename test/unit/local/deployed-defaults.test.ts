@@ -19,8 +19,6 @@ describe("the local stack's AWS timings", () => {
       discoverTimeoutMs: deployed.functions.discover.timeoutMs,
       keeperTimeoutMs: deployed.functions.leaseKeeper.timeoutMs,
       keeperRateMs: deployed.functions.leaseKeeper.rateMs,
-      bridgeTimeoutMs: deployed.functions.lifecycleBridge.timeoutMs,
-      bridgeRateMs: deployed.functions.lifecycleBridge.rateMs,
       lifecycleTimeoutMs: deployed.functions.lifecycle.timeoutMs,
       provisionTimeoutMs: deployed.functions.provision.timeoutMs,
       renewTimeoutMs: deployed.functions.renew.timeoutMs,
@@ -34,7 +32,7 @@ describe("the local stack's AWS timings", () => {
     // Assert
     expect(deployed.functions.provision).toEqual({ timeoutMs: 300_000, memoryMb: 512 });
     expect(deployed.hostWork).toEqual({ visibilitySeconds: 1810, maxReceiveCount: 10, batchSize: 10, maxConcurrency: 10 });
-    expect(deployed.lifecycle).toEqual({ visibilitySeconds: 185, maxReceiveCount: 5, batchSize: 50, maxConcurrency: 2 });
+    expect(deployed.lifecycle).toEqual({ visibilitySeconds: 180, maxReceiveCount: 5, batchSize: 10, maxConcurrency: 2 });
   });
 
   it("keep each queue's visibility at least 6 x its consumer's timeout, as Lambda recommends for SQS sources", () => {
@@ -46,7 +44,6 @@ describe("the local stack's AWS timings", () => {
   it.each([
     ["lease-keeper", [`timeout ${deployed.functions.leaseKeeper.timeoutMs / 1000} s`]],
     ["discover", [`timeout ${deployed.functions.discover.timeoutMs / 1000} s`]],
-    ["lifecycle-bridge", [`timeout ${deployed.functions.lifecycleBridge.timeoutMs / 1000} s`]],
     ["renew", [`every ${deployed.functions.renew.rateMs! / 1000} s`, `timeout ${deployed.functions.renew.timeoutMs / 1000} s`]],
     [
       "lifecycle",
