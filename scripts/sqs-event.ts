@@ -18,9 +18,8 @@
  */
 import { parseArgs } from "node:util";
 import { ReceiveMessageCommand, SQSClient, type Message } from "@aws-sdk/client-sqs";
-import { tickBody } from "../lib/app/ticks";
 import { LOCAL_AWS } from "../dev/local/services";
-import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, startupEventBodies } from "../dev/local/sqs-event";
+import { hostWorkBodies, queueArnOf, sqsEventFromBodies, sqsEventFromMessages, startupEventBodies, tickBodies } from "../dev/local/sqs-event";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -117,7 +116,7 @@ async function main(): Promise<void> {
     if (positionals.length === 0) fail("--startup needs one or more identities");
     event = sqsEventFromBodies(startupEventBodies(positionals, values.component ?? "provision_mode_server"), queueArnOf(queueUrl));
   } else if (values.tick) {
-    event = sqsEventFromBodies([tickBody(Date.now())], queueArnOf(queueUrl));
+    event = sqsEventFromBodies(await tickBodies(), queueArnOf(queueUrl));
   } else if (values["host-work"]) {
     if (positionals.length === 0 || values.term === undefined) fail("--host-work needs --term and one or more identities");
     event = sqsEventFromBodies(hostWorkBodies(positionals, whole("term", values.term, 0)), queueArnOf(queueUrl));

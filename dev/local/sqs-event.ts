@@ -7,6 +7,9 @@ import { randomUUID } from "node:crypto";
 import type { Message } from "@aws-sdk/client-sqs";
 import type { SQSEvent } from "aws-lambda";
 import { encodeHostWork } from "../../lib/app/host-work-message";
+import { TickArming } from "../../lib/app/ticks";
+import { systemClock } from "../../lib/ports/clock";
+import { silentLogger } from "../../lib/ports/logger";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../lib/choria/lifecycle";
 import { sqsRecordFromMessage } from "./lambda-runtime";
 
@@ -43,4 +46,19 @@ export function startupEventBodies(identities: readonly string[], component: str
   return identities.map((identity) =>
     new TextDecoder().decode(encodeLifecycleEvent(buildLifecycleEvent({ type: "startup", identity, component, timestampMs: now }), "choria")),
   );
+}
+
+/** A tick due now, as the keeper arms it (lib/app/ticks.ts): the body is the keeper's own, not a copy of its format. */
+export async function tickBodies(now = Date.now()): Promise<string[]> {
+  const bodies: string[] = [];
+  const queue = {
+    sendAll: async (messages: ReadonlyArray<{ body: string }>) => {
+      bodies.push(...messages.map((message) => message.body));
+      return messages.map(() => true);
+    },
+  };
+  const arming = new TickArming({ queue, timing: { keepIntervalMs: 10_000, armAheadMs: 60_000 }, clock: { ...systemClock, now: () => now }, logger: silentLogger });
+  // A standby's single tick at the moment the lease becomes claimable: now, so not delayed.
+  await arming.arm({ holding: false, current: undefined, claimableAt: now });
+  return bodies;
 }

@@ -29,8 +29,7 @@ export interface Tick {
 
 const TICK_FIELD = "provisionerTick";
 
-/** The body of a tick due at `dueAt` (wall-clock ms). */
-export function tickBody(dueAt: number): string {
+function tickBody(dueAt: number): string {
   return JSON.stringify({ [TICK_FIELD]: { dueAt } });
 }
 
@@ -51,7 +50,7 @@ export function parseTick(body: string): Tick | undefined {
  * interval up to the next keeper run; not holding, one when the lease becomes claimable (a
  * crashed leader's successor then opens its gate within seconds of the earliest safe moment).
  */
-export function tickDelays(outcome: LeaseOutcome, timing: TickTiming, now: number): number[] {
+function tickDelays(outcome: LeaseOutcome, timing: TickTiming, now: number): number[] {
   if (outcome.holding) {
     const delays: number[] = [];
     for (let at = timing.keepIntervalMs; at <= timing.armAheadMs; at += timing.keepIntervalMs) delays.push(Math.round(at / 1000));
@@ -63,7 +62,7 @@ export function tickDelays(outcome: LeaseOutcome, timing: TickTiming, now: numbe
 }
 
 /** When ticks come. */
-export interface TickTiming {
+interface TickTiming {
   /** `lease.renew_interval`: a leader's ticks are this far apart. */
   keepIntervalMs: number;
   /** Up to the keeper's next run (its schedule's rate). */

@@ -15,7 +15,9 @@ import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
-import { parseTick, TickArming, type TickTiming } from "../../../lib/app/ticks";
+import { parseTick, TickArming } from "../../../lib/app/ticks";
+
+type TickTiming = ConstructorParameters<typeof TickArming>[0]["timing"];
 
 export const SITE = "lab";
 export const INTERVAL_MS = 120_000;

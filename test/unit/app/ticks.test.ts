@@ -5,7 +5,9 @@
 import { describe, expect, it, vi } from "vitest";
 import { Leadership } from "../../../lib/app/leadership";
 import type { BridgeResult } from "../../../lib/app/lifecycle-events";
-import { parseTick, tickDelays, Ticks, type TickArming, type Tick } from "../../../lib/app/ticks";
+import { parseTick, Ticks, TickArming, type Tick } from "../../../lib/app/ticks";
+import { systemClock } from "../../../lib/ports/clock";
+import { silentLogger } from "../../../lib/ports/logger";
 import type { LeaseOutcome } from "../../../lib/ports/lease-gate";
 import { armedTicks, context, shared, SITE, tickArming, unreachableLeaseStore, world, type World } from "./support";
 
@@ -34,23 +36,36 @@ function ticksOf(w: World, arming: Pick<TickArming, "arm"> = tickArming(w, TIMIN
   return { ticks, bridge, gate };
 }
 
-describe("tickDelays", () => {
-  it("a holder: one tick every keep interval up to the keeper's next run", () => {
-    expect(tickDelays(HOLDING, TIMING, NOW)).toEqual([10, 20, 30, 40, 50, 60]);
-    expect(tickDelays(HOLDING, { keepIntervalMs: 2_000, armAheadMs: 10_000 }, NOW)).toEqual([2, 4, 6, 8, 10]);
-    expect(tickDelays(HOLDING, { keepIntervalMs: 3_000, armAheadMs: 10_000 }, NOW)).toEqual([3, 6, 9]);
+/** The delays (s) the keeper's arming gives the ticks `outcome` calls for at wall-clock `now`. */
+async function tickDelays(outcome: LeaseOutcome, timing: typeof TIMING, now: number): Promise<number[]> {
+  const delays: number[] = [];
+  const queue = {
+    sendAll: async (messages: ReadonlyArray<{ delaySeconds?: number }>) => {
+      delays.push(...messages.map((message) => message.delaySeconds ?? 0));
+      return messages.map(() => true);
+    },
+  };
+  await new TickArming({ queue, timing, clock: { ...systemClock, now: () => now }, logger: silentLogger }).arm(outcome);
+  return delays;
+}
+
+describe("the delays of the armed ticks", () => {
+  it("a holder: one tick every keep interval up to the keeper's next run", async () => {
+    expect(await tickDelays(HOLDING, TIMING, NOW)).toEqual([10, 20, 30, 40, 50, 60]);
+    expect(await tickDelays(HOLDING, { keepIntervalMs: 2_000, armAheadMs: 10_000 }, NOW)).toEqual([2, 4, 6, 8, 10]);
+    expect(await tickDelays(HOLDING, { keepIntervalMs: 3_000, armAheadMs: 10_000 }, NOW)).toEqual([3, 6, 9]);
   });
 
-  it("a standby: one tick at the claimable moment, rounded up to whole seconds, at once when it has passed", () => {
-    expect(tickDelays(standby(NOW + 35_001), TIMING, NOW)).toEqual([36]);
-    expect(tickDelays(standby(NOW + 35_000), TIMING, NOW)).toEqual([35]);
-    expect(tickDelays(standby(NOW - 5_000), TIMING, NOW)).toEqual([0]);
+  it("a standby: one tick at the claimable moment, rounded up to whole seconds, at once when it has passed", async () => {
+    expect(await tickDelays(standby(NOW + 35_001), TIMING, NOW)).toEqual([36]);
+    expect(await tickDelays(standby(NOW + 35_000), TIMING, NOW)).toEqual([35]);
+    expect(await tickDelays(standby(NOW - 5_000), TIMING, NOW)).toEqual([0]);
   });
 
-  it("a standby: none beyond SQS's 900 s delay, and none without a claimable moment", () => {
-    expect(tickDelays(standby(NOW + 900_000), TIMING, NOW)).toEqual([900]);
-    expect(tickDelays(standby(NOW + 900_001), TIMING, NOW)).toEqual([]);
-    expect(tickDelays(standby(), TIMING, NOW)).toEqual([]);
+  it("a standby: none beyond SQS's 900 s delay, and none without a claimable moment", async () => {
+    expect(await tickDelays(standby(NOW + 900_000), TIMING, NOW)).toEqual([900]);
+    expect(await tickDelays(standby(NOW + 900_001), TIMING, NOW)).toEqual([]);
+    expect(await tickDelays(standby(), TIMING, NOW)).toEqual([]);
   });
 });
 
