@@ -142,10 +142,21 @@ export class Ticks {
       logger.debug("tick: the lease round failed", { error: messageOf(error) });
       return { stale, holding: false, armed: 0 };
     }
-    const armed = outcome.holding && outcome.tookOver ? await this.deps.arming.arm(outcome) : 0;
+    const armed = this.armsAgain(outcome) ? await this.deps.arming.arm(outcome) : 0;
     if (!outcome.holding) return { stale, holding: false, armed };
     const forMs = Math.min(keepIntervalMs - TICK_STOP_BEFORE_NEXT_MS, ctx.remainingMs() - TICK_STOP_BEFORE_DEADLINE_MS);
     const bridged = await this.deps.bridge.run(clock.monotonic() + forMs);
     return { stale, holding: true, bridged, armed };
+  }
+
+  /**
+   * A round that took the lease over arms the rest of the minute (no keeper run did). One that
+   * found the lease about to become claimable (within a keep interval: a tick that came a little
+   * early, or a leader whose last renewal this round just saw) arms one tick for that moment; a
+   * lease kept by a live leader is never that close, so this never becomes a chain.
+   */
+  private armsAgain(outcome: LeaseOutcome): boolean {
+    if (outcome.holding) return outcome.tookOver;
+    return outcome.claimableAt !== undefined && outcome.claimableAt - this.deps.clock.now() <= this.deps.keepIntervalMs;
   }
 }

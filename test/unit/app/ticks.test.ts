@@ -191,6 +191,29 @@ describe("Ticks.run", () => {
     expect(east.queues.lifecycle.sent).toEqual([]);
   });
 
+  it("a standby's round that finds the lease claimable within a keep interval arms one tick for that moment", async () => {
+    // Arrange: west kept the lease and then stopped; east's tick came 3 s before the lease is claimable.
+    const site = shared();
+    const west = world({ deploymentId: "west", shared: site });
+    await west.gate.acquireOrKeep();
+    const east = world({ deploymentId: "east", shared: site });
+    const { ticks } = ticksOf(east);
+    const seen = await east.gate.acquireOrKeep();
+    const claimableAt = seen.holding ? 0 : (seen.claimableAt ?? 0);
+    east.clock.advance(claimableAt - 3_000 - east.clock.now());
+
+    // Act
+    const early = await ticks.run([{ dueAt: east.clock.now() }], context());
+    east.clock.advance(3_000);
+    const due = await ticks.run([{ dueAt: east.clock.now() }], context());
+
+    // Assert: one tick 3 s ahead, and the round at that moment takes the lease.
+    expect(early).toMatchObject({ holding: false, armed: 1 });
+    expect(armedTicks(east.queues.lifecycle)[0]?.delaySeconds).toBe(3);
+    expect(due).toMatchObject({ holding: true });
+    expect(await east.leaseStore.read(SITE)).toMatchObject({ holder: "east", term: 2 });
+  });
+
   it("a holder takes events until a second before the next tick, or two before its deadline if that is sooner", async () => {
     // Arrange
     const w = world();
