@@ -390,7 +390,7 @@ function markdown(r: Report): string {
     "- Durations were measured on a shared machine: a busy machine makes invocations longer, so the GB-seconds, and the Lambda compute, are an upper bound; the request counts are not affected by load.",
     "- A DynamoDB write or strongly consistent read of an item under 1 KB is one unit (the admission and lease items are a few hundred bytes); a conditional write that fails its condition still costs its unit and is counted.",
     "- Not counted: CloudWatch Logs ingestion and metrics (EMF), Secrets Manager or SSM reads at a container's cold start, DynamoDB storage (kilobytes); in a VPC, TLS framing of the bytes through the endpoints, and the network that links the VPC to the brokers (peering, Transit Gateway or VPN: the site's, whatever runs in it).",
-    "- The idle month is, in both deployments: the keeper's run every minute, the ticks it arms (a leader's every 10 s, a standby's one a minute), discovery and renewal every minute finding nothing, and the SQS event sources long-polling their queues (modelled as Lambda's pollers: one per unit of the mapping's maximum concurrency, 20 s each; AWS does not publish the count).",
+    "- The idle month is, in both deployments: the keeper's run every minute, the ticks it arms (a leader's every 10 s, a standby's one a minute), discovery and renewal every minute finding nothing, and the SQS event sources long-polling their queues (modelled as Lambda's pollers: five long-polling an idle queue, 20 s each, fewer where the mapping's maximum concurrency is lower, as an idle mapping's 15 empty receives a minute in CloudWatch show; more join while messages come).",
   );
   return `${lines.join("\n")}\n`;
 }

@@ -202,9 +202,22 @@ export interface Delivery {
   returnedAt: number;
 }
 
+/**
+ * Pollers that long-poll an idle queue: Lambda keeps five (an idle mapping shows about 15 empty
+ * receives a minute in CloudWatch, three 20 s polls each), fewer when `maxConcurrency` is lower,
+ * and adds pollers once messages arrive.
+ */
+const IDLE_POLLERS = 5;
+/** How long after a receive that returned messages the extra pollers keep polling. */
+const BUSY_HOLD_MS = 5_000;
+/** How often an extra poller looks whether the queue has become busy (no request is made). */
+const EXTRA_POLLER_WAKE_MS = 250;
+
 /** An SQS event source mapping for one queue and one function. */
 export class SqsEventSource implements EventSource {
   readonly name: string;
+  /** Epoch ms until which the queue counts as busy: every poller polls. */
+  private busyUntil = 0;
   private readonly runner: FunctionRunner;
   private readonly loops: Promise<void>[] = [];
   private readonly abort = new AbortController();
@@ -222,7 +235,7 @@ export class SqsEventSource implements EventSource {
 
   start(): void {
     const pollers = Math.max(1, this.options.maxConcurrency ?? 5);
-    for (let i = 0; i < pollers; i++) this.loops.push(this.poll());
+    for (let i = 0; i < pollers; i++) this.loops.push(this.poll(i >= IDLE_POLLERS));
   }
 
   kill(): void {
@@ -236,8 +249,13 @@ export class SqsEventSource implements EventSource {
     await Promise.all(this.loops);
   }
 
-  private async poll(): Promise<void> {
+  /** One poller; an `extra` one (beyond the idle five) polls only while the queue is busy. */
+  private async poll(extra: boolean): Promise<void> {
     while (!this.abort.signal.aborted) {
+      if (extra && Date.now() >= this.busyUntil) {
+        await sleep(EXTRA_POLLER_WAKE_MS, this.abort.signal);
+        continue;
+      }
       let messages: Message[];
       try {
         messages = await this.receiveBatch();
@@ -248,6 +266,7 @@ export class SqsEventSource implements EventSource {
         continue;
       }
       if (messages.length === 0 || this.abort.signal.aborted) continue;
+      this.busyUntil = Date.now() + BUSY_HOLD_MS;
       await this.deliver(messages);
     }
   }

@@ -7,11 +7,7 @@
 import { parseLifecycleEvent, type LifecycleEvent } from "../choria/lifecycle";
 import { messageOf } from "../errors";
 import type { LeaseGate, Standing } from "../ports/lease-gate";
-import { leadsAt } from "../lease/stored-lease";
-import type { LeaseStore } from "../ports/lease-store";
-import type { PauseStore } from "../ports/pause-store";
 import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
-import type { Clock } from "../ports/clock";
 import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
 import type { AdmissionRegistry } from "../admission/registry";
@@ -115,25 +111,13 @@ export interface BridgeResult {
   paused: boolean;
 }
 
-interface LifecycleBridgeSettings {
-  leaderElection: boolean;
-  site: string;
-  deploymentId: string;
-  /** How far another machine's clock may be ahead (`lease.skew_bound`). */
-  skewBoundMs: number;
-}
-
 export interface LifecycleBridgeDeps {
-  settings: LifecycleBridgeSettings;
-  /** Absent when leader election is off. */
-  leaseStore?: Pick<LeaseStore, "read">;
-  /** The operator's pause switch of this deployment: a paused leader does not bridge either. */
-  pauseStore?: Pick<PauseStore, "read">;
+  /** Read before every fetch: the tick's own round confirmed the lease, so while it lasts no store is read. */
+  gate: Pick<LeaseGate, "standing">;
   source: LifecycleEventSource;
   /** Where the events go: the same admission as a queued startup event's. */
   events: Pick<LifecycleEvents, "handle">;
   lifecycleDlq: MessageQueue;
-  clock: Clock;
   logger: Logger;
   metrics: Metrics;
 }
@@ -168,29 +152,25 @@ export class LifecycleBridge {
   }
 
   /**
-   * Whether this deployment leads right now, from a consistent read of the lease and of the
-   * operator's pause switch (a paused deployment may still hold an unexpired lease, but its
-   * provision and lifecycle functions drop what they are given). A paused or standby deployment
-   * neither pulls nor subscribes, so every event waits in the stream (or reaches the leader's
-   * subscription) instead of going to a deployment that would drop it.
+   * Whether this deployment leads right now, by its gate (the operator's pause switch included: a
+   * paused deployment may still hold an unexpired lease, but its provision and lifecycle functions
+   * drop what they are given). A paused or standby deployment neither pulls nor subscribes, so
+   * every event waits in the stream (or reaches the leader's subscription) instead of going to a
+   * deployment that would drop it; so does one whose lease store cannot be read.
    */
   private async leadsNow(): Promise<boolean> {
-    const { settings, leaseStore, pauseStore } = this.deps;
-    if (!settings.leaderElection) return true;
-    if (!leaseStore) return false;
-    try {
-      const [lease, pause] = await Promise.all([leaseStore.read(settings.site), pauseStore?.read(settings.site, settings.deploymentId)]);
-      if (pause?.paused === true) {
-        if (!this.pausedByOperator) this.deps.logger.warn("paused by the operator: not taking lifecycle events", { deploymentId: settings.deploymentId });
-        this.pausedByOperator = true;
-        return false;
-      }
+    const standing = await this.deps.gate.standing();
+    if (standing.kind === "leading") {
       this.pausedByOperator = false;
-      return leadsAt(lease, settings.deploymentId, this.deps.clock.now(), settings.skewBoundMs);
-    } catch (error) {
-      this.deps.logger.warn("paused: the lease store could not be read, not taking lifecycle events", { error: messageOf(error) });
-      return false;
+      return true;
     }
+    if (standing.kind === "standby" && standing.pausedByOperator) {
+      if (!this.pausedByOperator) this.deps.logger.warn("paused by the operator: not taking lifecycle events");
+      this.pausedByOperator = true;
+    } else if (standing.kind === "unknown") {
+      this.deps.logger.warn("paused: the lease store could not be read, not taking lifecycle events", { error: messageOf(standing.error) });
+    }
+    return false;
   }
 
   /**

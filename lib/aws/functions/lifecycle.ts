@@ -36,13 +36,10 @@ export function lifecycleFunction(composed: BrokerFunctionParts, source: Lifecyc
     metrics: parts.metrics,
   });
   const bridge = new LifecycleBridge({
-    settings: { leaderElection: config.leaderElection, site: config.site, deploymentId: config.deploymentId, skewBoundMs: config.lease.skewBoundMs },
-    ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
-    ...(parts.pauseStore ? { pauseStore: parts.pauseStore } : {}),
+    gate: parts.gate,
     source,
     events,
     lifecycleDlq: parts.queues.lifecycleDlq,
-    clock: parts.clock,
     logger: parts.logger,
     metrics: parts.metrics,
   });
