@@ -121,6 +121,8 @@ export interface ChoriaBroker extends TlsBroker {
 
 /** How long a broker may take to listen and make its streams; it is one Go process reading a small file, on a machine that may be loaded. */
 const READY_TIMEOUT_MS = 60_000;
+/** First starts tried when the port was taken in between: three losses in a row would mean more than a race. */
+const PORT_ATTEMPTS = 3;
 /** go-choria gives its components 10 s to stop. */
 const STOP_KILL_AFTER_MS = 12_000;
 
@@ -129,13 +131,16 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
   await mkdir(dir, { recursive: true });
   const identity = `${name}.broker.realfleet.example.net`;
   const certificate = await issueCertificate(ca, join(dir, "tls"));
-  const port = await freePort();
   const configFile = join(dir, "broker.conf");
   const logFile = join(dir, "broker.log");
   const streams = options.streams ?? true;
-  const lines = brokerConfig(options, { identity, port, logFile, certificate, streamStore: streams ? join(dir, "streams") : undefined });
-  // The password is a credential: the file is the broker's alone.
-  await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+  let port = 0;
+  const writeConfig = async () => {
+    port = await freePort();
+    const lines = brokerConfig(options, { identity, port, logFile, certificate, streamStore: streams ? join(dir, "streams") : undefined });
+    // The password is a credential: the file is the broker's alone.
+    await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+  };
 
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -165,7 +170,18 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
     clearTimeout(kill);
   };
 
-  await launch();
+  // freePort() hands back a port it probed and closed; anything on the machine (a fleet beside this
+  // one, an outgoing connection) may bind it before the broker does. The first start then picks
+  // another; a restart keeps its port, which nodes and JWTs name by then.
+  for (let attempt = 1; ; attempt++) {
+    await writeConfig();
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/.test(String(error))) throw error;
+    }
+  }
   const url = `nats://127.0.0.1:${port}`;
   const nats: RunningNats = {
     url,

@@ -104,13 +104,15 @@ describe("real fleet, startup events through Choria Streams across a leader cras
     // The lease runs out (duration + skew) after the leader last kept it, the 30 s rpc_ttl delivery
     // horizon passes (a failover takes ~61-63 s, dev/local/stack.ts), then the standby's keeper claims it.
     const failoverBound = 3 * LEASE_DURATION_MS + termBoundMs(timings);
+    // A won term's discovery: the keeper's round that wins it, then one discovery invocation at most.
+    const termDiscoveryBound = termBoundMs(timings) + timings.discoverTimeoutMs;
     const started = Date.now();
     stack.start();
 
     // The leader's term and the discovery it starts with (it finds nothing: no node runs yet).
     const first = await waitForLease(provisioned, termBoundMs(timings) + LEASE_DURATION_MS);
     leaderBefore = first;
-    await waitForTermDiscovery(provisioned, first.term, termBoundMs(timings));
+    await waitForTermDiscovery(provisioned, first.term, termDiscoveryBound);
     await bootStaggered(provisioned, EARLY);
     await waitForArrivals(provisioned, EARLY, eventToArrival + EARLY.length * STAGGER_MS);
 
@@ -133,7 +135,7 @@ describe("real fleet, startup events through Choria Streams across a leader cras
     leaderAfter = after;
     figures.leaseMovedAfterCrashSeconds = seconds(tookOverAt - crashedAt);
     figures.gapBootedBeforeTakeover = gapBootedAt < tookOverAt ? "yes" : "no";
-    await waitForTermDiscovery(provisioned, after.term, termBoundMs(timings));
+    await waitForTermDiscovery(provisioned, after.term, termDiscoveryBound);
     await bootStaggered(provisioned, LATE);
     await waitForArrivals(provisioned, ALL, eventToArrival + LATE.length * STAGGER_MS);
     figures.crashToLastArrivalSeconds = seconds(Date.now() - crashedAt);
