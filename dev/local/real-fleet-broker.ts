@@ -11,6 +11,15 @@
  *   sets; user `provisioner` with the password and a verified certificate lands there unrestricted.
  * - `jwtSigners`: ed25519 keys trusted to sign server and client JWTs (`server_signer_cert`,
  *   `client_signer_cert`), so protocol v2 nodes and clients connect without certificates.
+ * - Choria Streams (JetStream) on, as on a production broker: `plugin.choria.network.stream.store`
+ *   (a directory in `dir`). go-choria (broker/network/network_jetstream.go) then enables JetStream
+ *   for the `choria` account only, never for `provisioning`, and creates its system streams there,
+ *   among them CHORIA_EVENTS (`choria.lifecycle.>`, `stream.event_retention`, default 24 h). The
+ *   provisioning account exports `choria.lifecycle.>` to the choria account
+ *   (network_accounts.go), so the startup events of nodes in provisioning mode land in
+ *   CHORIA_EVENTS too. The replica counts are set to 1: left at their default (-1, "the peer
+ *   count") the broker waits a random 10-70 s before it creates the streams. `waitForReady` waits
+ *   for the last of them (KV_CHORIA_LEADER_ELECTION), so a started broker has its streams.
  *
  * Every connection the broker refuses is logged with its reason (the authentication component's
  * `Denying connection` / `Handling provisioning user connection failed` lines), in `logFile`.
@@ -99,6 +108,8 @@ export interface ChoriaBrokerOptions {
   provisioning?: { password: string; signerFile: string };
   /** Hex ed25519 public keys trusted to sign server and client JWTs. */
   jwtSigners?: string[];
+  /** Choria Streams (JetStream in the choria account, go-choria's system streams); default true. */
+  streams?: boolean;
 }
 
 export interface ChoriaBroker extends TlsBroker {
@@ -108,8 +119,10 @@ export interface ChoriaBroker extends TlsBroker {
   log(): Promise<string>;
 }
 
-/** How long a broker may take to listen; it is one Go process reading a small file. */
-const READY_TIMEOUT_MS = 30_000;
+/** How long a broker may take to listen and make its streams; it is one Go process reading a small file, on a machine that may be loaded. */
+const READY_TIMEOUT_MS = 60_000;
+/** First starts tried when the port was taken in between: three losses in a row would mean more than a race. */
+const PORT_ATTEMPTS = 3;
 /** go-choria gives its components 10 s to stop. */
 const STOP_KILL_AFTER_MS = 12_000;
 
@@ -118,12 +131,16 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
   await mkdir(dir, { recursive: true });
   const identity = `${name}.broker.realfleet.example.net`;
   const certificate = await issueCertificate(ca, join(dir, "tls"));
-  const port = await freePort();
   const configFile = join(dir, "broker.conf");
   const logFile = join(dir, "broker.log");
-  const lines = brokerConfig(options, { identity, port, logFile, certificate });
-  // The password is a credential: the file is the broker's alone.
-  await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+  const streams = options.streams ?? true;
+  let port = 0;
+  const writeConfig = async () => {
+    port = await freePort();
+    const lines = brokerConfig(options, { identity, port, logFile, certificate, streamStore: streams ? join(dir, "streams") : undefined });
+    // The password is a credential: the file is the broker's alone.
+    await writeFile(configFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+  };
 
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -142,7 +159,7 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
     }
     const current = child;
     exited = new Promise((resolve) => current.once("exit", () => resolve()));
-    await waitForReady(logFile, before, () => running(), identity, dir);
+    await waitForReady(logFile, before, () => running(), identity, dir, streams);
   };
   const stopChild = async () => {
     if (!running() || !child) return;
@@ -153,7 +170,18 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
     clearTimeout(kill);
   };
 
-  await launch();
+  // freePort() hands back a port it probed and closed; anything on the machine (a fleet beside this
+  // one, an outgoing connection) may bind it before the broker does. The first start then picks
+  // another; a restart keeps its port, which nodes and JWTs name by then.
+  for (let attempt = 1; ; attempt++) {
+    await writeConfig();
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/.test(String(error))) throw error;
+    }
+  }
   const url = `nats://127.0.0.1:${port}`;
   const nats: RunningNats = {
     url,
@@ -180,9 +208,9 @@ export async function startChoriaBroker(options: ChoriaBrokerOptions): Promise<C
 /** The broker's configuration file, one setting a line. */
 function brokerConfig(
   options: ChoriaBrokerOptions,
-  broker: { identity: string; port: number; logFile: string; certificate: IssuedCertificate },
+  broker: { identity: string; port: number; logFile: string; certificate: IssuedCertificate; streamStore: string | undefined },
 ): string[] {
-  const { identity, port, logFile, certificate } = broker;
+  const { identity, port, logFile, certificate, streamStore } = broker;
   const lines = [
     `identity = ${identity}`,
     "loglevel = info",
@@ -199,6 +227,14 @@ function brokerConfig(
     `plugin.security.file.key = ${certificate.keyFile}`,
     `plugin.security.file.ca = ${options.ca.certFile}`,
   ];
+  if (streamStore !== undefined) {
+    lines.push(
+      `plugin.choria.network.stream.store = ${streamStore}`,
+      // One broker, so one replica; an explicit count also spares the random 10-70 s wait before
+      // go-choria creates its streams (configureSystemStreams) that -1 (the peer count) costs.
+      ...["event", "machine", "advisory", "leader_election", "executor"].map((store) => `plugin.choria.network.stream.${store}_replicas = 1`),
+    );
+  }
   if (options.provisioning) {
     lines.push(
       `plugin.choria.network.provisioning.client_password = ${options.provisioning.password}`,
@@ -214,17 +250,34 @@ function brokerConfig(
   return lines;
 }
 
-/** How many times the broker's NATS server said it is ready (one line per start; restarts append). */
-async function readyCount(logFile: string): Promise<number> {
+/**
+ * The last stream go-choria's configureSystemStreams makes (or, on a restart with the same store,
+ * configures again): once it is logged, CHORIA_EVENTS exists.
+ */
+const LAST_SYSTEM_STREAM = /"msg":"(?:Created|Configured) stream KV_CHORIA_LEADER_ELECTION /g;
+
+/** How many times the broker's NATS server said it is ready (one line per start; restarts append), and its streams were made. */
+async function readyCount(logFile: string): Promise<{ server: number; streams: number }> {
   const log = await readFile(logFile, "utf8").catch(() => "");
-  return log.split('"msg":"Server is ready"').length - 1;
+  return { server: log.split('"msg":"Server is ready"').length - 1, streams: log.match(LAST_SYSTEM_STREAM)?.length ?? 0 };
 }
 
-/** Waits until the broker's NATS server logged one more "Server is ready" than `before`, or names why not. */
-async function waitForReady(logFile: string, before: number, alive: () => boolean, identity: string, dir: string): Promise<void> {
+/**
+ * Waits until the broker's NATS server logged one more "Server is ready" than `before` (and, with
+ * Streams, its system streams once more), or names why not.
+ */
+async function waitForReady(
+  logFile: string,
+  before: { server: number; streams: number },
+  alive: () => boolean,
+  identity: string,
+  dir: string,
+  streams: boolean,
+): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
-    if ((await readyCount(logFile)) > before) return;
+    const now = await readyCount(logFile);
+    if (now.server > before.server && (!streams || now.streams > before.streams)) return;
     if (!alive()) {
       const output = await readFile(join(dir, "broker.out"), "utf8").catch(() => "");
       const log = await readFile(logFile, "utf8").catch(() => "");

@@ -9,8 +9,18 @@
  * The stack connects to the provisioning broker as a production site's provisioner does: user
  * `provisioner` with `broker_provisioning_password` given as a Secrets Manager reference (resolved
  * by the stack's secret resolver), over TLS with the CA and a client certificate the CA signed.
- * That broker's provisioning account has no JetStream, so no lifecycle stream is made: the bridge
- * reads startup events from core NATS there.
+ *
+ * Lifecycle events: the brokers run with Choria Streams on, as production brokers do
+ * (real-fleet-broker.ts). go-choria enables JetStream in its `choria` account only; the
+ * `provisioning` account, where user `provisioner` always lands (choria_auth.go), has none, but it
+ * exports `choria.lifecycle.>` to the choria account, where the broker's own CHORIA_EVENTS stream
+ * keeps the provisioning-mode startup events (docs/lifecycle.md). So each deployment's lifecycle
+ * event source reads on a second connection of its own, into the choria account (mTLS with the
+ * CA-signed provisioner certificate and no user: go-choria's default account), finds CHORIA_EVENTS
+ * by its subject and pulls through the site's durable consumer: the bridge runs in mode
+ * "jetstream". The stack makes no stream of its own (`lifecycleStream: false`). The deployed
+ * functions have no setting for that second connection yet, so on a go-choria broker with the
+ * provisioning account a deployed bridge reads core NATS (docs/lifecycle.md says so).
  */
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,10 +73,21 @@ export function provisionerCredentials(fleet: RealFleet): BrokerCredentials {
   return { certificate: fleet.provisionerCertificate, user: "provisioner", pass: fleet.provisioningPassword };
 }
 
+/**
+ * Where the stack's lifecycle event sources read: the provisioning broker's choria account (mTLS,
+ * no user), whose Choria Streams keep the lifecycle events. Tests read the stream and the site's
+ * consumer there too.
+ */
+export function lifecycleReaderCredentials(fleet: RealFleet): BrokerCredentials {
+  return { certificate: fleet.provisionerCertificate };
+}
+
 interface LogRecord {
   level: "debug" | "info" | "warn" | "error";
   message: string;
   attributes: LogAttributes | undefined;
+  /** When it was logged (epoch ms). */
+  at: number;
 }
 
 /** Keeps what the stack's functions log (info and above), so tests read their log lines. */
@@ -75,13 +96,13 @@ class RecordingLogger implements Logger {
   private readonly triggers: Array<{ message: string; action: (record: LogRecord) => void }> = [];
   debug(): void {}
   info(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "info", message, attributes });
+    this.record({ level: "info", message, attributes, at: Date.now() });
   }
   warn(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "warn", message, attributes });
+    this.record({ level: "warn", message, attributes, at: Date.now() });
   }
   error(message: string, attributes?: LogAttributes): void {
-    this.record({ level: "error", message, attributes });
+    this.record({ level: "error", message, attributes, at: Date.now() });
   }
   of(message: string): LogRecord[] {
     return this.records.filter((record) => record.message === message);
@@ -220,6 +241,14 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
     };
     const extraConfig = (await options.config?.(fleet)) ?? {};
     const logs = new RecordingLogger();
+    const readers = new Map<string, LifecycleReader>();
+    stops.push(() => Promise.all([...readers.values()].map((reader) => reader.close())));
+    const readerOptions = await brokerConnectOptions(fleet.provisioningBroker, fleet.ca.certPem, lifecycleReaderCredentials(fleet), "lifecycle-reader");
+    const lifecycleConnection = (deployment: string) => {
+      const reader = new LifecycleReader({ ...readerOptions, name: `choria-provisioner ${deployment} lifecycle-reader` });
+      readers.set(deployment, reader);
+      return () => reader.get();
+    };
     const stack = await startLocalStack({
       nodes: 0,
       fast: true,
@@ -230,6 +259,7 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
       waitTimeSeconds: 1,
       nats: fleet.provisioningBroker.nats,
       lifecycleStream: false,
+      lifecycleConnection,
       logger: logs,
       overrides: () => ({ secrets }),
       config: () => ({
@@ -249,6 +279,27 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
   } catch (error) {
     await stop();
     throw error;
+  }
+}
+
+/** One deployment's connection into the choria account: made on first use, made again once closed. */
+class LifecycleReader {
+  private current: Promise<NatsConnection> | undefined;
+  private closed = false;
+  constructor(private readonly options: ConnectionOptions) {}
+
+  async get(): Promise<NatsConnection> {
+    if (this.closed) throw new Error("the lifecycle reader was closed");
+    const existing = this.current && (await this.current.catch(() => undefined));
+    if (existing && !existing.isClosed()) return existing;
+    this.current = connect(this.options);
+    return this.current;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const existing = this.current && (await this.current.catch(() => undefined));
+    if (existing && !existing.isClosed()) await existing.close();
   }
 }
 

@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
-import { connect as connectNats } from "nats";
+import { connect as connectNats, type NatsConnection } from "nats";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
 import { defaultConsumerName } from "../../lib/nats/lifecycle-event-source";
 import { createApp, type App, type AppOverrides } from "./create-app";
@@ -196,10 +196,15 @@ export interface LocalStackOptions {
    */
   natsCaFile?: string;
   /**
-   * Create the lifecycle stream on the broker (default true). A Choria broker's provisioning
-   * account has no JetStream, so the real fleet turns it off and the bridge reads core NATS.
+   * Create the lifecycle stream on the broker (default true). The real fleet turns it off: its
+   * go-choria broker makes its own (CHORIA_EVENTS, in the choria account).
    */
   lifecycleStream?: boolean;
+  /**
+   * Per deployment, the connection its lifecycle event source reads on instead of the provisioner's
+   * (the real fleet: a reader in go-choria's choria account, whose JetStream holds the events).
+   */
+  lifecycleConnection?: (deployment: string) => () => Promise<NatsConnection>;
   /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
   sqs?: RunningSqs;
   /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
@@ -708,7 +713,8 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     ...(helper === "inline" ? { helper: await inlineHelper() } : {}),
     ...extra,
   };
-  const app = await createApp(appSettingsFromEnv(env), overrides);
+  const lifecycleConnection = options.lifecycleConnection?.(id);
+  const app = await createApp(appSettingsFromEnv(env), overrides, lifecycleConnection ? { lifecycleConnection } : {});
   const functions = functionSpecs(prefix, input.timings);
   const sources = eventSources(input, { app, handlers, functions, queues });
   return {

@@ -28,8 +28,11 @@ export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker>
   return broker;
 }
 
-/** Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS. */
-export function lifecycleEventSource(parts: FunctionParts, broker: ChoriaBroker): LifecycleEventSource {
+/**
+ * Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS, read on
+ * `broker`'s connection (the local real fleet gives it one into go-choria's choria account instead: docs/lifecycle.md).
+ */
+export function lifecycleEventSource(parts: FunctionParts, broker: Pick<ChoriaBroker, "connection">): LifecycleEventSource {
   const { config, settings } = parts;
   return new NatsLifecycleEventSource(
     {
