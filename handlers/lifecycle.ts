@@ -5,4 +5,6 @@ import { lifecycleFunction, makeHandler } from "../lib/aws/functions/lifecycle";
 import { lazyFunction } from "../lib/aws/runtime";
 
 export { makeHandler };
-export const handler = makeHandler(lazyFunction(brokerFunction("lifecycle", (composed) => lifecycleFunction(composed, lifecycleEventSource(composed.parts, composed.broker)))));
+export const handler = makeHandler(
+  lazyFunction(brokerFunction("lifecycle", async (composed) => lifecycleFunction(composed, await lifecycleEventSource(composed.parts, composed.broker)))),
+);

@@ -5,7 +5,6 @@
  * shared here; the deployed handlers never import this, so their bundles stay per function.
  */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import type { NatsConnection } from "nats";
 import type { DiscoverResult, KeepLeaseResult } from "../../lib/app/leadership";
 import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 import type { Broker, InvocationContext, LifecycleEventSource } from "../../lib/app/use-case-ports";
@@ -42,29 +41,18 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** What only the local stack sets, beside the App overrides. */
-export interface LocalAppOptions {
-  /**
-   * The connection the lifecycle event source reads on, instead of the provisioner's broker
-   * connection: the real fleet's reader in go-choria's choria account, where Choria Streams keeps
-   * the lifecycle events (dev/local/real-fleet-stack.ts).
-   */
-  lifecycleConnection?: () => Promise<NatsConnection>;
-}
-
 /**
  * Every use case on one set of parts. `settings.function`, when set, still limits what is resolved
  * and read to that function's needs (lib/config/secrets.ts): without the broker's settings the
  * broker refuses every use, without the provisioning ones the engine has no token or keys.
  */
-export async function createApp(settings: AppSettings, overrides: AppOverrides = {}, local: LocalAppOptions = {}): Promise<App> {
+export async function createApp(settings: AppSettings, overrides: AppOverrides = {}): Promise<App> {
   const parts = await composeParts(settings, overrides, createPowertoolsSecretResolver);
   const fn = settings.function;
   const usesBroker = functionUses(fn, "tls.key");
   const broker = usesBroker ? await composeBroker(parts) : undefined;
   const composed = withBroker(parts, broker ?? noBroker(fn as string));
-  const lifecycleBroker = broker && local.lifecycleConnection ? { connection: local.lifecycleConnection } : broker;
-  const source: LifecycleEventSource = lifecycleBroker ? lifecycleEventSource(parts, lifecycleBroker) : { run: () => refuseBroker(fn as string) };
+  const source: LifecycleEventSource = broker ? await lifecycleEventSource(parts, broker) : { run: () => refuseBroker(fn as string) };
   const app: App = {
     config: parts.config,
     discover: discoverFunction(composed).discover,

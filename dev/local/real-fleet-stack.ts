@@ -14,13 +14,12 @@
  * (real-fleet-broker.ts). go-choria enables JetStream in its `choria` account only; the
  * `provisioning` account, where user `provisioner` always lands (choria_auth.go), has none, but it
  * exports `choria.lifecycle.>` to the choria account, where the broker's own CHORIA_EVENTS stream
- * keeps the provisioning-mode startup events (docs/lifecycle.md). So each deployment's lifecycle
- * event source reads on a second connection of its own, into the choria account (mTLS with the
- * CA-signed provisioner certificate and no user: go-choria's default account), finds CHORIA_EVENTS
- * by its subject and pulls through the site's durable consumer: the bridge runs in mode
- * "jetstream". The stack makes no stream of its own (`lifecycleStream: false`). The deployed
- * functions have no setting for that second connection yet, so on a go-choria broker with the
- * provisioning account a deployed bridge reads core NATS (docs/lifecycle.md says so).
+ * keeps the provisioning-mode startup events (docs/lifecycle.md). So the stack's configuration
+ * sets `lifecycle_broker_urls` to the same broker, as a production site does: each deployment's
+ * ticks read on a second connection of their own, into the choria account (mTLS with the
+ * CA-signed provisioner certificate and no user: go-choria's default account), find CHORIA_EVENTS
+ * by its subject and pull through the site's durable consumer: the bridge runs in mode
+ * "jetstream". The stack makes no stream of its own (`lifecycleStream: false`).
  */
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -241,14 +240,6 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
     };
     const extraConfig = (await options.config?.(fleet)) ?? {};
     const logs = new RecordingLogger();
-    const readers = new Map<string, LifecycleReader>();
-    stops.push(() => Promise.all([...readers.values()].map((reader) => reader.close())));
-    const readerOptions = await brokerConnectOptions(fleet.provisioningBroker, fleet.ca.certPem, lifecycleReaderCredentials(fleet), "lifecycle-reader");
-    const lifecycleConnection = (deployment: string) => {
-      const reader = new LifecycleReader({ ...readerOptions, name: `choria-provisioner ${deployment} lifecycle-reader` });
-      readers.set(deployment, reader);
-      return () => reader.get();
-    };
     const stack = await startLocalStack({
       nodes: 0,
       fast: true,
@@ -259,13 +250,14 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
       waitTimeSeconds: 1,
       nats: fleet.provisioningBroker.nats,
       lifecycleStream: false,
-      lifecycleConnection,
       logger: logs,
       overrides: () => ({ secrets }),
       config: () => ({
         choria_insecure: false,
         tls: { ca: fleet.ca.certFile, cert: fleet.provisionerCertificate.certFile, key: fleet.provisionerCertificate.keyFile },
         broker_provisioning_password: BROKER_PASSWORD_REFERENCE,
+        // The same broker, in the choria account: the only one with Choria Streams.
+        lifecycle_broker_urls: [fleet.provisioningBroker.url],
         token: fleet.token,
         jwt_verify_cert: fleet.signer.publicKeyFile,
         jwt_signing_key: fleet.siteSigner.seedFile,
@@ -279,27 +271,6 @@ export async function provisionedFleet(options: ProvisionedFleetOptions): Promis
   } catch (error) {
     await stop();
     throw error;
-  }
-}
-
-/** One deployment's connection into the choria account: made on first use, made again once closed. */
-class LifecycleReader {
-  private current: Promise<NatsConnection> | undefined;
-  private closed = false;
-  constructor(private readonly options: ConnectionOptions) {}
-
-  async get(): Promise<NatsConnection> {
-    if (this.closed) throw new Error("the lifecycle reader was closed");
-    const existing = this.current && (await this.current.catch(() => undefined));
-    if (existing && !existing.isClosed()) return existing;
-    this.current = connect(this.options);
-    return this.current;
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    const existing = this.current && (await this.current.catch(() => undefined));
-    if (existing && !existing.isClosed()) await existing.close();
   }
 }
 

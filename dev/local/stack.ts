@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { stringify as toYaml } from "yaml";
-import { connect as connectNats, type NatsConnection } from "nats";
+import { connect as connectNats } from "nats";
 import { APP_DEFAULTS, appSettingsFromEnv } from "../../lib/aws/settings";
 import { defaultConsumerName } from "../../lib/nats/lifecycle-event-source";
 import { createApp, type App, type AppOverrides } from "./create-app";
@@ -200,11 +200,6 @@ export interface LocalStackOptions {
    * go-choria broker makes its own (CHORIA_EVENTS, in the choria account).
    */
   lifecycleStream?: boolean;
-  /**
-   * Per deployment, the connection its lifecycle event source reads on instead of the provisioner's
-   * (the real fleet: a reader in go-choria's choria account, whose JetStream holds the events).
-   */
-  lifecycleConnection?: (deployment: string) => () => Promise<NatsConnection>;
   /** Use this SQS instead of starting fauxqs in this process, and leave it running (bench: CPU of the emulator kept out). */
   sqs?: RunningSqs;
   /** Key that signs the simulated nodes' provisioning JWT; default a fresh one (bench: a fleet in another process shares it). */
@@ -713,8 +708,7 @@ async function startDeployment(input: DeploymentInput): Promise<{ view: LocalDep
     ...(helper === "inline" ? { helper: await inlineHelper() } : {}),
     ...extra,
   };
-  const lifecycleConnection = options.lifecycleConnection?.(id);
-  const app = await createApp(appSettingsFromEnv(env), overrides, lifecycleConnection ? { lifecycleConnection } : {});
+  const app = await createApp(appSettingsFromEnv(env), overrides);
   const functions = functionSpecs(prefix, input.timings);
   const sources = eventSources(input, { app, handlers, functions, queues });
   return {

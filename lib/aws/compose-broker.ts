@@ -29,11 +29,14 @@ export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker>
 }
 
 /**
- * Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS, read on
- * `broker`'s connection (the local real fleet gives it one into go-choria's choria account instead: docs/lifecycle.md).
+ * Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS. Read on
+ * `broker`'s connection, or, with `lifecycle_broker_urls`, on one of their own with the client
+ * credentials and no provisioning password: go-choria keeps the events in its choria account's
+ * CHORIA_EVENTS stream, which the provisioning account cannot reach (docs/lifecycle.md).
  */
-export function lifecycleEventSource(parts: FunctionParts, broker: Pick<ChoriaBroker, "connection">): LifecycleEventSource {
+export async function lifecycleEventSource(parts: FunctionParts, broker: Pick<ChoriaBroker, "connection">): Promise<LifecycleEventSource> {
   const { config, settings } = parts;
+  const reader = config.lifecycleBrokerUrls.length > 0 ? await streamConnection(parts) : broker;
   return new NatsLifecycleEventSource(
     {
       stream: settings.lifecycleStream,
@@ -41,8 +44,21 @@ export function lifecycleEventSource(parts: FunctionParts, broker: Pick<ChoriaBr
       subject: lifecycleSubject("startup", config.lifecycleComponent),
       replayWindowMs: 2 * config.intervalMs,
     },
-    { connection: () => broker.connection(), clock: parts.clock, logger: parts.logger },
+    { connection: () => reader.connection(), clock: parts.clock, logger: parts.logger },
   );
+}
+
+/** The connection to `lifecycle_broker_urls`, closed with the container. */
+async function streamConnection(parts: FunctionParts): Promise<Pick<ChoriaBroker, "connection">> {
+  const { config } = parts;
+  const settings = await brokerSettings(config, `choria-provisioner lifecycle ${config.deploymentId}`);
+  const connection = new SharedBrokerConnection({
+    ...settings,
+    servers: config.lifecycleBrokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://")),
+    provisioningPassword: undefined,
+  });
+  parts.closing(() => connection.close());
+  return { connection: () => connection.get() };
 }
 
 /** What every function that reaches the broker is built from, on top of the shared parts. */

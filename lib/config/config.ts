@@ -93,6 +93,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     helperTimeoutMs,
     token: raw.token,
     lifecycleComponent,
+    lifecycleBrokerUrls: Object.freeze(urlsWithoutCredentials("lifecycle_broker_urls", raw.lifecycle_broker_urls)),
     choriaInsecure: raw.choria_insecure,
     site,
     monitorPort: raw.monitor_port,
@@ -179,19 +180,25 @@ function helperOf(raw: RawConfig): { helper: string | undefined; helperFunction:
 }
 
 function brokerUrlsOf(raw: RawConfig): string[] {
-  const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
+  const brokerUrls = urlsWithoutCredentials("broker_urls", raw.broker_urls);
   if (brokerUrls.length === 0) throw new ConfigError("broker_urls", "at least one broker URL is required");
+  return brokerUrls;
+}
+
+/** A list of broker URLs (blank entries dropped), each with host and port and no credentials. */
+function urlsWithoutCredentials(key: "broker_urls" | "lifecycle_broker_urls", urls: readonly string[] | undefined): string[] {
+  const brokerUrls = (urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
   brokerUrls.forEach((url, index) => {
     // Credentials in the URL would be printed with it (connection errors, status); each has its own
     // secret key, which is redacted everywhere and may be a reference.
     if (url.includes("@")) {
       throw new ConfigError(
-        `broker_urls.${index}`,
+        `${key}.${index}`,
         `"${REDACTED}@${url.slice(url.lastIndexOf("@") + 1)}" has credentials before the host; give host and port only: the password has its own key, broker_provisioning_password (a token: nats_token)`,
       );
     }
     if (!BROKER_URL.test(url)) {
-      throw new ConfigError(`broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
+      throw new ConfigError(`${key}.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
     }
   });
   return brokerUrls;

@@ -119,6 +119,8 @@ export const CONFIG_KEYS = {
   helper_timeout: key({ schema: duration("10s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.helperTimeoutMs) }),
   token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.token }),
   lifecycle_component: key({ schema: emptyIsUnset(text.default(DEFAULT_LIFECYCLE_COMPONENT)), env: "string", shown: (c) => c.lifecycleComponent }),
+  // go-choria keeps the lifecycle events in its choria account's CHORIA_EVENTS stream; the provisioning account has no JetStream.
+  lifecycle_broker_urls: key({ schema: z.array(text).optional(), env: "list", shown: (c) => [...c.lifecycleBrokerUrls] }),
   choria_insecure: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.choriaInsecure }),
   site: key({ schema: text.default(""), env: "string", shown: (c) => c.site }),
   monitor_port: key({

@@ -64,6 +64,8 @@ export interface ProvisionerConfig {
   readonly helperTimeoutMs: number;
   readonly token: string | undefined;
   readonly lifecycleComponent: string;
+  /** Where the ticks read the lifecycle stream, when not on the provisioning connection (`lifecycle_broker_urls`). */
+  readonly lifecycleBrokerUrls: readonly string[];
   readonly choriaInsecure: boolean;
   readonly site: string;
   readonly monitorPort: number;

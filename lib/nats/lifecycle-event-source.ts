@@ -50,6 +50,7 @@ const MAX_DELIVERIES = 5;
 export class NatsLifecycleEventSource implements LifecycleEventSource {
   /** The stream and consumer found on a connection: a warm container's ticks skip the lookups. */
   private found?: { nc: NatsConnection; stream: string; consumer?: Consumer };
+  private warnedCore = false;
 
   constructor(
     private readonly settings: NatsLifecycleEventSourceSettings,
@@ -69,7 +70,9 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
         throw error;
       }
     }
-    this.deps.logger.debug("no JetStream stream holds lifecycle events, listening on core NATS", { subject: this.settings.subject });
+    // Once per container: each tick then pays for listening, and an event between two ticks is lost.
+    if (!this.warnedCore) this.deps.logger.warn("no JetStream stream holds lifecycle events, listening on core NATS", { subject: this.settings.subject });
+    this.warnedCore = true;
     return { mode: "core", led: await this.fromCore(nc, run) };
   }
 

@@ -22,7 +22,7 @@
  * startup event" line at most once, and exactly once for EARLY and LATE); the crashed leader
  * provisioned exactly EARLY and the standby exactly GAP + LATE; no event was dropped, dead-lettered
  * or left in the consumer; every node was configured and restarted once and arrived at the target
- * broker. Every bridge run read JetStream ("lifecycle bridge run finished", mode "jetstream").
+ * broker. Every bridge run read JetStream ("lifecycle events taken", mode "jetstream").
  *
  * It also pins what go-choria's accounts allow (docs/lifecycle.md): the provisioner's own
  * connection (user `provisioner`, provisioning account) has no JetStream, the broker's CHORIA_EVENTS
@@ -169,7 +169,7 @@ describe("real fleet, startup events through Choria Streams across a leader cras
   });
 
   it("reads the startup events from JetStream in every bridge run", () => {
-    const modes = provisioned.logs.of("lifecycle bridge run finished").map((record) => record.attributes?.mode);
+    const modes = provisioned.logs.of("lifecycle events taken").map((record) => record.attributes?.mode);
     expect(modes.length).toBeGreaterThan(0);
     expect(modes.filter((mode) => mode !== "jetstream")).toEqual([]);
     expect(provisioned.logs.of("no JetStream stream holds lifecycle events, listening on core NATS")).toEqual([]);

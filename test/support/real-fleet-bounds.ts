@@ -41,7 +41,7 @@ export function provisionBoundMs(timings: StackTimings): number {
   return timings.hostWork.maxReceiveCount * timings.hostWork.visibilitySeconds * 1_000 + RESTART_BOUND_MS + NODE_CONNECT_BOUND_MS;
 }
 
-/** A startup event the bridge forwarded is admitted within this: every delivery the lifecycle queue allows. */
+/** A startup event in the stream is admitted within this: a generous bound on every redelivery a tick may hand back (the lifecycle queue's own bound). */
 export function eventAdmissionBoundMs(timings: StackTimings): number {
   return timings.lifecycle.maxReceiveCount * timings.lifecycle.visibilitySeconds * 1_000;
 }

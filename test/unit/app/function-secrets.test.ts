@@ -140,7 +140,7 @@ describe("secrets resolved per function", () => {
 const COMPOSITIONS: Record<FunctionName, (settings: AppSettings, overrides: AppOverrides) => Promise<{ close(): Promise<void> }>> = {
   discover: brokerFunction("discover", discoverFunction),
   leaseKeeper: brokerFunction("leaseKeeper", leaseKeeperFunction),
-  lifecycle: brokerFunction("lifecycle", (composed) => lifecycleFunction(composed, lifecycleEventSource(composed.parts, composed.broker))),
+  lifecycle: brokerFunction("lifecycle", async (composed) => lifecycleFunction(composed, await lifecycleEventSource(composed.parts, composed.broker))),
   provision: brokerFunction("provision", provisionFunction),
   status: partsFunction("status", statusFunction),
   reprovision: brokerFunction("reprovision", reprovisionFunction),
