@@ -20,6 +20,7 @@ export function localAppSettings(yaml: string, resources: LocalResources, overri
     retryBaseDelaySeconds: 1,
     retryMaxDelaySeconds: 1,
     hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
+    keeperRateSeconds: APP_DEFAULTS.keeperRateSeconds,
     deadlineMarginMs: 1_000,
     ...overrides,
   };
