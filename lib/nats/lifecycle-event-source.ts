@@ -94,16 +94,19 @@ export class NatsLifecycleEventSource implements LifecycleEventSource {
     const consumer = await this.durableConsumer(nc, stream);
     let lookedForRedeliveries = false;
     for (;;) {
-      const expires = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, run.until - clock.monotonic()));
-      if (expires < JETSTREAM_FETCH_MIN_MS) break;
+      const left = Math.floor(Math.min(JETSTREAM_FETCH_EXPIRES_MS, run.until - clock.monotonic()));
+      if (left <= 0) break;
       const { num_pending: undelivered, num_ack_pending: unacknowledged } = await consumer.info();
       // Events handed back (or left by a crashed leader) come again once their delay passes; one
       // short fetch per run looks for them, since the consumer does not count them apart.
-      if (undelivered === 0 && (unacknowledged === 0 || lookedForRedeliveries)) break;
+      if (undelivered === 0 && (unacknowledged === 0 || lookedForRedeliveries || left < JETSTREAM_FETCH_MIN_MS)) break;
       if (undelivered === 0) lookedForRedeliveries = true;
       const batch: JsMsg[] = [];
       const maxMessages = Math.max(1, Math.min(JETSTREAM_FETCH_MAX, undelivered));
-      const messages = await consumer.fetch({ max_messages: maxMessages, expires: undelivered === 0 ? JETSTREAM_FETCH_MIN_MS : expires });
+      // Waiting events come at once, so a run with less than the fetch's minimum left still takes
+      // them (a renew_interval of 2 s leaves a tick 1 s): only the wait for redeliveries needs the time.
+      const expires = undelivered === 0 ? JETSTREAM_FETCH_MIN_MS : Math.max(JETSTREAM_FETCH_MIN_MS, left);
+      const messages = await consumer.fetch({ max_messages: maxMessages, expires });
       for await (const message of messages) batch.push(message);
       if (batch.length === 0) continue;
       // Lost the lease while fetching: hand the events straight back for the new leader.
