@@ -9,8 +9,8 @@
  * the successor's `status` lists its predecessor's hosts with their expiries.
  *
  * The bounds are the protocol's: the leader dies once its ticks have taken the fleet's startup
- * events (a tick every renew_interval, armed by its keeper every keeper period), well before the renewal window opens (`before` 180 s of 270 s: 90 s
- * after provisioning), so the standby is the only one that can send. It takes the lease once the
+ * events (a tick every renew_interval, armed by its keeper every keeper period), well before the
+ * renewal window opens (`before` 180 s of 270 s: 90 s after provisioning), so the standby is the only one that can send. It takes the lease once the
  * lease's expiry, skew bound and delivery horizon have passed (~63 s with fast timings), which it
  * must do before the first JWT expires; each node's renewal is then bound by its expiry, and its
  * way back by `renew.timeout`.
