@@ -42,7 +42,6 @@ interface Statement {
 const FUNCTIONS = {
   Discover: { handler: "handlers/discover.handler", role: "DiscoverRole" },
   LeaseKeeper: { handler: "handlers/lease-keeper.handler", role: "LeaseKeeperRole" },
-  LifecycleBridge: { handler: "handlers/lifecycle-bridge.handler", role: "LifecycleBridgeRole" },
   Lifecycle: { handler: "handlers/lifecycle.handler", role: "LifecycleRole" },
   Provision: { handler: "handlers/provision.handler", role: "ProvisionRole" },
   Status: { handler: "handlers/status.handler", role: "StatusRole" },
@@ -82,7 +81,7 @@ const EXTERNAL_LEASE_TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/chor
 const EXTERNAL_ADMISSION_TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/choria-admission";
 /** How the roles name the admission table this stack owns. */
 const OWN_ADMISSION = "table/choria-provisioner-test-admission";
-const LEASE_ROLES = ["DiscoverRole", "LeaseKeeperRole", "LifecycleBridgeRole", "LifecycleRole", "ProvisionRole", "StatusRole", "ReprovisionRole", "ReleaseRole"];
+const LEASE_ROLES = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "StatusRole", "ReprovisionRole", "ReleaseRole"];
 
 async function packageService(into: string, params: Record<string, string>): Promise<Template> {
   const paramArgs = Object.entries(params).map(([key, value]) => `--param=${key}=${value}`);
@@ -216,26 +215,31 @@ describe("functions", () => {
     expect(file).toMatch(/^token: ssm:\//m);
   });
 
-  it("sizes timeouts for the work: discovery admits through most of the minute, loops run to about a minute, provision a whole batch", () => {
+  it("sizes timeouts for the work: discovery admits through most of the minute, a keeper run and a tick end well within it, provision a whole batch", () => {
     // Discovery admits until about 2 s before its deadline; the hosts it has not reached wait for the
     // next run, an interval (at least a minute) after this one started. A 30 s timeout left a
     // 5,000-node fleet idle for half of every minute in bench:peer; a run reaching the next one would
     // overlap it.
     expect(lambda("Discover").Timeout).toBeGreaterThanOrEqual(50);
     expect(lambda("Discover").Timeout).toBeLessThan(60);
-    expect(lambda("LeaseKeeper").Timeout).toBeGreaterThan(60);
-    expect(lambda("LifecycleBridge").Timeout).toBeGreaterThan(60);
+    // One lease round and one SendMessageBatch: a run ends before the next minute's.
+    expect(lambda("LeaseKeeper").Timeout).toBeLessThan(60);
+    // A tick takes events until a second before the next one (renew_interval, 10 s by default) and
+    // stops 2 s before its deadline; a queued event's admission fits the rest.
+    expect(lambda("Lifecycle").Timeout).toBeGreaterThan(10 + 2);
+    expect(lambda("Lifecycle").Timeout).toBeLessThan(60);
     expect(lambda("Provision").Timeout).toBeGreaterThanOrEqual(300);
   });
 
-  it("reserves concurrency for the lease keeper and the bridge only", () => {
+  it("reserves concurrency for the lease keeper and the ticks (the lifecycle function) only", () => {
     expect(lambda("LeaseKeeper").ReservedConcurrentExecutions).toBeGreaterThanOrEqual(1);
-    expect(lambda("LifecycleBridge").ReservedConcurrentExecutions).toBeGreaterThanOrEqual(1);
+    // Two, so a tick can start while the last one ends.
+    expect(lambda("Lifecycle").ReservedConcurrentExecutions).toBeGreaterThanOrEqual(2);
     expect(lambda("Provision").ReservedConcurrentExecutions).toBeUndefined();
   });
 
-  it("does not retry scheduled loops asynchronously (the next tick is the retry)", () => {
-    for (const fn of ["Discover", "LeaseKeeper", "LifecycleBridge"]) {
+  it("does not retry scheduled functions asynchronously (the next scheduled run is the retry)", () => {
+    for (const fn of ["Discover", "LeaseKeeper"]) {
       expect(resource(`${fn}LambdaEvConf`).Properties.MaximumRetryAttempts).toBe(0);
     }
   });
@@ -280,14 +284,15 @@ describe("schedules", () => {
     expect(ruleFor("Discover").ScheduleExpression).toBe("rate(5 minutes)");
   });
 
-  it("runs the lease keeper and the lifecycle bridge every minute", () => {
+  it("runs the lease keeper every minute; the lifecycle function has no schedule (its ticks are the keeper's delayed messages)", () => {
     expect(ruleFor("LeaseKeeper").ScheduleExpression).toBe("rate(1 minute)");
-    expect(ruleFor("LifecycleBridge").ScheduleExpression).toBe("rate(1 minute)");
+    const lifecycleRules = ofType("AWS::Events::Rule").filter(([, r]) => JSON.stringify(r.Properties.Targets).includes('"LifecycleLambdaFunction"'));
+    expect(lifecycleRules).toEqual([]);
   });
 
   it("lets EventBridge invoke each scheduled function", () => {
     const permissions = ofType("AWS::Lambda::Permission").map(([, p]) => p.Properties);
-    for (const fn of ["Discover", "LeaseKeeper", "LifecycleBridge"]) {
+    for (const fn of ["Discover", "LeaseKeeper"]) {
       expect(
         permissions.some(
           (p) => p.Principal === "events.amazonaws.com" && JSON.stringify(p.FunctionName).includes(`${fn}LambdaFunction`),
@@ -318,11 +323,18 @@ describe("queues and event sources", () => {
     expect(source.FunctionResponseTypes).toEqual(["ReportBatchItemFailures"]);
     expect((source.ScalingConfig as { MaximumConcurrency: number }).MaximumConcurrency).toBeGreaterThanOrEqual(2);
     expect(source.BatchSize).toBeGreaterThanOrEqual(1);
-    expect(source.MaximumBatchingWindowInSeconds).toBeGreaterThanOrEqual(1);
     expect(queueProps.VisibilityTimeout as number).toBeGreaterThanOrEqual(6 * functionTimeout);
     const redrive = queueProps.RedrivePolicy as { deadLetterTargetArn: unknown; maxReceiveCount: number };
     expect(redrive.deadLetterTargetArn).toEqual({ "Fn::GetAtt": [dlq, "Arn"] });
     expect(redrive.maxReceiveCount).toBeGreaterThanOrEqual(5);
+  });
+
+  it("batches host work for a second; hands a tick over the moment it is due, to no more invocations than are reserved", () => {
+    expect(mapping("Provision").MaximumBatchingWindowInSeconds).toBeGreaterThanOrEqual(1);
+    // A tick held back to fill a batch would run late; a missing window is none.
+    expect(mapping("Lifecycle").MaximumBatchingWindowInSeconds ?? 0).toBe(0);
+    const cap = (mapping("Lifecycle").ScalingConfig as { MaximumConcurrency: number }).MaximumConcurrency;
+    expect(cap).toBeLessThanOrEqual(lambda("Lifecycle").ReservedConcurrentExecutions as number);
   });
 
   it("encrypts every queue and keeps dead letters for 14 days", () => {
@@ -423,10 +435,10 @@ describe("the site's lease table", () => {
     expect(failure).toMatch(message);
   }, 240_000);
 
-  it("lets the bridge read the lease (to stay inert while paused) and never write it", () => {
+  it("lets the ticks (the lifecycle function) keep the lease: read it and write it conditionally", () => {
     for (const from of [template, external]) {
-      const actions = leaseStatements(from, "LifecycleBridgeRole").flatMap((s) => asList(s.Action));
-      expect(actions).toEqual(["dynamodb:GetItem"]);
+      const actions = leaseStatements(from, "LifecycleRole").flatMap((s) => asList(s.Action));
+      expect(actions).toEqual(expect.arrayContaining(["dynamodb:GetItem", "dynamodb:UpdateItem"]));
     }
   });
 
@@ -536,7 +548,8 @@ describe("IAM", () => {
       expect(grants(role, "dynamodb:Query", OWN_ADMISSION, true), role).toBe(true);
       expect(grants(role, "sqs:GetQueueAttributes", "HostWorkQueue"), role).toBe(true);
     }
-    expect(grants("LifecycleBridgeRole", "sqs:SendMessage", "LifecycleQueue")).toBe(true);
+    // The keeper arms its ticks on its own lifecycle queue.
+    expect(grants("LeaseKeeperRole", "sqs:SendMessage", "LifecycleQueue")).toBe(true);
   });
 
   it("lets every lease user conditionally write the lease and status only read", () => {
@@ -546,7 +559,6 @@ describe("IAM", () => {
     }
     // GetItem on the lease and on renewal's state item, Query on the registry: reads only.
     expect([...new Set(actionsOf("StatusRole").filter((a) => a.startsWith("dynamodb:")))].sort()).toEqual(["dynamodb:GetItem", "dynamodb:Query"]);
-    expect(grants("LifecycleBridgeRole", "dynamodb:UpdateItem", "table/choria-provisioner-test-lease", true)).toBe(false);
   });
 
   it("lets each function read exactly the secrets it resolves, and denies the others any", () => {
@@ -560,7 +572,7 @@ describe("IAM", () => {
     expect(readable("ProvisionRole").join()).toContain(broker);
     expect(readable("ProvisionRole").join()).toContain(":secret:choria/provisioner/signing-key-??????");
     expect(readable("ProvisionRole")).toHaveLength(3);
-    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleBridgeRole", "LifecycleRole", "ReprovisionRole"]) {
+    for (const role of ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole"]) {
       expect(readable(role), role).toHaveLength(1);
       expect(readable(role)[0], role).toContain(broker);
     }

@@ -8,9 +8,9 @@
  * from which deployment (each has its own `callerid`), when, and the JWT each holds at the end; and
  * the successor's `status` lists its predecessor's hosts with their expiries.
  *
- * The bounds are the protocol's: the leader dies once its bridge has read the fleet's startup
- * events (one bridge period), well before the renewal window opens (`before` 180 s of 270 s: 90 s
- * after provisioning), so the standby is the only one that can send. It takes the lease once the
+ * The bounds are the protocol's: the leader dies once its ticks have taken the fleet's startup
+ * events (a tick every renew_interval, armed by its keeper every keeper period), well before the
+ * renewal window opens (`before` 180 s of 270 s: 90 s after provisioning), so the standby is the only one that can send. It takes the lease once the
  * lease's expiry, skew bound and delivery horizon have passed (~63 s with fast timings), which it
  * must do before the first JWT expires; each node's renewal is then bound by its expiry, and its
  * way back by `renew.timeout`.
@@ -65,10 +65,10 @@ describe("renewal after the leader crashed, on the local stack", () => {
     const { fleet } = stack;
     await fleet.waitFor(() => fleet.identities.every((identity) => fleet.node(identity).inNormalMode && fleet.node(identity).serverJwt !== undefined), 120_000);
     await stack.started;
-    // The leader dies in its steady state: its bridge forwarded every startup event the fleet
+    // The leader dies in its steady state: its ticks admitted every startup event the fleet
     // published (a crash with events still in the stream hands them to the successor, which admits
     // their hosts again under its term although they are provisioned by now).
-    await awaitLifecycleEventsHandled(stack, Date.now() + 2 * (stack.timings.bridgeRateMs + stack.timings.bridgeTimeoutMs));
+    await awaitLifecycleEventsHandled(stack, Date.now() + 2 * (stack.timings.keeperRateMs + stack.timings.lifecycleTimeoutMs));
     for (const identity of fleet.identities) firstExpiry.set(identity, jwtExpiry(identity));
     const leader = stack.deployments.find((deployment) => deployment.id === DEPLOYMENTS[0])!;
     leaderSaw = hostExpiries(await leader.app.status());

@@ -7,8 +7,7 @@
  * provider environment made every local invoke fail.
  *
  * Each invocation bundles its function into the service's `.esbuild` directory, which `sls package`
- * (the deploy project) and a concurrent invocation would share, so the recipe runs in a copy of the
- * service, and each of the two ~58 s loops, which run side by side, in a copy of its own.
+ * (the deploy project) would share, so the recipe runs in a copy of the service.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
@@ -21,8 +20,9 @@ const ROOT = resolve(__dirname, "../..");
 /** What a copy of the service needs to package a function and to run the recipe's scripts. */
 const SERVICE_PARTS = ["serverless.yml", "package.json", "tsconfig.json", "config", "handlers", "lib", "scripts", "examples", "dev"];
 const FLEET = ["node1.local.example.net", "node2.local.example.net", "node3.local.example.net"];
-/** The functions that loop until just before their deadline; consecutive ones run side by side. */
-const LOOPS = new Set(["leaseKeeper", "lifecycleBridge"]);
+/** config/local.yaml's `lease.renew_interval`, and the keeper's schedule (KEEPER_RATE_SECONDS unset: a minute). */
+const RENEW_INTERVAL_S = 10;
+const KEEPER_RATE_S = 60;
 
 type Json = Record<string, unknown>;
 
@@ -83,17 +83,9 @@ async function runLine(line: string, cwd: string): Promise<void> {
   if (fn !== undefined) answers.set(fn, answerOf(output));
 }
 
-/** The recipe in order in `main`; a run of consecutive loops side by side, each in its own copy. */
+/** The recipe in order in `main`. */
 async function runRecipe(lines: string[], main: string): Promise<void> {
-  for (let at = 0; at < lines.length; ) {
-    const loops: string[] = [];
-    while (at < lines.length && LOOPS.has(invokedFunction(lines[at] as string) ?? "")) loops.push(lines[at++] as string);
-    if (loops.length > 0) {
-      await Promise.all(loops.map(async (line) => runLine(line, await copyService(join(workDir, invokedFunction(line) as string)))));
-      continue;
-    }
-    await runLine(lines[at++] as string, main);
-  }
+  for (const line of lines) await runLine(line, main);
 }
 
 const registry = (status: Json) => status.registry as { total: number; byState: Record<string, number> };
@@ -157,14 +149,10 @@ describe("the README's sls invoke local recipe, every function, against npm run 
     expect(registry(answers.get("status") as Json).byState.provisioned).toBe(FLEET.length);
   });
 
-  it("lifecycle admits a startup event; the loops keep the lease and forward the nodes' startup events", () => {
+  it("lifecycle admits a startup event; the keeper keeps the lease and arms a tick per renew_interval of the minute ahead", () => {
     expect(answers.get("lifecycle")).toEqual({ batchItemFailures: [] });
-    const keeper = answers.get("leaseKeeper") as Json;
-    expect(keeper.rounds).toBeGreaterThan(1);
-    expect(keeper.heldRounds).toBe(keeper.rounds);
-    // Each provisioned node restarted and published its startup event; the bridge forwarded them.
-    expect(answers.get("lifecycleBridge")).toMatchObject({ paused: false });
-    expect(answers.get("lifecycleBridge")?.forwarded).toBeGreaterThanOrEqual(FLEET.length);
+    // The lease discover won is kept (not won again), and SQS took every tick.
+    expect(answers.get("leaseKeeper")).toEqual({ holding: true, armed: KEEPER_RATE_S / RENEW_INTERVAL_S });
   });
 
   it("renew answers that config/local.yaml leaves renewal off", () => {

@@ -20,8 +20,8 @@ export function localAppSettings(yaml: string, resources: LocalResources, overri
     retryBaseDelaySeconds: 1,
     retryMaxDelaySeconds: 1,
     hostFailureLimit: APP_DEFAULTS.hostFailureLimit,
-    deadlineMarginMs: 1_000,
     keeperRateSeconds: APP_DEFAULTS.keeperRateSeconds,
+    deadlineMarginMs: 1_000,
     ...overrides,
   };
 }

@@ -193,3 +193,13 @@ export async function deliverOnce(
   await deleteMessages(client, queueUrl, messages.filter((message) => !failed.has(message.MessageId ?? "")));
   return { received: messages.length, failed: failed.size, response };
 }
+
+/**
+ * An SQS event holding one tick (lib/app/ticks.ts) due at `dueAt` (wall ms), as the lifecycle
+ * function gets the delayed message its keeper armed: how a test runs a tick without waiting for
+ * SQS's delay.
+ */
+export function tickEvent(queueUrl: string, dueAt: number = Date.now()): SQSEvent {
+  const message: Message = { MessageId: randomUUID(), ReceiptHandle: randomUUID(), Body: JSON.stringify({ provisionerTick: { dueAt } }), Attributes: { ApproximateReceiveCount: "1" } };
+  return sqsEvent([message], queueUrl);
+}

@@ -3,8 +3,8 @@
  * of the site's hosts, for the renewal failover tests on the simulated fleet (test/e2e) and on real
  * go-choria servers (test/realfleet). The bounds are the lease protocol's (docs/lease.md): once the
  * leader stops renewing, a standby may claim the lease only when the stored expiry, plus the skew
- * bound and the delivery horizon (`rpc_ttl`), has passed, and it tries every `lease.renew_interval`
- * while its keeper runs (an invocation every keeper rate).
+ * bound and the delivery horizon (`rpc_ttl`), has passed: each of its keeper runs (one every
+ * keeper rate) arms one tick at that moment, as the lease it read said it (lib/app/ticks.ts).
  */
 import type { LeaseView, LocalStack } from "../../dev/local/stack";
 import type { StatusFunctionReport } from "../../lib/app/operator/functions";
@@ -28,11 +28,13 @@ export interface Takeover {
 
 /**
  * The latest a standby holds the lease after the leader's last renewal, `lease` as that renewal
- * left it: the stored expiry, the skew bound and the delivery horizon, then one contest interval
- * and one keeper period (a standby's keeper may have just finished its invocation).
+ * left it: the stored expiry, the skew bound and the delivery horizon (the lease is claimable a
+ * second later), then one keeper period (the standby's last run may have read the lease before
+ * that renewal, so its tick came too early and the next run arms the right one) and one renew
+ * interval for the tick to be delivered and run (its delay is whole seconds, the poller's wait).
  */
 function takeoverBy(lease: LeaseView, config: ProvisionerConfig, keeperRateMs: number): number {
-  return lease.expiresAt + config.lease.skewBoundMs + config.rpcTtl * 1_000 + config.lease.keepIntervalMs + keeperRateMs;
+  return lease.expiresAt + config.lease.skewBoundMs + config.rpcTtl * 1_000 + 1_000 + keeperRateMs + config.lease.keepIntervalMs;
 }
 
 /**
@@ -61,8 +63,8 @@ export async function killLeaderAndAwaitTakeover(stack: LocalStack, deadline: nu
 /**
  * Waits until the site's lifecycle consumer holds no startup event and the leader's lifecycle
  * function handled every one the fleet published: the leader has been running as it does between
- * provisionings, not killed while it had not yet read what the fleet announced. Each bridge
- * invocation runs for the bridge's timeout, one every bridge rate.
+ * provisionings, not killed while it had not yet read what the fleet announced. The leader's
+ * ticks take the waiting events every renew_interval, armed by its keeper every keeper rate.
  */
 export async function awaitLifecycleEventsHandled(stack: LocalStack, deadline: number): Promise<void> {
   await waitUntilAsync(async () => {

@@ -12,9 +12,10 @@ import { createApp, type App } from "../../../dev/local/create-app";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import type { LogAttributes, Logger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
+import type { KeepLeaseResult } from "../../../lib/app/leadership";
 import { createTables, deliverOnce, remainingTime, servicesForSuite, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
-import { scaledClock } from "../../support/chaos/deployments";
+import { KEEPER_RATE_MS, LEASE, SCALE, scaledClock } from "../../support/chaos/deployments";
 import { recordScenario } from "../../support/chaos/scenario";
 import { CountingHelper, TOKEN } from "../../support/chaos/support";
 
@@ -86,6 +87,17 @@ async function deliver(app: App, queueUrl: string, max = 10, invocationMs = 600_
   return received;
 }
 
+/** The keeper's runs, one per keeper period of the Apps' clock, until one holds the lease (at most five). */
+async function keeperRunsUntilHolding(app: App): Promise<KeepLeaseResult[]> {
+  const runs: KeepLeaseResult[] = [];
+  for (let run = 0; run < 5; run++) {
+    if (run > 0) await new Promise((resolve) => setTimeout(resolve, KEEPER_RATE_MS / SCALE));
+    runs.push(await app.keepLease({ remainingMs: remainingTime(30_000) }));
+    if (runs.at(-1)!.holding) break;
+  }
+  return runs;
+}
+
 const configures = (identity: string) => fleet.record.filter((entry) => entry.identity === identity && entry.action === "configure" && entry.outcome === 0).length;
 const unprovisioned = () => fleet.identities.filter((identity) => configures(identity) === 0);
 
@@ -105,10 +117,13 @@ describe("leadership faults through the App", () => {
     // (the provision function's refill stops there), so the dead leader leaves queued work behind.
     await deliver(leader.app, leader.queues.hostWork, 5, 100_000);
     const configuredByLeader = NODES - unprovisioned().length;
-    // The standby's lease keeper contests until the dead leader's lease has expired (plus the skew
-    // bound and the 30 s delivery horizon: longer than one keeper run), then discovers.
-    const keeperRuns = [await standby.app.keepLease({ remainingMs: remainingTime(60_000) }), await standby.app.keepLease({ remainingMs: remainingTime(60_000) })];
-    const keeper = { wonTerms: keeperRuns.flatMap((run) => run.wonTerms) };
+    // The standby's keeper runs once a minute (on the Apps' clock), each run one lease round; the
+    // dead leader's lease becomes claimable past its expiry, the skew bound and the 30 s delivery
+    // horizon, so within two runs of its last write a run takes the term over and discovers. (The
+    // tick each losing run arms at that instant is a delayed message on real-time SQS: too slow on
+    // the scaled clock to wait for here.)
+    const keeperRuns = await keeperRunsUntilHolding(standby.app);
+    const keeper = { wonTerms: keeperRuns.flatMap((run) => (run.wonTerm === undefined ? [] : [run.wonTerm])) };
     const deadline = performance.now() + 30_000;
     while (unprovisioned().length > 0 && performance.now() < deadline) {
       if ((await deliver(standby.app, standby.queues.hostWork)) === 0) await new Promise((resolve) => setTimeout(resolve, 100));
@@ -122,6 +137,8 @@ describe("leadership faults through the App", () => {
     expect([eastDiscovery.paused, westDiscovery.paused].sort()).toEqual([false, true]);
     expect(configuredByLeader).toBeGreaterThan(0);
     expect(keeper.wonTerms).toEqual([2]);
+    // Each losing run armed one tick for the moment the lease becomes claimable; the winning run the holder's minute of ticks.
+    expect(keeperRuns.map((run) => run.armed)).toEqual([...keeperRuns.slice(0, -1).map(() => 1), KEEPER_RATE_MS / LEASE.keepIntervalMs]);
     const newTerm = journal.wonTerms.find((won) => won.term === 2);
     expect(newTerm?.deployment).not.toBe(leaderName);
     const late = journal.attempts.filter((attempt) => attempt.deployment === leaderName && attempt.at > (newTerm?.at ?? 0));

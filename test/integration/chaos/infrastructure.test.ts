@@ -15,13 +15,14 @@ import { connect, RetentionPolicy, StorageType } from "nats";
 import { describe, expect, inject, it } from "vitest";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { APP_DEFAULTS } from "../../../lib/aws/settings";
+import { defaultConsumerName } from "../../../lib/nats/lifecycle-event-source";
 import { createApp, type App } from "../../../dev/local/create-app";
 import { buildLifecycleEvent, encodeLifecycleEvent, lifecycleSubject } from "../../../lib/choria/lifecycle";
 import { startDynamoDbLocal, type RunningDynamoDb } from "../../../dev/local/services";
 import { InMemoryMetrics } from "../../support/in-memory-metrics";
 import { silentLogger } from "../../../lib/ports/logger";
 import { startFleet, type Fleet } from "../../../dev/simulator";
-import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, sqsEvent, servicesForSuite, type Queues } from "../../support/aws";
+import { createQueues, createTables, deleteMessages, deliverOnce, dynamoClient, receive, remainingTime, servicesForSuite, sqsEvent, tickEvent, type Queues } from "../../support/aws";
 import { localAppSettings } from "../../support/app-settings";
 import { cleanupsAfterEach } from "../../support/suite";
 import { recordScenario } from "../../support/chaos/scenario";
@@ -33,6 +34,7 @@ const services = servicesForSuite();
 const cleanups = cleanupsAfterEach();
 
 interface Rig {
+  site: string;
   app: App;
   fleet: Fleet;
   queues: Queues;
@@ -67,7 +69,7 @@ async function rig(options: { nodes: number; dynamoEndpoint?: string; leaderElec
   const metrics = new InMemoryMetrics(prefix);
   const app = await createApp(settings, { metrics, logger: silentLogger, helper });
   cleanups.push(() => fleet.stop(), () => app.close(), async () => dynamo.destroy());
-  return { app, fleet, queues, helper, metrics, dynamo, tables };
+  return { site: prefix, app, fleet, queues, helper, metrics, dynamo, tables };
 }
 
 /** One event-source-mapping poll: receive, invoke, delete every record not reported as failed. */
@@ -203,7 +205,7 @@ describe("infrastructure faults", () => {
     recordScenario(task, { area: "infrastructure", load: run.fleet.identities.length, faults: 1, hostsLost: 0 });
   });
 
-  it("JetStream consumer lag with poison events: the bridge catches up across runs, forwards each event once, parks the poison with a reason", async ({ task }) => {
+  it("JetStream consumer lag with poison events: ticks catch up across runs, admit each event once, park the poison with a reason", async ({ task }) => {
     // Arrange
     const run = await rig({ nodes: 1 });
     const nc = await connect({ servers: services.nats.url });
@@ -220,31 +222,28 @@ describe("infrastructure faults", () => {
     }
     await nc.jetstream().publish(subject, new TextEncoder().encode("{not json"));
 
-    // The bridge forwards only while its deployment leads (a paused one is inert): a discovery wins
+    // A tick takes events only while its deployment leads (a paused one is inert): a discovery wins
     // the lease first, and finds the fleet's one node.
     expect((await run.app.discover(ctx())).paused).toBe(false);
 
-    // Act: short bridge runs, each cut off by its deadline, until the consumer has caught up.
-    let forwarded = 0;
+    // Act: ticks with little time left, each cut short by its deadline, until the consumer has caught up.
+    const consumer = defaultConsumerName(run.site);
     let runs = 0;
-    while (forwarded < valid.length + poison.length + 1 && runs < 10) {
-      forwarded += (await run.app.bridgeLifecycle(ctx(3_100))).forwarded;
+    let waiting = Number.POSITIVE_INFINITY;
+    while (waiting > 0 && runs < 10) {
+      const response = await run.app.handleLifecycleBatch(tickEvent(run.queues.lifecycle), ctx(3_100));
+      expect(response.batchItemFailures).toEqual([]);
       runs += 1;
-    }
-    const lifecycleMessages = await receive(services.sqsApi, run.queues.lifecycle, 1_000);
-    // Batches of 10, five invocations at a time, as the event source mapping hands them out.
-    const batches = Array.from({ length: Math.ceil(lifecycleMessages.length / 10) }, (_, index) => lifecycleMessages.slice(index * 10, index * 10 + 10));
-    const failures: string[] = [];
-    for (let start = 0; start < batches.length; start += 5) {
-      const responses = await Promise.all(batches.slice(start, start + 5).map((batch) => run.app.handleLifecycleBatch(sqsEvent(batch, run.queues.lifecycle), ctx())));
-      for (const response of responses) failures.push(...response.batchItemFailures.map((failure) => failure.itemIdentifier));
+      const info = await jsm.consumers.info(APP_DEFAULTS.lifecycleStream, consumer).catch(() => undefined);
+      waiting = info ? info.num_pending + info.num_ack_pending : Number.POSITIVE_INFINITY;
     }
     const parked = await deadLetters(run.queues.lifecycleDlq);
     const queuedWork = (await receive(services.sqsApi, run.queues.hostWork, 1_000)).map((message) => encodeHostWork(decodeHostWork(message.Body ?? "")));
 
-    // Assert
-    expect(lifecycleMessages.length).toBe(valid.length + poison.length + 1);
-    expect(failures).toEqual([]);
+    // Assert: the consumer has nothing left, nothing went through the lifecycle queue, every valid
+    // event became host work once, and the poison is parked with the reason.
+    expect(waiting).toBe(0);
+    expect(await receive(services.sqsApi, run.queues.lifecycle, 10)).toEqual([]);
     expect(parked.length).toBe(poison.length + 1);
     for (const entry of parked) expect(entry.reason).toMatch(/^invalid lifecycle event: /);
     // The discovery that won the term found the fleet's one node.

@@ -3,9 +3,10 @@
  * each deployment has its own NATS connection and DynamoDB client, and they share what every
  * deployment of a site shares: the lease table (DynamoDB Local) and the site's one admission
  * registry (a store the scenario hands every deployment). Both use the production provisioner
- * identity (one sender and caller id per site). Each deployment runs its lease keeper and, while it
- * leads, a discover-admit-provision loop, as the discover / provision functions do; the engine,
- * gate and RPC client are the production ones.
+ * identity (one sender and caller id per site). Each deployment runs its keeper as production does
+ * (keeper.ts: one `keepLease` run a minute, arming the ticks that keep the lease between its runs)
+ * and, while it leads, a discover-admit-provision loop, as the discover / provision functions do;
+ * the engine, gate and RPC client are the production ones.
  *
  * Paths: every deployment reaches the broker and DynamoDB through its own loopback proxy, so a test
  * can stall one deployment's paths (TCP open, no bytes) and heal them later.
@@ -36,7 +37,6 @@ import { ProvisionerError } from "../../../lib/errors";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import type { LeaseGate } from "../../../lib/ports/lease-gate";
-import { runLeaseKeeper } from "../../../lib/lease/keeper";
 import type { AnnounceRequest, ConditionalWrite, ExtendRequest, LeaseStore, PeerRequest, ReleaseRequest, ClaimRequest } from "../../../lib/ports/lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { LOCAL_AWS } from "../../../dev/local/services";
@@ -46,6 +46,7 @@ import type { HostWork } from "../../../lib/ports/host-work";
 import type { Fleet } from "../../../dev/simulator";
 import { noMetrics } from "../fakes";
 import { hostAndPort, startStallProxy, type StallProxy } from "../stall-proxy";
+import { ChaosKeeper } from "./keeper";
 import { CALLER_ID, CountingHelper, SENDER_ID, TOKEN } from "./support";
 
 export const SCALE = 10;
@@ -53,6 +54,8 @@ export const SCALE = 10;
 const RPC_TTL_SECONDS = 30;
 export const LEASE = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, deliveryHorizonMs: RPC_TTL_SECONDS * 1_000 } as const;
 const INTERVAL_MS = 60_000;
+/** The leaseKeeper function's schedule (EventBridge, every minute). */
+export const KEEPER_RATE_MS = 60_000;
 
 /** One epoch for every scaled clock of the process, so clocks made at different times agree. */
 const EPOCH = { real: performance.now(), wall: Date.now() };
@@ -271,9 +274,8 @@ export class ChaosDeployment {
   private dynamo!: DynamoDBClient;
   private brokerPath!: StallProxy;
   private storePath!: StallProxy;
-  private readonly keeperStop = new AbortController();
+  private keeper!: ChaosKeeper;
   private readonly current = new AsyncLocalStorage<HostWork>();
-  private keeper: Promise<unknown> | undefined;
   private leading: Promise<void> | undefined;
   private killed = false;
   private stopping = false;
@@ -316,6 +318,10 @@ export class ChaosDeployment {
         this.leading = this.lead(term);
       },
     });
+    const keepIntervalMs = options.lease?.keepIntervalMs ?? LEASE.keepIntervalMs;
+    // Each deployment's schedule fires at its own phase in the minute, as EventBridge's do.
+    const phaseMs = Math.floor(random() * KEEPER_RATE_MS);
+    this.keeper = new ChaosKeeper({ gate: this.gate, clock: this.clock, keepIntervalMs, keeperRateMs: KEEPER_RATE_MS, phaseMs, scale: SCALE });
     // The site's one registry, as every stack of the site names the site's admission table.
     this.registry = new AdmissionRegistry({ site: options.site, intervalMs: INTERVAL_MS }, { store: options.admissionStore, metrics: noMetrics, clock: this.clock });
     const client = {
@@ -351,15 +357,14 @@ export class ChaosDeployment {
     });
   }
 
-  /** Starts the lease keeper; leading starts whenever a round wins a term's announcement. */
+  /** Starts the keeper's schedule; leading starts whenever a round (the keeper's or a tick's) wins a term's announcement. */
   start(): void {
-    this.keeper = runLeaseKeeper({
-      lease: this.gate,
-      clock: this.clock,
-      until: Number.MAX_SAFE_INTEGER,
-      intervalMs: LEASE.keepIntervalMs,
-      signal: this.keeperStop.signal,
-    });
+    this.keeper.start();
+  }
+
+  /** Keeper runs and ticks this deployment has run so far. */
+  get rounds(): { keeperRuns: number; ticksRun: number } {
+    return { keeperRuns: this.keeper.keeperRuns, ticksRun: this.keeper.ticksRun };
   }
 
   /** From now on every lease write of this deployment takes `ms` of real time before it is sent. */
@@ -392,23 +397,21 @@ export class ChaosDeployment {
   /** The process is gone: nothing more is sent, no more rounds run. */
   kill(): void {
     this.killed = true;
-    this.keeperStop.abort();
+    void this.keeper.stop();
   }
 
   /** Graceful stop: no new work, in-flight hosts finish, then the lease is given up. */
   async stopAndRelease(): Promise<boolean> {
     this.stopping = true;
-    this.keeperStop.abort();
-    await this.keeper;
+    await this.keeper.stop();
     await this.leading;
     return this.gate.release();
   }
 
   async shutdown(): Promise<void> {
     this.stopping = true;
-    this.keeperStop.abort();
     this.healPaths();
-    await this.keeper;
+    await this.keeper.stop();
     await this.leading;
     await this.nc.close().catch(() => undefined);
     this.dynamo.destroy();

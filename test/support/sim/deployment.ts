@@ -1,10 +1,15 @@
 /**
  * One deployment (one stack) of the site in the simulation, composed from the production use
  * cases: the lease gate, the admission registry and flow, leadership (keeper and discovery), host
- * work, lifecycle events and their bridge, and renewal. Each Lambda function runs in its own
+ * work, lifecycle events and their bridge, ticks, and renewal. Each Lambda function runs in its own
  * container (its own gate and in-process lease state); a crashed container is replaced at the
  * function's next invocation, as Lambda does. Scheduled functions run every minute; the queue
  * functions are invoked by an event source that polls when a message may be visible.
+ *
+ * The keeper runs one lease round a minute and arms its ticks as delayed messages on the
+ * deployment's lifecycle queue (lib/app/ticks.ts); the lifecycle function runs each batch's ticks
+ * (a lease round, then the startup events waiting in the site's stream, admitted in-process) and
+ * any queued event. Ticks are lost, duplicated and late as the faults say.
  *
  * What every deployment of a site shares comes in `site`: the lease table (lease and pause
  * switches), the admission registry and renewal's state. A deployment's queues are its own.
@@ -15,8 +20,9 @@ import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { Leadership } from "../../../lib/app/leadership";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
+import { parseTick, TickArming, Ticks, type Tick } from "../../../lib/app/ticks";
 import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
-import type { RenewalStore, Broker, InvocationContext, LifecycleEventSource } from "../../../lib/app/use-case-ports";
+import type { RenewalStore, Broker, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "../../../lib/app/use-case-ports";
 import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import type { LeaseGate, PauseGate } from "../../../lib/ports/lease-gate";
@@ -42,6 +48,13 @@ export const LEASE_TIMING = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, s
 /** How long the helper's certificates are valid, and so the renewal window (half of it). */
 export const CREDENTIAL_LIFETIME_MS = 60 * 60_000;
 const HOST_FAILURE_LIMIT = 5;
+/** The keeper's schedule: it arms the ticks of this much time ahead. */
+const KEEPER_RATE_MS = 60_000;
+/** Deliveries of one stream event before the bridge's last chance (lib/nats/lifecycle-event-source.ts). */
+const STREAM_MAX_DELIVERIES = 5;
+/** The durable consumer's ack wait, and the delay an event handed back waits. */
+const STREAM_ACK_WAIT_MS = 30_000;
+const STREAM_RETRY_DELAY_MS = 5_000;
 
 /** What every deployment of the site shares (or, under the per-deployment-registry variant, does not). */
 export interface SiteStores {
@@ -68,7 +81,7 @@ export interface DeploymentSpec {
   intervalMs: number;
 }
 
-export type FunctionName = "keeper" | "discover" | "provision" | "lifecycle" | "bridge" | "renew" | "release";
+export type FunctionName = "keeper" | "discover" | "provision" | "lifecycle" | "renew" | "release";
 
 /** One container's lease gate, the gate its engine reads, the lease table's stores it reaches them through, and whom a won term is announced to. */
 interface Leasing {
@@ -87,7 +100,7 @@ interface Stack {
   leadership: Leadership;
   hostWork: HostWorkProcessor;
   lifecycle: LifecycleEvents;
-  bridge: LifecycleBridge;
+  ticks: Ticks;
   renewal: Renewal;
 }
 
@@ -104,6 +117,8 @@ export class SimDeployment {
   readonly hostWorkDlq: SimQueue;
   readonly lifecycleQueue: SimQueue;
   readonly lifecycleDlq: SimQueue;
+  /** The bodies of the startup events its ticks handed to admission and admission took. */
+  readonly eventsTaken: string[] = [];
   private readonly containers = new Map<FunctionName, Stack>();
   private readonly busy = new Set<FunctionName>();
   private readonly polls = new Map<FunctionName, number>();
@@ -132,9 +147,8 @@ export class SimDeployment {
       const phase = faults.between(0, 59_000);
       for (let at = startAt + phase; at < endAt; at += 60_000) time.at(at, () => this.invoke(fn, timeoutMs, run));
     };
-    minute("keeper", 70_000, (stack, ctx) => stack.leadership.keepLease(ctx));
+    minute("keeper", 30_000, (stack, ctx) => stack.leadership.keepLease(ctx));
     minute("discover", 55_000, (stack, ctx) => stack.leadership.discover(ctx));
-    minute("bridge", 70_000, (stack, ctx) => stack.bridge.run(ctx));
     minute("renew", 120_000, async (stack, ctx) => {
       const result = await stack.renewal.run(ctx);
       if (process.env.SIM_DEBUG) console.log(this.spec.id, this.world.time.now, JSON.stringify(result));
@@ -194,8 +208,7 @@ export class SimDeployment {
     if (messages.length === 0) return;
     const timeoutMs = fn === "provision" ? 300_000 : 30_000;
     this.invoke(fn, timeoutMs, async (stack, ctx) => {
-      const processor = fn === "provision" ? stack.hostWork : stack.lifecycle;
-      const result = await processor.handle(messages, ctx);
+      const result = fn === "provision" ? await stack.hostWork.handle(messages, ctx) : await lifecycleBatch(stack, messages, ctx);
       const failed = new Set(result.failedMessageIds);
       for (const message of messages) if (!failed.has(message.id)) queue.remove(message.id);
     });
@@ -256,18 +269,19 @@ export class SimDeployment {
     const admission = new AdmissionFlow({ registry, hostWork: this.hostWork, logger: silentLogger, clock: container.clock, resendUnknown: { pauseMs: 1_000, withinMs: 4_000 } });
     const broker = fleet.broker(container, this.spec.id, this.paths);
     const leadership = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, keepIntervalMs: LEASE_TIMING.keepIntervalMs, deadlineMarginMs: 1_000 },
-      ...{ gate: parts.gate, broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
+      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, deadlineMarginMs: 1_000 },
+      ...{ gate: parts.gate, ticks: this.arming(container), broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
     });
     parts.announce.to = leadership;
     const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
+    const ticks = new Ticks({ gate: parts.gate, bridge: this.bridgeOf(parts, lifecycle), arming: this.arming(container), keepIntervalMs: LEASE_TIMING.keepIntervalMs, clock: container.clock, logger: silentLogger });
     return {
       container,
       gate: parts.gate,
       leadership,
       hostWork: this.hostWorkOf(parts, registry, broker),
       lifecycle,
-      bridge: this.bridgeOf(parts),
+      ticks,
       renewal: this.renewalOf(parts, registry, net(this.site.renewal)),
     };
   }
@@ -317,15 +331,52 @@ export class SimDeployment {
     });
   }
 
-  private bridgeOf(parts: Leasing): LifecycleBridge {
+  /** The container's tick arming: the ticks go to the lifecycle queue, some lost or late on the way. */
+  private arming(container: Container): TickArming {
+    return new TickArming({
+      queue: this.tickPath(),
+      timing: { keepIntervalMs: LEASE_TIMING.keepIntervalMs, armAheadMs: KEEPER_RATE_MS },
+      clock: container.clock,
+      logger: silentLogger,
+    });
+  }
+
+  /**
+   * The lifecycle queue as the ticks reach the function: SQS takes each one (it may duplicate it,
+   * queue.ts), but the tick may then be lost, or reach the function seconds late.
+   */
+  private tickPath(): Pick<MessageQueue, "sendAll"> {
+    const { faults } = this.world;
+    return {
+      sendAll: async (messages) => {
+        const delivered = messages.flatMap((message) => {
+          if (faults.strikes("tick-lost", faults.rates.tickLost ?? 0)) return [];
+          const late = faults.strikes("tick-late", faults.rates.tickLate ?? 0) ? faults.between(1, 25) : 0;
+          return [{ ...message, delaySeconds: (message.delaySeconds ?? 0) + late }];
+        });
+        const accepted = await this.lifecycleQueue.sendAll(delivered);
+        // A lost tick was taken by SQS all the same: the sender cannot tell.
+        return messages.map((_, index) => accepted[index] ?? true);
+      },
+    };
+  }
+
+  /** The bridge a tick runs, recording what it hands to admission and admission takes. */
+  private bridgeOf(parts: Leasing, lifecycle: LifecycleEvents): LifecycleBridge {
+    const events = {
+      handle: async (messages: readonly QueueMessage[]) => {
+        const result = await lifecycle.handle(messages);
+        const failed = new Set(result.failedMessageIds);
+        for (const message of messages) if (!failed.has(message.id)) this.eventsTaken.push(message.body);
+        return result;
+      },
+    };
+    // The gate carries the pause switch (or, in the pause-ignored variant, none).
     return new LifecycleBridge({
-      settings: { leaderElection: true, site: SITE, deploymentId: this.spec.id, skewBoundMs: LEASE_TIMING.skewBoundMs },
-      leaseStore: parts.leaseStore,
-      ...(this.world.variant.pauseIgnored ? {} : { pauseStore: parts.pauseStore }),
+      gate: parts.gate,
       source: this.eventSource(parts.container),
-      lifecycle: this.lifecycleQueue,
+      events,
       lifecycleDlq: this.lifecycleDlq,
-      clock: parts.container.clock,
       logger: silentLogger,
       metrics: noMetrics,
     });
@@ -403,28 +454,58 @@ export class SimDeployment {
     };
   }
 
-  /** The site's durable stream as one container's bridge reads it: unacknowledged events, oldest first. */
+  /**
+   * The site's durable stream as one container's bridge reads it on a tick: while this deployment
+   * leads, the events waiting for the consumer (delivered, not acknowledged, and past their ack wait
+   * or retry delay), oldest first, until none waits or the run's time is up. An event is delivered
+   * to one run at a time; one a crashed run held comes again after the ack wait. A cut broker path
+   * fails the run (no connection), and an acknowledgement sent over it is lost.
+   */
   private eventSource(container: Container): LifecycleEventSource {
-    const { fleet } = this.world;
+    const { fleet, time } = this.world;
+    const cut = () => this.paths.brokerCutUntil > time.now;
     return {
       run: async ({ until, leadsNow, forward }) => {
-        let led = false;
-        while (container.clock.monotonic() < until) {
-          if (this.paths.brokerCutUntil <= this.world.time.now && (await leadsNow())) {
-            led = true;
-            const pending = fleet.stream.filter((event) => !event.acked).slice(0, 50);
-            if (pending.length > 0) {
-              const outcomes = await forward(pending.map((event) => ({ data: event.body, subject: "choria.lifecycle.event.startup.provision_mode_server", lastChance: false })));
-              pending.forEach((event, index) => {
-                if (outcomes[index] !== "retry") event.acked = true;
-              });
-            }
+        if (cut()) throw new SimFault("simulated: the broker path is cut, no connection");
+        if (!(await leadsNow())) return { mode: "jetstream", led: false };
+        for (;;) {
+          if (container.clock.monotonic() >= until || cut()) break;
+          const now = time.now;
+          const batch = fleet.stream.filter((event) => !event.acked && event.deliverableAt <= now).slice(0, 50);
+          if (batch.length === 0) break;
+          for (const event of batch) {
+            event.deliveries++;
+            event.deliverableAt = now + STREAM_ACK_WAIT_MS;
           }
-          await container.clock.sleep(5_000);
+          // The fetch's round trip.
+          await container.clock.sleep(20);
+          if (!(await leadsNow())) {
+            if (!cut()) batch.forEach((event) => (event.deliverableAt = time.now));
+            break;
+          }
+          const outcomes = await forward(batch.map((event) => ({ data: event.body, subject: "choria.lifecycle.event.startup.provision_mode_server", lastChance: event.deliveries >= STREAM_MAX_DELIVERIES })));
+          if (cut()) continue;
+          batch.forEach((event, index) => {
+            if (outcomes[index] === "retry") event.deliverableAt = time.now + STREAM_RETRY_DELAY_MS;
+            else event.acked = true;
+          });
         }
-        return { mode: "jetstream", led };
+        return { mode: "jetstream", led: true };
       },
     };
   }
 }
 
+/** The lifecycle function's batch (lib/aws/functions/lifecycle.ts): its queued events, then its ticks. */
+async function lifecycleBatch(stack: Stack, messages: readonly QueueMessage[], ctx: InvocationContext): Promise<{ failedMessageIds: string[] }> {
+  const ticks: Tick[] = [];
+  const queued: QueueMessage[] = [];
+  for (const message of messages) {
+    const tick = parseTick(message.body);
+    if (tick) ticks.push(tick);
+    else queued.push(message);
+  }
+  const result = await stack.lifecycle.handle(queued);
+  if (ticks.length > 0) await stack.ticks.run(ticks, ctx);
+  return result;
+}

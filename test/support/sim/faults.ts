@@ -18,6 +18,10 @@ export const FAULT_CLASSES = [
   "sqs-duplicate",
   "sqs-send-ambiguous",
   "sqs-visibility-expired",
+  /** A tick the keeper armed never reaches the lifecycle function (SQS or its poller lost it). */
+  "tick-lost",
+  /** A tick reaches the lifecycle function seconds after it was due (a busy poller, a cold start). */
+  "tick-late",
   "helper-failure",
   "helper-defer",
   "helper-late",
@@ -47,6 +51,10 @@ export interface FaultRates {
   helperFailure: number;
   helperDefer: number;
   helperLate: number;
+  /** Of the ticks armed, the share lost on the way (absent: none). */
+  tickLost?: number;
+  /** Of the ticks armed, the share delivered late (absent: none). */
+  tickLate?: number;
 }
 
 /** An injected failure, named as such in every log and error it reaches. */

@@ -50,12 +50,19 @@ interface SimNode {
   period?: ServicePeriod;
 }
 
-/** The site's lifecycle stream: startup events, acknowledged by whichever bridge forwarded them. */
+/**
+ * The site's lifecycle stream as its durable consumer holds it: startup events, acknowledged by
+ * whichever leader's tick took them. A delivered event is not delivered again until its ack wait
+ * (or the delay it was handed back with) passes.
+ */
 export interface StreamEvent {
   seq: number;
   identity: string;
   body: Uint8Array;
   acked: boolean;
+  /** True ms before which the consumer does not deliver it again (0: waiting now). */
+  deliverableAt: number;
+  deliveries: number;
 }
 
 export class SimFleet {
@@ -199,7 +206,7 @@ export class SimFleet {
   private announce(identity: string): void {
     const node = this.node(identity);
     const event = buildLifecycleEvent({ type: "startup", identity, component: LIFECYCLE_COMPONENT, timestampMs: SIM_EPOCH_MS + this.time.now + node.skewMs, id: `${identity}-${this.stream.length}` });
-    this.stream.push({ seq: this.stream.length, identity, body: encodeLifecycleEvent(event, "choria"), acked: false });
+    this.stream.push({ seq: this.stream.length, identity, body: encodeLifecycleEvent(event, "choria"), acked: false, deliverableAt: 0, deliveries: 0 });
   }
 
   private node(identity: string): SimNode {

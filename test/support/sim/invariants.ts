@@ -45,7 +45,10 @@ export interface Evidence {
   waitBoundMs: number;
   stores: AdmissionStore[];
   hostWorkDlqs: SimQueue[];
+  /** The lifecycle queues and their dead-letter queues: what reached them was not lost. */
   lifecycleQueues: SimQueue[];
+  /** The startup events (their bodies) the deployments' ticks handed to admission and admission took. */
+  eventsTaken: string[];
   operator: OperatorLog;
   lease: ObservedLeaseTable;
   /** Per deployment: its wall-clock skew and the request TTL it sends with. */
@@ -148,12 +151,15 @@ function nothingSentWhileOut(evidence: Evidence): Violation[] {
   return violations;
 }
 
+/** Every startup event the stream let go of was taken by admission, queued, or dead-lettered with its bytes. */
 function noEventLost(evidence: Evidence): Violation[] {
   const decoder = new TextDecoder();
-  const queued = new Set(evidence.lifecycleQueues.flatMap((queue) => queue.taken.map((message) => message.body)));
+  const bodyOf = (message: { body: string; attributes: Record<string, string> }) =>
+    message.attributes.encoding === "base64" ? Buffer.from(message.body, "base64").toString() : message.body;
+  const kept = new Set([...evidence.eventsTaken, ...evidence.lifecycleQueues.flatMap((queue) => queue.taken.map(bodyOf))]);
   return evidence.fleet.stream
-    .filter((event) => event.acked && !queued.has(decoder.decode(event.body)))
-    .map((event) => ({ invariant: INVARIANTS[6], detail: `the startup event ${event.seq} of ${event.identity} was acknowledged but never queued` }));
+    .filter((event) => event.acked && !kept.has(decoder.decode(event.body)))
+    .map((event) => ({ invariant: INVARIANTS[6], detail: `the startup event ${event.seq} of ${event.identity} was acknowledged but neither admitted, queued nor dead-lettered` }));
 }
 
 function sentInsideTerm(evidence: Evidence): Violation[] {

@@ -48,7 +48,8 @@ export class SimQueue implements MessageQueue {
   async sendEach(messages: readonly OutgoingMessage[]): Promise<SendOutcome[]> {
     return messages.map((message) => {
       this.put(message.body, message.attributes ?? {}, (message.delaySeconds ?? 0) * 1_000);
-      if (this.faults.strikes("sqs-duplicate", this.faults.rates.sqsDuplicate)) this.put(message.body, message.attributes ?? {}, 0);
+      // A duplicate is the same message delivered twice: it waits out its delay too.
+      if (this.faults.strikes("sqs-duplicate", this.faults.rates.sqsDuplicate)) this.put(message.body, message.attributes ?? {}, (message.delaySeconds ?? 0) * 1_000);
       if (this.faults.strikes("sqs-send-ambiguous", this.faults.rates.sqsSendAmbiguous)) {
         return { accepted: false, permanent: false, reason: "simulated: the send applied and its answer was lost" };
       }

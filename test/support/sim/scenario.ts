@@ -9,7 +9,7 @@ import { LEASE_TIMING, type DeploymentSpec } from "./deployment";
 import type { FaultRates } from "./faults";
 import { FAULT_PHASE_MS, type Scenario, type SimEvent, type SimFunction } from "./world";
 
-const FUNCTIONS: readonly SimFunction[] = ["keeper", "discover", "provision", "lifecycle", "bridge", "renew"];
+const FUNCTIONS: readonly SimFunction[] = ["keeper", "discover", "provision", "lifecycle", "renew"];
 const SKEW = LEASE_TIMING.skewBoundMs / 2;
 
 /** Half the events fall in the first minutes, when most hosts are in flight; the rest anywhere in the phase. */
@@ -55,6 +55,8 @@ const rates: fc.Arbitrary<FaultRates> = fc.record({
   helperFailure: rate(0.1),
   helperDefer: rate(0.1),
   helperLate: rate(0.05),
+  tickLost: rate(0.2),
+  tickLate: rate(0.2),
 });
 
 export const scenarios: fc.Arbitrary<Scenario> = fc.record({

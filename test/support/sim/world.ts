@@ -16,7 +16,7 @@ import { noMetrics } from "../fakes";
 import { LEASE_TIMING, SimDeployment, SITE, TOKEN, type DeploymentSpec, type FunctionName, type SiteStores, type Variant } from "./deployment";
 import { Faults, type FaultClass, type FaultRates } from "./faults";
 import { SimFleet, type NodeRecord } from "./fleet";
-import { ObservedLeaseTable } from "./lease-history";
+import { ObservedLeaseTable, type AppliedLeaseWrite } from "./lease-history";
 import { checkInvariants, type OperatorLog, type Violation } from "./invariants";
 import { SIM_EPOCH_MS, VirtualTime } from "./time";
 
@@ -78,6 +78,10 @@ export interface RunReport {
   records: readonly NodeRecord[];
   provisioned: number;
   renewed: number;
+  /** Every write the lease table applied, in order. */
+  leaseWrites: readonly AppliedLeaseWrite[];
+  /** Startup events the ticks handed to admission and admission took (a redelivered one counts again). */
+  eventsTaken: number;
 }
 
 export async function runScenario(scenario: Scenario, variant: SiteVariant = {}): Promise<RunReport> {
@@ -105,13 +109,15 @@ export async function runScenario(scenario: Scenario, variant: SiteVariant = {})
     stores,
     hostWorkDlqs: deployments.map((deployment) => deployment.hostWorkDlq),
     lifecycleQueues: deployments.flatMap((deployment) => [deployment.lifecycleQueue, deployment.lifecycleDlq]),
+    eventsTaken: deployments.flatMap((deployment) => deployment.eventsTaken),
     operator,
     lease,
     deployments: new Map(scenario.deployments.map((spec) => [spec.id, spec])),
   });
   const configures = fleet.records.filter((record) => record.outcome === "ran" && record.action === "choria_provision#restart").length;
   const renewed = fleet.records.filter((record) => record.outcome === "ran" && record.action === "choria_provision#reprovision").length;
-  return { violations, hits: faults.hits, records: fleet.records, provisioned: configures, renewed };
+  const eventsTaken = deployments.reduce((sum, deployment) => sum + deployment.eventsTaken.length, 0);
+  return { violations, hits: faults.hits, records: fleet.records, provisioned: configures, renewed, leaseWrites: lease.writes, eventsTaken };
 }
 
 function registryStores(): Pick<SiteStores, "admission" | "renewal"> {
