@@ -145,8 +145,13 @@ export class Ticks {
     const armed = this.armsAgain(outcome) ? await this.deps.arming.arm(outcome) : 0;
     if (!outcome.holding) return { stale, holding: false, armed };
     const forMs = Math.min(keepIntervalMs - TICK_STOP_BEFORE_NEXT_MS, ctx.remainingMs() - TICK_STOP_BEFORE_DEADLINE_MS);
-    const bridged = await this.deps.bridge.run(clock.monotonic() + forMs);
-    return { stale, holding: true, bridged, armed };
+    try {
+      return { stale, holding: true, bridged: await this.deps.bridge.run(clock.monotonic() + forMs), armed };
+    } catch (error) {
+      // The lease was kept all the same; the events wait in the stream for the next tick.
+      logger.error("tick: could not take the lifecycle events; the next tick tries again", { error });
+      return { stale, holding: true, armed };
+    }
   }
 
   /**

@@ -30,9 +30,9 @@ export async function composeBroker(parts: FunctionParts): Promise<ChoriaBroker>
 
 /**
  * Startup events from the site's lifecycle stream (JetStream) or, without one, core NATS. Read on
- * `broker`'s connection, or, with `lifecycle_broker_urls`, on one of their own with the client
- * credentials and no provisioning password: go-choria keeps the events in its choria account's
- * CHORIA_EVENTS stream, which the provisioning account cannot reach (docs/lifecycle.md).
+ * `broker`'s connection, or, with `lifecycle_broker_urls`, on one of their own with the TLS client
+ * certificate only: go-choria keeps the events in its choria account's CHORIA_EVENTS stream, which
+ * the provisioning account cannot reach (docs/lifecycle.md).
  */
 export async function lifecycleEventSource(parts: FunctionParts, broker: Pick<ChoriaBroker, "connection">): Promise<LifecycleEventSource> {
   const { config, settings } = parts;
@@ -52,10 +52,14 @@ export async function lifecycleEventSource(parts: FunctionParts, broker: Pick<Ch
 async function streamConnection(parts: FunctionParts): Promise<Pick<ChoriaBroker, "connection">> {
   const { config } = parts;
   const settings = await brokerSettings(config, `choria-provisioner lifecycle ${config.deploymentId}`);
+  // The TLS client certificate alone: go-choria places a verified client with no JWT and no password
+  // in its choria account; the provisioner's client JWT (--server-provisioner) is refused there.
   const connection = new SharedBrokerConnection({
     ...settings,
     servers: config.lifecycleBrokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://")),
     provisioningPassword: undefined,
+    token: undefined,
+    signNonce: undefined,
   });
   parts.closing(() => connection.close());
   return { connection: () => connection.get() };

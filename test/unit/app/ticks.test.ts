@@ -229,6 +229,21 @@ describe("Ticks.run", () => {
     expect(bridge.untils).toEqual([start + R - 1_000, start + 5_000 - 2_000]);
   });
 
+  it("a broker the events cannot be taken from fails neither the tick nor the lease round", async () => {
+    // Arrange
+    const w = world();
+    const bridge = { run: vi.fn(async () => Promise.reject(new Error("could not connect: AUTHORIZATION_VIOLATION"))) };
+    const ticks = new Ticks({ gate: w.gate, bridge, arming: tickArming(w, TIMING), keepIntervalMs: R, clock: w.clock, logger: w.logger });
+
+    // Act
+    const result = await ticks.run([{ dueAt: w.clock.now() }], context());
+
+    // Assert
+    expect(result).toMatchObject({ holding: true, stale: 0 });
+    expect(await w.leaseStore.read(SITE)).toMatchObject({ holder: "east", term: 1 });
+    expect(w.logger.at("error").map((line) => line.message)).toContain("tick: could not take the lifecycle events; the next tick tries again");
+  });
+
   it("a round the lease store fails is not thrown: no events are taken", async () => {
     // Arrange
     const w = world({ shared: shared({ leaseStore: unreachableLeaseStore() }) });
