@@ -248,8 +248,13 @@ async function main(): Promise<void> {
       for (const entry of stack.fleet.record) if (entry.action === "restart" && entry.outcome === 0) restarted.add(entry.identity);
       stack.fleet.record.splice(0);
     }
-    // The last batch's invocation returns after its last host restarted.
+    // The last batch's invocation returns after its last host restarted; the fleet's startup events
+    // are admitted by the leader's ticks (each a conditional write that finds the host admitted):
+    // per-host work, so the idle window starts once none waits in the stream.
     await new Promise((done) => setTimeout(done, 5_000));
+    for (let waited = 0; waited < 120_000 && (await stack.lifecycleEvents()).pendingInStream > 0; waited += 1_000) {
+      await new Promise((done) => setTimeout(done, 1_000));
+    }
     const provisioned = snapshot(stack, startedAt);
     process.stdout.write(`provisioned ${restarted.size}/${nodes} in ${provisioned.seconds.toFixed(0)} s; idle for ${idleMinutes} min\n`);
     await new Promise((done) => setTimeout(done, idleMinutes * 60_000));
