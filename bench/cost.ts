@@ -52,6 +52,8 @@ export const PRICES = {
 } as const;
 
 const MINUTES_PER_MONTH = 30 * 24 * 60;
+/** From the last restart to the start of the idle window (a keeper period and a discovery interval). */
+const SETTLE_MS = 60_000;
 const HOURS_PER_MONTH = MINUTES_PER_MONTH / 60;
 
 /**
@@ -248,13 +250,11 @@ async function main(): Promise<void> {
       for (const entry of stack.fleet.record) if (entry.action === "restart" && entry.outcome === 0) restarted.add(entry.identity);
       stack.fleet.record.splice(0);
     }
-    // The last batch's invocation returns after its last host restarted; the fleet's startup events
-    // are admitted by the leader's ticks (each a conditional write that finds the host admitted):
-    // per-host work, so the idle window starts once none waits in the stream.
-    await new Promise((done) => setTimeout(done, 5_000));
-    for (let waited = 0; waited < 120_000 && (await stack.lifecycleEvents()).pendingInStream > 0; waited += 1_000) {
-      await new Promise((done) => setTimeout(done, 1_000));
-    }
+    // The provisioning phase ends a minute after the last restart: the leader's ticks admit the
+    // fleet's startup events (each a conditional write that finds the host admitted), the provision
+    // invocations record each restart once confirmed, the next discovery finds no one. All of that is
+    // per-host work; the idle window starts after it.
+    await new Promise((done) => setTimeout(done, SETTLE_MS));
     const provisioned = snapshot(stack, startedAt);
     process.stdout.write(`provisioned ${restarted.size}/${nodes} in ${provisioned.seconds.toFixed(0)} s; idle for ${idleMinutes} min\n`);
     await new Promise((done) => setTimeout(done, idleMinutes * 60_000));
