@@ -78,7 +78,7 @@ else:
         url = sqs.get_queue_url(QueueName=f"{prefix}-{name}")["QueueUrl"]
         return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
 
-    for name, dlq, visibility, receives in (("host-work", "host-work-dlq", "1810", 10), ("lifecycle", "lifecycle-dlq", "185", 5)):
+    for name, dlq, visibility, receives in (("host-work", "host-work-dlq", "1810", 10), ("lifecycle", "lifecycle-dlq", "180", 5)):
         attributes = queue(name)
         dead = queue(dlq)
         redrive = json.loads(attributes.get("RedrivePolicy", "{}"))
@@ -88,7 +88,7 @@ else:
         check(f"{dlq} keeps messages 14 days", dead["MessageRetentionPeriod"] == "1209600", dead["MessageRetentionPeriod"])
 
     # --- functions, roles and event sources
-    names = ["discover", "leaseKeeper", "lifecycleBridge", "lifecycle", "provision", "status", "reprovision", "release"]
+    names = ["discover", "leaseKeeper", "lifecycle", "provision", "status", "reprovision", "release"]
     roles = {}
     for fn in names:
         config = lam.get_function(FunctionName=f"{prefix}-{fn}")["Configuration"]
@@ -124,7 +124,7 @@ else:
             )
 
     mappings = lam.list_event_source_mappings()["EventSourceMappings"]
-    for fn, queue_name, batch in (("provision", "host-work", 10), ("lifecycle", "lifecycle", 50)):
+    for fn, queue_name, batch in (("provision", "host-work", 10), ("lifecycle", "lifecycle", 10)):
         arn = queue(queue_name)["QueueArn"]
         found = [m for m in mappings if m["EventSourceArn"] == arn]
         check(f"{fn} consumes the {queue_name} queue", len(found) == 1 and found[0]["FunctionArn"].endswith(f":{prefix}-{fn}"), found)
@@ -137,11 +137,14 @@ else:
             )
 
     rules = events.list_rules()["Rules"]
-    for fn, expression in (("discover", "rate(5 minutes)"), ("leaseKeeper", "rate(1 minute)"), ("lifecycleBridge", "rate(1 minute)")):
+    for fn, expression in (("discover", "rate(5 minutes)"), ("leaseKeeper", "rate(1 minute)")):
         targeted = [
             r for r in rules if any(t["Arn"].endswith(f":{prefix}-{fn}") for t in events.list_targets_by_rule(Rule=r["Name"])["Targets"])
         ]
         check(f"{fn} is scheduled at {expression}", [r.get("ScheduleExpression") for r in targeted] == [expression], targeted)
+    # The ticks reach `lifecycle` through its queue only: no schedule (docs/lease.md).
+    ticked = [r for r in rules if any(t["Arn"].endswith(f":{prefix}-lifecycle") for t in events.list_targets_by_rule(Rule=r["Name"])["Targets"])]
+    check("lifecycle is not scheduled", ticked == [], ticked)
 
     # moto names the layer after its logical id rather than `name`; the description is ours.
     layers = [layer for layer in lam.list_layers()["Layers"] if "provisioning helper" in layer["LatestMatchingVersion"].get("Description", "")]
