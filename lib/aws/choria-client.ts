@@ -50,6 +50,11 @@ function nonceSigner(clientSeed: string): (nonce: Uint8Array) => Uint8Array {
   return (nonce) => new Uint8Array(sign(null, nonce, key));
 }
 
+/** Broker URLs as nats.js takes them: nats://; tls:// only says the listener is TLS, which `insecure` covers. */
+export function natsServers(urls: readonly string[]): string[] {
+  return urls.map((url) => url.replace(/^tls:\/\//, "nats://"));
+}
+
 export async function brokerSettings(config: ProvisionerConfig, name: string): Promise<BrokerConnectionSettings> {
   const tls = config.choriaInsecure
     ? undefined
@@ -59,10 +64,8 @@ export async function brokerSettings(config: ProvisionerConfig, name: string): P
         key: config.tls.key ? await keyMaterial("tls.key", config.tls.key) : undefined,
         insecureSkipVerify: config.tls.insecureSkipVerify,
       };
-  // nats.js wants nats:// URLs; tls:// only says the broker listener is TLS, which `insecure` covers.
-  const servers = config.brokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://"));
   return {
-    servers,
+    servers: natsServers(config.brokerUrls),
     provisioningPassword: config.brokerProvisioningPassword,
     token: config.natsToken ?? (config.protocolVersion === 2 ? config.clientJwt : undefined),
     ...(config.natsToken === undefined && config.protocolVersion === 2 && config.clientSeed !== undefined ? { signNonce: nonceSigner(config.clientSeed) } : {}),

@@ -4,7 +4,7 @@
  * source on that connection. `status` and `release` never import this module.
  */
 import type { AdmissionFlow } from "../app/admission-flow";
-import { brokerSettings, choriaClientSettings, warnInsecureSigner } from "./choria-client";
+import { brokerSettings, choriaClientSettings, natsServers, warnInsecureSigner } from "./choria-client";
 import type { Invocations } from "../app/invocation";
 import type { Leadership } from "../app/leadership";
 import type { Broker, LifecycleEventSource } from "../app/use-case-ports";
@@ -56,7 +56,7 @@ async function streamConnection(parts: FunctionParts): Promise<Pick<ChoriaBroker
   // in its choria account; the provisioner's client JWT (--server-provisioner) is refused there.
   const connection = new SharedBrokerConnection({
     ...settings,
-    servers: config.lifecycleBrokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://")),
+    servers: natsServers(config.lifecycleBrokerUrls),
     provisioningPassword: undefined,
     token: undefined,
     signNonce: undefined,

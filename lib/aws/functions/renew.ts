@@ -5,7 +5,7 @@
  * It may win a lease term, so it is composed like every broker function (the provisioning broker
  * announces the term); the main broker is a second connection of its own.
  */
-import { brokerSettings, choriaClientSettings } from "../choria-client";
+import { brokerSettings, choriaClientSettings, natsServers } from "../choria-client";
 import { Renewal, unansweredHoldFor, type RenewalRunResult } from "../../app/renewal";
 import { ChoriaBroker } from "../../nats/broker";
 import { SharedBrokerConnection } from "../../nats/connection";
@@ -31,7 +31,7 @@ async function composeMainBroker({ parts }: BrokerFunctionParts): Promise<Choria
   const broker = new ChoriaBroker(
     new SharedBrokerConnection({
       ...settings,
-      servers: config.renew.brokerUrls.map((url) => url.replace(/^tls:\/\//, "nats://")),
+      servers: natsServers(config.renew.brokerUrls),
       provisioningPassword: undefined,
     }),
     { ...(await choriaClientSettings(config, clock, logger)), collective: config.renew.collective },
