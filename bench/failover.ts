@@ -24,6 +24,7 @@
  *   npx tsx bench/failover.ts            writes reports/failover.json and reports/failover.md
  *   FAILOVER_RUNS=5 FAILOVER_IDLE_MS=120000 (the defaults)
  */
+import { cpus, loadavg } from "node:os";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdir, writeFile } from "node:fs/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
@@ -425,10 +426,16 @@ async function main() {
   try {
     await createLeaseTable(admin, TABLE);
     const started = Date.now();
+    const loadAtStart = loadavg()[0] ?? 0;
     const [profiles, idle] = await Promise.all([Promise.all(PROFILES.map((profile) => profileFigures(dynamo.url, profile))), idleRequests(dynamo.url, "idle")]);
     const report: Report = {
       generatedAt: new Date().toISOString(),
-      environment: { store: "DynamoDB Local (in memory, loopback)", queue: "SQS delays modelled by timers", node: process.version, timeScale: "real time" },
+      environment: {
+        ...{ store: "DynamoDB Local (in memory, loopback)", queue: "SQS delays modelled by timers", node: process.version, timeScale: "real time" },
+        // The figures are timers against protocol bounds, but a saturated machine delays them too.
+        cpus: String(cpus().length),
+        loadAverage1m: `${loadAtStart.toFixed(2)} at the start, ${(loadavg()[0] ?? 0).toFixed(2)} at the end`,
+      },
       benchmarkWallClockMs: Date.now() - started,
       attemptTimeoutMs: LONGEST_ATTEMPT_MS,
       keeperScheduleMs: KEEPER_SCHEDULE_MS,
@@ -471,7 +478,7 @@ function markdown(report: Report): string {
   return [
     "# Lease failover benchmark",
     "",
-    `Generated ${report.generatedAt} by \`npx tsx bench/failover.ts\` against DynamoDB Local on loopback, in real time (no time scaling); the whole run took ${s(report.benchmarkWallClockMs)}.`,
+    `Generated ${report.generatedAt} by \`npx tsx bench/failover.ts\` against DynamoDB Local on loopback, in real time (no time scaling); the whole run took ${s(report.benchmarkWallClockMs)}${report.environment.loadAverage1m ? `, on ${report.environment.cpus} cores at 1-minute load ${report.environment.loadAverage1m}` : ""}.`,
     "",
     "Each deployment runs its two lease functions as production composes them, each in its own container with its own gate",
     "(`createAppLeaseGate` in `lib/aws/compose-lease-gate.ts`, `createLeaseClient` in `lib/aws/clients.ts`, from a parsed configuration:",
