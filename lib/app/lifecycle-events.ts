@@ -179,25 +179,30 @@ export class LifecycleBridge {
    * the reason, its bytes base64-encoded (they may hold exactly what made it unreadable).
    */
   private async admit(events: BrokerEvent[]): Promise<ForwardOutcome[]> {
-    const decoder = new TextDecoder();
-    const messages = events.map((event, index) => ({ id: String(index), body: decoder.decode(event.data), receiveCount: 1, receiptHandle: "", source: event.subject }));
+    const texts = events.map((event) => utf8(event.data));
+    const messages = events.flatMap((event, index) => {
+      const body = texts[index];
+      return body === undefined ? [] : [{ id: String(index), body, receiveCount: 1, receiptHandle: "", source: event.subject }];
+    });
     const failed = new Set((await this.deps.events.handle(messages)).failedMessageIds);
     return Promise.all(
       events.map(async (event, index): Promise<ForwardOutcome> => {
+        // Bytes that are not text would reach the DLQ as replacement characters: they go whole.
+        if (texts[index] === undefined) return this.deadLetter(event, "not a lifecycle event: not UTF-8 text");
         if (!failed.has(String(index))) return "handled";
-        return event.lastChance ? this.deadLetter(event) : "retry";
+        return event.lastChance ? this.deadLetter(event, "admission did not take the lifecycle event on its last delivery") : "retry";
       }),
     );
   }
 
-  private async deadLetter(event: BrokerEvent): Promise<ForwardOutcome> {
+  private async deadLetter(event: BrokerEvent, reason: string): Promise<ForwardOutcome> {
     const { logger, metrics } = this.deps;
     const kept = event.data.subarray(0, DEAD_LETTER_KEPT_BYTES);
     try {
       await this.deps.lifecycleDlq.send({
         body: Buffer.from(kept).toString("base64"),
         attributes: {
-          reason: "admission did not take the lifecycle event on its last delivery",
+          reason,
           encoding: "base64",
           originalBytes: String(event.data.length),
           truncated: String(kept.length < event.data.length),
@@ -206,11 +211,20 @@ export class LifecycleBridge {
         },
       });
     } catch (error) {
-      logger.error("could not dead-letter a lifecycle event admission did not take", { subject: event.subject, error });
+      logger.error("could not dead-letter a lifecycle event admission did not take", { subject: event.subject, reason, error });
       return "retry";
     }
     metrics.count(EXTRA_METRIC.lifecycleEventsDeadLettered);
-    logger.warn("admission did not take a lifecycle event on its last delivery; sent it to the lifecycle dead-letter queue", { subject: event.subject });
+    logger.warn("sent a lifecycle event to the lifecycle dead-letter queue", { subject: event.subject, reason });
     return "dead-lettered";
+  }
+}
+
+/** The bytes as UTF-8 text; undefined when they are not. */
+function utf8(bytes: Uint8Array): string | undefined {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return undefined;
   }
 }

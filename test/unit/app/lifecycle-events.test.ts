@@ -260,6 +260,29 @@ describe("the lifecycle bridge: broker events -> admission, in the tick", () => 
     ]);
   });
 
+  it("dead-letters an event whose bytes are not UTF-8 whole (base64), not as replacement characters, and admits the good events", async () => {
+    // Arrange
+    const w = world();
+    await w.gate.acquireOrKeep();
+    const garbage = Uint8Array.from([0x7b, 0xff, 0xfe, 0x7d]);
+    const subject = "choria.lifecycle.event.startup.provision_mode_server";
+    const source = new FakeLifecycleEventSource([[brokerEvent(startupEvent("a.example.net", w.clock)), { data: garbage, subject, lastChance: false }]]);
+
+    // Act
+    const result = await bridge(w, source).run(inMs(w, 8_000));
+
+    // Assert
+    expect(source.outcomes).toEqual([["handled", "dead-lettered"]]);
+    expect(result).toMatchObject({ handled: 1, deadLettered: 1 });
+    expect(queuedIdentities(w)).toEqual(["a.example.net"]);
+    expect(w.queues.lifecycleDlq.sent).toEqual([
+      {
+        body: Buffer.from(garbage).toString("base64"),
+        attributes: { reason: "not a lifecycle event: not UTF-8 text", encoding: "base64", originalBytes: "4", truncated: "false", subject, source: "lifecycle-bridge" },
+      },
+    ]);
+  });
+
   it("hands an event admission could not take back for redelivery, and dead-letters it (base64, with the reason) on its last chance", async () => {
     // Arrange: the host-work queue throttles, so admission takes nothing.
     const w = world();
