@@ -8,6 +8,7 @@
 import { CreateTableCommand, UpdateTimeToLiveCommand, waitUntilTableExists, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
 import { ADMISSION_TTL_ATTRIBUTE } from "../../lib/dynamodb/admission-store";
+import { LEDGER_DAY_ATTRIBUTE, LEDGER_INDEX, LEDGER_TIME_ATTRIBUTE } from "../../lib/dynamodb/issuance-ledger";
 import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 
@@ -38,7 +39,7 @@ export async function createLeaseTable(client: DynamoDBClient, tableName: string
   await waitUntilActive(client, tableName);
 }
 
-/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
+/** Creates the admission table (on-demand, TTL on `ttl`, the issuance ledger's index by day) and waits until it is active; for tests and the local run. */
 export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
   await client.send(
     new CreateTableCommand({
@@ -47,10 +48,22 @@ export async function createAdmissionTable(client: DynamoDBClient, tableName: st
       AttributeDefinitions: [
         { AttributeName: "site", AttributeType: "S" },
         { AttributeName: "identity", AttributeType: "S" },
+        { AttributeName: LEDGER_DAY_ATTRIBUTE, AttributeType: "S" },
+        { AttributeName: LEDGER_TIME_ATTRIBUTE, AttributeType: "N" },
       ],
       KeySchema: [
         { AttributeName: "site", KeyType: "HASH" },
         { AttributeName: "identity", KeyType: "RANGE" },
+      ],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: LEDGER_INDEX,
+          KeySchema: [
+            { AttributeName: LEDGER_DAY_ATTRIBUTE, KeyType: "HASH" },
+            { AttributeName: LEDGER_TIME_ATTRIBUTE, KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "ALL" },
+        },
       ],
     }),
   );

@@ -3,6 +3,7 @@
  * the generated CloudFormation template: functions, schedules, SQS sources, queues, tables, IAM,
  * alarms and the dashboard.
  */
+import { LEDGER_DAY_ATTRIBUTE, LEDGER_INDEX, LEDGER_TIME_ATTRIBUTE } from "../../lib/dynamodb/issuance-ledger";
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -355,7 +356,7 @@ describe("tables", () => {
     expect(table.SSESpecification).toEqual({ SSEEnabled: true });
   });
 
-  it("keys the admission table by site + identity with TTL on ttl", () => {
+  it("keys the admission table by site + identity with TTL on ttl, and indexes the issuance ledger by day", () => {
     const table = resource("AdmissionTable").Properties;
 
     expect(table.KeySchema).toEqual([
@@ -365,6 +366,17 @@ describe("tables", () => {
     expect(table.TimeToLiveSpecification).toEqual({ AttributeName: "ttl", Enabled: true });
     expect(table.BillingMode).toBe("PAY_PER_REQUEST");
     expect(table.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+    // The issuance ledger's index by day, under the names lib/dynamodb/issuance-ledger.ts queries it by.
+    expect(table.GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: LEDGER_INDEX,
+        KeySchema: [
+          { AttributeName: LEDGER_DAY_ATTRIBUTE, KeyType: "HASH" },
+          { AttributeName: LEDGER_TIME_ATTRIBUTE, KeyType: "RANGE" },
+        ],
+        Projection: { ProjectionType: "ALL" },
+      },
+    ]);
     expect(table.SSESpecification).toEqual({ SSEEnabled: true });
   });
 
