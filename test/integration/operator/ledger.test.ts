@@ -153,7 +153,7 @@ describe("choria-provisioner history and issued", () => {
     // Act
     const month = await cliJson<IssuedReport>("issued", "--since", "30d");
     const legacy = await cliJson<IssuedReport>("issued", "--since", "30d", "--ca", "legacy ca");
-    const human = await cli("issued", "--since", "30d", "--ca", "Site CA");
+    const human = await cli("issued", "--since", "30d", "--ca", "CN=Choria Site CA");
 
     // Assert
     expect(month.issuances.map((record) => record.identity)).toEqual(["mid.example.net", "new.example.net"]);
