@@ -8,7 +8,6 @@
 import { CreateTableCommand, UpdateTimeToLiveCommand, waitUntilTableExists, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { connect } from "nats";
 import { ADMISSION_TTL_ATTRIBUTE } from "../../lib/dynamodb/admission-store";
-import { LEDGER_DAY_ATTRIBUTE, LEDGER_INDEX, LEDGER_TIME_ATTRIBUTE } from "../../lib/dynamodb/issuance-ledger";
 import { APP_DEFAULTS } from "../../lib/aws/settings";
 import type { RunningSqs } from "./services";
 
@@ -48,19 +47,20 @@ export async function createAdmissionTable(client: DynamoDBClient, tableName: st
       AttributeDefinitions: [
         { AttributeName: "site", AttributeType: "S" },
         { AttributeName: "identity", AttributeType: "S" },
-        { AttributeName: LEDGER_DAY_ATTRIBUTE, AttributeType: "S" },
-        { AttributeName: LEDGER_TIME_ATTRIBUTE, AttributeType: "N" },
+        { AttributeName: "ledgerDay", AttributeType: "S" },
+        { AttributeName: "issuedAt", AttributeType: "N" },
       ],
       KeySchema: [
         { AttributeName: "site", KeyType: "HASH" },
         { AttributeName: "identity", KeyType: "RANGE" },
       ],
+      // The issuance ledger's index by day (lib/dynamodb/issuance-ledger.ts), as config/deployment.cjs makes it.
       GlobalSecondaryIndexes: [
         {
-          IndexName: LEDGER_INDEX,
+          IndexName: "ledger-by-day",
           KeySchema: [
-            { AttributeName: LEDGER_DAY_ATTRIBUTE, KeyType: "HASH" },
-            { AttributeName: LEDGER_TIME_ATTRIBUTE, KeyType: "RANGE" },
+            { AttributeName: "ledgerDay", KeyType: "HASH" },
+            { AttributeName: "issuedAt", KeyType: "RANGE" },
           ],
           Projection: { ProjectionType: "ALL" },
         },

@@ -17,10 +17,14 @@ import { readItem } from "./expression";
 /** The admission table has no `ledger-by-day` index: a site table created before the ledger, not yet updated. */
 class LedgerIndexMissingError extends ProvisionerError {}
 
-/** The admission table's index of ledger records by day (serverless.yml via config/deployment.cjs, dev/local/resources.ts). */
-export const LEDGER_INDEX = "ledger-by-day";
-export const LEDGER_DAY_ATTRIBUTE = "ledgerDay";
-export const LEDGER_TIME_ATTRIBUTE = "issuedAt";
+/**
+ * The admission table's index of ledger records by day, as config/deployment.cjs (the stack) and
+ * dev/local/resources.ts (the local and test tables) create it; test/deploy/template.test.ts holds
+ * the stack's to these names, and the ledger's integration test queries the local one by them.
+ */
+const LEDGER_INDEX = "ledger-by-day";
+const LEDGER_DAY_ATTRIBUTE = "ledgerDay";
+const LEDGER_TIME_ATTRIBUTE = "issuedAt";
 const DAY_MS = 86_400_000;
 /** Day partitions read at once by issuedBetween. */
 const DAYS_AT_ONCE = 8;

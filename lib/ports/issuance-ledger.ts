@@ -5,10 +5,10 @@
  */
 
 /** Whether the identity held recorded credentials when these were issued: a first provisioning or a renewal. */
-export type IssuanceKind = "provision" | "renewal";
+type IssuanceKind = "provision" | "renewal";
 
 /** An x509 certificate the helper issued: what names it, who signed it, and the key it binds. */
-export interface IssuedCertificate {
+interface IssuedCertificate {
   /** Hex, as `openssl x509 -serial` prints it. */
   serial: string;
   /** SHA-256 of the DER certificate, `AB:CD:...` as `openssl x509 -fingerprint -sha256` prints it. */

@@ -3,7 +3,6 @@
  * the generated CloudFormation template: functions, schedules, SQS sources, queues, tables, IAM,
  * alarms and the dashboard.
  */
-import { LEDGER_DAY_ATTRIBUTE, LEDGER_INDEX, LEDGER_TIME_ATTRIBUTE } from "../../lib/dynamodb/issuance-ledger";
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -369,10 +368,10 @@ describe("tables", () => {
     // The issuance ledger's index by day, under the names lib/dynamodb/issuance-ledger.ts queries it by.
     expect(table.GlobalSecondaryIndexes).toEqual([
       {
-        IndexName: LEDGER_INDEX,
+        IndexName: "ledger-by-day",
         KeySchema: [
-          { AttributeName: LEDGER_DAY_ATTRIBUTE, KeyType: "HASH" },
-          { AttributeName: LEDGER_TIME_ATTRIBUTE, KeyType: "RANGE" },
+          { AttributeName: "ledgerDay", KeyType: "HASH" },
+          { AttributeName: "issuedAt", KeyType: "RANGE" },
         ],
         Projection: { ProjectionType: "ALL" },
       },

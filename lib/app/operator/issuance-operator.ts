@@ -16,7 +16,7 @@ export interface IssuanceOperatorDeps {
 }
 
 /** One record of `history`, and whether it is the credential the registry says the host was last given. */
-export type HistoryRecord = Issuance & { live: boolean };
+type HistoryRecord = Issuance & { live: boolean };
 
 export interface IssuanceHistory {
   site: string;
