@@ -19,6 +19,7 @@ import { OperatorRefusal } from "../lib/app/operator/report";
 import { OPERATOR_TIMING_DEFAULTS } from "../lib/app/operator/site-operator";
 import { readCommandLine, type CommandSpec, type Values } from "./command-line";
 import { formatDeadLetters, formatElection, formatPause, formatReprovision, formatRequeue, formatStatus, requeueJson } from "./format";
+import { HISTORY_USAGE, ISSUED_USAGE, runHistory, runIssued } from "./ledger";
 import { REGISTRY_HELP, runRegistryMerge } from "./registry-merge";
 import { RENEW_USAGE, runRenew } from "./renew";
 import { UsageError } from "./usage-error";
@@ -148,6 +149,19 @@ const COMMANDS: Record<string, Command> = {
     // The merge finds its tables itself: the target may be an ARN in another Region.
     needs: { tables: [], queues: [] },
     run: ({ opened, values, print }) => runRegistryMerge(opened.registryMerge, values, print),
+  },
+  history: {
+    usage: HISTORY_USAGE,
+    options: [],
+    takesArguments: true,
+    needs: { tables: ["admission"], queues: [] },
+    run: ({ opened, args, print }) => runHistory(opened.issuance, args, print),
+  },
+  issued: {
+    usage: ISSUED_USAGE,
+    options: ["since", "ca"],
+    needs: { tables: ["admission"], queues: [] },
+    run: ({ opened, values, print }) => runIssued(opened.issuance, values, print),
   },
 };
 

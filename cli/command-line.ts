@@ -5,6 +5,7 @@
  * to it as a misspelt one, so nothing given is silently ignored.
  */
 import { parseArgs } from "node:util";
+import { LEDGER_OPTIONS } from "./ledger";
 import { MERGE_OPTIONS } from "./registry-merge";
 import { RENEW_OPTIONS } from "./renew";
 import { UsageError } from "./usage-error";
@@ -32,6 +33,7 @@ const OPTIONS = {
   force: { type: "boolean" },
   ...RENEW_OPTIONS,
   ...MERGE_OPTIONS,
+  ...LEDGER_OPTIONS,
 } as const;
 
 type OptionName = keyof typeof OPTIONS;

@@ -401,7 +401,11 @@ function leaseTableProperties(tableName) {
   };
 }
 
-/** Hosts keyed by site and identity; entries no rule reads any more run out by TTL. */
+/**
+ * Hosts keyed by site and identity; entries no rule reads any more run out by TTL. The sparse index
+ * `ledger-by-day` holds only the issuance ledger's records, by site and UTC day, for `issued --since`
+ * (lib/dynamodb/issuance-ledger.ts).
+ */
 function admissionTableProperties(tableName) {
   return {
     TableName: tableName,
@@ -409,10 +413,22 @@ function admissionTableProperties(tableName) {
     AttributeDefinitions: [
       { AttributeName: "site", AttributeType: "S" },
       { AttributeName: "identity", AttributeType: "S" },
+      { AttributeName: "ledgerDay", AttributeType: "S" },
+      { AttributeName: "issuedAt", AttributeType: "N" },
     ],
     KeySchema: [
       { AttributeName: "site", KeyType: "HASH" },
       { AttributeName: "identity", KeyType: "RANGE" },
+    ],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: "ledger-by-day",
+        KeySchema: [
+          { AttributeName: "ledgerDay", KeyType: "HASH" },
+          { AttributeName: "issuedAt", KeyType: "RANGE" },
+        ],
+        Projection: { ProjectionType: "ALL" },
+      },
     ],
     TimeToLiveSpecification: { AttributeName: "ttl", Enabled: true },
   };

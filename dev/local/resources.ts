@@ -38,7 +38,7 @@ export async function createLeaseTable(client: DynamoDBClient, tableName: string
   await waitUntilActive(client, tableName);
 }
 
-/** Creates the admission table (on-demand, TTL on `ttl`) and waits until it is active; for tests and the local run. */
+/** Creates the admission table (on-demand, TTL on `ttl`, the issuance ledger's index by day) and waits until it is active; for tests and the local run. */
 export async function createAdmissionTable(client: DynamoDBClient, tableName: string): Promise<void> {
   await client.send(
     new CreateTableCommand({
@@ -47,10 +47,23 @@ export async function createAdmissionTable(client: DynamoDBClient, tableName: st
       AttributeDefinitions: [
         { AttributeName: "site", AttributeType: "S" },
         { AttributeName: "identity", AttributeType: "S" },
+        { AttributeName: "ledgerDay", AttributeType: "S" },
+        { AttributeName: "issuedAt", AttributeType: "N" },
       ],
       KeySchema: [
         { AttributeName: "site", KeyType: "HASH" },
         { AttributeName: "identity", KeyType: "RANGE" },
+      ],
+      // The issuance ledger's index by day (lib/dynamodb/issuance-ledger.ts), as config/deployment.cjs makes it.
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: "ledger-by-day",
+          KeySchema: [
+            { AttributeName: "ledgerDay", KeyType: "HASH" },
+            { AttributeName: "issuedAt", KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "ALL" },
+        },
       ],
     }),
   );

@@ -9,6 +9,8 @@ export interface HostClaim {
   claimedUntil: number;
   /** The host's hard failures in a row before this attempt, when there were any. */
   previousFailure?: { step: string; count: number };
+  /** True when the host had recorded credentials when claimed: what it is given now renews them (the ledger's `renewal`). */
+  renewing?: boolean;
 }
 
 /** The hard failures in a row at `step` once this attempt failed there too. */

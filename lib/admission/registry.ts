@@ -158,7 +158,8 @@ export class AdmissionRegistry {
       const claimed = result.entry;
       const previousFailure =
         claimed?.failedStep !== undefined && (claimed.failures ?? 0) > 0 ? { step: claimed.failedStep, count: claimed.failures ?? 0 } : undefined;
-      return { status: "claimed", claim: { work, token, claimedUntil, ...(previousFailure ? { previousFailure } : {}) } };
+      const renewing = claimed?.credentialsExpireAt !== undefined;
+      return { status: "claimed", claim: { work, token, claimedUntil, ...(previousFailure ? { previousFailure } : {}), ...(renewing ? { renewing } : {}) } };
     }
 
     const current = result.current;

@@ -7,6 +7,7 @@
 import { failuresInARow, type HostClaim } from "../admission/claim";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { CredentialsExpiry } from "../ports/credentials";
+import type { IssuanceLedger, IssuedCredentials } from "../ports/issuance-ledger";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionOutcome } from "../engine/outcome";
 import type { ProvisionEngine } from "../engine/provision";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
@@ -32,6 +33,9 @@ interface HostWorkSettings {
   failureLimit: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
+  /** The site (the ledger's records are the site's) and how long the issuance ledger keeps a record (`ledger_retention`). */
+  site: string;
+  ledgerRetentionMs: number;
 }
 
 export interface HostWorkDeps {
@@ -39,6 +43,8 @@ export interface HostWorkDeps {
   gate: Pick<LeaseGate, "standing">;
   registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater" | "recordCredentials">;
   engine: Pick<ProvisionEngine, "provision">;
+  /** Where every credential issued is recorded before it is sent. */
+  ledger: Pick<IssuanceLedger, "record">;
   broker: Pick<Broker, "prepareRpc">;
   hostWork: MessageQueue;
   hostWorkDlq: MessageQueue;
@@ -166,7 +172,7 @@ export class HostWorkProcessor {
       await this.giveBack(claim, message, `the broker could not be reached: ${messageOf(error)}`);
       throw new RetryLaterError(`broker unavailable for ${work.identity}`, { cause: error });
     }
-    const options = { remainingMs, recordCredentials: (credentials: CredentialsExpiry) => this.recordCredentials(claim, credentials, remainingMs) };
+    const options = { remainingMs, recordCredentials: (credentials: CredentialsExpiry, issued: IssuedCredentials) => this.recordCredentials(claim, credentials, issued, remainingMs) };
     let outcome = await this.deps.engine.provision(work, options);
     // The host keeps its claim while the lease store recovers; the engine reads the gate afresh before every attempt.
     for (const pauseMs of STORE_BLIP_PAUSES_MS) {
@@ -187,9 +193,18 @@ export class HostWorkProcessor {
     return this.acrossStoreBlips("claim the host", { identity: work.identity, term }, remainingMs, () => this.deps.registry.begin(work, term));
   }
 
-  /** The credentials recorded on our claim before they leave (AdmissionRegistry.recordCredentials); throws when the claim is no longer ours. */
-  private async recordCredentials(claim: HostClaim, credentials: CredentialsExpiry, remainingMs: () => number): Promise<void> {
+  /**
+   * The credentials recorded before they leave: first in the issuance ledger (a credential the
+   * helper signed is issued whether or not the node takes it; the record's key is the identity and
+   * the credential's id, so writing it again after a lost answer changes nothing), then on our
+   * claim (AdmissionRegistry.recordCredentials), which marks them live. Throws when either fails or
+   * the claim is no longer ours: nothing is sent then.
+   */
+  private async recordCredentials(claim: HostClaim, credentials: CredentialsExpiry, issued: IssuedCredentials, remainingMs: () => number): Promise<void> {
     const { identity, term } = claim.work;
+    const { site, deploymentId, ledgerRetentionMs } = this.deps.settings;
+    const issuance = { ...issued, site, identity, term, deploymentId, kind: claim.renewing ? ("renewal" as const) : ("provision" as const), expiresAt: issued.issuedAt + ledgerRetentionMs };
+    await this.acrossStoreBlips("record the issuance in the ledger", { identity, term }, remainingMs, () => this.deps.ledger.record(issuance));
     const recorded = await this.acrossStoreBlips("record the credentials", { identity, term }, remainingMs, () => this.deps.registry.recordCredentials(claim, credentials));
     if (!recorded) throw new ClaimLostError(`the claim on ${identity} ran out before its credentials could be recorded`);
     this.credentialsRecorded.add(claim);

@@ -8,11 +8,13 @@
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { AdmissionRegistry } from "../admission/registry";
 import { messageOf, StackNotFoundError } from "../errors";
+import { IssuanceOperator } from "../app/operator/issuance-operator";
 import { RenewalOperator } from "../app/operator/renewal-operator";
 import { Operator } from "../app/operator/site-operator";
 import { RegistryMerge, RegistryMergeError } from "../app/registry-merge";
 import { DynamoDbAdmissionStore } from "../dynamodb/admission-store";
 import { createDynamoDbClient, type AttributeValue, type DynamoDBClient } from "../dynamodb/client";
+import { DynamoDbIssuanceLedger } from "../dynamodb/issuance-ledger";
 import { DynamoDbLeaseStore } from "../dynamodb/lease-store";
 import { expiredAdmissionEntries, tableArn } from "../dynamodb/operator-reads";
 import { DynamoDbPauseStore } from "../dynamodb/pause-store";
@@ -58,7 +60,7 @@ export async function openOperator(
   stack: OperatorStack,
   needs: StackNeeds,
   clock: Clock,
-): Promise<{ operator: Operator; renewal: RenewalOperator; registryMerge: OpenRegistryMerge; close(): void }> {
+): Promise<{ operator: Operator; renewal: RenewalOperator; issuance: IssuanceOperator; registryMerge: OpenRegistryMerge; close(): void }> {
   // One retry against a local emulator: a refused connection is reported at once.
   const local = (region: string, endpoint: string | undefined) => ({ ...endpointConfig(region, endpoint), ...(endpoint ? { maxAttempts: 2 } : {}) });
   // A site table another deployment owns may be named by ARN in another Region: its client goes there.
@@ -101,7 +103,8 @@ export async function openOperator(
       ...(stack.renew ? { renew: stack.renew } : {}),
     });
     const renewal = new RenewalOperator({ site: stack.site, operator, registry, store: renewalStore, clock });
-    return { operator, renewal, registryMerge: (sources) => openRegistryMerge(stack, sources, clock, mergeClients), close };
+    const issuance = new IssuanceOperator({ site: stack.site, ledger: new DynamoDbIssuanceLedger({ client: dynamo, tableName: stack.admissionTable }), entries: store, clock });
+    return { operator, renewal, issuance, registryMerge: (sources) => openRegistryMerge(stack, sources, clock, mergeClients), close };
   } catch (error) {
     close();
     throw error;

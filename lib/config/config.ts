@@ -124,6 +124,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
+    ledgerRetentionMs: positiveDuration("ledger_retention", raw.ledger_retention),
     renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);

@@ -148,6 +148,7 @@ export const CONFIG_KEYS = {
   jwt_signing_key: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningKey }),
   jwt_signing_token: key({ schema: optionalText, env: "string", secret: true, reference: "value", usedBy: "provisioning", shown: (c) => c.jwtSigningToken }),
   server_jwt_validity: key({ schema: emptyIsUnset(duration("1y")), unit: DURATION, env: "string", shown: (c) => formatDuration(c.serverJwtValidityMs) }),
+  ledger_retention: key({ schema: emptyIsUnset(duration("400d")), unit: DURATION, env: "string", shown: (c) => formatDuration(c.ledgerRetentionMs) }),
   rego_policy: key({
     schema: optionalText,
     env: "string",

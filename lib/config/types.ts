@@ -77,6 +77,8 @@ export interface ProvisionerConfig {
   readonly jwtSigningKey: string | undefined;
   readonly jwtSigningToken: string | undefined;
   readonly serverJwtValidityMs: number;
+  /** How long the issuance ledger keeps a record (`ledger_retention`; DynamoDB's TTL deletes it after). */
+  readonly ledgerRetentionMs: number;
   readonly regoPolicy: string | undefined;
   readonly leaderElection: boolean;
   readonly upgradesRepository: string | undefined;

@@ -1,20 +1,48 @@
-/** Reading what the provisioner needs from a certificate the helper issued: its validity. */
-import { X509Certificate } from "node:crypto";
+/** Reading what the provisioner needs from a certificate the helper issued: its validity, and what the issuance ledger records of it. */
+import { createHash, X509Certificate } from "node:crypto";
 import { ProvisionerError } from "../errors";
 
 class CertificateError extends ProvisionerError {}
 
-/**
- * The validity of the first certificate of a PEM bundle (the node's own; the rest is its chain), as
- * epoch ms. Throws CertificateError naming what could not be read.
- */
-export function certificateValidity(pem: string): { notBefore: number; notAfter: number } {
-  let certificate: X509Certificate;
+/** What names the first certificate of a PEM bundle, who signed it and the key it binds (the issuance ledger's record of it). */
+export interface CertificateIdentity {
+  /** Hex, as `openssl x509 -serial` prints it. */
+  serial: string;
+  /** `AB:CD:...`, as `openssl x509 -fingerprint -sha256` prints it. */
+  sha256: string;
+  issuer: string;
+  subject: string;
+  notAfter: number;
+  /** SHA-256 (hex) of the SubjectPublicKeyInfo DER of the key it certifies. */
+  keySha256: string;
+}
+
+/** The first certificate of a PEM bundle (the node's own; the rest is its chain) as the ledger records it; throws CertificateError naming what could not be read. */
+export function certificateIdentity(pem: string): CertificateIdentity {
+  const certificate = parse(pem);
+  const spki = certificate.publicKey.export({ type: "spki", format: "der" });
+  return {
+    serial: certificate.serialNumber,
+    sha256: certificate.fingerprint256,
+    issuer: distinguishedName(certificate.issuer),
+    subject: distinguishedName(certificate.subject),
+    notAfter: validityOf(certificate).notAfter,
+    keySha256: createHash("sha256").update(spki).digest("hex"),
+  };
+}
+
+/** Node prints a name one attribute a line; the ledger keeps it on one. */
+const distinguishedName = (lines: string) => lines.split("\n").filter((line) => line !== "").join(", ");
+
+function parse(pem: string): X509Certificate {
   try {
-    certificate = new X509Certificate(pem);
+    return new X509Certificate(pem);
   } catch (error) {
     throw new CertificateError("the helper's certificate is not a PEM x509 certificate", { cause: error });
   }
+}
+
+function validityOf(certificate: X509Certificate): { notBefore: number; notAfter: number } {
   const notBefore = Date.parse(certificate.validFrom);
   const notAfter = Date.parse(certificate.validTo);
   if (!Number.isFinite(notBefore) || !Number.isFinite(notAfter)) {

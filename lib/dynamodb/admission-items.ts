@@ -21,6 +21,7 @@ const EXPIRY = {
   credentialsExpireAt: optionalNumber,
   expiryKind: z.enum(["certificate", "server_jwt"]).optional().catch(undefined),
   credentialsIssuedAt: optionalNumber,
+  credentialId: optionalString,
 };
 
 const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
@@ -35,11 +36,11 @@ const OUTCOME = {
   ...RENEWAL_MARK,
 };
 
-type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;
+type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt" | "credentialId">;
 
-function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
+function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
   if (credentialsExpireAt === undefined || expiryKind === undefined) return {};
-  return { credentialsExpireAt, expiryKind, ...(credentialsIssuedAt === undefined ? {} : { credentialsIssuedAt }) };
+  return { credentialsExpireAt, expiryKind, ...(credentialsIssuedAt === undefined ? {} : { credentialsIssuedAt }), ...(credentialId === undefined ? {} : { credentialId }) };
 }
 
 /** Leaves out the attributes that are absent, as the entry types want. */
@@ -67,9 +68,9 @@ const ENTRY = z
     heldUntil: optionalNumber,
     ...OUTCOME,
   })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...entry }): AdmissionEntry => ({
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, ...entry }): AdmissionEntry => ({
     ...defined(entry),
-    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
+    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }),
   }));
 
 export const SUMMARY_ROW = z
@@ -80,9 +81,9 @@ export const SUMMARY_ROW = z
     claimedUntil: optionalNumber,
     ...OUTCOME,
   })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, ...row }): AdmissionSummaryRow => ({
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, ...row }): AdmissionSummaryRow => ({
     ...defined(row),
-    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt }),
+    ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }),
   }));
 
 const WAITING_NAME = z.tuple([z.string().min(1), z.number(), z.number()]);

@@ -16,6 +16,7 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../ports/admission-entry";
+import type { CredentialsExpiry } from "../ports/credentials";
 import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
 import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
@@ -100,9 +101,9 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         expiresAt: request.expiresAt,
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         endedClaimToken: request.claimToken,
-        ...(credentials ? { credentialsExpireAt: credentials.expiresAt, expiryKind: credentials.kind, credentialsIssuedAt: credentials.issuedAt } : {}),
+        ...(credentials ? credentialAttributes(credentials) : {}),
       },
-      remove: [...CLAIM, ...FAILURE_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...(credentials ? [] : CREDENTIAL_ATTRIBUTES)],
+      remove: [...CLAIM, ...FAILURE_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...(credentials ? (credentials.credentialId === undefined ? ["credentialId"] : []) : CREDENTIAL_ATTRIBUTES)],
       ...ownClaim(request.claimToken),
     });
   }
@@ -111,13 +112,11 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
     const { credentials } = request;
     return this.update(request, {
       set: {
-        credentialsExpireAt: credentials.expiresAt,
-        expiryKind: credentials.kind,
-        credentialsIssuedAt: credentials.issuedAt,
+        ...credentialAttributes(credentials),
         expiresAt: request.expiresAt,
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
       },
-      remove: RENEWAL_ATTRIBUTES,
+      remove: [...RENEWAL_ATTRIBUTES, ...(credentials.credentialId === undefined ? ["credentialId"] : [])],
       ...ownClaim(request.claimToken),
     });
   }
@@ -258,6 +257,16 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       throw error;
     }
   }
+}
+
+/** The entry's record of the credentials (CREDENTIAL_ATTRIBUTES). */
+function credentialAttributes(credentials: CredentialsExpiry): Record<string, string | number> {
+  return {
+    credentialsExpireAt: credentials.expiresAt,
+    expiryKind: credentials.kind,
+    credentialsIssuedAt: credentials.issuedAt,
+    ...(credentials.credentialId === undefined ? {} : { credentialId: credentials.credentialId }),
+  };
 }
 
 /** The write acts on the claim it names and on no other. */

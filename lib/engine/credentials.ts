@@ -1,6 +1,5 @@
-/** The credentials a node is given: its server JWT signed, its private key encrypted for transport, and their expiry recorded for renewal. */
+/** The credentials a node is given: its server JWT signed, its private key encrypted for transport, and what is recorded of them (the ledger's record, their expiry for renewal). */
 import { addChainIssuerData, buildServerClaims, serverJwtSettings } from "../crypto/server-jwt";
-import { certificateValidity } from "../crypto/certificate";
 import { decodeHex, encodeHex } from "../crypto/encoding";
 import { encryptLegacyPem } from "../crypto/legacy-pem";
 import { generateX25519KeyPair, x25519SharedSecret } from "../crypto/ecdh";
@@ -8,6 +7,7 @@ import { signJwt } from "../crypto/jwt";
 import { ConfigError, messageOf } from "../errors";
 import type { HelperResponse } from "../ports/helper";
 import type { CredentialsExpiry } from "../ports/credentials";
+import type { IssuedCredentials } from "../ports/issuance-ledger";
 import { CredentialsNotRecordedError, KeyTransportError, ServerJwtError } from "./errors";
 import type { HostRun } from "./host-run";
 import type { Ed25519Key } from "./node-facts";
@@ -17,6 +17,10 @@ export interface ServerJwt {
   jwt: string;
   /** Epoch ms the signed server JWT expires (its `exp`). */
   expiresAt?: number;
+  /** Its `jti` and `iss`, and the node's ed25519 public key (hex) it binds: what the issuance ledger records. */
+  jti?: string;
+  issuer?: string;
+  publicKeyHex?: string;
 }
 
 export interface TransportedKey {
@@ -48,7 +52,7 @@ export async function signServerJwt(run: HostRun, ed25519Key: Ed25519Key | null,
     claims = addChainIssuerData(claims, settings.signingToken, signingKey);
   }
   const expiresAt = claims.exp * 1000;
-  return { jwt: await signJwt(claims, signingKey), expiresAt };
+  return { jwt: await signJwt(claims, signingKey), expiresAt, jti: claims.jti, issuer: claims.iss, publicKeyHex };
 }
 
 export function encryptKey(run: HostRun, serverEcdhPublic: string, pem: string): TransportedKey {
@@ -65,29 +69,19 @@ export function encryptKey(run: HostRun, serverEcdhPublic: string, pem: string):
   }
 }
 
-/**
- * Whichever of the helper's certificate and the server JWT expires first, for renewal. A
- * certificate that cannot be read is the node's to reject, not a reason to stop here: the host
- * is then provisioned without a known certificate expiry, and the log says so.
- */
-export function credentialsExpiry(run: HostRun, serverJwtExpiresAt: number | undefined, response: HelperResponse): CredentialsExpiry | undefined {
-  const issuedAt = Math.floor(run.clock.now());
-  const candidates: CredentialsExpiry[] = [];
-  if (serverJwtExpiresAt !== undefined) candidates.push({ expiresAt: serverJwtExpiresAt, kind: "server_jwt", issuedAt });
-  if (response.certificate !== "") {
-    try {
-      candidates.push({ expiresAt: certificateValidity(response.certificate).notAfter, kind: "certificate", issuedAt });
-    } catch (error) {
-      run.logger.warn("the helper's certificate could not be read; its expiry is not recorded", { ...run.log, error: messageOf(error) });
-    }
-  }
-  return candidates.sort((a, b) => a.expiresAt - b.expiresAt)[0];
+/** Whichever of the helper's certificate and the server JWT expires first, for renewal, with the ledger's id of the credentials. */
+export function credentialsExpiry(issued: IssuedCredentials): CredentialsExpiry {
+  const candidates: Array<Pick<CredentialsExpiry, "expiresAt" | "kind">> = [];
+  if (issued.serverJwt) candidates.push({ expiresAt: issued.serverJwt.expiresAt, kind: "server_jwt" });
+  if (issued.certificate) candidates.push({ expiresAt: issued.certificate.notAfter, kind: "certificate" });
+  const [first] = candidates.sort((a, b) => a.expiresAt - b.expiresAt);
+  return { ...(first as (typeof candidates)[number]), issuedAt: issued.issuedAt, credentialId: issued.credentialId };
 }
 
-export async function recordCredentials(record: ProvisionOptions["recordCredentials"], credentials: CredentialsExpiry): Promise<void> {
+export async function recordCredentials(record: ProvisionOptions["recordCredentials"], credentials: CredentialsExpiry, issued: IssuedCredentials): Promise<void> {
   if (!record) return;
   try {
-    await record(credentials);
+    await record(credentials, issued);
   } catch (error) {
     throw new CredentialsNotRecordedError(`the credentials could not be recorded before configuring: ${messageOf(error)}`, { cause: error });
   }

@@ -12,6 +12,7 @@ import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
+import { issuedCredentials } from "./issuance";
 import type { HostRun } from "./host-run";
 import { configure, restartConfigured, shutdown, upgrade } from "./node-changes";
 import { fetchCsr, fetchEd25519Key, fetchInventory, fetchJwt, type Csr, type Ed25519Key } from "./node-facts";
@@ -161,9 +162,10 @@ class HostProvisioning {
       }
     }
 
-    const credentials = credentialsExpiry(run, serverJwt.expiresAt, response);
+    const issued = issuedCredentials(run, serverJwt, response);
+    const credentials = issued && credentialsExpiry(issued);
     this.step = "configure";
-    if (credentials) await recordCredentials(this.options.recordCredentials, credentials);
+    if (issued && credentials) await recordCredentials(this.options.recordCredentials, credentials, issued);
     await configure(run, response, csr, serverJwt.jwt, key);
     this.step = "restart";
     await restartConfigured(run);

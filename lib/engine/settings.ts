@@ -8,6 +8,7 @@ import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
 import type { PauseGate } from "../ports/lease-gate";
 import type { CredentialsExpiry } from "../ports/credentials";
+import type { IssuedCredentials } from "../ports/issuance-ledger";
 import type { RandomSource, RemainingTime } from "./retry";
 
 interface EngineFeatures {
@@ -56,8 +57,9 @@ export interface ProvisionOptions {
   /** Time left in this invocation (minus a margin); attempts that cannot finish are not started. */
   remainingMs?: RemainingTime;
   /**
-   * Records the credentials the node is about to be given, before the configure request leaves.
-   * When it throws, nothing is sent: the host fails at step configure and is retried.
+   * Records the credentials the node is about to be given (their expiry, and the issuance ledger's
+   * record of them), before the configure request leaves. When it throws, nothing is sent: the
+   * host fails at step configure and is retried.
    */
-  recordCredentials?: (credentials: CredentialsExpiry) => Promise<void>;
+  recordCredentials?: (credentials: CredentialsExpiry, issued: IssuedCredentials) => Promise<void>;
 }

@@ -38,6 +38,8 @@ export interface AdmissionEntry extends AdmissionKey {
   credentialsExpireAt?: number;
   expiryKind?: ExpiryKind;
   credentialsIssuedAt?: number;
+  /** The issuance ledger's id of these credentials (lib/ports/issuance-ledger.ts): `history` marks that record live. */
+  credentialId?: string;
   /**
    * Renewal's record of these credentials' failed renewals: how many, when to try again, and the
    * last reason. Kept on the host so every deployment of the site sees it; it ends with the
@@ -52,7 +54,7 @@ export interface AdmissionEntry extends AdmissionKey {
 /** An entry's record of its failed attempts, kept across re-admission until the host is provisioned. */
 export const FAILURE_ATTRIBUTES = ["lastError", "lastErrorAt", "failedStep", "failures"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /** The credentials a provisioned host was given: kept until it is provisioned anew. */
-export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt", "credentialId"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /** Renewal's marks on those credentials (`RenewalMark`): they end with the credentials. */
 export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /**
@@ -85,6 +87,7 @@ const ENTRY_FIELDS: Record<Exclude<keyof AdmissionEntry, keyof AdmissionKey>, tr
   credentialsExpireAt: true,
   expiryKind: true,
   credentialsIssuedAt: true,
+  credentialId: true,
   renewalAttempts: true,
   renewalRetryAt: true,
   renewalError: true,

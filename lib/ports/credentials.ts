@@ -8,6 +8,8 @@ export interface CredentialsExpiry {
   expiresAt: number;
   kind: ExpiryKind;
   issuedAt: number;
+  /** The issuance ledger's id of these credentials (server JWT `jti`, else certificate fingerprint): `history` marks that record live. */
+  credentialId?: string;
 }
 
 /** Failed renewals of one host's credentials: how many in a row, the next try, the last reason and when. */

@@ -72,6 +72,13 @@ else:
         admission["KeySchema"] == [{"AttributeName": "site", "KeyType": "HASH"}, {"AttributeName": "identity", "KeyType": "RANGE"}],
         admission["KeySchema"],
     )
+    ledger_index = [index for index in admission.get("GlobalSecondaryIndexes", []) if index["IndexName"] == "ledger-by-day"]
+    check(
+        "admission table has the issuance ledger's index by day",
+        len(ledger_index) == 1
+        and ledger_index[0]["KeySchema"] == [{"AttributeName": "ledgerDay", "KeyType": "HASH"}, {"AttributeName": "issuedAt", "KeyType": "RANGE"}],
+        admission.get("GlobalSecondaryIndexes"),
+    )
 
     # --- queues
     def queue(name):

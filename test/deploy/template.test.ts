@@ -355,7 +355,7 @@ describe("tables", () => {
     expect(table.SSESpecification).toEqual({ SSEEnabled: true });
   });
 
-  it("keys the admission table by site + identity with TTL on ttl", () => {
+  it("keys the admission table by site + identity with TTL on ttl, and indexes the issuance ledger by day", () => {
     const table = resource("AdmissionTable").Properties;
 
     expect(table.KeySchema).toEqual([
@@ -365,6 +365,17 @@ describe("tables", () => {
     expect(table.TimeToLiveSpecification).toEqual({ AttributeName: "ttl", Enabled: true });
     expect(table.BillingMode).toBe("PAY_PER_REQUEST");
     expect(table.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+    // The issuance ledger's index by day, under the names lib/dynamodb/issuance-ledger.ts queries it by.
+    expect(table.GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: "ledger-by-day",
+        KeySchema: [
+          { AttributeName: "ledgerDay", KeyType: "HASH" },
+          { AttributeName: "issuedAt", KeyType: "RANGE" },
+        ],
+        Projection: { ProjectionType: "ALL" },
+      },
+    ]);
     expect(table.SSESpecification).toEqual({ SSEEnabled: true });
   });
 

@@ -2,6 +2,7 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { HostWorkProcessor } from "../../app/host-work";
 import { functionUses } from "../../config/secrets";
+import { DynamoDbIssuanceLedger } from "../../dynamodb/issuance-ledger";
 import type { BrokerFunctionParts } from "../compose-broker";
 import { composeEngine } from "../compose-engine";
 import { wrapHandler } from "../middleware";
@@ -44,10 +45,13 @@ export async function provisionFunction({ parts, broker, invocations }: BrokerFu
       retry: { baseDelaySeconds: settings.retryBaseDelaySeconds, maxDelaySeconds: settings.retryMaxDelaySeconds },
       failureLimit: settings.hostFailureLimit,
       deadlineMarginMs: settings.deadlineMarginMs,
+      site: parts.config.site,
+      ledgerRetentionMs: parts.config.ledgerRetentionMs,
     },
     gate: parts.gate,
     registry: parts.registry,
     engine,
+    ledger: new DynamoDbIssuanceLedger({ client: parts.storeClient, tableName: settings.admissionTable }),
     broker,
     hostWork: parts.queues.hostWork,
     hostWorkDlq: parts.queues.hostWorkDlq,

@@ -40,9 +40,11 @@ import { certificateValidUntil } from "./certificate";
 import { overNetwork, SimFault, type Faults, type Paths } from "./faults";
 import { LIFECYCLE_COMPONENT, type SimFleet } from "./fleet";
 import { SimQueue } from "./queue";
+import { MemoryIssuanceLedger } from "../stores/memory-issuance-ledger";
 import { Container, type VirtualTime } from "./time";
 
 export const SITE = "sim";
+const LEDGER_RETENTION_MS = 400 * 86_400_000;
 export const TOKEN = "sim-provisioning-token";
 export const LEASE_TIMING = { leaseDurationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000 } as const;
 /** How long the helper's certificates are valid, and so the renewal window (half of it). */
@@ -115,6 +117,8 @@ export class SimDeployment {
   readonly paths: Paths = { storeHeldUntil: 0, brokerCutUntil: 0 };
   readonly hostWork: SimQueue;
   readonly hostWorkDlq: SimQueue;
+  /** The issuance ledger of this deployment's provisionings. */
+  readonly ledger = new MemoryIssuanceLedger();
   readonly lifecycleQueue: SimQueue;
   readonly lifecycleDlq: SimQueue;
   /** The bodies of the startup events its ticks handed to admission and admission took. */
@@ -318,9 +322,10 @@ export class SimDeployment {
       return new ProvisionEngine({ settings: engineSettings(TOKEN, { intervalMs: this.spec.intervalMs }), rpc, gate: engineGate, helper: this.helper(container), metrics: noMetrics, clock, random: faults.random });
     };
     return new HostWorkProcessor({
-      settings: { deploymentId: this.spec.id, workers: this.spec.workers, retry: { baseDelaySeconds: 10, maxDelaySeconds: 120 }, failureLimit: HOST_FAILURE_LIMIT, deadlineMarginMs: 5_000 },
+      settings: { deploymentId: this.spec.id, workers: this.spec.workers, retry: { baseDelaySeconds: 10, maxDelaySeconds: 120 }, failureLimit: HOST_FAILURE_LIMIT, deadlineMarginMs: 5_000, site: SITE, ledgerRetentionMs: LEDGER_RETENTION_MS },
       gate,
       registry: this.termBlind(registry),
+      ledger: this.ledger,
       engine: { provision: (work, options) => engineFor(work.term).provision(work, options) },
       broker,
       hostWork: this.hostWork,

@@ -59,8 +59,8 @@ export class MemoryAdmissionStore implements AdmissionStore {
     for (const field of [...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES]) delete current[field];
     Object.assign(current, { state: "provisioned", heldUntil: request.heldUntil, expiresAt: request.expiresAt, endedClaimToken: request.claimToken });
     if (request.credentials) {
-      const { expiresAt, kind, issuedAt } = request.credentials;
-      Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt });
+      const { expiresAt, kind, issuedAt, credentialId } = request.credentials;
+      Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt, ...(credentialId === undefined ? {} : { credentialId }) });
     }
     return { applied: true };
   }
@@ -68,9 +68,9 @@ export class MemoryAdmissionStore implements AdmissionStore {
   async recordCredentials(request: RecordCredentialsRequest): Promise<AdmissionWrite> {
     const current = this.get(request);
     if (current?.claimToken !== request.claimToken) return { applied: false, current: copy(current) };
-    for (const field of RENEWAL_ATTRIBUTES) delete current[field];
-    const { expiresAt, kind, issuedAt } = request.credentials;
-    Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt, expiresAt: Math.max(current.expiresAt, request.expiresAt) });
+    for (const field of [...RENEWAL_ATTRIBUTES, "credentialId"] as const) delete current[field];
+    const { expiresAt, kind, issuedAt, credentialId } = request.credentials;
+    Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt, ...(credentialId === undefined ? {} : { credentialId }), expiresAt: Math.max(current.expiresAt, request.expiresAt) });
     return { applied: true };
   }
 

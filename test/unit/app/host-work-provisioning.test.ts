@@ -16,18 +16,24 @@ import type { HostWork } from "../../../lib/ports/host-work";
 import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
+import { MemoryIssuanceLedger } from "../../support/stores/memory-issuance-ledger";
+import type { CredentialsExpiry } from "../../../lib/ports/credentials";
+import type { IssuanceLedger, IssuedCredentials } from "../../../lib/ports/issuance-ledger";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 const RETRY = { baseDelaySeconds: 10, maxDelaySeconds: 60 };
 /** The re-reads after a store blip wait 1, 2, 4 and 8 s: a blip under load passes in about a second, a longer one gets 15 s. */
 const STORE_BLIP_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];
 
-function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4, retry = RETRY): HostWorkProcessor {
+const LEDGER_RETENTION_MS = 400 * 86_400_000;
+
+function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers = 4, retry = RETRY, ledger: Pick<IssuanceLedger, "record"> = new MemoryIssuanceLedger()): HostWorkProcessor {
   return new HostWorkProcessor({
-    settings: { deploymentId: w.deploymentId, workers, retry, failureLimit: 3, deadlineMarginMs: 1_000 },
+    settings: { deploymentId: w.deploymentId, workers, retry, failureLimit: 3, deadlineMarginMs: 1_000, site: SITE, ledgerRetentionMs: LEDGER_RETENTION_MS },
     gate: w.gate,
     registry: w.registry,
     engine,
+    ledger,
     broker: w.broker,
     hostWork: w.queues.hostWork,
     hostWorkDlq: w.queues.hostWorkDlq,
@@ -35,6 +41,12 @@ function processor(w: World, engine: Pick<ProvisionEngine, "provision">, workers
     metrics: w.metrics,
     clock: w.clock,
   });
+}
+
+/** What the engine would record of a certificate with these credentials' expiry. */
+function issuedFor(credentials: CredentialsExpiry, credentialId = "AB:CD"): IssuedCredentials {
+  const certificate = { serial: "01", sha256: credentialId, issuer: "CN=Test CA", subject: "CN=host", notAfter: credentials.expiresAt, keySha256: "00" };
+  return { credentialId, issuedAt: credentials.issuedAt, certificate, verdictSha256: "ff" };
 }
 
 /** The store's calls as plain functions bound to it, to override one of them. */
@@ -120,6 +132,68 @@ describe("host work: provisioning one queued host", () => {
     });
   });
 
+  it("writes the issuance to the ledger before the credentials to the registry: provision first, renewal once the host holds credentials", async () => {
+    // Arrange: an engine that records credentials as the real one does, a new credential each run.
+    const w = world();
+    const ledger = new MemoryIssuanceLedger();
+    const registryHeld: Array<string | undefined> = [];
+    let run = 0;
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        run += 1;
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now(), credentialId: `AB:0${run}` };
+        await options?.recordCredentials?.(credentials, issuedFor(credentials, credentials.credentialId));
+        registryHeld.push((await stateOf(w, work.identity))?.credentialId);
+        return { kind: "provisioned", identity: work.identity, credentials };
+      },
+    };
+
+    // Act: provisioned, then (its entry kept with the credentials, as a forget does) provisioned again.
+    await processor(w, engine, 4, RETRY, ledger).handle(await admitted(w, "a.example.net"), context());
+    await w.admissionStore.forgetUnlessClaimed({ site: SITE, identity: "a.example.net", now: w.clock.now() });
+    await processor(w, engine, 4, RETRY, ledger).handle(await admitted(w, "a.example.net"), context());
+
+    // Assert: two records, each written before the registry held its credential, the second a renewal.
+    const history = await ledger.history(SITE, "a.example.net");
+    expect(history.map((record) => [record.credentialId, record.kind])).toEqual([
+      ["AB:01", "provision"],
+      ["AB:02", "renewal"],
+    ]);
+    expect(registryHeld).toEqual(["AB:01", "AB:02"]);
+    const term = await w.gate.currentTerm();
+    expect(history[0]).toMatchObject({ site: SITE, identity: "a.example.net", term, deploymentId: w.deploymentId, expiresAt: history[0]!.issuedAt + LEDGER_RETENTION_MS });
+    expect((await stateOf(w, "a.example.net"))?.credentialId).toBe("AB:02");
+  });
+
+  it("records nothing in the registry, and fails the attempt before configure, when the ledger cannot be written", async () => {
+    // Arrange
+    const w = world();
+    const ledger: Pick<IssuanceLedger, "record"> = {
+      record: async () => {
+        throw new Error("ProvisionedThroughputExceededException");
+      },
+    };
+    let recordError: unknown;
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now() };
+        try {
+          await options?.recordCredentials?.(credentials, issuedFor(credentials));
+        } catch (error) {
+          recordError = error;
+        }
+        return { kind: "failed", identity: work.identity, step: "configure", error: new HelperError("not configured"), retryable: true };
+      },
+    };
+
+    // Act: a short invocation, so the blip pauses give up at once.
+    await processor(w, engine, 4, RETRY, ledger).handle(await admitted(w, "a.example.net"), context(500));
+
+    // Assert
+    expect(String(recordError)).toMatch(/ProvisionedThroughputExceededException/);
+    expect((await stateOf(w, "a.example.net"))?.credentialsExpireAt).toBeUndefined();
+  });
+
   it("keeps a host paused after its configuration was sent with the credentials recorded for it, so renewal finds it", async () => {
     // Arrange: the engine records the credentials before configuring, then the gate closes (the
     // lease was lost while the configure request may already have reached the node).
@@ -127,7 +201,7 @@ describe("host work: provisioning one queued host", () => {
     const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now() };
     const engine: Pick<ProvisionEngine, "provision"> = {
       provision: async (work, options) => {
-        await options?.recordCredentials?.(credentials);
+        await options?.recordCredentials?.(credentials, issuedFor(credentials));
         return { kind: "paused", identity: work.identity, step: "restart", error: new PausedError("paused: the lease was lost") };
       },
     };
@@ -608,9 +682,10 @@ describe("host work: provisioning one queued host", () => {
     let remaining: number | undefined;
     const engine = new FakeEngine();
     const useCase = new HostWorkProcessor({
-      settings: { deploymentId: w.deploymentId, workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000 },
+      settings: { deploymentId: w.deploymentId, workers: 1, retry: RETRY, failureLimit: 3, deadlineMarginMs: 1_000, site: SITE, ledgerRetentionMs: LEDGER_RETENTION_MS },
       gate: w.gate,
       registry: w.registry,
+      ledger: new MemoryIssuanceLedger(),
       engine: {
         provision: async (work, options) => {
           remaining = options?.remainingMs?.();

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { certificateValidity } from "../../../lib/crypto/certificate";
+import { certificateIdentity } from "../../../lib/crypto/certificate";
 import { decodeJwt } from "../../../lib/crypto/jwt";
 import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { ed25519SigningKey, generateEd25519Seed } from "../../support/choria-node/keys";
@@ -15,6 +15,9 @@ import { RpcNotSentError, ConfigError, CsrError, DeferredError, HelperError, Jwt
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import type { HelperResponse } from "../../../lib/ports/helper";
 import { selfSignedCertificate } from "../../support/certificate";
+import type { IssuedCredentials } from "../../../lib/ports/issuance-ledger";
+import type { CredentialsExpiry } from "../../../lib/ports/credentials";
+import { createHash, X509Certificate } from "node:crypto";
 import { FakeGate, FakeHelper, FakeRpc, RecordingLogger, RecordingMetrics, statusError, timeout, VirtualClock } from "../../support/fakes";
 import { seededRandom } from "../../support/random";
 import {
@@ -1033,7 +1036,8 @@ describe("ProvisionEngine records when the credentials it handed out expire", ()
 
     // Assert
     const exp = Number(decodeJwt(String(configureData(h).server_jwt)).claims.exp);
-    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY, credentials: { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: START_WALL_MS } });
+    const jti = String(decodeJwt(String(configureData(h).server_jwt)).claims.jti);
+    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY, credentials: { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: START_WALL_MS, credentialId: jti } });
   });
 
   it("reports the certificate's notAfter when it expires before the server JWT", async () => {
@@ -1045,7 +1049,7 @@ describe("ProvisionEngine records when the credentials it handed out expire", ()
     const outcome = await h.engine.provision(work());
 
     // Assert
-    expect(outcome).toMatchObject({ kind: "provisioned", credentials: { kind: "certificate", expiresAt: certificateValidity(certificate).notAfter } });
+    expect(outcome).toMatchObject({ kind: "provisioned", credentials: { kind: "certificate", expiresAt: certificateIdentity(certificate).notAfter } });
   });
 
   it("reports the server JWT when it expires before the certificate", async () => {
@@ -1073,5 +1077,110 @@ describe("ProvisionEngine records when the credentials it handed out expire", ()
     // Assert
     expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY });
     expect(h.logger.at("warn").map((record) => record.message)).toContain("the helper's certificate could not be read; its expiry is not recorded");
+  });
+});
+
+describe("ProvisionEngine records what it issues in the ledger before configuring", () => {
+  /** The engine's record of one provisioning, and how many configure requests had left when it was made. */
+  async function recorded(h: Harness): Promise<{ outcome: ProvisionOutcome; issued: IssuedCredentials; credentials: CredentialsExpiry; configuresBefore: number }> {
+    const records: Array<{ issued: IssuedCredentials; credentials: CredentialsExpiry; configuresBefore: number }> = [];
+    const outcome = await h.engine.provision(work(), {
+      recordCredentials: async (credentials, issued) => {
+        records.push({ issued, credentials, configuresBefore: h.rpc.callsTo(CONFIGURE).length });
+      },
+    });
+    expect(records).toHaveLength(1);
+    return { outcome, ...records[0]! };
+  }
+
+  it("records the server JWT's jti, exp, issuer and key, and the certificate's serial, fingerprint, issuer and key, before configure leaves", async () => {
+    // Arrange
+    const certificate = selfSignedCertificate(IDENTITY, 30);
+    const h = await harness({ features: JWT_ED25519, helper: helperResponse({ certificate }) });
+
+    // Act
+    const { outcome, issued, credentials, configuresBefore } = await recorded(h);
+
+    // Assert: what the node was sent is what was recorded, and recorded first.
+    expect(outcome.kind).toBe("provisioned");
+    expect(configuresBefore).toBe(0);
+    const claims = decodeJwt(String(configureData(h).server_jwt)).claims;
+    const nodeKey = h.helper.requests[0]!.ed25519_pubkey!.public_key;
+    const x509 = new X509Certificate(certificate);
+    expect(issued).toEqual({
+      credentialId: claims.jti,
+      issuedAt: START_WALL_MS,
+      serverJwt: { jti: claims.jti, expiresAt: Number(claims.exp) * 1000, issuer: "Choria Provisioner", keySha256: createHash("sha256").update(Buffer.from(nodeKey, "hex")).digest("hex") },
+      certificate: {
+        serial: x509.serialNumber,
+        sha256: x509.fingerprint256,
+        issuer: x509.issuer.split("\n").join(", "),
+        subject: x509.subject.split("\n").join(", "),
+        notAfter: Date.parse(x509.validTo),
+        keySha256: createHash("sha256").update(x509.publicKey.export({ type: "spki", format: "der" })).digest("hex"),
+      },
+      verdictSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(credentials.credentialId).toBe(claims.jti);
+  });
+
+  it("keys a certificate-only issuance by the certificate's fingerprint", async () => {
+    // Arrange
+    const certificate = selfSignedCertificate(IDENTITY, 30);
+    const h = await harness({ features: JWT_PKI, helper: helperResponse({ certificate }) });
+
+    // Act
+    const { issued, credentials } = await recorded(h);
+
+    // Assert
+    expect(issued.serverJwt).toBeUndefined();
+    expect(issued.credentialId).toBe(new X509Certificate(certificate).fingerprint256);
+    expect(credentials).toMatchObject({ kind: "certificate", credentialId: issued.credentialId });
+  });
+
+  it("puts nothing secret in the record: not the token, the private key, a secret setting's value, nor the helper's message", async () => {
+    // Arrange: the helper returns a private key, secret settings and a message naming a secret.
+    const secrets = { password: "hunter2-low-entropy", token: "s3cr3t-nats-token-value" };
+    const certificate = selfSignedCertificate(IDENTITY, 30);
+    const verdict = (password: string, hosts: string) =>
+      helperResponse({
+        certificate,
+        key: keys.rsaKeyPem,
+        msg: `configured with ${secrets.token}`,
+        configuration: { "plugin.choria.middleware_hosts": hosts, "plugin.nats.password": password, "plugin.security.nats_token": secrets.token },
+      });
+    const h = await harness({ features: JWT_ED25519, helper: verdict(secrets.password, "nats://broker:4222") });
+
+    // Act
+    const { issued } = await recorded(h);
+
+    // Assert: no secret, nor a digest of one alone, is in the record.
+    const text = JSON.stringify(issued);
+    const sha = (value: string) => createHash("sha256").update(value).digest("hex");
+    for (const secret of [TOKEN, keys.rsaKeyPem, secrets.password, secrets.token, ...Object.values(secrets).map(sha), sha(TOKEN)]) {
+      expect(text).not.toContain(secret);
+    }
+    expect(text).not.toContain("PRIVATE KEY");
+    // The digest follows the verdict's public parts, not its secrets: another password digests alike, another broker not.
+    const otherPassword = await harness({ features: JWT_ED25519, helper: verdict("another-password", "nats://broker:4222") });
+    const otherBroker = await harness({ features: JWT_ED25519, helper: verdict(secrets.password, "nats://other:4222") });
+    expect((await recorded(otherPassword)).issued.verdictSha256).toBe(issued.verdictSha256);
+    expect((await recorded(otherBroker)).issued.verdictSha256).not.toBe(issued.verdictSha256);
+  });
+
+  it("sends nothing when the record cannot be written: the host fails at configure, to be retried", async () => {
+    // Arrange
+    const h = await harness({ features: JWT_ED25519 });
+
+    // Act
+    const outcome = await h.engine.provision(work(), {
+      recordCredentials: async () => {
+        throw new Error("the ledger did not answer");
+      },
+    });
+
+    // Assert
+    expect(outcome).toMatchObject({ kind: "failed", step: "configure" });
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
   });
 });
