@@ -16,6 +16,7 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../ports/admission-entry";
+import type { ProvisioningJwtExpiry } from "../ports/credentials";
 import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
 import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
@@ -101,6 +102,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         endedClaimToken: request.claimToken,
         ...(credentials ? { credentialsExpireAt: credentials.expiresAt, expiryKind: credentials.kind, credentialsIssuedAt: credentials.issuedAt } : {}),
+        ...provisioningJwtAttributes(request.provisioningJwt),
       },
       remove: [...CLAIM, ...FAILURE_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...(credentials ? [] : CREDENTIAL_ATTRIBUTES)],
       ...ownClaim(request.claimToken),
@@ -148,6 +150,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         endedClaimToken: request.claimToken,
         heldUntil: request.heldUntil,
+        ...provisioningJwtAttributes(request.provisioningJwt),
       },
       remove: [...CLAIM, ...(request.heldUntil === undefined ? ["heldUntil"] : [])],
       ...ownClaim(request.claimToken),
@@ -258,6 +261,11 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       throw error;
     }
   }
+}
+
+/** The attributes of a presented provisioning JWT; none when it is not known, so the one recorded before stays. */
+function provisioningJwtAttributes(presented: ProvisioningJwtExpiry | undefined): Record<string, string | number> {
+  return presented ? { provisioningJwtIssuer: presented.issuer, provisioningJwtExpiresAt: presented.expiresAt } : {};
 }
 
 /** The write acts on the claim it names and on no other. */

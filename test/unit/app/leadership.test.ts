@@ -271,7 +271,7 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => Promise.reject(new Error("table unreachable")),
+        knownHosts: () => Promise.reject(new Error("table unreachable")),
         waitingNames: () => Promise.reject(new Error("table unreachable")),
         rememberWaiting: () => Promise.reject(new Error("table unreachable")),
       },
@@ -339,7 +339,7 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => w.registry.knownIdentities(),
+        knownHosts: () => w.registry.knownHosts(),
         waitingNames: () => w.registry.waitingNames(),
         rememberWaiting: (names) => {
           remembered.push(names.length);
