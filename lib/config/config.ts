@@ -124,6 +124,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
+    provisioningJwtWarningMs: positiveDuration("provisioning_jwt_warning", raw.provisioning_jwt_warning),
     renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);

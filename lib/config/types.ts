@@ -77,6 +77,8 @@ export interface ProvisionerConfig {
   readonly jwtSigningKey: string | undefined;
   readonly jwtSigningToken: string | undefined;
   readonly serverJwtValidityMs: number;
+  /** `provisioning_jwt_warning`: a provisioning JWT nodes present that expires within this is counted as expiring (docs/audit.md). */
+  readonly provisioningJwtWarningMs: number;
   readonly regoPolicy: string | undefined;
   readonly leaderElection: boolean;
   readonly upgradesRepository: string | undefined;
