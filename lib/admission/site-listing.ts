@@ -17,7 +17,7 @@ export interface RegistrySummary {
 }
 
 /** One issuer's provisioning JWTs, as the hosts of a site's listing presented them. */
-export interface ProvisioningJwtIssuer {
+interface ProvisioningJwtIssuer {
   /** The tokens' `iss`; "" when they have none. */
   issuer: string;
   /** Hosts whose recorded JWT is of this issuer. */

@@ -68,7 +68,7 @@ export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewal
 export const FORGOTTEN_WITH_CREDENTIALS = ["claimToken", "claimedUntil", "heldUntil", ...FAILURE_ATTRIBUTES] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
 /** The node's provisioning JWT as it presented it (the bootstrap expiry forecast, docs/audit.md). */
-export const PROVISIONING_JWT_ATTRIBUTES = ["provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+const PROVISIONING_JWT_ATTRIBUTES = ["provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
 export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...PROVISIONING_JWT_ATTRIBUTES] as const;

@@ -4,10 +4,10 @@
  */
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../../../lib/ports/admission-entry";
 import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../../../lib/ports/admission-store";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, PROVISIONING_JWT_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/ports/admission-entry";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/ports/admission-entry";
 import type { ProvisioningJwtExpiry } from "../../../lib/ports/credentials";
 
-const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...PROVISIONING_JWT_ATTRIBUTES] as const;
+const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, "provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const;
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
