@@ -229,7 +229,7 @@ function keeperLeadership(d: Deployment, arming: TickArming): Leadership {
     ticks: arming,
     broker: { discover: notInBench("discover"), publishStartup: notInBench("publish") },
     admission: { admitAndEnqueue: notInBench("admit") },
-    registry: { knownIdentities: notInBench("read the registry"), waitingNames: notInBench("read the registry"), rememberWaiting: notInBench("write the registry") },
+    registry: { knownHosts: notInBench("read the registry"), waitingNames: notInBench("read the registry"), rememberWaiting: notInBench("write the registry") },
     hostWork: { counts: notInBench("read the host-work queue") },
     clock: systemClock,
     logger: silentLogger,

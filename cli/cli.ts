@@ -230,6 +230,7 @@ function resolveStack(values: Record<string, string | string[] | boolean | undef
   return {
     ...(config.timing ? { timing: config.timing } : {}),
     ...(config.renew ? { renew: config.renew } : {}),
+    ...(config.provisioningJwtWarningMs === undefined ? {} : { provisioningJwtWarningMs: config.provisioningJwtWarningMs }),
     stage,
     site,
     deploymentId: flag("deployment") ?? fromEnv("PROVISIONER_DEPLOYMENT_ID") ?? config.deploymentId ?? fromEnv("AWS_REGION") ?? "local",
@@ -256,7 +257,7 @@ function renewOf(record: Record<string, unknown>): Pick<OperatorStack, "renew"> 
 function readConfig(
   file: string | undefined,
   env: CliIo["env"],
-): Pick<OperatorStack, "timing" | "renew"> & { site?: string; deploymentId?: string } {
+): Pick<OperatorStack, "timing" | "renew" | "provisioningJwtWarningMs"> & { site?: string; deploymentId?: string } {
   const path = file ?? env.PROVISIONER_CONFIG?.trim();
   let text = env.PROVISIONER_CONFIG_YAML;
   if (path) {
@@ -291,6 +292,17 @@ function readConfig(
     ...(text_(record.deployment_id) ? { deploymentId: text_(record.deployment_id) } : {}),
     timing,
     ...renewOf(record),
+    ...provisioningJwtWarningOf(text_(record.provisioning_jwt_warning)),
   };
+}
+
+/** The configuration's `provisioning_jwt_warning`, when set: status forecasts the provisioning JWTs over it (default 30 days). */
+function provisioningJwtWarningOf(text: string | undefined): Pick<OperatorStack, "provisioningJwtWarningMs"> {
+  if (text === undefined) return {};
+  try {
+    return { provisioningJwtWarningMs: parseDuration(text) };
+  } catch (error) {
+    throw new UsageError(`the provisioner config's provisioning_jwt_warning is not a duration: ${messageOf(error)}`, { cause: error });
+  }
 }
 

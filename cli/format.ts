@@ -51,6 +51,27 @@ function lastErrorsTable(lastErrors: DeploymentStatus["registry"]["lastErrors"],
   });
 }
 
+const DAY_MS = 86_400_000;
+
+/** The provisioning JWTs the hosts presented, per issuer: what expires within the window, what has expired, and when the next one goes. */
+function provisioningJwtLines(forecast: DeploymentStatus["registry"]["provisioningJwts"], now: number): string[] {
+  if (forecast.issuers.length === 0) return [];
+  const days = (ms: number) => `${(ms / DAY_MS).toFixed(ms < DAY_MS ? 1 : 0)}d`;
+  const heading = `provisioning JWTs the hosts presented: ${forecast.expiring} expiring within ${days(forecast.windowMs)}, ${forecast.expired} expired`;
+  const advice = forecast.expiring + forecast.expired > 0 ? ["nodes from images with these JWTs stop enrolling when they expire: bake the images again with a fresh provisioning JWT (docs/audit.md)"] : [];
+  const table = boxTable({
+    headers: ["issuer", "hosts", "expiring", "expired", "next expiry"],
+    rows: forecast.issuers.map((entry) => [
+      entry.issuer === "" ? "(none)" : entry.issuer,
+      String(entry.hosts),
+      String(entry.expiring),
+      String(entry.expired),
+      entry.nextExpiresAt === undefined ? "-" : `${new Date(entry.nextExpiresAt).toISOString()} (in ${days(entry.nextExpiresAt - now)})`,
+    ]),
+  });
+  return ["", heading, ...advice, table];
+}
+
 export function formatStatus(status: DeploymentStatus, now: number): string {
   const lines = [`site "${status.site}", deployment ${status.deploymentId}: ${roleHeading(status)}`, `lease: ${leaseLine(status.lease)}`];
   if (status.pause?.paused) {
@@ -66,6 +87,7 @@ export function formatStatus(status: DeploymentStatus, now: number): string {
       ...(status.registry.expired > 0 ? [`expired ${status.registry.expired}`] : []),
     ].join(", ")})`,
   );
+  lines.push(...provisioningJwtLines(status.registry.provisioningJwts, now));
   if (status.renewal) lines.push("", formatRenewalReport(status.renewal, now));
   if (status.registry.lastErrors.length > 0) lines.push("", lastErrorsTable(status.registry.lastErrors, now));
   return lines.join("\n");

@@ -27,11 +27,11 @@ import { silentLogger, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
 import type { AdmissionSource, HostWork } from "../ports/host-work";
 import { claimableBy, endedBy, holdsClaim, type BeginOutcome, type HostClaim } from "./claim";
-import type { CredentialsExpiry, RenewalMark } from "../ports/credentials";
+import type { CredentialsExpiry, ProvisioningJwtExpiry, RenewalMark } from "../ports/credentials";
 import type { AdmissionEntry, AdmissionState } from "../ports/admission-entry";
 import { ADMISSION_DEFAULTS, EXPIRED_KEPT_MS, EXPIRY_SLACK_MS, type AdmissionDeps, type AdmissionSettings } from "./settings";
 import { abandonUnsettledClaim, settle, type SettleDeps } from "./settle";
-import { hostExpiries, LAST_ERROR_MAX_LENGTH, summarize, type HostExpiry, type RegistrySummary } from "./site-listing";
+import { hostExpiries, LAST_ERROR_MAX_LENGTH, provisioningJwtForecast, summarize, type HostExpiry, type ProvisioningJwtForecast, type RegistrySummary } from "./site-listing";
 import { AdmissionOutcomeUnknownError, AdmissionStoreError, type AdmissionWrite, type RecordCredentialsRequest, type RecordFailureRequest, type WaitingName } from "../ports/admission-store";
 import { readWaitingNames, rememberWaitingNames } from "./waiting-names";
 
@@ -180,7 +180,7 @@ export class AdmissionRegistry {
    * Records the end of a claimed provisioning: keep a provisioned host for the hold time, forget a
    * failed one (one with recorded credentials stays, failed, so renewal keeps it in sight).
    */
-  async complete(claim: HostClaim, outcome: "provisioned" | "failed", credentials?: CredentialsExpiry): Promise<void> {
+  async complete(claim: HostClaim, outcome: "provisioned" | "failed", credentials?: CredentialsExpiry, provisioningJwt?: ProvisioningJwtExpiry): Promise<void> {
     const key = { site: this.settings.site, identity: claim.work.identity };
     const heldUntil = this.clock.now() + this.holdMs;
     // A host whose credentials expire stays in the registry until they do, so renewal can find it,
@@ -192,7 +192,7 @@ export class AdmissionRegistry {
       key.identity,
       () =>
         outcome === "provisioned"
-          ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt, ...(credentials ? { credentials } : {}) })
+          ? this.deps.store.markProvisioned({ ...key, claimToken: claim.token, heldUntil, expiresAt, ...(credentials ? { credentials } : {}), ...(provisioningJwt ? { provisioningJwt } : {}) })
           : this.deps.store.forget({ ...key, claimToken: claim.token }),
       (current) => (outcome === "provisioned" ? endedBy(current, claim.token, "provisioned") : current === undefined || endedBy(current, claim.token, "failed")),
       (current) => holdsClaim(current, claim.token),
@@ -235,10 +235,11 @@ export class AdmissionRegistry {
 
   /**
    * Records a hard failure of the claimed attempt at `step`: the host may be admitted again at
-   * once (`park` false) or is parked for `parkMs` (the caller has dead-lettered its work). False
-   * when the claim had run out.
+   * once (`park` false) or is parked for `parkMs` (the caller has dead-lettered its work). With it,
+   * the provisioning JWT the node presented, when known (an expired one is why it failed at step jwt).
+   * False when the claim had run out.
    */
-  async recordFailure(claim: HostClaim, failure: { step: string; reason: string; failures: number; park: boolean }): Promise<boolean> {
+  async recordFailure(claim: HostClaim, failure: { step: string; reason: string; failures: number; park: boolean; provisioningJwt?: ProvisioningJwtExpiry }): Promise<boolean> {
     const now = this.clock.now();
     const heldUntil = failure.park ? now + (this.settings.parkMs ?? ADMISSION_DEFAULTS.parkMs) : undefined;
     const state = failure.park ? "parked" : "failed";
@@ -252,6 +253,7 @@ export class AdmissionRegistry {
       lastError: failure.reason.slice(0, LAST_ERROR_MAX_LENGTH) || "unknown",
       lastErrorAt: now,
       ...(heldUntil === undefined ? {} : { heldUntil }),
+      ...(failure.provisioningJwt ? { provisioningJwt: failure.provisioningJwt } : {}),
       // The failure count must outlive the gap to the next admission (one interval).
       expiresAt: (heldUntil ?? now + 2 * this.settings.intervalMs) + EXPIRY_SLACK_MS,
     };
@@ -331,17 +333,23 @@ export class AdmissionRegistry {
     return result.applied;
   }
 
-  /** How many hosts of this site are in each state, and the most recent failures. */
+  /** How many hosts of this site are in each state, the most recent failures, and the forecast of their provisioning JWTs. */
   async summary(): Promise<RegistrySummary> {
-    return summarize(await this.deps.store.listSite(this.settings.site));
+    return summarize(await this.deps.store.listSite(this.settings.site), this.clock.now(), this.provisioningJwtWarningMs);
   }
 
   /**
    * The identities this site's registry holds an entry for, whatever its state: discovery admits
-   * these before names it never saw. One query of the site's partition, which holds about the fleet.
+   * these before names it never saw; and, from the same listing, the forecast of the provisioning
+   * JWTs they presented, which discovery reports. One query of the site's partition, which holds about the fleet.
    */
-  async knownIdentities(): Promise<Set<string>> {
-    return new Set((await this.deps.store.listSite(this.settings.site)).map((row) => row.identity));
+  async knownHosts(): Promise<{ identities: Set<string>; provisioningJwts: ProvisioningJwtForecast }> {
+    const rows = await this.deps.store.listSite(this.settings.site);
+    return { identities: new Set(rows.map((row) => row.identity)), provisioningJwts: provisioningJwtForecast(rows, this.clock.now(), this.provisioningJwtWarningMs) };
+  }
+
+  private get provisioningJwtWarningMs(): number {
+    return this.settings.provisioningJwtWarningMs ?? ADMISSION_DEFAULTS.provisioningJwtWarningMs;
   }
 
   /** The names earlier discoveries of this site left waiting, as remembered (most deserving first), stale ones forgotten. */

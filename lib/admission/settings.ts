@@ -14,9 +14,11 @@ export interface AdmissionSettings {
   claimTtlMs?: number;
   /** How long a parked host stays out of admission (default 14 days, the DLQ's retention). */
   parkMs?: number;
+  /** `provisioning_jwt_warning`: a presented provisioning JWT expiring within this is counted as expiring (default 30 days). */
+  provisioningJwtWarningMs?: number;
 }
 
-export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000 } as const;
+export const ADMISSION_DEFAULTS = { provisionedHoldMs: 60_000, claimTtlMs: 15 * 60_000, parkMs: 14 * 24 * 3_600_000, provisioningJwtWarningMs: 30 * 24 * 3_600_000 } as const;
 
 /** Entries outlive the last rule that reads them by this much, so TTL deletion never races a rule. */
 export const EXPIRY_SLACK_MS = 60 * 60_000;

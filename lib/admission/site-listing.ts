@@ -12,6 +12,32 @@ export interface RegistrySummary {
   byState: Record<AdmissionState, number>;
   /** Hosts whose last attempt failed (retrying, failed or parked), with the reason; newest first. */
   lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
+  /** The provisioning JWTs the listed hosts presented: how many expire within the window, how many had expired. */
+  provisioningJwts: ProvisioningJwtForecast;
+}
+
+/** One issuer's provisioning JWTs, as the hosts of a site's listing presented them. */
+interface ProvisioningJwtIssuer {
+  /** The tokens' `iss`; "" when they have none. */
+  issuer: string;
+  /** Hosts whose recorded JWT is of this issuer. */
+  hosts: number;
+  /** Of them, those whose JWT expires within the window (not expired yet). */
+  expiring: number;
+  /** Of them, those whose JWT had expired when they presented it or has since: they no longer enrol. */
+  expired: number;
+  /** The soonest expiry still ahead among them (epoch ms); none when every one has passed. */
+  nextExpiresAt?: number;
+}
+
+/** The bootstrap expiry forecast (docs/audit.md): per issuer, and the site's totals the gauges carry. */
+export interface ProvisioningJwtForecast {
+  /** `provisioning_jwt_warning`: a JWT expiring within this much of now is expiring. */
+  windowMs: number;
+  expiring: number;
+  expired: number;
+  /** Issuers with an expired JWT first, then by their next expiry, soonest first. */
+  issuers: ProvisioningJwtIssuer[];
 }
 
 /** A host whose credentials expire, as the registry knows it. */
@@ -28,12 +54,41 @@ export interface HostExpiry {
   abandoned?: true;
 }
 
-/** How many hosts of a site's listing are in each state, and the most recent failures. */
-export function summarize(rows: readonly AdmissionSummaryRow[]): RegistrySummary {
+/**
+ * The provisioning JWTs the hosts of a site's listing presented, at `now`: one whose expiry is at or
+ * before `now` has expired (it is accepted while now < exp), one expiring at or before `now + windowMs` is expiring.
+ */
+export function provisioningJwtForecast(rows: readonly AdmissionSummaryRow[], now: number, windowMs: number): ProvisioningJwtForecast {
+  const byIssuer = new Map<string, ProvisioningJwtIssuer>();
+  const forecast: ProvisioningJwtForecast = { windowMs, expiring: 0, expired: 0, issuers: [] };
+  for (const { provisioningJwtIssuer: issuer, provisioningJwtExpiresAt: expiresAt } of rows) {
+    if (issuer === undefined || expiresAt === undefined) continue;
+    let counts = byIssuer.get(issuer);
+    if (!counts) byIssuer.set(issuer, (counts = { issuer, hosts: 0, expiring: 0, expired: 0 }));
+    counts.hosts++;
+    if (expiresAt <= now) {
+      counts.expired++;
+      forecast.expired++;
+      continue;
+    }
+    if (expiresAt <= now + windowMs) {
+      counts.expiring++;
+      forecast.expiring++;
+    }
+    counts.nextExpiresAt = Math.min(counts.nextExpiresAt ?? expiresAt, expiresAt);
+  }
+  const order = (issuer: ProvisioningJwtIssuer) => (issuer.expired > 0 ? -Infinity : (issuer.nextExpiresAt ?? Infinity));
+  forecast.issuers = [...byIssuer.values()].sort((a, b) => order(a) - order(b) || (a.issuer < b.issuer ? -1 : 1));
+  return forecast;
+}
+
+/** How many hosts of a site's listing are in each state, the most recent failures, and the forecast of their provisioning JWTs (`now`, `windowMs`). */
+export function summarize(rows: readonly AdmissionSummaryRow[], now: number, windowMs: number): RegistrySummary {
   const summary: RegistrySummary = {
     total: 0,
     byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 },
     lastErrors: [],
+    provisioningJwts: provisioningJwtForecast(rows, now, windowMs),
   };
   for (const row of rows) {
     summary.total++;

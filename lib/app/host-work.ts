@@ -235,7 +235,7 @@ export class HostWorkProcessor {
     }
     if (outcome.kind === "failed") {
       // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
-      await this.recordFailure(claim, message, outcome.step, outcome.error, causedBy(outcome.error, AttemptExceedsLeaseError));
+      await this.recordFailure(claim, message, outcome, causedBy(outcome.error, AttemptExceedsLeaseError));
       return;
     }
     if (outcome.kind === "paused") {
@@ -246,9 +246,12 @@ export class HostWorkProcessor {
     }
     const keep = isSuccessfulOutcome(outcome) && keepsHostKnown(outcome);
     const credentials = outcome.kind === "provisioned" ? outcome.credentials : undefined;
+    const provisioningJwt = keep && "provisioningJwt" in outcome ? outcome.provisioningJwt : undefined;
     try {
       // A provisioned host has left the provisioning broker: no discovery finds it again, so its record is worth the pauses.
-      await this.acrossStoreBlips("record the end of provisioning", { identity, term }, remainingMs, () => this.deps.registry.complete(claim, keep ? "provisioned" : "failed", credentials));
+      await this.acrossStoreBlips("record the end of provisioning", { identity, term }, remainingMs, () =>
+        this.deps.registry.complete(claim, keep ? "provisioned" : "failed", credentials, provisioningJwt),
+      );
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.deps.logger.error("could not record the end of provisioning", { identity, term, error });
@@ -269,9 +272,10 @@ export class HostWorkProcessor {
    * failed at the same step `failureLimit` times in a row. Then its work goes to the DLQ with the
    * last error and the host is parked, so a broken helper or node cannot spin for ever unnoticed.
    */
-  private async recordFailure(claim: HostClaim, message: QueueMessage, step: string, error: ProvisionerError, parkNow = false): Promise<void> {
+  private async recordFailure(claim: HostClaim, message: QueueMessage, failed: Extract<ProvisionOutcome, { kind: "failed" }>, parkNow = false): Promise<void> {
     const { logger } = this.deps;
     const { identity, term } = claim.work;
+    const { step, error, provisioningJwt } = failed;
     const failures = failuresInARow(claim, step);
     const reason = `${step}: ${messageOf(error)}`;
     let park = parkNow || failures >= this.deps.settings.failureLimit;
@@ -290,7 +294,7 @@ export class HostWorkProcessor {
       }
     }
     try {
-      if (!(await this.deps.registry.recordFailure(claim, { step, reason, failures, park }))) {
+      if (!(await this.deps.registry.recordFailure(claim, { step, reason, failures, park, ...(provisioningJwt ? { provisioningJwt } : {}) }))) {
         logger.warn("the claim ran out before the failure could be recorded", { identity, term, step });
       }
     } catch (storeError) {

@@ -55,8 +55,11 @@ export interface LeadershipDeps {
   ticks: Pick<TickArming, "arm">;
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
-  /** Which discovered names are known, so they are admitted before new ones; and which new ones waited before. */
-  registry: Pick<AdmissionRegistry, "knownIdentities" | "waitingNames" | "rememberWaiting">;
+  /**
+   * Which discovered names are known, so they are admitted before new ones (and, from the same
+   * listing, the provisioning JWTs' forecast, gauged); and which new ones waited before.
+   */
+  registry: Pick<AdmissionRegistry, "knownHosts" | "waitingNames" | "rememberWaiting">;
   /** Its depth paces admission and is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
   clock: Clock;
@@ -272,11 +275,19 @@ export class Leadership {
   private async selectKnownFirst(identities: string[], term: number): Promise<string[]> {
     const { registry, clock, logger, metrics, settings } = this.deps;
     const [known, waiting] = await Promise.all([
-      registry.knownIdentities().catch((error: unknown): ReadonlySet<string> => {
-        // Without the registry every name counts as new: the budget still bounds what a flood admits.
-        logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
-        return new Set();
-      }),
+      registry.knownHosts().then(
+        ({ identities, provisioningJwts }): ReadonlySet<string> => {
+          // The site's one listing a minute: the bootstrap expiry forecast's gauges ride on it.
+          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpiring, provisioningJwts.expiring);
+          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpired, provisioningJwts.expired);
+          return identities;
+        },
+        (error: unknown): ReadonlySet<string> => {
+          // Without the registry every name counts as new: the budget still bounds what a flood admits.
+          logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
+          return new Set();
+        },
+      ),
       registry.waitingNames().catch((error: unknown): WaitingName[] => {
         // The memory only orders new names: without it they are chosen at random, as on a first discovery.
         logger.warn("could not read the names earlier discoveries left waiting; choosing new names at random", { term, error: messageOf(error) });

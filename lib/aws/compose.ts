@@ -126,7 +126,7 @@ export async function composeParts(settings: AppSettings, overrides: AppOverride
   const sqsClient = createSqsClient(endpointConfig(settings.region, settings.sqsEndpoint));
 
   const registry = new AdmissionRegistry(
-    { site: config.site, intervalMs: config.intervalMs },
+    { site: config.site, intervalMs: config.intervalMs, provisioningJwtWarningMs: config.provisioningJwtWarningMs },
     { store: new DynamoDbAdmissionStore({ client: storeClient, tableName: settings.admissionTable }), metrics, clock, logger },
   );
   const queue = (url: string) => new SqsMessageQueue({ client: sqsClient, url, logger, clock });

@@ -51,6 +51,8 @@ export interface OperatorStack {
   timing?: { skewBoundMs: number; deliveryHorizonMs: number };
   /** The deployment's renew settings, when its configuration was given: status says whether renewal keeps up. */
   renew?: { before: { ms: number } | { fraction: number }; ratePerMinute: number; maxInFlight: number; timeoutMs: number };
+  /** The deployment's provisioning_jwt_warning, when its configuration sets it: status forecasts the provisioning JWTs over it. */
+  provisioningJwtWarningMs?: number;
 }
 
 const noMetrics: Metrics = { gauge: () => undefined, count: () => undefined, timing: () => undefined };
@@ -79,7 +81,7 @@ export async function openOperator(
     const store = new DynamoDbAdmissionStore({ client: dynamo, tableName: stack.admissionTable });
     const registry = new AdmissionRegistry(
       // The interval only shapes admissions the operator makes, which override it anyway.
-      { site: stack.site, intervalMs: 60_000 },
+      { site: stack.site, intervalMs: 60_000, ...(stack.provisioningJwtWarningMs === undefined ? {} : { provisioningJwtWarningMs: stack.provisioningJwtWarningMs }) },
       { store, metrics: noMetrics, clock },
     );
     const queue = (url: string | undefined) => new SqsMessageQueue({ client: sqs, url: url ?? "" });

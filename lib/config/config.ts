@@ -125,6 +125,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
     ledgerRetentionMs: positiveDuration("ledger_retention", raw.ledger_retention),
+    provisioningJwtWarningMs: positiveDuration("provisioning_jwt_warning", raw.provisioning_jwt_warning),
     renew: renewSection(raw.renew, protocolVersion),
   };
   return freezeWithRedaction(config);

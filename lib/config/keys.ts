@@ -218,6 +218,7 @@ export const CONFIG_KEYS = {
   rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), unit: SECONDS, env: "integer", shown: (c) => c.rpcTtl }),
   discovery_timeout: key({ schema: duration("2s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.discoveryTimeoutMs) }),
   discovery_backlog: key({ schema: duration("4s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.discoveryBacklogMs) }),
+  provisioning_jwt_warning: key({ schema: duration("30d"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.provisioningJwtWarningMs) }),
 };
 
 type Table = typeof CONFIG_KEYS;

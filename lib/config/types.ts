@@ -79,6 +79,8 @@ export interface ProvisionerConfig {
   readonly serverJwtValidityMs: number;
   /** How long the issuance ledger keeps a record (`ledger_retention`; DynamoDB's TTL deletes it after). */
   readonly ledgerRetentionMs: number;
+  /** `provisioning_jwt_warning`: a provisioning JWT nodes present that expires within this is counted as expiring (docs/audit.md). */
+  readonly provisioningJwtWarningMs: number;
   readonly regoPolicy: string | undefined;
   readonly leaderElection: boolean;
   readonly upgradesRepository: string | undefined;

@@ -3,6 +3,7 @@
  * provisioning token, a chain issuer's expiry, and the claims in the order the helper receives them.
  */
 import { JwtError } from "../errors";
+import type { ProvisioningJwtExpiry } from "../ports/credentials";
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -123,6 +124,13 @@ export function assertChainIssuerNotExpired(claims: { iss?: string; issexp?: num
   if (now.getTime() > expiry * 1000) {
     throw new JwtError("token is expired: the chain issuer has expired");
   }
+}
+
+/** When a provisioning token stops being accepted, and its issuer; none when it has no `exp` and no chain issuer expiry. */
+export function provisioningJwtExpiry(claims: { iss?: string; tcs?: string; issexp?: number; exp?: number }): ProvisioningJwtExpiry | undefined {
+  const ends = [claims.exp, claims.tcs === undefined ? undefined : claims.issexp].filter((at): at is number => at !== undefined);
+  if (ends.length === 0) return undefined;
+  return { issuer: claims.iss ?? "", expiresAt: Math.min(...ends) * 1000 };
 }
 
 /**

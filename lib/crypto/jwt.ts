@@ -2,7 +2,8 @@ import { createPublicKey, KeyObject, sign, verify, X509Certificate } from "node:
 import { readFile, stat } from "node:fs/promises";
 import { JwtError } from "../errors";
 import { decodeBase64Url, decodeHex, encodeBase64Url } from "./encoding";
-import { assertChainIssuerNotExpired, checkRegisteredTimes, isPlainObject, type ProvisioningClaims, typedProvisioningClaims } from "./jwt-claims";
+import type { ProvisioningJwtExpiry } from "../ports/credentials";
+import { assertChainIssuerNotExpired, checkRegisteredTimes, isPlainObject, provisioningJwtExpiry, type ProvisioningClaims, typedProvisioningClaims } from "./jwt-claims";
 import { ED25519_PUBLIC_KEY_BYTES, ed25519PublicKeyFromRaw, type SigningKey } from "./keys";
 
 /** The only algorithms Choria accepts; HMAC tokens (HS*) must never verify. */
@@ -155,10 +156,12 @@ export function jwtVerifierFromContent(content: Buffer, source: string): JwtVeri
  * chain signature a `C-` issuer whose `issexp` has not passed. Reasons never include the token.
  */
 export async function verifyProvisioningJwt(token: string, verifier: JwtVerifier, now: Date = new Date()): Promise<ProvisioningClaims> {
+  let signed: ProvisioningClaims | undefined;
   try {
     const decoded = decodeJwt(token);
     verifyDecodedSignature(decoded, verifier.publicKey);
     const claims = typedProvisioningClaims(decoded.claims);
+    signed = claims;
     checkRegisteredTimes(decoded.claims, now);
     if (claims.sub !== "choria_provisioning" && claims.purpose !== "choria_provisioning") {
       throw new JwtError("not a provisioning token");
@@ -170,6 +173,30 @@ export async function verifyProvisioningJwt(token: string, verifier: JwtVerifier
   } catch (error) {
     if (error instanceof JwtError && error.message === "not a provisioning token") throw error;
     const reason = error instanceof Error ? error.message : String(error);
-    throw new JwtError(`could not parse provisioner token: ${reason}`, { cause: error });
+    const message = `could not parse provisioner token: ${reason}`;
+    const expired = signed && expiredProvisioningJwt(signed, now);
+    throw expired ? new ProvisioningJwtExpiredError(message, expired, { cause: error }) : new JwtError(message, { cause: error });
+  }
+}
+
+/** The expiry of a token signed by the verifier's key, for provisioning, whose expiry has passed; else none. */
+function expiredProvisioningJwt(claims: ProvisioningClaims, now: Date): ProvisioningJwtExpiry | undefined {
+  if (claims.sub !== "choria_provisioning" && claims.purpose !== "choria_provisioning") return undefined;
+  const expiry = provisioningJwtExpiry(claims);
+  return expiry && expiry.expiresAt <= now.getTime() ? expiry : undefined;
+}
+
+/**
+ * A provisioning token that is authentic (signed by the verifier's key, for provisioning) but
+ * expired: the node's image carries a bootstrap credential that no longer enrols it. `expiry` says
+ * whose and since when, so the registry can count such nodes (docs/audit.md).
+ */
+export class ProvisioningJwtExpiredError extends JwtError {
+  constructor(
+    message: string,
+    readonly expiry: ProvisioningJwtExpiry,
+    options: { cause?: unknown },
+  ) {
+    super(message, options);
   }
 }

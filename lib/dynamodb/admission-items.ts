@@ -26,7 +26,10 @@ const EXPIRY = {
 
 const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
 
-/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them. */
+/** The provisioning JWT a node presented; read whole, as `expiryOf` reads the credentials (dropped by `provisioningJwtOf` otherwise). */
+const PROVISIONING_JWT = { provisioningJwtIssuer: optionalString, provisioningJwtExpiresAt: optionalNumber };
+
+/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them, and the presented provisioning JWT. */
 const OUTCOME = {
   lastError: optionalString,
   lastErrorAt: optionalNumber,
@@ -34,6 +37,7 @@ const OUTCOME = {
   failures: optionalNumber,
   ...EXPIRY,
   ...RENEWAL_MARK,
+  ...PROVISIONING_JWT,
 };
 
 type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt" | "credentialId">;
@@ -41,6 +45,13 @@ type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "crede
 function expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }: { [K in keyof Expiry]?: Expiry[K] }): Expiry {
   if (credentialsExpireAt === undefined || expiryKind === undefined) return {};
   return { credentialsExpireAt, expiryKind, ...(credentialsIssuedAt === undefined ? {} : { credentialsIssuedAt }), ...(credentialId === undefined ? {} : { credentialId }) };
+}
+
+type PresentedJwt = Pick<AdmissionEntry, "provisioningJwtIssuer" | "provisioningJwtExpiresAt">;
+
+function provisioningJwtOf({ provisioningJwtIssuer, provisioningJwtExpiresAt }: PresentedJwt): PresentedJwt {
+  if (provisioningJwtIssuer === undefined || provisioningJwtExpiresAt === undefined) return {};
+  return { provisioningJwtIssuer, provisioningJwtExpiresAt };
 }
 
 /** Leaves out the attributes that are absent, as the entry types want. */
@@ -68,9 +79,10 @@ const ENTRY = z
     heldUntil: optionalNumber,
     ...OUTCOME,
   })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, ...entry }): AdmissionEntry => ({
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, provisioningJwtIssuer, provisioningJwtExpiresAt, ...entry }): AdmissionEntry => ({
     ...defined(entry),
     ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }),
+    ...provisioningJwtOf({ provisioningJwtIssuer, provisioningJwtExpiresAt }),
   }));
 
 export const SUMMARY_ROW = z
@@ -81,9 +93,10 @@ export const SUMMARY_ROW = z
     claimedUntil: optionalNumber,
     ...OUTCOME,
   })
-  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, ...row }): AdmissionSummaryRow => ({
+  .transform(({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId, provisioningJwtIssuer, provisioningJwtExpiresAt, ...row }): AdmissionSummaryRow => ({
     ...defined(row),
     ...expiryOf({ credentialsExpireAt, expiryKind, credentialsIssuedAt, credentialId }),
+    ...provisioningJwtOf({ provisioningJwtIssuer, provisioningJwtExpiresAt }),
   }));
 
 const WAITING_NAME = z.tuple([z.string().min(1), z.number(), z.number()]);

@@ -16,7 +16,7 @@ import {
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../ports/admission-entry";
-import type { CredentialsExpiry } from "../ports/credentials";
+import type { CredentialsExpiry, ProvisioningJwtExpiry } from "../ports/credentials";
 import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
 import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
@@ -102,6 +102,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         endedClaimToken: request.claimToken,
         ...(credentials ? credentialAttributes(credentials) : {}),
+        ...provisioningJwtAttributes(request.provisioningJwt),
       },
       remove: [...CLAIM, ...FAILURE_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...(credentials ? (credentials.credentialId === undefined ? ["credentialId"] : []) : CREDENTIAL_ATTRIBUTES)],
       ...ownClaim(request.claimToken),
@@ -147,6 +148,7 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
         [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         endedClaimToken: request.claimToken,
         heldUntil: request.heldUntil,
+        ...provisioningJwtAttributes(request.provisioningJwt),
       },
       remove: [...CLAIM, ...(request.heldUntil === undefined ? ["heldUntil"] : [])],
       ...ownClaim(request.claimToken),
@@ -267,6 +269,11 @@ function credentialAttributes(credentials: CredentialsExpiry): Record<string, st
     credentialsIssuedAt: credentials.issuedAt,
     ...(credentials.credentialId === undefined ? {} : { credentialId: credentials.credentialId }),
   };
+}
+
+/** The attributes of a presented provisioning JWT; none when it is not known, so the one recorded before stays. */
+function provisioningJwtAttributes(presented: ProvisioningJwtExpiry | undefined): Record<string, string | number> {
+  return presented ? { provisioningJwtIssuer: presented.issuer, provisioningJwtExpiresAt: presented.expiresAt } : {};
 }
 
 /** The write acts on the claim it names and on no other. */

@@ -2,8 +2,9 @@
 import { uuidHex } from "../crypto/ids";
 import { validateCsr } from "../crypto/csr";
 import { verifyNonceSignature } from "../crypto/nonce";
-import { verifyProvisioningJwt } from "../crypto/jwt";
-import type { ProvisioningClaims } from "../crypto/jwt-claims";
+import { ProvisioningJwtExpiredError, verifyProvisioningJwt } from "../crypto/jwt";
+import { provisioningJwtExpiry, type ProvisioningClaims } from "../crypto/jwt-claims";
+import type { ProvisioningJwtExpiry } from "../ports/credentials";
 import { ConfigError, JwtError, messageOf } from "../errors";
 import type { HelperRequest } from "../ports/helper";
 import { encodeGoJson } from "./go-json";
@@ -25,7 +26,11 @@ export interface NodeInventory {
   upgradable: boolean;
 }
 
-export async function fetchJwt(run: HostRun): Promise<NodeJwt> {
+/**
+ * The node's provisioning JWT, verified. `presented` hears the token's issuer and expiry when it is
+ * authentic: valid, or expired (the bootstrap credential its image carries no longer enrols it).
+ */
+export async function fetchJwt(run: HostRun, presented: (expiry: ProvisioningJwtExpiry) => void): Promise<NodeJwt> {
   run.logger.info("Fetching JWT", run.log);
   const { raw, serverEcdhPublic } = await callPlanned(
     run,
@@ -39,11 +44,16 @@ export async function fetchJwt(run: HostRun): Promise<NodeJwt> {
   if (raw === "") throw new JwtError(`could not validate JWT from ${run.identity}: no JWT received`);
   const verifier = run.settings.jwtVerifier;
   if (!verifier) throw new ConfigError("jwt_verify_cert", "no JWT verification certificate configured, cannot validate JWT");
+  let claims: ProvisioningClaims;
   try {
-    return { claims: await verifyProvisioningJwt(raw, verifier, new Date(run.clock.now())), serverEcdhPublic };
+    claims = await verifyProvisioningJwt(raw, verifier, new Date(run.clock.now()));
   } catch (error) {
+    if (error instanceof ProvisioningJwtExpiredError) presented(error.expiry);
     throw new JwtError(`could not validate JWT from ${run.identity}: ${messageOf(error)}`, { cause: error });
   }
+  const expiry = provisioningJwtExpiry(claims);
+  if (expiry) presented(expiry);
+  return { claims, serverEcdhPublic };
 }
 
 export async function fetchEd25519Key(run: HostRun): Promise<Ed25519Key> {

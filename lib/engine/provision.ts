@@ -10,6 +10,7 @@ import { EXTRA_METRIC, METRIC } from "../ports/metric-names";
 import { silentLogger, type LogAttributes, type Logger } from "../ports/logger";
 import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
+import type { ProvisioningJwtExpiry } from "../ports/credentials";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
 import { issuedCredentials } from "./issuance";
@@ -64,7 +65,7 @@ export class ProvisionEngine {
     try {
       return await host.provision();
     } catch (error) {
-      return classifyFailure(identity, host.step, error);
+      return classifyFailure(identity, host.step, error, host.provisioningJwt);
     }
   }
 
@@ -88,6 +89,8 @@ export class ProvisionEngine {
 /** One host's run through the sequence (Go `host.Host`), and the step it has reached. */
 class HostProvisioning {
   step: ProvisionStep = "jwt";
+  /** The node's provisioning JWT, once it presented an authentic one that expires. */
+  provisioningJwt?: ProvisioningJwtExpiry;
 
   private readonly run: HostRun;
 
@@ -117,7 +120,7 @@ class HostProvisioning {
     let jwt: { claims: ProvisioningClaims | null; serverEcdhPublic: string } = { claims: null, serverEcdhPublic: "" };
     if (features.jwt) {
       this.step = "jwt";
-      jwt = await fetchJwt(run);
+      jwt = await fetchJwt(run, (expiry) => (this.provisioningJwt = expiry));
     }
     let ed25519Key: Ed25519Key | null = null;
     if (features.ed25519) {
@@ -140,7 +143,7 @@ class HostProvisioning {
     }
     if (response.shutdown) {
       this.step = "shutdown";
-      return { kind: "shutdown", identity, acknowledged: await shutdown(run, response.msg) };
+      return { kind: "shutdown", identity, acknowledged: await shutdown(run, response.msg), ...this.presented() };
     }
 
     let serverJwt: ServerJwt = { jwt: "" };
@@ -169,6 +172,10 @@ class HostProvisioning {
     await configure(run, response, csr, serverJwt.jwt, key);
     this.step = "restart";
     await restartConfigured(run);
-    return { kind: "provisioned", identity, ...(credentials ? { credentials } : {}) };
+    return { kind: "provisioned", identity, ...(credentials ? { credentials } : {}), ...this.presented() };
+  }
+
+  private presented(): { provisioningJwt?: ProvisioningJwtExpiry } {
+    return this.provisioningJwt ? { provisioningJwt: this.provisioningJwt } : {};
   }
 }

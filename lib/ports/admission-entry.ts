@@ -49,6 +49,12 @@ export interface AdmissionEntry extends AdmissionKey {
   renewalRetryAt?: number;
   renewalError?: string;
   renewalErrorAt?: number;
+  /**
+   * The provisioning JWT the node last presented, when it was authentic and expires: its issuer and
+   * expiry (`ProvisioningJwtExpiry`). Written with the end of a provisioning or a failure, kept until the next one says otherwise.
+   */
+  provisioningJwtIssuer?: string;
+  provisioningJwtExpiresAt?: number;
 }
 
 /** An entry's record of its failed attempts, kept across re-admission until the host is provisioned. */
@@ -63,8 +69,11 @@ export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewal
  */
 export const FORGOTTEN_WITH_CREDENTIALS = ["claimToken", "claimedUntil", "heldUntil", ...FAILURE_ATTRIBUTES] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
+/** The node's provisioning JWT as it presented it (the bootstrap expiry forecast, docs/audit.md). */
+const PROVISIONING_JWT_ATTRIBUTES = ["provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
-export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
+export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...PROVISIONING_JWT_ATTRIBUTES] as const;
 
 export type AdmissionSummaryRow = Pick<AdmissionEntry, (typeof SUMMARY_ATTRIBUTES)[number]>;
 
@@ -92,6 +101,8 @@ const ENTRY_FIELDS: Record<Exclude<keyof AdmissionEntry, keyof AdmissionKey>, tr
   renewalRetryAt: true,
   renewalError: true,
   renewalErrorAt: true,
+  provisioningJwtIssuer: true,
+  provisioningJwtExpiresAt: true,
 };
 /** What a store may hold of a host besides its key. */
 export const ENTRY_ATTRIBUTES = Object.keys(ENTRY_FIELDS) as ReadonlyArray<keyof typeof ENTRY_FIELDS>;

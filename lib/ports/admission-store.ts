@@ -1,7 +1,7 @@
 /** The AdmissionStore port: the conditional writes and reads of admission entries, their requests, and the store's errors. */
 import { ProvisionerError } from "../errors";
 import type { HostWork } from "./host-work";
-import type { CredentialsExpiry, RenewalMark } from "./credentials";
+import type { CredentialsExpiry, ProvisioningJwtExpiry, RenewalMark } from "./credentials";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "./admission-entry";
 
 export interface AdmitRequest {
@@ -26,6 +26,8 @@ export interface MarkProvisionedRequest extends AdmissionKey {
   expiresAt: number;
   /** Recorded when given, removed when not (the host's new credentials do not expire, or are not known). */
   credentials?: CredentialsExpiry;
+  /** The provisioning JWT the node presented: recorded when given, the one recorded before kept when not. */
+  provisioningJwt?: ProvisioningJwtExpiry;
 }
 
 /** The credentials a claimed host is about to be given (AdmissionRegistry.recordCredentials). */
@@ -57,6 +59,8 @@ export interface RecordFailureRequest extends AdmissionKey {
   /** Parked only: no admission before this. */
   heldUntil?: number;
   expiresAt: number;
+  /** The provisioning JWT the node presented (an expired one fails at step jwt): recorded when given, kept when not. */
+  provisioningJwt?: ProvisioningJwtExpiry;
 }
 
 export interface ReleaseClaimRequest extends AdmissionKey {

@@ -19,3 +19,13 @@ export interface RenewalMark {
   reason: string;
   at: number;
 }
+
+/**
+ * What a node's provisioning JWT (the bootstrap credential baked into its image) says of itself, as
+ * the node presented it: its `iss` ("" when it has none) and when it stops being accepted (epoch ms:
+ * its `exp`, or a chain-signed token's `issexp` when that comes first). Nothing secret: no token, no claim but these.
+ */
+export interface ProvisioningJwtExpiry {
+  issuer: string;
+  expiresAt: number;
+}

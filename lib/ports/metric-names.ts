@@ -58,6 +58,13 @@ export const EXTRA_METRIC = {
   credentialsExpired: "choria_provisioner_credentials_expired",
   /** Hosts not expired yet but in the last quarter of their renewal window (the alarm fires before the first expires). */
   renewalHostsAtRisk: "choria_provisioner_renewal_hosts_at_risk",
+  /**
+   * Hosts whose provisioning JWT, as they last presented it, expires within `provisioning_jwt_warning`
+   * (not expired yet): their image's bootstrap credential is about to stop enrolling. A gauge, from each discovery.
+   */
+  provisioningJwtsExpiring: "choria_provisioner_provisioning_jwts_expiring",
+  /** Hosts whose presented provisioning JWT has expired: they no longer enrol. A gauge, from each discovery. */
+  provisioningJwtsExpired: "choria_provisioner_provisioning_jwts_expired",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */

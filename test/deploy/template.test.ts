@@ -775,11 +775,14 @@ describe("dashboard", () => {
   });
 });
 
-describe("alarms on renewal keeping up and on the site's one registry", () => {
+describe("alarms on renewal keeping up, on the site's one registry and on the provisioning JWTs nodes present", () => {
   it.each([
     ["RenewalCapacityAlarm", EXTRA_METRIC.renewalCapacityShortfall, 300, "renewal-capacity-shortfall"],
     ["RenewalHostsAtRiskAlarm", EXTRA_METRIC.renewalHostsAtRisk, 60, "renewal-hosts-at-risk"],
     ["RegistryMismatchAlarm", EXTRA_METRIC.registryMismatch, 300, "registry-mismatch"],
+    // Gauged by each discovery: an hour spans any discovery interval, so the alarm does not flap between them.
+    ["ProvisioningJwtsExpiringAlarm", EXTRA_METRIC.provisioningJwtsExpiring, 3600, "provisioning-jwts-expiring"],
+    ["ProvisioningJwtsExpiredAlarm", EXTRA_METRIC.provisioningJwtsExpired, 3600, "provisioning-jwts-expired"],
   ])("%s fires on any %s above 0 (the worst sample of a %i s period), and is not breached while nothing reports", (id, metric, period, name) => {
     const props = resource(id).Properties;
 

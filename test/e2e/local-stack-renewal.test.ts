@@ -15,6 +15,7 @@ import { startNats, type RunningNats } from "../../dev/local/services";
 import { startLocalStack, type LocalStack } from "../../dev/local/stack";
 import type { RpcRecord } from "../../dev/simulator";
 import { decodeJwt } from "../../lib/crypto/jwt";
+import type { StatusFunctionReport } from "../../lib/app/operator/functions";
 
 const NODES = 3;
 const VALIDITY_MS = 120_000;
@@ -30,6 +31,8 @@ describe("renewal on the local stack", () => {
   let record: RpcRecord[] = [];
   /** The JWT each node held then, in normal mode (the wait's condition). */
   const renewedJwts = new Map<string, { exp: number }>();
+  /** The leader's status then: the provisioning JWTs the nodes presented, forecast. */
+  let provisioningJwts: StatusFunctionReport["registry"]["provisioningJwts"];
 
   beforeAll(async () => {
     nats = await startNats();
@@ -55,6 +58,7 @@ describe("renewal on the local stack", () => {
     await fleet.waitFor(() => fleet.identities.every((identity) => fleet.node(identity).provisioned >= 2 && fleet.node(identity).inNormalMode), 2 * VALIDITY_MS);
     record = [...fleet.record];
     for (const identity of fleet.identities) renewedJwts.set(identity, decodeJwt(fleet.node(identity).serverJwt!).claims as { exp: number });
+    provisioningJwts = (await stack.deployments[0]!.app.status()).registry.provisioningJwts;
   }, 4 * VALIDITY_MS);
 
   afterAll(async () => {
@@ -86,5 +90,17 @@ describe("renewal on the local stack", () => {
       return { from: entry.timeMs, to: back?.timeMs ?? Number.POSITIVE_INFINITY };
     });
     for (const outage of outages) expect(outages.filter((other) => other.from <= outage.from && other.to > outage.from).length).toBeLessThanOrEqual(MAX_IN_FLIGHT);
+  });
+
+  it("status forecasts the provisioning JWT every node presented, provisioned and renewed, by its issuer and expiry", () => {
+    const { iss, exp } = decodeJwt(stack.fleet.provisioningJwt).claims as { iss: string; exp: number };
+
+    // The fleet's token is valid a year: none expiring within the default 30 days, none expired.
+    expect(provisioningJwts).toEqual({
+      windowMs: 30 * 24 * 3_600_000,
+      expiring: 0,
+      expired: 0,
+      issuers: [{ issuer: iss, hosts: NODES, expiring: 0, expired: 0, nextExpiresAt: exp * 1000 }],
+    });
   });
 });

@@ -6,3 +6,10 @@ export function serverJwtExpiry(fleet: { node: (identity: string) => { serverJwt
   const { exp } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { exp: number };
   return { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: expect.any(Number) };
 }
+
+/** What the outcome records of the provisioning JWT the fleet's nodes present: its issuer and `exp`. */
+export function presentedJwt(fleet: { provisioningJwt: string }) {
+  const payload = fleet.provisioningJwt.trim().split(".")[1] ?? "";
+  const { iss, exp } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { iss?: string; exp: number };
+  return { issuer: iss ?? "", expiresAt: exp * 1000 };
+}

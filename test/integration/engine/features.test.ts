@@ -10,7 +10,7 @@ import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { UpgradeError } from "../../../lib/engine/errors";
 import { ExecHelperRunner } from "../../../lib/helper/exec-runner";
 import { LOCK_KEY, MJS_HELPER, EngineHarness, newSigningKey, nodePublicKeyHex, recordsOf, requestsTo, restarted } from "./support";
-import { serverJwtExpiry } from "../../support/server-jwt-expiry";
+import { presentedJwt, serverJwtExpiry } from "../../support/server-jwt-expiry";
 
 let harness: EngineHarness;
 /** The private key the site's helper hands out with a signed certificate. */
@@ -57,7 +57,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, provisioningJwt: presentedJwt(fleet) });
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "inventory:0", "configure:0", "restart:0"]);
     expect(fleet.node(identity).configuredConfig?.identity).toBe(identity);
     expect(fleet.node(identity).inProvisioningMode).toBe(false);
@@ -73,7 +73,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
 
     expect(fleet.provisioningJwt.endsWith(suffix)).toBe(true);
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, provisioningJwt: presentedJwt(fleet) });
   });
 
   it("with jwt and ed25519 hands the node a server JWT for its own key, signed with jwt_signing_key", async () => {
@@ -85,7 +85,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity), provisioningJwt: presentedJwt(fleet) });
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "gen25519:0", "inventory:0", "configure:0", "restart:0"]);
     const node = fleet.node(identity);
     const nodePublicKey = nodePublicKeyHex(node);
@@ -118,7 +118,7 @@ describe("feature combinations", () => {
 
     const outcome = await engine.provision(work(identity));
 
-    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity), provisioningJwt: presentedJwt(fleet) });
     const node = fleet.node(identity);
     const nodePublicKey = nodePublicKeyHex(node);
     const claims = verifyChainedServerJwt(node.serverJwt ?? "", orgIssuer.publicKeyHex);
@@ -145,7 +145,7 @@ describe("feature combinations", () => {
     const { engine, work } = await harness.engine({ fleet, helper, features: { jwt: true, pki: true } });
 
     const outcome = await engine.provision(work(identity));
-    expect(outcome).toEqual({ kind: "provisioned", identity });
+    expect(outcome).toEqual({ kind: "provisioned", identity, provisioningJwt: presentedJwt(fleet) });
     await restarted(fleet, identity);
 
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "inventory:0", "gencsr:0", "configure:0", "restart:0"]);
@@ -180,7 +180,7 @@ describe("feature combinations", () => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity), provisioningJwt: presentedJwt(fleet) });
     expect(requestsTo(fleet, identity)).toEqual(["jwt:0", "gen25519:0", "inventory:0", "gencsr:0", "configure:0", "restart:0"]);
     const node = fleet.node(identity);
     expect(verifyJwtSignature(node.serverJwt ?? "", signingKey.publicKey)).toMatchObject({

@@ -12,7 +12,7 @@ import { METRIC } from "../../../lib/ports/metric-names";
 import type { HelperRunner } from "../../../lib/ports/helper";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { EngineHarness, inProcessInvoke, MJS_HELPER, newSigningKey, nodePublicKeyHex, requestsTo, restarted, SH_HELPER } from "./support";
-import { serverJwtExpiry } from "../../support/server-jwt-expiry";
+import { presentedJwt, serverJwtExpiry } from "../../support/server-jwt-expiry";
 
 let harness: EngineHarness;
 
@@ -40,7 +40,7 @@ describe.each(runners)("the example helper %s", (name, runner) => {
     const outcome = await engine.provision(work(identity));
     await restarted(fleet, identity);
 
-    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity) });
+    expect(outcome).toEqual({ kind: "provisioned", identity, credentials: serverJwtExpiry(fleet, identity), provisioningJwt: presentedJwt(fleet) });
     const node = fleet.node(identity);
     expect(node.configuredConfig).toEqual({
       identity,

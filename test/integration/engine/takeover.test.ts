@@ -16,6 +16,7 @@ import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
 import { freePort, LOCAL_AWS } from "../../../dev/local/services";
 import { handler } from "../../../examples/helpers/lambda-helper";
 import { realClock } from "../../support/fakes";
+import { presentedJwt } from "../../support/server-jwt-expiry";
 import { EngineHarness, executedBy, inProcessInvoke, LOCK_KEY, MJS_HELPER, recordsOf, restarted } from "./support";
 
 /** The RPC client's default request TTL, v1 servers' minimum: how long a delayed request may still run. */
@@ -142,7 +143,7 @@ describe("a deployment deposed while it provisions a node", () => {
     const outcomeB = await b.engine.provision(b.work(identity));
     await restarted(fleet, identity);
 
-    expect(outcomeB).toEqual({ kind: "provisioned", identity });
+    expect(outcomeB).toEqual({ kind: "provisioned", identity, provisioningJwt: presentedJwt(fleet) });
     expect(executedBy(fleet, identity)).toEqual(["jwt:0", "inventory:0", "jwt:0", "inventory:0", "configure:0", "restart:0"]);
     expect(new Set(recordsOf(fleet, identity).map((entry) => entry.caller))).toEqual(new Set([LOCK_KEY]));
     expect(fleet.node(identity).configuredConfig?.identity).toBe(identity);

@@ -117,6 +117,42 @@ describe("choria-provisioner status", () => {
     expect(people.stdout).toMatch(/│ +last errors +│/);
   });
 
+  it("forecasts the provisioning JWTs the hosts presented: per issuer, expiring within provisioning_jwt_warning, and expired", async () => {
+    const DAY_MS = 24 * 3_600_000;
+    const term = await lead("primary");
+    const claimOn = async (identity: string) => {
+      const begun = await registry.begin((await registry.admit(identity, "discovery", term))!, term);
+      if (begun.status !== "claimed") throw new Error("expected a claim");
+      return begun.claim;
+    };
+    const expiresAt = time.trueTime + 10 * DAY_MS;
+    await registry.complete(await claimOn("web1.example.net"), "provisioned", undefined, { issuer: "Choria Tokens Package", expiresAt });
+    await registry.recordFailure(await claimOn("web2.example.net"), {
+      step: "jwt",
+      reason: "jwt: could not validate JWT from web2.example.net: could not parse provisioner token: token has invalid claims: token is expired",
+      failures: 1,
+      park: false,
+      provisioningJwt: { issuer: "Choria Tokens Package", expiresAt: time.trueTime - DAY_MS },
+    });
+    const config = join(await mkdtemp(join(tmpdir(), "cli-config-")), "provisioner.yaml");
+    await writeFile(config, "site: ops\nprovisioning_jwt_warning: 5d\n");
+
+    const status = await cliJson<DeploymentStatus>("status");
+    const people = await cli("status");
+    const narrower = await cliJson<DeploymentStatus>("status", "--config", config);
+
+    expect(status.registry.provisioningJwts).toEqual({
+      windowMs: 30 * DAY_MS,
+      expiring: 1,
+      expired: 1,
+      issuers: [{ issuer: "Choria Tokens Package", hosts: 2, expiring: 1, expired: 1, nextExpiresAt: expiresAt }],
+    });
+    expect(people.stdout).toContain("provisioning JWTs the hosts presented: 1 expiring within 30d, 1 expired");
+    expect(people.stdout).toContain("bake the images again with a fresh provisioning JWT");
+    expect(people.stdout).toMatch(new RegExp(`│ Choria Tokens Package │ 2 +│ 1 +│ 1 +│ ${new Date(expiresAt).toISOString()} \\(in 10d\\) │`));
+    expect(narrower.registry.provisioningJwts).toMatchObject({ windowMs: 5 * DAY_MS, expiring: 0, expired: 1 });
+  });
+
   it("calls a deployment of a site nobody has led a candidate, never a standby", async () => {
     const never = await cli("status");
     const neverJson = await cliJson<DeploymentStatus>("status");

@@ -15,6 +15,7 @@ const CLAIM_TTL = 120_000;
 /** The registry's documented bounds, stated here: the status report lists at most 50 failures, and the waiting names fit in 256 KiB of their 400 KB item. */
 const LAST_ERRORS_SHOWN = 50;
 const WAITING_MAX_BYTES = 256 * 1024;
+const DAY_MS = 24 * 3_600_000;
 
 /**
  * Counts writes and can disturb the next one as a store client does: `lost` applies it and throws
@@ -911,7 +912,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         await registry.rememberWaiting([waitingName("node-waiting", time.trueTime)]);
 
-        expect([...(await registry.knownIdentities())]).toEqual(["node-admitted"]);
+        expect([...(await registry.knownHosts()).identities]).toEqual(["node-admitted"]);
         expect((await registry.summary()).total).toBe(1);
         expect((await store.listSite(site)).map((row) => row.identity)).toEqual(["node-admitted"]);
       });
@@ -979,7 +980,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1, failed: 0, parked: 0 }, lastErrors: [] });
+        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1, failed: 0, parked: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] } });
       });
 
       it("is empty for a site without hosts", async () => {
@@ -987,7 +988,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 }, lastErrors: [] });
+        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] } });
       });
 
       it("lists the most recent failures first and at most LAST_ERRORS_SHOWN of them", async () => {
@@ -1009,6 +1010,66 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         expect(summary.lastErrors.map((error) => [error.identity, error.lastErrorAt])).toEqual(
           newestFirst.map((failure) => [failure.identity, failure.at]),
         );
+      });
+    });
+
+    describe("the provisioning JWT a node presented (the bootstrap expiry forecast)", () => {
+      it("records its issuer and expiry with the end of a provisioning, and the summary counts it expiring within 30 days", async () => {
+        const { registry, store, site, time } = setup();
+        const expiresAt = time.trueTime + 10 * DAY_MS;
+
+        await registry.complete(await claimed(registry, "node-expiring"), "provisioned", undefined, { issuer: "image-2025", expiresAt });
+        await registry.complete(await claimed(registry, "node-later"), "provisioned", undefined, { issuer: "image-2025", expiresAt: time.trueTime + 300 * DAY_MS });
+
+        expect(await store.read({ site, identity: "node-expiring" })).toMatchObject({ provisioningJwtIssuer: "image-2025", provisioningJwtExpiresAt: expiresAt });
+        const forecast = (await registry.summary()).provisioningJwts;
+        expect(forecast).toEqual({
+          windowMs: 30 * DAY_MS,
+          expiring: 1,
+          expired: 0,
+          issuers: [{ issuer: "image-2025", hosts: 2, expiring: 1, expired: 0, nextExpiresAt: expiresAt }],
+        });
+        expect((await registry.knownHosts()).provisioningJwts).toEqual(forecast);
+      });
+
+      it("records an expired one with the failure it caused, and the summary counts it expired", async () => {
+        const { registry, store, site, time } = setup();
+        const expiredAt = time.trueTime - 3_600_000;
+
+        const recorded = await registry.recordFailure(await claimed(registry, "node-stale-image"), {
+          step: "jwt",
+          reason: "could not validate JWT: token is expired",
+          failures: 1,
+          park: false,
+          provisioningJwt: { issuer: "", expiresAt: expiredAt },
+        });
+
+        expect(recorded).toBe(true);
+        expect(await store.read({ site, identity: "node-stale-image" })).toMatchObject({ state: "failed", failedStep: "jwt", provisioningJwtIssuer: "", provisioningJwtExpiresAt: expiredAt });
+        expect((await registry.summary()).provisioningJwts).toEqual({
+          windowMs: 30 * DAY_MS,
+          expiring: 0,
+          expired: 1,
+          issuers: [{ issuer: "", hosts: 1, expiring: 0, expired: 1 }],
+        });
+      });
+
+      it("keeps the one recorded across re-admission and an end that presents none, and replaces it with the next one presented", async () => {
+        const { registry, store, site, time } = setup();
+        const first = { issuer: "image-2025", expiresAt: time.trueTime + 10 * DAY_MS };
+        const next = { issuer: "image-2026", expiresAt: time.trueTime + 365 * DAY_MS };
+        await registry.recordFailure(await claimed(registry, "node-1"), { step: "helper", reason: "helper failed", failures: 1, park: false, provisioningJwt: first });
+
+        const claim = await claimed(registry, "node-1", 2);
+        const kept = await store.read({ site, identity: "node-1" });
+        await registry.complete(claim, "provisioned");
+        const keptAfterEnd = await store.read({ site, identity: "node-1" });
+        time.advance(2 * INTERVAL);
+        await registry.complete(await claimed(registry, "node-1", 3), "provisioned", undefined, next);
+
+        expect(kept).toMatchObject({ provisioningJwtIssuer: first.issuer, provisioningJwtExpiresAt: first.expiresAt });
+        expect(keptAfterEnd).toMatchObject({ state: "provisioned", provisioningJwtIssuer: first.issuer, provisioningJwtExpiresAt: first.expiresAt });
+        expect(await store.read({ site, identity: "node-1" })).toMatchObject({ provisioningJwtIssuer: next.issuer, provisioningJwtExpiresAt: next.expiresAt });
       });
     });
   });

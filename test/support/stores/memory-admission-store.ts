@@ -5,8 +5,9 @@
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../../../lib/ports/admission-entry";
 import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../../../lib/ports/admission-store";
 import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/ports/admission-entry";
+import type { ProvisioningJwtExpiry } from "../../../lib/ports/credentials";
 
-const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES] as const;
+const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, "provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const;
 
 export class MemoryAdmissionStore implements AdmissionStore {
   private readonly entries = new Map<string, AdmissionEntry>();
@@ -27,7 +28,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
                 (current.claimedUntil === undefined || current.claimedUntil <= now) &&
                 (current.heldUntil === undefined || current.heldUntil <= now))))));
     if (!admissible) return { applied: false, current: copy(current) };
-    // As DynamoDB's UpdateItem: the failure record, the credentials the node still has and renewal's marks on them stay.
+    // As DynamoDB's UpdateItem: the failure record, the credentials the node still has, renewal's marks on them and the presented provisioning JWT stay.
     const kept = current && Object.fromEntries(KEPT_BY_ADMISSION.map((field) => [field, current[field]]));
     this.entries.set(keyOf(entry), withoutUndefined({ ...kept, ...entry }));
     return { applied: true };
@@ -62,6 +63,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
       const { expiresAt, kind, issuedAt, credentialId } = request.credentials;
       Object.assign(current, { credentialsExpireAt: expiresAt, expiryKind: kind, credentialsIssuedAt: issuedAt, ...(credentialId === undefined ? {} : { credentialId }) });
     }
+    recordProvisioningJwt(current, request.provisioningJwt);
     return { applied: true };
   }
 
@@ -101,6 +103,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
       { state, failedStep, failures, lastError, lastErrorAt, expiresAt, endedClaimToken: request.claimToken },
       heldUntil === undefined ? {} : { heldUntil },
     );
+    recordProvisioningJwt(current, request.provisioningJwt);
     return { applied: true };
   }
 
@@ -193,4 +196,9 @@ function withoutUndefined<T extends object>(value: T): T {
 
 function copy(entry: AdmissionEntry | undefined): AdmissionEntry | undefined {
   return entry && { ...entry };
+}
+
+/** As the DynamoDB store writes it: recorded when given, the one before kept when not. */
+function recordProvisioningJwt(entry: AdmissionEntry, presented: ProvisioningJwtExpiry | undefined): void {
+  if (presented) Object.assign(entry, { provisioningJwtIssuer: presented.issuer, provisioningJwtExpiresAt: presented.expiresAt });
 }

@@ -72,6 +72,34 @@ describe("leadership: discover", () => {
     expect(w.metrics.lastGauge(METRIC.workQueueEntries)).toBe(3);
   });
 
+  it("gauges, from the listing that tells known hosts apart, the hosts whose provisioning JWT expires within the window and those whose JWT has expired", async () => {
+    // Arrange: one host provisioned with a token expiring in 10 days, one with a token expiring in a
+    // year, one refused at step jwt with an expired token (the registry's default window: 30 days).
+    const w = world();
+    const DAY_MS = 24 * 3_600_000;
+    const now = w.clock.now();
+    const ended = async (identity: string, end: (claim: Parameters<typeof w.registry.complete>[0]) => Promise<unknown>) => {
+      const work = await w.registry.admit(identity, "discovery", 7);
+      const begun = await w.registry.begin(work!, 7);
+      if (begun.status !== "claimed") throw new Error(`expected a claim on ${identity}`);
+      await end(begun.claim);
+    };
+    await ended("soon.example.net", (claim) => w.registry.complete(claim, "provisioned", undefined, { issuer: "image-2025", expiresAt: now + 10 * DAY_MS }));
+    await ended("later.example.net", (claim) => w.registry.complete(claim, "provisioned", undefined, { issuer: "image-2026", expiresAt: now + 365 * DAY_MS }));
+    await ended("stale.example.net", (claim) =>
+      w.registry.recordFailure(claim, { step: "jwt", reason: "token is expired", failures: 1, park: false, provisioningJwt: { issuer: "image-2024", expiresAt: now - DAY_MS } }),
+    );
+    w.broker.identities = ["new.example.net"];
+    const useCase = leadership(w);
+
+    // Act
+    await useCase.discover(context());
+
+    // Assert
+    expect(w.metrics.lastGauge(EXTRA_METRIC.provisioningJwtsExpiring)).toBe(1);
+    expect(w.metrics.lastGauge(EXTRA_METRIC.provisioningJwtsExpired)).toBe(1);
+  });
+
   it("queues the work of admissions whose answers were lost in a burst, in the same discovery, not an interval later", async () => {
     // Arrange: every admission lands, but its answer and the settling read's are lost once.
     const w = world();
@@ -271,7 +299,7 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => Promise.reject(new Error("table unreachable")),
+        knownHosts: () => Promise.reject(new Error("table unreachable")),
         waitingNames: () => Promise.reject(new Error("table unreachable")),
         rememberWaiting: () => Promise.reject(new Error("table unreachable")),
       },
@@ -339,7 +367,7 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => w.registry.knownIdentities(),
+        knownHosts: () => w.registry.knownHosts(),
         waitingNames: () => w.registry.waitingNames(),
         rememberWaiting: (names) => {
           remembered.push(names.length);

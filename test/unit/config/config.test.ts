@@ -35,6 +35,7 @@ describe("parseConfig defaults", () => {
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
     expect(config.discoveryNewNamesPerInterval).toBe(1_000);
+    expect(config.provisioningJwtWarningMs).toBe(30 * 24 * 60 * MINUTE);
     expect(config.lease).toEqual({ durationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
     expect(config.deploymentId).toBe("local");
     expect(config.identity).toBe("choria_provisioner.lon");
@@ -106,6 +107,7 @@ describe("parseConfig accepts valid values for every key", () => {
     ["discovery_new_names_per_interval", 25, (c) => c.discoveryNewNamesPerInterval, 25],
     ["rpc_ttl", 120, (c) => c.rpcTtl, 120],
     ["discovery_timeout", "1500ms", (c) => c.discoveryTimeoutMs, 1_500],
+    ["provisioning_jwt_warning", "60d", (c) => c.provisioningJwtWarningMs, 60 * 24 * 60 * MINUTE],
   ])("%s: %j", (key, value, read, expected) => {
     // Act: as a deployed stack, which has a default deployment_id, of a site (leader_election needs one).
     const config = parse({ site: "lon", [key]: value }, { STACK_DEPLOYMENT_ID: "prod/eu-west-1/123456789012" });
@@ -219,6 +221,8 @@ describe("parseConfig rejects invalid values naming the key", () => {
     [{ jwt_signing_token: 1 }, "jwt_signing_token"],
     [{ server_jwt_validity: "forever" }, "server_jwt_validity"],
     [{ server_jwt_validity: "-1d" }, "server_jwt_validity"],
+    [{ provisioning_jwt_warning: "0s" }, "provisioning_jwt_warning"],
+    [{ provisioning_jwt_warning: "soon" }, "provisioning_jwt_warning"],
     [{ rego_policy: false }, "rego_policy"],
     [{ leader_election: "true" }, "leader_election"],
     [{ upgrades_repository: 5 }, "upgrades_repository"],

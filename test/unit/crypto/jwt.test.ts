@@ -3,10 +3,10 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { decodeJwt, loadJwtVerifier, signJwt, verifyProvisioningJwt } from "../../../lib/crypto/jwt";
+import { decodeJwt, loadJwtVerifier, ProvisioningJwtExpiredError, signJwt, verifyProvisioningJwt } from "../../../lib/crypto/jwt";
 import { verifyJwtSignature } from "../../support/choria-node/jwt-signature";
 import { ed25519SigningKey, generateEd25519Seed, rsaSigningKey } from "../../support/choria-node/keys";
-import { helperJwtClaims } from "../../../lib/crypto/jwt-claims";
+import { helperJwtClaims, provisioningJwtExpiry } from "../../../lib/crypto/jwt-claims";
 import { loadSigningKey, type SigningKey } from "../../../lib/crypto/keys";
 import { mintProvisioningJwt } from "../../support/choria-node/server-jwt";
 import { JwtError } from "../../../lib/errors";
@@ -254,5 +254,38 @@ describe("verifyJwtSignature", () => {
     const [header, , signature] = (await signJwt({ x: 1 }, edKey)).split(".");
 
     expect(() => verifyJwtSignature(`${header}.${b64({ x: 2 })}.${signature}`, edKey.publicKey)).toThrow(/signature is invalid/);
+  });
+});
+
+describe("the expiry of a provisioning JWT (the bootstrap expiry forecast)", () => {
+  it("is its exp with its issuer, or a chain-signed token's issexp when that comes first, and none without either", () => {
+    expect(provisioningJwtExpiry({ iss: "Choria Tokens Package", exp: NOW_S + 60 })).toEqual({ issuer: "Choria Tokens Package", expiresAt: (NOW_S + 60) * 1000 });
+    expect(provisioningJwtExpiry({ exp: NOW_S + 60 })).toEqual({ issuer: "", expiresAt: (NOW_S + 60) * 1000 });
+    expect(provisioningJwtExpiry({ iss: "C-id.pk", tcs: "abc", issexp: NOW_S + 30, exp: NOW_S + 60 })).toEqual({ issuer: "C-id.pk", expiresAt: (NOW_S + 30) * 1000 });
+    // issexp means nothing without a chain signature: Go checks it only then.
+    expect(provisioningJwtExpiry({ issexp: NOW_S + 30, exp: NOW_S + 60 })).toEqual({ issuer: "", expiresAt: (NOW_S + 60) * 1000 });
+    expect(provisioningJwtExpiry({ iss: "no-expiry" })).toBeUndefined();
+  });
+
+  it("comes with the refusal of an authentic token that has expired, and only of one", async () => {
+    const edVerifier = await loadJwtVerifier(edHex(edKey));
+    const expired = await mintProvisioningJwt({ ...base, iss: "image-2024", exp: NOW_S }, edKey);
+    const chainExpired = await mintProvisioningJwt({ ...base, tcs: "abc", iss: "C-id.pk", issexp: NOW_S - 1, exp: NOW_S + 60 }, edKey);
+    const forged = await mintProvisioningJwt({ ...base, iss: "image-2024", exp: NOW_S - 1 }, otherEdKey);
+    const notYetValid = await mintProvisioningJwt({ ...base, nbf: NOW_S + 60, exp: NOW_S + 120 }, edKey);
+    const notProvisioning = await mintProvisioningJwt({ cht: "tok", exp: NOW_S - 1 }, edKey);
+    const refusal = (token: string) => verifyProvisioningJwt(token, edVerifier, NOW).then(() => undefined, (error: unknown) => error);
+
+    // Valid while now < exp: at exp it has expired.
+    const atExp = await refusal(expired);
+    expect(atExp).toBeInstanceOf(ProvisioningJwtExpiredError);
+    expect((atExp as ProvisioningJwtExpiredError).expiry).toEqual({ issuer: "image-2024", expiresAt: NOW.getTime() });
+    expect((atExp as Error).message).toBe("could not parse provisioner token: token has invalid claims: token is expired");
+    expect(((await refusal(chainExpired)) as ProvisioningJwtExpiredError).expiry).toEqual({ issuer: "C-id.pk", expiresAt: (NOW_S - 1) * 1000 });
+    for (const token of [forged, notYetValid, notProvisioning]) {
+      const error = await refusal(token);
+      expect(error).toBeInstanceOf(JwtError);
+      expect(error).not.toBeInstanceOf(ProvisioningJwtExpiredError);
+    }
   });
 });

@@ -316,21 +316,45 @@ describe("ProvisionEngine with the jwt feature", () => {
     const outcome = await h.engine.provision(work());
 
     // Assert
-    expect(expectFailed(outcome, "jwt", JwtError).error.message).toMatch(/^could not validate JWT from node1.example.net: /);
+    const failed = expectFailed(outcome, "jwt", JwtError);
+    expect(failed.error.message).toMatch(/^could not validate JWT from node1.example.net: /);
+    // Not signed by our issuer: nothing it claims is recorded.
+    expect(failed.provisioningJwt).toBeUndefined();
     expect(h.rpc.sequence()).toEqual([JWT_RPC]);
   });
 
-  it("stops when the JWT has expired by the engine's clock", async () => {
+  it("stops when the JWT has expired by the engine's clock, saying whose it was and when it expired", async () => {
     // Arrange
     const h = await harness({ features: JWT });
+    const exp = Number(decodeJwt(h.node.provisioningJwt).claims.exp);
     h.clock.advance(2 * 3_600_000);
 
     // Act
     const outcome = await h.engine.provision(work({ admittedAt: h.clock.now() }));
 
     // Assert
-    expectFailed(outcome, "jwt", JwtError);
+    expect(expectFailed(outcome, "jwt", JwtError).provisioningJwt).toEqual({ issuer: "", expiresAt: exp * 1000 });
     expect(h.rpc.sequence()).toEqual([JWT_RPC]);
+  });
+
+  it("says whose provisioning JWT a node presented and when it expires, with the outcome of its provisioning or failure", async () => {
+    // Arrange
+    const iat = Math.floor(START_WALL_MS / 1000);
+    const exp = iat + 10 * 24 * 3_600;
+    const provisioned = await harness({ features: JWT });
+    const failing = await harness({ features: JWT, helper: new HelperError("helper exited 1") });
+    for (const h of [provisioned, failing]) {
+      h.node.provisioningJwt = await mintProvisioningJwt({ cht: TOKEN, chs: true, chpd: true, purpose: "choria_provisioning", iss: "image-2025", iat, exp }, keys.issuer);
+    }
+
+    // Act
+    const outcomes = [await provisioned.engine.provision(work()), await failing.engine.provision(work())];
+
+    // Assert
+    expect(outcomes.map((outcome) => [outcome.kind, "provisioningJwt" in outcome ? outcome.provisioningJwt : undefined])).toEqual([
+      ["provisioned", { issuer: "image-2025", expiresAt: exp * 1000 }],
+      ["failed", { issuer: "image-2025", expiresAt: exp * 1000 }],
+    ]);
   });
 
   it("stops when the node sends no JWT", async () => {
@@ -1037,7 +1061,8 @@ describe("ProvisionEngine records when the credentials it handed out expire", ()
     // Assert
     const exp = Number(decodeJwt(String(configureData(h).server_jwt)).claims.exp);
     const jti = String(decodeJwt(String(configureData(h).server_jwt)).claims.jti);
-    expect(outcome).toEqual({ kind: "provisioned", identity: IDENTITY, credentials: { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: START_WALL_MS, credentialId: jti } });
+    const { provisioningJwt: _presented, ...recorded } = outcome as Extract<ProvisionOutcome, { kind: "provisioned" }>;
+    expect(recorded).toEqual({ kind: "provisioned", identity: IDENTITY, credentials: { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: START_WALL_MS, credentialId: jti } });
   });
 
   it("reports the certificate's notAfter when it expires before the server JWT", async () => {

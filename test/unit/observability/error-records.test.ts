@@ -53,6 +53,8 @@ const FACTORIES: Record<string, (errorClass: ErrorClass, cause: Error) => Error>
   AdmissionOutcomeUnknownError: (errorClass, cause) =>
     Reflect.construct(errorClass, [IDENTITY, new AdmissionStoreError(`the admission of ${IDENTITY} stayed unknown`, { cause }), async () => undefined]),
   EnvelopeError: (errorClass, cause) => Reflect.construct(errorClass, ["secure request", "the signature does not verify", { cause }]),
+  ProvisioningJwtExpiredError: (errorClass, cause) =>
+    Reflect.construct(errorClass, ["could not parse provisioner token: token has invalid claims: token is expired", { issuer: "Choria Tokens Package", expiresAt: 1_700_000_000_000 }, { cause }]),
 };
 
 const declared = declaredClasses(sources("lib"));
