@@ -53,7 +53,8 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
         break;
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
-        errors = [error];
+        // A rule that finds several problems at once (every bad renewal window) reports each.
+        errors = error instanceof ConfigProblemsError ? [...error.problems] : [error];
       }
     } else {
       errors = result.error.issues.map((issue) => schemaProblem(issue, candidate as Record<string, unknown>));
@@ -124,7 +125,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
-    renew: renewSection(raw.renew, protocolVersion),
+    renew: renewSection(raw.renew, protocolVersion, features.ed25519 ? serverJwtValidityMs : undefined),
   };
   return freezeWithRedaction(config);
 }
