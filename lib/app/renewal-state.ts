@@ -36,10 +36,11 @@ export function emptyRenewalState(): RenewalState {
  * are due again, which is what renewal now does with a failed host anyway).
  */
 export function renewalStateFrom(stored: Record<string, unknown>): RenewalState {
-  const { inFlight, recent, sends, paused, request, lastRun } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
+  const { inFlight, recent, sends, paused, request, lastRun, wave } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
   const state: RenewalState = { ...emptyRenewalState(), ...(inFlight ? { inFlight } : {}), ...(recent ? { recent } : {}), ...(sends ? { sends } : {}) };
   if (paused) state.paused = paused;
   if (lastRun) state.lastRun = lastRun;
+  if (wave) state.wave = wave;
   if (request) {
     const { identities, ...rest } = request;
     state.request = rest.selection ? rest : { ...rest, selection: { identities: identities ?? [] } };
@@ -234,6 +235,8 @@ export interface RenewalReport {
   requested?: { term: number; remaining: number; requestedAt: number; by?: string };
   /** The leader's last renew run, and, when none ran lately, why nothing carries out a request. */
   runs: { last?: { at: number; term: number }; missing?: string };
+  /** The wave under way: its rate now (slow start ramps it) and its first attempts and failures (the abort rule's sample). */
+  wave?: { startedAt: number; ratePerMinute: number; attempts: number; failures: number };
 }
 
 /**
@@ -286,5 +289,6 @@ export function renewalReport(
     failing: marked.length,
     ...(request ? { requested: { term: request.term, remaining, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } } : {}),
     runs: { ...(state.lastRun ? { last: state.lastRun } : {}), ...withMissing(renewRunsMissing(state, site, now)) },
+    ...(state.wave ? { wave: { startedAt: state.wave.startedAt, ratePerMinute: state.wave.ratePerMinute, attempts: state.wave.attempts, failures: state.wave.failures } } : {}),
   };
 }

@@ -102,7 +102,7 @@ function checkEveryLifetimeHasAWindow(raw: RawRenew, control: Control, settings:
   const from = Math.floor(settings.now / MINUTE_MS) * MINUTE_MS;
   const gap = calendar.longestGap(from, from + CHECKED_SPAN_MS + windowMs);
   if (gap.ms + RUN_MS < windowMs) return;
-  const lifetimeShown = lifetimeMs === undefined ? "" : ` of the shortest lifetime ${formatDuration(lifetimeMs)} (${lifetimes.length > 1 || settings.lifetimeMs === undefined ? "renew.shortest_lifetime" : "server_jwt_validity"})`;
+  const lifetimeShown = lifetimeMs === undefined || "ms" in before ? "" : ` of the shortest lifetime ${formatDuration(lifetimeMs)} (${lifetimeMs === control.shortestLifetimeMs ? "renew.shortest_lifetime" : "server_jwt_validity"})`;
   const never = gap.ms >= CHECKED_SPAN_MS;
   throw new ConfigError(
     control.windows.length > 0 ? "renew.windows" : "renew.freezes",

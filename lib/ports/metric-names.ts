@@ -58,6 +58,10 @@ export const EXTRA_METRIC = {
   credentialsExpired: "choria_provisioner_credentials_expired",
   /** Hosts not expired yet but in the last quarter of their renewal window (the alarm fires before the first expires). */
   renewalHostsAtRisk: "choria_provisioner_renewal_hosts_at_risk",
+  /** The automatic renewal send rate now, a minute: `renew.rate`, or where slow start has ramped to (a gauge). */
+  renewalRate: "choria_provisioner_renewal_rate",
+  /** Renewals sent outside the maintenance windows or in a freeze because the host would expire before the next allowed moment. */
+  renewalsOutsideWindow: "choria_provisioner_renewals_outside_window",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */
