@@ -92,7 +92,8 @@ const SECONDS = ["second", "seconds"] as const;
 const HOSTS = ["host", "hosts"] as const;
 
 /** `renew.windows` and `renew.freezes`: when renewal may, or may not, send (lib/config/renew-calendar.ts). */
-const calendarEntries = emptyIsUnset(z.array(z.strictObject({ cron: text, timezone: text.optional(), duration: text })).optional());
+// Loose: a key an entry does not take is named by renew-control.ts with every other problem of the list.
+const calendarEntries = emptyIsUnset(z.array(z.looseObject({ cron: text, timezone: text.optional(), duration: text })).optional());
 const shownEntry = (entry: ProvisionerConfig["renew"]["windows"][number]) => ({ cron: entry.cron.text, timezone: entry.timezone, duration: entry.duration });
 
 const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";

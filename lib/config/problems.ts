@@ -117,8 +117,6 @@ function accepted(issue: z.core.$ZodIssue, unit: Unit | undefined): string {
         : `must be ${issue.inclusive === false ? "less than" : "at most"} ${counted(issue.maximum, unit)}`;
     case "invalid_value":
       return `must be ${oneOf(issue.values)}`;
-    case "unrecognized_keys":
-      return `has keys it does not take: ${issue.keys.join(", ")}`;
     case "invalid_union": {
       const values = issue.errors.flat().flatMap((inner) => (inner.code === "invalid_value" ? inner.values : []));
       return values.length > 0 ? `must be ${oneOf(values)}` : "is not a value this key accepts";

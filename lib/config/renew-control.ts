@@ -21,6 +21,7 @@ const CHECKED_SPAN_MS = 366 * DAY_MS;
 const RUN_MS = MINUTE_MS;
 
 type RawRenew = RawConfig["renew"];
+const ENTRY_KEYS: readonly string[] = ["cron", "timezone", "duration"];
 type Control = Pick<RenewSection, "windows" | "freezes" | "shortestLifetimeMs" | "slowStart" | "abort">;
 
 /**
@@ -52,6 +53,8 @@ function entriesOf(key: "renew.windows" | "renew.freezes", raw: RawRenew["window
   (raw ?? []).forEach((entry, index) => {
     const at = `${key}.${index}`;
     const before = problems.length;
+    const unknown = Object.keys(entry).filter((name) => !ENTRY_KEYS.includes(name));
+    if (unknown.length > 0) problems.push(new ConfigError(at, `has keys an entry does not take: ${unknown.join(", ")} (it takes ${ENTRY_KEYS.join(", ")})`));
     const cron = parseCron(entry.cron);
     if ("problems" in cron) for (const problem of cron.problems) problems.push(new ConfigError(`${at}.cron`, problem));
     const timezone = entry.timezone ?? "UTC";
