@@ -332,11 +332,11 @@ export class Renewal {
     }
   }
 
-  /** A wave starts with the first send after renewal was idle, and ends at a run with nothing in flight, nothing due and no request. */
-  private trackWave(state: RenewalState, picked: number, due: number, now: number): void {
+  /** A wave starts with the first send after renewal was idle, and ends at a run with nothing in flight, nothing pending (due or waiting for a retry) and no request. */
+  private trackWave(state: RenewalState, picked: number, pending: number, now: number): void {
     if (picked > 0) {
       state.wave ??= { startedAt: now, ratePerMinute: this.rateNow(state), successes: 0, attempts: 0, failures: 0 } satisfies RenewalWave;
-    } else if (due === 0 && !state.request && Object.keys(state.inFlight).length === 0) delete state.wave;
+    } else if (pending === 0 && !state.request && Object.keys(state.inFlight).length === 0) delete state.wave;
   }
 
   /**
@@ -391,7 +391,9 @@ export class Renewal {
       if (picked.length >= budget) break;
       if (!taken.has(host.identity)) picked.push(host);
     }
-    this.trackWave(state, picked.length, due.length, now);
+    // A failed host waiting for its retry keeps the wave going: its failure stays in the wave's sample.
+    const retrying = hosts.some((host) => host.renewal !== undefined && host.credentials.expiresAt > now);
+    this.trackWave(state, picked.length, due.length + (retrying ? 1 : 0), now);
     return { hosts: picked, outsideWindow };
   }
 
