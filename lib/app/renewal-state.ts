@@ -150,6 +150,14 @@ export function dueHosts(hosts: readonly HostExpiry[], state: RenewalState, befo
 }
 
 /**
+ * The sendable hosts whose renewal window has opened, placed in it or not, soonest expiry first:
+ * inside a maintenance window, those that cannot wait for the next one are sent before their place.
+ */
+export function openedHosts(hosts: readonly HostExpiry[], state: RenewalState, before: RenewBefore, now: number): HostExpiry[] {
+  return hosts.filter((host) => sendable(host, state, now) && host.credentials.expiresAt - windowOf(host, before) <= now).sort(soonestFirst);
+}
+
+/**
  * The hosts an operator's request still covers (provisioned, not expired, credentials issued before
  * the leader took the request, selected) and, of those, the ones to send now in the order they go:
  * named hosts in the order named, the others soonest expiry first.

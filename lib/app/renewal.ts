@@ -42,7 +42,7 @@ import { capacitySettings, renewalCapacity } from "./renewal-capacity";
 import { RENEW_RUN_MS } from "../config/renew-capacity";
 import type { RenewCalendar } from "../config/renew-calendar";
 import type { InvocationContext } from "./use-case-ports";
-import { dueHosts, provisionedSince, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
+import { dueHosts, openedHosts, provisionedSince, renewableAt, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
 import { type RenewalOutcome, type RenewalState, type RenewalStore, type RenewalWave } from "./use-case-ports";
 
 const REPROVISION_RPC = "choria_provision#reprovision";
@@ -340,15 +340,24 @@ export class Renewal {
   }
 
   /**
-   * The due hosts renewal may send now: all of them inside a window and outside every freeze;
-   * otherwise only those that could not wait for the next allowed moment and still be back before
-   * their credentials expire ("renew anyway before expiry": no credential expires because of a window).
+   * The hosts renewal may send now. Inside a window and outside every freeze: the due hosts, and
+   * those whose renewal window has opened but whose place in it comes too late for the next window
+   * (so they go in this one). Otherwise only the due hosts that could not wait for the next allowed
+   * moment and still be back before their credentials expire ("renew anyway before expiry": no
+   * credential expires because of a window); with windows checked at load, only late ones (retries).
    */
-  private allowedNow(due: readonly HostExpiry[], now: number): readonly HostExpiry[] {
-    const { calendar, timeoutMs } = this.deps.settings;
-    if (!calendar?.restricted || due.length === 0 || calendar.allowedAt(now)) return due;
-    const next = calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS) ?? Number.POSITIVE_INFINITY;
-    return due.filter((host) => host.credentials.expiresAt - timeoutMs - RENEW_RUN_MS < next);
+  private allowedNow(due: readonly HostExpiry[], opened: () => readonly HostExpiry[], now: number): readonly HostExpiry[] {
+    const { calendar, timeoutMs, before } = this.deps.settings;
+    if (!calendar?.restricted) return due;
+    const cannotWaitFor = (moment: number) => (host: HostExpiry) => host.credentials.expiresAt - timeoutMs - RENEW_RUN_MS < moment;
+    if (calendar.allowedAt(now)) {
+      const closesAt = calendar.nextClosed(now, NEXT_ALLOWED_WITHIN_MS);
+      if (closesAt === undefined) return due;
+      const reopensAt = calendar.nextAllowed(closesAt, NEXT_ALLOWED_WITHIN_MS);
+      const tooLate = cannotWaitFor(reopensAt ?? Number.POSITIVE_INFINITY);
+      return opened().filter((host) => renewableAt(host, before) <= now || tooLate(host));
+    }
+    return due.filter(cannotWaitFor(calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS) ?? Number.POSITIVE_INFINITY));
   }
 
   /** Logs and counts the renewals that left outside the windows under the fallback. */
@@ -384,8 +393,8 @@ export class Renewal {
       picked.push(...wanted.sendable.slice(0, Math.max(0, budget)));
     }
     const due = settings.enabled ? dueHosts(hosts, state, settings.before, now) : [];
-    const allowed = this.allowedNow(due, now);
-    const outsideWindow = allowed === due ? [] : allowed.map((host) => host.identity);
+    const allowed = settings.enabled ? this.allowedNow(due, () => openedHosts(hosts, state, settings.before, now), now) : due;
+    const outsideWindow = allowed === due || settings.calendar?.allowedAt(now) !== false ? [] : allowed.map((host) => host.identity);
     const taken = new Set(picked.map((host) => host.identity));
     for (const host of allowed) {
       if (picked.length >= budget) break;

@@ -113,6 +113,15 @@ export class RenewCalendar {
     return undefined;
   }
 
+  /** `at` when renewal may not send then, else the first closed minute after it within `withinMs`; undefined when it stays open. */
+  nextClosed(at: number, withinMs: number): number | undefined {
+    if (!this.allowedAt(at)) return at;
+    for (let minute = Math.floor(at / MINUTE_MS) * MINUTE_MS + MINUTE_MS; minute <= at + withinMs; minute += MINUTE_MS) {
+      if (!this.allowedAt(minute)) return minute;
+    }
+    return undefined;
+  }
+
   /** The longest stretch in [from, to) in which renewal may not send; ms 0 when it may always. */
   longestGap(from: number, to: number): CalendarGap {
     const longest: CalendarGap = { ms: 0, startsAt: from, endsAt: from };

@@ -6,7 +6,10 @@
  * sent, and when, is counted at the nodes.
  */
 import { describe, expect, it } from "vitest";
+import { status } from "../../../lib/app/operator/functions";
 import { RenewalOperator } from "../../../lib/app/operator/renewal-operator";
+import { formatRenewalReport } from "../../../cli/renew";
+import { InMemoryQueue } from "../../support/fakes";
 import { renewalReport } from "../../../lib/app/renewal-state";
 import { parseCron } from "../../../lib/config/cron";
 import { RenewCalendar, type CalendarEntry } from "../../../lib/config/renew-calendar";
@@ -174,6 +177,41 @@ describe("maintenance windows and freezes", () => {
     expect(w.metrics.total(EXTRA_METRIC.renewalsOutsideWindow)).toBe(10);
     const warnings = w.logger.at("warn").filter((record) => record.message.startsWith("renewed outside the maintenance windows"));
     expect(warnings.map((record) => record.attributes?.identity).sort()).toEqual(early);
+  });
+
+  it("sends in the window the hosts whose place comes after it closes, when the next one would be too late", async () => {
+    // Arrange: the window is 01:00-02:00 daily; 50 hosts expire at 08:00 with a 10 h renewal window,
+    // placed by name between 22:00 and 03:00: after 02:00 the next window (tomorrow) is past their expiry.
+    const calendar = new RenewCalendar([entry("0 1 * * *", HOUR_MS)], []);
+    const w = renewalWorld({ ratePerMinute: 100, calendar, before: { ms: 10 * HOUR_MS } });
+    const hosts = await fleet(w, "batch", 50, 8 * HOUR_MS);
+    const start = w.clock.now();
+
+    // Act
+    await runMinutes(w, 4 * 60);
+
+    // Assert: every one sent once, all at the window's first run.
+    for (const identity of hosts) expect(w.nodes.get(identity)?.reprovisionedAt, identity).toEqual([start + HOUR_MS]);
+    expect(w.metrics.total(EXTRA_METRIC.renewalsOutsideWindow)).toBe(0);
+  });
+
+  it("shows in status whether the windows are open and the next allowed moment", async () => {
+    // Arrange: 00:00 UTC, the window opens at 04:00.
+    const calendar = new RenewCalendar([entry("0 4 * * *", HOUR_MS)], []);
+    const w = renewalWorld({ calendar });
+    const queue = () => new InMemoryQueue();
+    const renew = { before: w.settings.before, ratePerMinute: 10, maxInFlight: 50, timeoutMs: 15 * MINUTE_MS, calendar };
+    const deps = { site: SITE, deploymentId: "east", leaderElection: false, registry: w.registry, renewalStore: w.store, clock: w.clock };
+
+    // Act
+    const closed = await status({ ...deps, queues: { hostWork: queue(), hostWorkDlq: queue(), lifecycle: queue(), lifecycleDlq: queue() }, renew });
+    await w.advance(4 * HOUR_MS);
+    const open = await status({ ...deps, queues: { hostWork: queue(), hostWorkDlq: queue(), lifecycle: queue(), lifecycleDlq: queue() }, renew });
+
+    // Assert
+    expect(closed.renewal.windows).toEqual({ open: false, nextAllowedAt: Date.UTC(2026, 5, 1, 4) });
+    expect(open.renewal.windows).toEqual({ open: true });
+    expect(formatRenewalReport(closed.renewal, w.clock.now())).toContain("renewal windows: CLOSED (outside the windows or in a freeze); next allowed 2026-06-01T04:00:00");
   });
 
   it("sends nothing in a freeze inside a window but what would expire first", async () => {
