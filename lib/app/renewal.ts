@@ -193,7 +193,7 @@ export class Renewal {
         if (send.kind === "refused") {
           delete latest.inFlight[send.host.identity];
           record(latest, { identity: send.host.identity, ok: false, at: send.sentAt, reason: send.reason }, settings.failureWindow);
-          this.countInWave(latest, false, held.retry === true);
+          this.countInWave(latest, { identity: send.host.identity, reason: send.reason }, held.retry === true);
           continue;
         }
         held.sentAt = send.sentAt;
@@ -266,7 +266,7 @@ export class Renewal {
       if (provisionedSince(host, held.sentAt)) {
         delete state.inFlight[identity];
         record(state, { identity, ok: true, at: now, outOfServiceMs: now - held.sentAt }, failureWindow);
-        this.countInWave(state, true, held.retry === true);
+        this.countInWave(state, undefined, held.retry === true);
         completed.push(identity);
         continue;
       }
@@ -277,7 +277,7 @@ export class Renewal {
       if (reason === undefined) continue;
       delete state.inFlight[identity];
       record(state, { identity, ok: false, at: now, reason }, failureWindow);
-      this.countInWave(state, false, held.retry === true);
+      this.countInWave(state, { identity, reason }, held.retry === true);
       if (host) failed.push({ host, reason, mark: retryMark(host, reason, now) });
     }
   }
@@ -292,18 +292,27 @@ export class Renewal {
     if (state.paused) return;
     const { failureThreshold, failureWindow } = this.deps.settings;
     const failures = state.recent.filter((outcome) => !outcome.ok);
-    const last = failures.at(-1);
-    const lastShown = `last: ${last?.identity}: ${last?.reason ?? "unknown"}`;
     if (failures.length > failureThreshold) {
-      state.paused = { reason: `${failures.length} of the last ${state.recent.length} renewed hosts failed (more than ${failureThreshold} of ${failureWindow}); ${lastShown}`, at: now };
+      const last = failures.at(-1);
+      state.paused = {
+        reason: `${failures.length} of the last ${state.recent.length} renewed hosts failed (more than ${failureThreshold} of ${failureWindow}); last: ${last?.identity}: ${last?.reason ?? "unknown"}`,
+        at: now,
+      };
       return;
     }
     const { abort } = this.deps.settings;
     const wave = state.wave;
-    if (!abort || !wave || wave.attempts < abort.minAttempts || wave.failures * 100 < abort.percentage * wave.attempts) return;
-    const share = Math.round((wave.failures * 1_000) / wave.attempts) / 10;
+    if (!abort || !wave || wave.attempts < abort.minAttempts) return;
+    // A refusal shows at once, a success only once the node is back: so the hosts still in flight
+    // count as renewed, and the wave aborts only when even that leaves the share at the threshold.
+    const pending = Object.values(state.inFlight).filter((held) => !held.retry).length;
+    if (wave.failures * 100 < abort.percentage * (wave.attempts + pending)) return;
+    const share = (part: number, whole: number) => Math.round((part * 1_000) / whole) / 10;
     state.paused = {
-      reason: `aborted: ${wave.failures} of the ${wave.attempts} hosts tried in this renewal wave failed (${share}%, at or above renew.abort_percentage ${abort.percentage} once renew.abort_min_attempts ${abort.minAttempts} were tried); ${lastShown}`,
+      reason:
+        `aborted: ${wave.failures} of the ${wave.attempts} hosts tried in this renewal wave failed (${share(wave.failures, wave.attempts)}%; ` +
+        `${share(wave.failures, wave.attempts + pending)}% were all ${pending} in flight renewed), at or above renew.abort_percentage ${abort.percentage} ` +
+        `once renew.abort_min_attempts ${abort.minAttempts} were tried; last: ${wave.lastFailure?.identity}: ${wave.lastFailure?.reason}`,
       at: now,
     };
   }
@@ -315,13 +324,17 @@ export class Renewal {
     return Math.min(ratePerMinute, state.wave?.ratePerMinute ?? slowStart.startRate);
   }
 
-  /** Counts an outcome in the wave: a first attempt toward the abort rule, a success toward the next step of the ramp. */
-  private countInWave(state: RenewalState, ok: boolean, retry: boolean): void {
+  /** Counts an outcome in the wave (`failure` undefined: a success): a first attempt toward the abort rule, a success toward the next step of the ramp. */
+  private countInWave(state: RenewalState, failure: { identity: string; reason: string } | undefined, retry: boolean): void {
     const wave = state.wave;
     if (!wave) return;
+    const ok = failure === undefined;
     if (!retry) {
       wave.attempts++;
-      if (!ok) wave.failures++;
+      if (failure) {
+        wave.failures++;
+        wave.lastFailure = failure;
+      }
     }
     const { slowStart, ratePerMinute } = this.deps.settings;
     if (!ok || !slowStart) return;
@@ -346,18 +359,19 @@ export class Renewal {
    * moment and still be back before their credentials expire ("renew anyway before expiry": no
    * credential expires because of a window); with windows checked at load, only late ones (retries).
    */
-  private allowedNow(due: readonly HostExpiry[], opened: () => readonly HostExpiry[], now: number): readonly HostExpiry[] {
+  private allowedNow(hosts: readonly HostExpiry[], state: RenewalState, now: number): { allowed: readonly HostExpiry[]; due: number; outsideWindow: boolean } {
     const { calendar, timeoutMs, before } = this.deps.settings;
-    if (!calendar?.restricted) return due;
-    const cannotWaitFor = (moment: number) => (host: HostExpiry) => host.credentials.expiresAt - timeoutMs - RENEW_RUN_MS < moment;
-    if (calendar.allowedAt(now)) {
-      const closesAt = calendar.nextClosed(now, NEXT_ALLOWED_WITHIN_MS);
-      if (closesAt === undefined) return due;
-      const reopensAt = calendar.nextAllowed(closesAt, NEXT_ALLOWED_WITHIN_MS);
-      const tooLate = cannotWaitFor(reopensAt ?? Number.POSITIVE_INFINITY);
-      return opened().filter((host) => renewableAt(host, before) <= now || tooLate(host));
+    const cannotWaitFor = (moment: number | undefined) => (host: HostExpiry) => host.credentials.expiresAt - timeoutMs - RENEW_RUN_MS < (moment ?? Number.POSITIVE_INFINITY);
+    const closesAt = calendar?.restricted && calendar.allowedAt(now) ? calendar.nextClosed(now, NEXT_ALLOWED_WITHIN_MS) : undefined;
+    if (calendar?.restricted && closesAt !== undefined) {
+      const tooLate = cannotWaitFor(calendar.nextAllowed(closesAt, NEXT_ALLOWED_WITHIN_MS));
+      // Every due host is among these (its place came), so they are also what is pending.
+      const allowed = openedHosts(hosts, state, before, now).filter((host) => renewableAt(host, before) <= now || tooLate(host));
+      return { allowed, due: allowed.length, outsideWindow: false };
     }
-    return due.filter(cannotWaitFor(calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS) ?? Number.POSITIVE_INFINITY));
+    const due = dueHosts(hosts, state, before, now);
+    if (!calendar?.restricted || calendar.allowedAt(now)) return { allowed: due, due: due.length, outsideWindow: false };
+    return { allowed: due.filter(cannotWaitFor(calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS))), due: due.length, outsideWindow: true };
   }
 
   /** Logs and counts the renewals that left outside the windows under the fallback. */
@@ -392,9 +406,7 @@ export class Renewal {
       if (wanted.remaining === 0) delete state.request;
       picked.push(...wanted.sendable.slice(0, Math.max(0, budget)));
     }
-    const due = settings.enabled ? dueHosts(hosts, state, settings.before, now) : [];
-    const allowed = settings.enabled ? this.allowedNow(due, () => openedHosts(hosts, state, settings.before, now), now) : due;
-    const outsideWindow = allowed === due || settings.calendar?.allowedAt(now) !== false ? [] : allowed.map((host) => host.identity);
+    const { allowed, due, outsideWindow } = settings.enabled ? this.allowedNow(hosts, state, now) : { allowed: [], due: 0, outsideWindow: false };
     const taken = new Set(picked.map((host) => host.identity));
     for (const host of allowed) {
       if (picked.length >= budget) break;
@@ -402,8 +414,8 @@ export class Renewal {
     }
     // A failed host waiting for its retry keeps the wave going: its failure stays in the wave's sample.
     const retrying = hosts.some((host) => host.renewal !== undefined && host.credentials.expiresAt > now);
-    this.trackWave(state, picked.length, due.length + (retrying ? 1 : 0), now);
-    return { hosts: picked, outsideWindow };
+    this.trackWave(state, picked.length, due + (retrying ? 1 : 0), now);
+    return { hosts: picked, outsideWindow: outsideWindow ? allowed.map((host) => host.identity) : [] };
   }
 
   private async send(hosts: readonly HostExpiry[], term: number, ctx: InvocationContext): Promise<SendResult[]> {

@@ -287,4 +287,6 @@ export interface RenewalWave {
   /** Hosts whose first renewal of the wave has an outcome, and of those, the ones that failed. */
   attempts: number;
   failures: number;
+  /** The wave's last failed first attempt, which the abort's reason names. */
+  lastFailure?: { identity: string; reason: string };
 }

@@ -128,7 +128,9 @@ describe("the abort rule", () => {
 
     // Assert
     expect(pausedBefore40).toBe(false);
-    expect(state.paused?.reason).toMatch(/^aborted: \d+ of the \d+ hosts tried in this renewal wave failed \(\d+(\.\d)?%, at or above renew\.abort_percentage 25 once renew\.abort_min_attempts 40 were tried\); last: db-\d{4}\.example\.net: Incorrect provision token supplied/);
+    expect(state.paused?.reason).toMatch(
+      /^aborted: \d+ of the \d+ hosts tried in this renewal wave failed \(\d+(\.\d)?%; \d+(\.\d)?% were all \d+ in flight renewed\), at or above renew\.abort_percentage 25 once renew\.abort_min_attempts 40 were tried; last: db-\d{4}\.example\.net: Incorrect provision token supplied \(status 1\)$/,
+    );
     expect(state.wave?.attempts).toBeGreaterThanOrEqual(40);
     expect(sentWhenPaused).toBeLessThan(100);
     expect(w.metrics.lastGauge(EXTRA_METRIC.renewalPaused)).toBe(1);
