@@ -6,6 +6,7 @@ import type { RenewalReport } from "../lib/app/renewal-state";
 import type { RenewSelection } from "../lib/app/use-case-ports";
 import type { RenewalCapacity } from "../lib/app/renewal-capacity";
 import type { RenewalOperator, RenewRequestResult } from "../lib/app/operator/renewal-operator";
+import type { SiteRenewalReport } from "../lib/app/operator/report";
 import { parseDuration } from "../lib/config/duration";
 import { boxTable } from "./table";
 import { ago, plural } from "./text";
@@ -97,7 +98,7 @@ function runLines(report: RenewalReport, now: number): string[] {
 }
 
 /** The renewal lines and tables of `choria-provisioner status`. */
-export function formatRenewalReport(report: RenewalReport & { capacity?: RenewalCapacity }, now: number): string {
+export function formatRenewalReport(report: SiteRenewalReport, now: number): string {
   const { expiry } = report;
   const lines = [
     `credentials: ${expiry.known} hosts with a known expiry; expired ${expiry.expired}, at risk ${expiry.atRisk}, within 24h ${expiry.within24h}, 7d ${expiry.within7d}, 30d ${expiry.within30d}`,
@@ -105,6 +106,18 @@ export function formatRenewalReport(report: RenewalReport & { capacity?: Renewal
       ? `renewal: PAUSED since ${iso(report.paused.at)}: ${report.paused.reason} (choria-provisioner renew --resume)`
       : `renewal: ${report.inFlight} hosts in flight, ${report.failing} failed and tried again later`,
   ];
+  if (report.wave) {
+    const { wave } = report;
+    lines.push(`renewal wave since ${iso(wave.startedAt)}: sending at most ${wave.ratePerMinute} a minute; ${plural(wave.attempts, "host")} tried, ${wave.failures} failed`);
+  }
+  if (report.windows) {
+    const { open, nextAllowedAt } = report.windows;
+    lines.push(
+      open
+        ? "renewal windows: open now"
+        : `renewal windows: CLOSED (outside the windows or in a freeze); next allowed ${nextAllowedAt === undefined ? "not within 32 days" : iso(nextAllowedAt)}; a host that would expire first is renewed anyway`,
+    );
+  }
   if (report.capacity) lines.push(capacityLine(report.capacity));
   lines.push(...runLines(report, now));
   if (expiry.next.length > 0) {

@@ -36,10 +36,11 @@ export function emptyRenewalState(): RenewalState {
  * are due again, which is what renewal now does with a failed host anyway).
  */
 export function renewalStateFrom(stored: Record<string, unknown>): RenewalState {
-  const { inFlight, recent, sends, paused, request, lastRun } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
+  const { inFlight, recent, sends, paused, request, lastRun, wave } = stored as Partial<RenewalState> & { request?: RenewalRequest & { identities?: string[] } };
   const state: RenewalState = { ...emptyRenewalState(), ...(inFlight ? { inFlight } : {}), ...(recent ? { recent } : {}), ...(sends ? { sends } : {}) };
   if (paused) state.paused = paused;
   if (lastRun) state.lastRun = lastRun;
+  if (wave) state.wave = wave;
   if (request) {
     const { identities, ...rest } = request;
     state.request = rest.selection ? rest : { ...rest, selection: { identities: identities ?? [] } };
@@ -149,6 +150,14 @@ export function dueHosts(hosts: readonly HostExpiry[], state: RenewalState, befo
 }
 
 /**
+ * The sendable hosts whose renewal window has opened, placed in it or not, soonest expiry first:
+ * inside a maintenance window, those that cannot wait for the next one are sent before their place.
+ */
+export function openedHosts(hosts: readonly HostExpiry[], state: RenewalState, before: RenewBefore, now: number): HostExpiry[] {
+  return hosts.filter((host) => sendable(host, state, now) && host.credentials.expiresAt - windowOf(host, before) <= now).sort(soonestFirst);
+}
+
+/**
  * The hosts an operator's request still covers (provisioned, not expired, credentials issued before
  * the leader took the request, selected) and, of those, the ones to send now in the order they go:
  * named hosts in the order named, the others soonest expiry first.
@@ -234,6 +243,8 @@ export interface RenewalReport {
   requested?: { term: number; remaining: number; requestedAt: number; by?: string };
   /** The leader's last renew run, and, when none ran lately, why nothing carries out a request. */
   runs: { last?: { at: number; term: number }; missing?: string };
+  /** The wave under way: its rate now (slow start ramps it) and its first attempts and failures (the abort rule's sample). */
+  wave?: { startedAt: number; ratePerMinute: number; attempts: number; failures: number };
 }
 
 /**
@@ -286,5 +297,6 @@ export function renewalReport(
     failing: marked.length,
     ...(request ? { requested: { term: request.term, remaining, requestedAt: request.requestedAt, ...(request.by ? { by: request.by } : {}) } } : {}),
     runs: { ...(state.lastRun ? { last: state.lastRun } : {}), ...withMissing(renewRunsMissing(state, site, now)) },
+    ...(state.wave ? { wave: { startedAt: state.wave.startedAt, ratePerMinute: state.wave.ratePerMinute, attempts: state.wave.attempts, failures: state.wave.failures } } : {}),
   };
 }

@@ -8,9 +8,12 @@
  *    within `timeoutMs`, or (unanswered) still on its old credentials after `unansweredHoldMs`, is
  *    a failure;
  * 2. pause itself, saying why, when more than `failureThreshold` of the last `failureWindow`
- *    renewed hosts failed (the operator resumes it);
+ *    renewed hosts failed, or when the wave's abort rule says so (the operator resumes it);
  * 3. send the operator's requested hosts, then the hosts due, soonest expiry first, within the
- *    rate (requests that left in the last minute, answered or not) and the bound on hosts in flight.
+ *    rate (requests that left in the last minute, answered or not; slow start ramps it) and the
+ *    bound on hosts in flight; the due hosts only inside a maintenance window and outside every
+ *    freeze, unless a host would expire before the next allowed moment (docs/renewal.md, "Change
+ *    control").
  *
  * A failed host is never given up on while its credentials are valid: its registry entry records
  * the failure and when to try again (`retryMark`), and it is due again then. The registry and this
@@ -36,9 +39,11 @@ import type { Logger } from "../ports/logger";
 import type { Metrics } from "../ports/metrics";
 import { mapLimited } from "./concurrency";
 import { capacitySettings, renewalCapacity } from "./renewal-capacity";
+import { RENEW_RUN_MS } from "../config/renew-capacity";
+import type { RenewCalendar } from "../config/renew-calendar";
 import type { InvocationContext } from "./use-case-ports";
-import { dueHosts, provisionedSince, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
-import { type RenewalOutcome, type RenewalState, type RenewalStore } from "./use-case-ports";
+import { dueHosts, openedHosts, provisionedSince, renewableAt, requestedHosts, retryMark, updateRenewalState, type RenewBefore } from "./renewal-state";
+import { type RenewalOutcome, type RenewalState, type RenewalStore, type RenewalWave } from "./use-case-ports";
 
 const REPROVISION_RPC = "choria_provision#reprovision";
 /** One reprovision attempt: the Go client's discovery timeout plus the agent's DDL timeout. */
@@ -46,6 +51,8 @@ const REPROVISION_TIMEOUT_MS = DISCOVERY_TIMEOUT_MS + AGENT_TIMEOUT_MS.choria_pr
 /** Requests in flight on the broker at once within one run. */
 const SEND_CONCURRENCY = 32;
 const MINUTE_MS = 60_000;
+/** How far ahead a run looks for the next allowed moment when a window is closed (a freeze lasts at most 31 days). */
+const NEXT_ALLOWED_WITHIN_MS = 32 * 24 * 3_600_000;
 
 /** How long an unanswered host may take to show up in provisioning: two discoveries and the request's own wait. */
 export function unansweredHoldFor(discoveryIntervalMs: number): number {
@@ -69,6 +76,12 @@ interface RenewalSettings {
   /** Renewal pauses when more than this many of the last `failureWindow` renewed hosts failed. */
   failureThreshold: number;
   failureWindow: number;
+  /** When automatic renewal may send (`renew.windows`, `renew.freezes`); absent: at any time. */
+  calendar?: RenewCalendar;
+  /** `renew.start_rate` and how the rate ramps from it to `ratePerMinute`; absent: no ramp. */
+  slowStart?: { startRate: number; increase: number; successesPerStep: number };
+  /** Pause when this percentage of a wave's hosts failed, once `minAttempts` were tried (`renew.abort_*`). */
+  abort?: { percentage: number; minAttempts: number };
   /** The provisioning token the node's choria_provision agent checks. Secret. */
   token: string;
   /** Ms kept back from the Lambda deadline. */
@@ -141,12 +154,12 @@ export class Renewal {
       state.lastRun = { at: now, term };
       this.settle(state, byIdentity, now, completed, timedOut);
       this.pauseIfFailing(state, now);
-      if (state.paused) return [];
+      if (state.paused) return { hosts: [], outsideWindow: [] };
       // A host that failed just now waits for its retry like one that failed in an earlier run.
       const marked = new Map(timedOut.map((failure) => [failure.host.identity, failure.mark]));
       const current = hosts.map((host) => (marked.has(host.identity) ? { ...host, renewal: marked.get(host.identity) as RenewalMark } : host));
       const picked = this.pick(state, current, term, now);
-      for (const host of picked) state.inFlight[host.identity] = { sentAt: now, term, expiresAt: host.credentials.expiresAt };
+      for (const host of picked.hosts) state.inFlight[host.identity] = { sentAt: now, term, expiresAt: host.credentials.expiresAt, ...(host.renewal ? { retry: true } : {}) };
       return picked;
     });
     this.observeFleet(hosts, state, now);
@@ -156,10 +169,11 @@ export class Renewal {
     if (timedOut.length > 0) metrics.count(EXTRA_METRIC.renewalFailures, timedOut.length);
     await this.markForRetry(timedOut);
 
-    const sends = chosen.length === 0 ? [] : await this.send(chosen, term, ctx);
+    const sends = chosen.hosts.length === 0 ? [] : await this.send(chosen.hosts, term, ctx);
     const final = await this.recordSends(sends, term, now);
     const refused = sends.flatMap((send) => (send.kind === "refused" ? [{ host: send.host, reason: send.reason, mark: retryMark(send.host, send.reason, send.sentAt) }] : []));
     await this.markForRetry(refused);
+    this.reportOutsideWindow(sends, new Set(chosen.outsideWindow), term);
     return this.summarise(state, final, sends, { term, completed, timedOut });
   }
 
@@ -179,6 +193,7 @@ export class Renewal {
         if (send.kind === "refused") {
           delete latest.inFlight[send.host.identity];
           record(latest, { identity: send.host.identity, ok: false, at: send.sentAt, reason: send.reason }, settings.failureWindow);
+          this.countInWave(latest, { identity: send.host.identity, reason: send.reason }, held.retry === true);
           continue;
         }
         held.sentAt = send.sentAt;
@@ -201,6 +216,7 @@ export class Renewal {
     const paused = after.paused;
     metrics.gauge(EXTRA_METRIC.renewalPaused, paused ? 1 : 0);
     metrics.gauge(EXTRA_METRIC.renewalsInFlight, Object.keys(after.inFlight).length);
+    metrics.gauge(EXTRA_METRIC.renewalRate, this.rateNow(after));
     if (paused && !before.paused) logger.error(`renewal paused itself: ${paused.reason}`, { term: run.term });
     return {
       status: paused ? "paused" : "ran",
@@ -250,6 +266,7 @@ export class Renewal {
       if (provisionedSince(host, held.sentAt)) {
         delete state.inFlight[identity];
         record(state, { identity, ok: true, at: now, outOfServiceMs: now - held.sentAt }, failureWindow);
+        this.countInWave(state, undefined, held.retry === true);
         completed.push(identity);
         continue;
       }
@@ -260,30 +277,125 @@ export class Renewal {
       if (reason === undefined) continue;
       delete state.inFlight[identity];
       record(state, { identity, ok: false, at: now, reason }, failureWindow);
+      this.countInWave(state, { identity, reason }, held.retry === true);
       if (host) failed.push({ host, reason, mark: retryMark(host, reason, now) });
     }
   }
 
+  /**
+   * One pause, two rules: the breaker over the last `failureWindow` renewals across waves (a steady
+   * trickle of failures, or a sudden break late in a long wave), and the abort rule over the wave's
+   * first attempts (a failure share the breaker's window would take too long to see, judged only
+   * once the sample is large enough to mean something).
+   */
   private pauseIfFailing(state: RenewalState, now: number): void {
     if (state.paused) return;
     const { failureThreshold, failureWindow } = this.deps.settings;
     const failures = state.recent.filter((outcome) => !outcome.ok);
-    if (failures.length <= failureThreshold) return;
-    const last = failures.at(-1);
+    if (failures.length > failureThreshold) {
+      const last = failures.at(-1);
+      state.paused = {
+        reason: `${failures.length} of the last ${state.recent.length} renewed hosts failed (more than ${failureThreshold} of ${failureWindow}); last: ${last?.identity}: ${last?.reason ?? "unknown"}`,
+        at: now,
+      };
+      return;
+    }
+    const { abort } = this.deps.settings;
+    const wave = state.wave;
+    if (!abort || !wave || wave.attempts < abort.minAttempts) return;
+    // A refusal shows at once, a success only once the node is back: so the hosts still in flight
+    // count as renewed, and the wave aborts only when even that leaves the share at the threshold.
+    const pending = Object.values(state.inFlight).filter((held) => !held.retry).length;
+    if (wave.failures * 100 < abort.percentage * (wave.attempts + pending)) return;
+    const share = (part: number, whole: number) => Math.round((part * 1_000) / whole) / 10;
     state.paused = {
-      reason: `${failures.length} of the last ${state.recent.length} renewed hosts failed (more than ${failureThreshold} of ${failureWindow}); last: ${last?.identity}: ${last?.reason ?? "unknown"}`,
+      reason:
+        `aborted: ${wave.failures} of the ${wave.attempts} hosts tried in this renewal wave failed (${share(wave.failures, wave.attempts)}%; ` +
+        `${share(wave.failures, wave.attempts + pending)}% were all ${pending} in flight renewed), at or above renew.abort_percentage ${abort.percentage} ` +
+        `once renew.abort_min_attempts ${abort.minAttempts} were tried; last: ${wave.lastFailure?.identity}: ${wave.lastFailure?.reason}`,
       at: now,
     };
   }
 
+  /** The automatic send rate now: `renew.rate`, or where slow start has ramped to in this wave. */
+  private rateNow(state: Pick<RenewalState, "wave">): number {
+    const { slowStart, ratePerMinute } = this.deps.settings;
+    if (!slowStart) return ratePerMinute;
+    return Math.min(ratePerMinute, state.wave?.ratePerMinute ?? slowStart.startRate);
+  }
+
+  /** Counts an outcome in the wave (`failure` undefined: a success): a first attempt toward the abort rule, a success toward the next step of the ramp. */
+  private countInWave(state: RenewalState, failure: { identity: string; reason: string } | undefined, retry: boolean): void {
+    const wave = state.wave;
+    if (!wave) return;
+    const ok = failure === undefined;
+    if (!retry) {
+      wave.attempts++;
+      if (failure) {
+        wave.failures++;
+        wave.lastFailure = failure;
+      }
+    }
+    const { slowStart, ratePerMinute } = this.deps.settings;
+    if (!ok || !slowStart) return;
+    wave.successes++;
+    while (wave.successes >= slowStart.successesPerStep && wave.ratePerMinute < ratePerMinute) {
+      wave.successes -= slowStart.successesPerStep;
+      wave.ratePerMinute = Math.min(ratePerMinute, Math.max(wave.ratePerMinute + 1, Math.floor(wave.ratePerMinute * slowStart.increase)));
+    }
+  }
+
+  /** A wave starts with the first send after renewal was idle, and ends at a run with nothing in flight, nothing pending (due or waiting for a retry) and no request. */
+  private trackWave(state: RenewalState, picked: number, pending: number, now: number): void {
+    if (picked > 0) {
+      state.wave ??= { startedAt: now, ratePerMinute: this.rateNow(state), successes: 0, attempts: 0, failures: 0 } satisfies RenewalWave;
+    } else if (pending === 0 && !state.request && Object.keys(state.inFlight).length === 0) delete state.wave;
+  }
+
+  /**
+   * The hosts renewal may send now. Inside a window and outside every freeze: the due hosts, and
+   * those whose renewal window has opened but whose place in it comes too late for the next window
+   * (so they go in this one). Otherwise only the due hosts that could not wait for the next allowed
+   * moment and still be back before their credentials expire ("renew anyway before expiry": no
+   * credential expires because of a window); with windows checked at load, only late ones (retries).
+   */
+  private allowedNow(hosts: readonly HostExpiry[], state: RenewalState, now: number): { allowed: readonly HostExpiry[]; due: number; outsideWindow: boolean } {
+    const { calendar, timeoutMs, before } = this.deps.settings;
+    const cannotWaitFor = (moment: number | undefined) => (host: HostExpiry) => host.credentials.expiresAt - timeoutMs - RENEW_RUN_MS < (moment ?? Number.POSITIVE_INFINITY);
+    const closesAt = calendar?.restricted && calendar.allowedAt(now) ? calendar.nextClosed(now, NEXT_ALLOWED_WITHIN_MS) : undefined;
+    if (calendar?.restricted && closesAt !== undefined) {
+      const tooLate = cannotWaitFor(calendar.nextAllowed(closesAt, NEXT_ALLOWED_WITHIN_MS));
+      // Every due host is among these (its place came), so they are also what is pending.
+      const allowed = openedHosts(hosts, state, before, now).filter((host) => renewableAt(host, before) <= now || tooLate(host));
+      return { allowed, due: allowed.length, outsideWindow: false };
+    }
+    const due = dueHosts(hosts, state, before, now);
+    if (!calendar?.restricted || calendar.allowedAt(now)) return { allowed: due, due: due.length, outsideWindow: false };
+    return { allowed: due.filter(cannotWaitFor(calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS))), due: due.length, outsideWindow: true };
+  }
+
+  /** Logs and counts the renewals that left outside the windows under the fallback. */
+  private reportOutsideWindow(sends: readonly SendResult[], outsideWindow: ReadonlySet<string>, term: number): void {
+    const left = sends.filter((send) => send.kind !== "not-sent" && outsideWindow.has(send.host.identity));
+    if (left.length === 0) return;
+    this.deps.metrics.count(EXTRA_METRIC.renewalsOutsideWindow, left.length);
+    for (const send of left) {
+      this.deps.logger.warn("renewed outside the maintenance windows: its credentials would expire before the next allowed moment", {
+        identity: send.host.identity,
+        term,
+        expiresAt: send.host.credentials.expiresAt,
+      });
+    }
+  }
+
   /** The operator's requested hosts first, then the due ones, within the rate and the in-flight bound. */
-  private pick(state: RenewalState, hosts: readonly HostExpiry[], term: number, now: number): HostExpiry[] {
+  private pick(state: RenewalState, hosts: readonly HostExpiry[], term: number, now: number): { hosts: HostExpiry[]; outsideWindow: string[] } {
     const { settings, logger } = this.deps;
     if (state.request && state.request.term !== term) {
       logger.warn("dropping an operator's renewal request of an earlier term", { requestTerm: state.request.term, term });
       delete state.request;
     }
-    const rate = state.request?.ratePerMinute ?? settings.ratePerMinute;
+    const rate = state.request?.ratePerMinute ?? this.rateNow(state);
     const sentLastMinute = state.sends.filter((at) => at > now - MINUTE_MS).length;
     const budget = Math.min(rate - sentLastMinute, settings.maxInFlight - Object.keys(state.inFlight).length);
     const picked: HostExpiry[] = [];
@@ -294,14 +406,16 @@ export class Renewal {
       if (wanted.remaining === 0) delete state.request;
       picked.push(...wanted.sendable.slice(0, Math.max(0, budget)));
     }
-    if (settings.enabled) {
-      const taken = new Set(picked.map((host) => host.identity));
-      for (const host of dueHosts(hosts, state, settings.before, now)) {
-        if (picked.length >= budget) break;
-        if (!taken.has(host.identity)) picked.push(host);
-      }
+    const { allowed, due, outsideWindow } = settings.enabled ? this.allowedNow(hosts, state, now) : { allowed: [], due: 0, outsideWindow: false };
+    const taken = new Set(picked.map((host) => host.identity));
+    for (const host of allowed) {
+      if (picked.length >= budget) break;
+      if (!taken.has(host.identity)) picked.push(host);
     }
-    return picked;
+    // A failed host waiting for its retry keeps the wave going: its failure stays in the wave's sample.
+    const retrying = hosts.some((host) => host.renewal !== undefined && host.credentials.expiresAt > now);
+    this.trackWave(state, picked.length, due + (retrying ? 1 : 0), now);
+    return { hosts: picked, outsideWindow: outsideWindow ? allowed.map((host) => host.identity) : [] };
   }
 
   private async send(hosts: readonly HostExpiry[], term: number, ctx: InvocationContext): Promise<SendResult[]> {

@@ -226,6 +226,8 @@ interface InFlightRenewal {
    * or shows it did not act (still provisioned with its old credentials after `unansweredHoldMs`).
    */
   unanswered?: boolean;
+  /** Sent as a retry of a failed renewal: its outcome does not count again toward the wave's abort rule. */
+  retry?: boolean;
 }
 
 export interface RenewalOutcome {
@@ -268,4 +270,23 @@ export interface RenewalState {
    * operator's request, so without a recent one a request would wait for nothing.
    */
   lastRun?: { at: number; term: number };
+  /** The renewal wave under way (docs/renewal.md, "Change control"); absent while renewal is idle. */
+  wave?: RenewalWave;
+}
+
+/**
+ * A renewal wave: from the first send after renewal was idle until a run finds nothing in flight
+ * and nothing due. Slow start ramps its rate; the abort rule judges its first attempts.
+ */
+export interface RenewalWave {
+  startedAt: number;
+  /** The automatic send rate now: it ramps from `renew.start_rate` to `renew.rate` as renewals succeed. */
+  ratePerMinute: number;
+  /** Successes since the rate last went up. */
+  successes: number;
+  /** Hosts whose first renewal of the wave has an outcome, and of those, the ones that failed. */
+  attempts: number;
+  failures: number;
+  /** The wave's last failed first attempt, which the abort's reason names. */
+  lastFailure?: { identity: string; reason: string };
 }

@@ -53,7 +53,8 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
         break;
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
-        errors = [error];
+        // A rule that finds several problems at once (every bad renewal window) reports each.
+        errors = error instanceof ConfigProblemsError ? [...error.problems] : [error];
       }
     } else {
       errors = result.error.issues.map((issue) => schemaProblem(issue, candidate as Record<string, unknown>));
@@ -126,7 +127,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),
     ledgerRetentionMs: positiveDuration("ledger_retention", raw.ledger_retention),
     provisioningJwtWarningMs: positiveDuration("provisioning_jwt_warning", raw.provisioning_jwt_warning),
-    renew: renewSection(raw.renew, protocolVersion),
+    renew: renewSection(raw.renew, protocolVersion, features.ed25519 ? serverJwtValidityMs : undefined),
   };
   return freezeWithRedaction(config);
 }

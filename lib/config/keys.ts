@@ -91,6 +91,11 @@ const DURATION = "duration";
 const SECONDS = ["second", "seconds"] as const;
 const HOSTS = ["host", "hosts"] as const;
 
+/** `renew.windows` and `renew.freezes`: when renewal may, or may not, send (lib/config/renew-calendar.ts). */
+// Loose: a key an entry does not take is named by renew-control.ts with every other problem of the list.
+const calendarEntries = emptyIsUnset(z.array(z.looseObject({ cron: text, timezone: text.optional(), duration: text })).optional());
+const shownEntry = (entry: ProvisionerConfig["renew"]["windows"][number]) => ({ cron: entry.cron.text, timezone: entry.timezone, duration: entry.duration });
+
 const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
 /**
  * Sized for large real fleets: a whole data centre (tens of thousands of nodes) booting into
@@ -214,6 +219,14 @@ export const CONFIG_KEYS = {
     timeout: key({ schema: duration("15m"), unit: DURATION, shown: (c) => formatDuration(c.renew.timeoutMs) }),
     broker_urls: key({ schema: z.array(text).optional(), shown: (c) => [...c.renew.brokerUrls] }),
     collective: key({ schema: optionalText, computedDefault: "`choria` with protocol_version 2, else `mcollective`", shown: (c) => c.renew.collective }),
+    windows: key({ schema: calendarEntries, shown: (c) => c.renew.windows.map(shownEntry) }),
+    freezes: key({ schema: calendarEntries, shown: (c) => c.renew.freezes.map(shownEntry) }),
+    shortest_lifetime: key({ schema: optionalText, unit: DURATION, shown: (c) => (c.renew.shortestLifetimeMs === undefined ? undefined : formatDuration(c.renew.shortestLifetimeMs)) }),
+    start_rate: key({ schema: z.number().int().min(1).optional(), unit: ["request a minute", "requests a minute"], shown: (c) => c.renew.slowStart?.startRate }),
+    rate_increase: key({ schema: z.number().gt(1).max(10).default(2), shown: (c) => c.renew.slowStart?.increase }),
+    successes_per_step: key({ schema: z.number().int().min(1).default(10), unit: ["renewal", "renewals"], shown: (c) => c.renew.slowStart?.successesPerStep }),
+    abort_percentage: key({ schema: z.number().gt(0).max(100).optional(), shown: (c) => c.renew.abort?.percentage }),
+    abort_min_attempts: key({ schema: z.number().int().min(1).default(100), unit: HOSTS, shown: (c) => c.renew.abort?.minAttempts }),
   }),
   rpc_ttl: key({ schema: z.number().int().min(30).max(MAX_RPC_TTL_SECONDS).default(30), unit: SECONDS, env: "integer", shown: (c) => c.rpcTtl }),
   discovery_timeout: key({ schema: duration("2s"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.discoveryTimeoutMs) }),

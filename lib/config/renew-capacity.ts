@@ -9,6 +9,8 @@ import { parseRenewBefore } from "./sections";
 import type { RenewSection } from "./types";
 import { CONFIG_KEYS } from "./keys";
 import { parseDuration } from "./duration";
+import { RenewCalendar } from "./renew-calendar";
+import { renewControlOf } from "./renew-control";
 
 const MINUTE_MS = 60_000;
 /** The `renew` function runs once a minute (serverless.yml): a host due now is sent at the next run at the latest. */
@@ -176,14 +178,23 @@ function renewBeforeOf(text: string): RenewPlan["before"] | undefined {
  * The renew settings of a YAML document, enabled or not, for a tool that reads the file without
  * loading the whole configuration (the operator CLI's `--config`); undefined when one does not parse.
  */
-export function renewSettingsOf(document: Record<string, unknown>): { before: RenewSection["before"]; ratePerMinute: number; maxInFlight: number; timeoutMs: number } | undefined {
+export function renewSettingsOf(
+  document: Record<string, unknown>,
+): { before: RenewSection["before"]; ratePerMinute: number; maxInFlight: number; timeoutMs: number; calendar?: RenewCalendar } | undefined {
   const renew = CONFIG_KEYS.renew.schema.safeParse(withoutNulls(document.renew));
   if (!renew.success) return undefined;
   const before = renewBeforeOf(renew.data.before);
   const timeoutMs = durationOf(renew.data.timeout);
   if (!before || timeoutMs === undefined) return undefined;
   const { text: _text, ...window } = before;
-  return { before: window, ratePerMinute: renew.data.rate, maxInFlight: renew.data.max_in_flight, timeoutMs };
+  const settings = { before: window, ratePerMinute: renew.data.rate, maxInFlight: renew.data.max_in_flight, timeoutMs };
+  try {
+    // Only the windows and freezes as written: the check that they leave every lifetime a window is check-config's.
+    const control = renewControlOf({ ...renew.data, enabled: false }, { before: window, timeoutMs, lifetimeMs: undefined, now: 0 });
+    return { ...settings, calendar: new RenewCalendar(control.windows, control.freezes) };
+  } catch {
+    return settings;
+  }
 }
 
 /** A positive duration, or undefined (parseConfig names the key). */

@@ -4,6 +4,7 @@ import { ConfigError } from "../errors";
 import { checkLeaseTiming } from "../lease/settings";
 import { formatDuration } from "./duration";
 import { nonNegativeDuration, positiveDuration } from "./duration-settings";
+import { renewControlOf } from "./renew-control";
 import type { RawConfig } from "./schema";
 import type { LeaseSection, RenewSection } from "./types";
 
@@ -56,7 +57,8 @@ export function helperTimeoutOf(raw: RawConfig, lease: LeaseSection): number {
   return helperTimeoutMs;
 }
 
-export function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): RenewSection {
+/** `lifetimeMs`: the credentials' lifetime the configuration sets (server_jwt_validity with features.ed25519), when it does. */
+export function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2, lifetimeMs?: number): RenewSection {
   const brokerUrls = (raw.broker_urls ?? []).map((url) => url.trim()).filter((url) => url !== "");
   brokerUrls.forEach((url, index) => {
     if (!BROKER_URL.test(url)) throw new ConfigError(`renew.broker_urls.${index}`, `"${url}" is not a nats:// or tls:// URL with host and port`);
@@ -65,9 +67,10 @@ export function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): R
     throw new ConfigError("renew.broker_urls", "is required with renew.enabled: the main broker the provisioned nodes are connected to");
   }
   const timeoutMs = positiveDuration("renew.timeout", raw.timeout);
+  const before = parseRenewBefore(raw.before);
   return Object.freeze({
     enabled: raw.enabled,
-    before: Object.freeze(parseRenewBefore(raw.before)),
+    before: Object.freeze(before),
     ratePerMinute: raw.rate,
     maxInFlight: raw.max_in_flight,
     failureThreshold: raw.failure_threshold,
@@ -75,6 +78,8 @@ export function renewSection(raw: RawConfig["renew"], protocolVersion: 1 | 2): R
     timeoutMs,
     brokerUrls: Object.freeze(brokerUrls),
     collective: raw.collective ?? (protocolVersion === 2 ? "choria" : "mcollective"),
+    // The calendar is checked from now over a year: the same answer whenever it is loaded.
+    ...renewControlOf(raw, { before, timeoutMs, lifetimeMs, now: Date.now() }),
   });
 }
 

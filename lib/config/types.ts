@@ -3,6 +3,7 @@
  * key table (keys.ts) that describes it: both depend on these types, and this module on neither.
  */
 import type { LogLevel } from "../observability/logger";
+import type { CalendarEntry } from "./renew-calendar";
 
 export interface FeatureFlags {
   readonly pki: boolean;
@@ -44,6 +45,16 @@ export interface RenewSection {
   readonly brokerUrls: readonly string[];
   /** The collective the nodes' choria_provision agent listens on. */
   readonly collective: string;
+  /** Maintenance windows: renewal sends only inside one (none: at any time). */
+  readonly windows: readonly CalendarEntry[];
+  /** Freezes: renewal sends nothing inside one. */
+  readonly freezes: readonly CalendarEntry[];
+  /** The shortest credentials' lifetime the site issues, when configured: the windows are checked against it. */
+  readonly shortestLifetimeMs: number | undefined;
+  /** The send rate ramps from `startRate` to `ratePerMinute`, times `increase` every `successesPerStep` renewals that succeed; undefined: no ramp. */
+  readonly slowStart: { readonly startRate: number; readonly increase: number; readonly successesPerStep: number } | undefined;
+  /** Renewal pauses when `percentage` of a wave's hosts failed, once `minAttempts` were tried; undefined: no such rule. */
+  readonly abort: { readonly percentage: number; readonly minAttempts: number } | undefined;
 }
 
 /**

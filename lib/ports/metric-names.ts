@@ -65,6 +65,10 @@ export const EXTRA_METRIC = {
   provisioningJwtsExpiring: "choria_provisioner_provisioning_jwts_expiring",
   /** Hosts whose presented provisioning JWT has expired: they no longer enrol. A gauge, from each discovery. */
   provisioningJwtsExpired: "choria_provisioner_provisioning_jwts_expired",
+  /** The automatic renewal send rate now, a minute: `renew.rate`, or where slow start has ramped to (a gauge). */
+  renewalRate: "choria_provisioner_renewal_rate",
+  /** Renewals sent outside the maintenance windows or in a freeze because the host would expire before the next allowed moment. */
+  renewalsOutsideWindow: "choria_provisioner_renewals_outside_window",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */

@@ -110,11 +110,12 @@ export class RenewalOperator {
     return replaced === undefined ? result : { ...result, replaced };
   }
 
-  /** Ends a pause renewal put itself in, and forgets the failures that caused it. */
+  /** Ends a pause renewal put itself in, and forgets the failures that caused it; the next wave starts slow again. */
   async resume(): Promise<{ resumed: boolean; reason?: string }> {
     const { result } = await updateRenewalState(this.deps.store, this.deps.site, (state) => {
       const paused = state.paused;
       delete state.paused;
+      delete state.wave;
       state.recent = [];
       return paused;
     });

@@ -16,6 +16,7 @@ import type { MessageQueue, QueueCounts } from "../use-case-ports";
 import { renewalReport, type RenewalReport } from "../renewal-state";
 import { type RenewalState, type RenewalStore } from "../use-case-ports";
 import { capacitySettings, renewalCapacity, type RenewalCapacity, type RenewalCapacitySettings } from "../renewal-capacity";
+import type { RenewCalendar } from "../../config/renew-calendar";
 
 export interface StatusQueues {
   hostWork: MessageQueue;
@@ -65,13 +66,26 @@ export function leaseView(item: LeaseItem | undefined, deploymentId: string, now
   return { ...lease, expiresInMs: lease.expiresAt === null ? null : lease.expiresAt - now };
 }
 
-export type RenewSettings = Omit<RenewalCapacitySettings, "outOfServiceMs">;
-export type SiteRenewalReport = RenewalReport & { capacity?: RenewalCapacity };
+export type RenewSettings = Omit<RenewalCapacitySettings, "outOfServiceMs"> & { calendar?: RenewCalendar };
+/** Whether the maintenance windows and freezes let renewal send now, and if not, from when (none within 32 days: absent). */
+interface WindowsReport {
+  open: boolean;
+  nextAllowedAt?: number;
+}
+export type SiteRenewalReport = RenewalReport & { capacity?: RenewalCapacity; windows?: WindowsReport };
 
-/** Renewal as status shows it, the same from every deployment and the CLI: with the renew settings, whether it keeps up. */
+/** How far ahead status looks for the next allowed moment: a freeze lasts at most 31 days. */
+const NEXT_ALLOWED_WITHIN_MS = 32 * 24 * 3_600_000;
+
+/** Renewal as status shows it, the same from every deployment and the CLI: with the renew settings, whether it keeps up and when it may send. */
 function siteRenewalReport(hosts: readonly HostExpiry[], state: RenewalState, site: string, now: number, renew: RenewSettings | undefined): SiteRenewalReport {
   const report: SiteRenewalReport = renewalReport(hosts, state, site, now, renew?.before);
   if (renew) report.capacity = renewalCapacity(hosts, now, capacitySettings(renew, state), new Set(Object.keys(state.inFlight)));
+  if (renew?.calendar?.restricted) {
+    const open = renew.calendar.allowedAt(now);
+    const next = open ? undefined : renew.calendar.nextAllowed(now, NEXT_ALLOWED_WITHIN_MS);
+    report.windows = { open, ...(next === undefined ? {} : { nextAllowedAt: next }) };
+  }
   return report;
 }
 

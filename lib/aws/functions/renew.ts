@@ -7,6 +7,7 @@
  */
 import { brokerSettings, choriaClientSettings, natsServers } from "../choria-client";
 import { Renewal, unansweredHoldFor, type RenewalRunResult } from "../../app/renewal";
+import { RenewCalendar } from "../../config/renew-calendar";
 import { ChoriaBroker } from "../../nats/broker";
 import { SharedBrokerConnection } from "../../nats/connection";
 import { ConfigError } from "../../errors";
@@ -56,6 +57,9 @@ function renewUseCase(composed: BrokerFunctionParts, main: ChoriaBroker): RenewF
       unansweredHoldMs: unansweredHoldFor(config.intervalMs),
       failureThreshold: config.renew.failureThreshold,
       failureWindow: config.renew.failureWindow,
+      calendar: new RenewCalendar(config.renew.windows, config.renew.freezes),
+      ...(config.renew.slowStart ? { slowStart: config.renew.slowStart } : {}),
+      ...(config.renew.abort ? { abort: config.renew.abort } : {}),
       token: config.token ?? "",
       deadlineMarginMs: settings.deadlineMarginMs,
     },

@@ -2,6 +2,7 @@
 import { status } from "../../app/operator/functions";
 import type { FunctionParts } from "../compose";
 import { DynamoDbRenewalStore } from "../../dynamodb/renewal-store";
+import { RenewCalendar } from "../../config/renew-calendar";
 import { wrapHandler } from "../middleware";
 import type { StatusFunctionReport } from "../../app/operator/functions";
 
@@ -26,7 +27,13 @@ export function statusFunction(parts: FunctionParts): StatusFunction {
       ...(parts.leaseStore ? { leaseStore: parts.leaseStore } : {}),
       registry: parts.registry,
       renewalStore,
-      renew: { before: config.renew.before, ratePerMinute: config.renew.ratePerMinute, maxInFlight: config.renew.maxInFlight, timeoutMs: config.renew.timeoutMs },
+      renew: {
+        before: config.renew.before,
+        ratePerMinute: config.renew.ratePerMinute,
+        maxInFlight: config.renew.maxInFlight,
+        timeoutMs: config.renew.timeoutMs,
+        calendar: new RenewCalendar(config.renew.windows, config.renew.freezes),
+      },
       queues: parts.queues,
       clock: parts.clock,
       metrics: parts.metrics,

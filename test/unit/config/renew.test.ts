@@ -22,6 +22,11 @@ describe("the renew section", () => {
       timeoutMs: 15 * 60_000,
       brokerUrls: [],
       collective: "mcollective",
+      windows: [],
+      freezes: [],
+      shortestLifetimeMs: undefined,
+      slowStart: undefined,
+      abort: undefined,
     });
   });
 
