@@ -32,7 +32,7 @@ export interface HostExpiry {
 export function summarize(rows: readonly AdmissionSummaryRow[]): RegistrySummary {
   const summary: RegistrySummary = {
     total: 0,
-    byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 },
+    byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0, quarantined: 0 },
     lastErrors: [],
   };
   for (const row of rows) {

@@ -25,7 +25,7 @@ const EXPIRY = {
 
 const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optionalNumber, renewalError: optionalString, renewalErrorAt: optionalNumber };
 
-/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them. */
+/** What both an entry and a summary row carry of the last failure, the credentials, renewal's mark on them and a quarantine. */
 const OUTCOME = {
   lastError: optionalString,
   lastErrorAt: optionalNumber,
@@ -33,6 +33,9 @@ const OUTCOME = {
   failures: optionalNumber,
   ...EXPIRY,
   ...RENEWAL_MARK,
+  quarantineReason: optionalString,
+  quarantineEvidence: optionalString,
+  quarantinedAt: optionalNumber,
 };
 
 type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt">;

@@ -58,6 +58,11 @@ export const EXTRA_METRIC = {
   credentialsExpired: "choria_provisioner_credentials_expired",
   /** Hosts not expired yet but in the last quarter of their renewal window (the alarm fires before the first expires). */
   renewalHostsAtRisk: "choria_provisioner_renewal_hosts_at_risk",
+  /**
+   * Hosts of the site held in quarantine (two machines answer as one identity, or the identity cannot
+   * be unique: docs/audit.md); a gauge each discovery sets, so its alarm fires until they are released.
+   */
+  hostsQuarantined: "choria_provisioner_hosts_quarantined",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */

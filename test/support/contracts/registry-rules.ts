@@ -54,6 +54,8 @@ class CountingStore implements AdmissionStore {
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
   voidClaim: AdmissionStore["voidClaim"] = (request) => this.write(() => this.inner.voidClaim(request));
+  quarantine: AdmissionStore["quarantine"] = (request) => this.write(() => this.inner.quarantine(request));
+  releaseQuarantine: AdmissionStore["releaseQuarantine"] = (request) => this.write(() => this.inner.releaseQuarantine(request));
   read: AdmissionStore["read"] = async (key) => {
     if (this.failNextRead) {
       this.failNextRead = false;
@@ -911,7 +913,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         await registry.rememberWaiting([waitingName("node-waiting", time.trueTime)]);
 
-        expect([...(await registry.knownIdentities())]).toEqual(["node-admitted"]);
+        expect([...(await registry.siteNames()).known]).toEqual(["node-admitted"]);
         expect((await registry.summary()).total).toBe(1);
         expect((await store.listSite(site)).map((row) => row.identity)).toEqual(["node-admitted"]);
       });

@@ -20,6 +20,7 @@ function leadership(
       discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
       discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
       discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
+      allowShortIdentities: false,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
     gate: w.gate,
@@ -271,9 +272,10 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => Promise.reject(new Error("table unreachable")),
+        siteNames: () => Promise.reject(new Error("table unreachable")),
         waitingNames: () => Promise.reject(new Error("table unreachable")),
         rememberWaiting: () => Promise.reject(new Error("table unreachable")),
+        quarantine: () => Promise.reject(new Error("table unreachable")),
       },
     });
 
@@ -339,7 +341,8 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownIdentities: () => w.registry.knownIdentities(),
+        siteNames: () => w.registry.siteNames(),
+        quarantine: (...args) => w.registry.quarantine(...args),
         waitingNames: () => w.registry.waitingNames(),
         rememberWaiting: (names) => {
           remembered.push(names.length);
