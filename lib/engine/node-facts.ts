@@ -8,6 +8,7 @@ import { ConfigError, JwtError, messageOf } from "../errors";
 import type { HelperRequest } from "../ports/helper";
 import { encodeGoJson } from "./go-json";
 import { callPlanned, textField, type HostRun } from "./host-run";
+import type { JwtAnswers } from "./collision";
 
 export type Csr = NonNullable<HelperRequest["csr"]>;
 export type Ed25519Key = NonNullable<HelperRequest["ed25519_pubkey"]>;
@@ -25,7 +26,8 @@ export interface NodeInventory {
   upgradable: boolean;
 }
 
-export async function fetchJwt(run: HostRun): Promise<NodeJwt> {
+/** `answers` hears the request's later replies: a different one is a second machine (lib/engine/collision.ts). */
+export async function fetchJwt(run: HostRun, answers: JwtAnswers): Promise<NodeJwt> {
   run.logger.info("Fetching JWT", run.log);
   const { raw, serverEcdhPublic } = await callPlanned(
     run,
@@ -33,8 +35,12 @@ export async function fetchJwt(run: HostRun): Promise<NodeJwt> {
     () => ({ token: run.settings.token }),
     (reply) => {
       const ecdhPublic = textField(run, reply, "jwt", "ecdh_public");
-      return { serverEcdhPublic: ecdhPublic, raw: textField(run, reply, "jwt", "jwt") };
+      const jwt = textField(run, reply, "jwt", "jwt");
+      answers.decided({ ecdhPublic, jwt });
+      return { serverEcdhPublic: ecdhPublic, raw: jwt };
     },
+    undefined,
+    answers.watch,
   );
   if (raw === "") throw new JwtError(`could not validate JWT from ${run.identity}: no JWT received`);
   const verifier = run.settings.jwtVerifier;

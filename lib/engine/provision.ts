@@ -12,6 +12,7 @@ import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
+import { JwtAnswers } from "./collision";
 import type { HostRun } from "./host-run";
 import { configure, restartConfigured, shutdown, upgrade } from "./node-changes";
 import { fetchCsr, fetchEd25519Key, fetchInventory, fetchJwt, type Csr, type Ed25519Key } from "./node-facts";
@@ -64,6 +65,8 @@ export class ProvisionEngine {
       return await host.provision();
     } catch (error) {
       return classifyFailure(identity, host.step, error);
+    } finally {
+      host.answers.stop();
     }
   }
 
@@ -89,6 +92,8 @@ class HostProvisioning {
   step: ProvisionStep = "jwt";
 
   private readonly run: HostRun;
+  /** The `jwt` request's answers, heard until configure. */
+  readonly answers = new JwtAnswers();
 
   constructor(
     work: HostWork,
@@ -116,7 +121,7 @@ class HostProvisioning {
     let jwt: { claims: ProvisioningClaims | null; serverEcdhPublic: string } = { claims: null, serverEcdhPublic: "" };
     if (features.jwt) {
       this.step = "jwt";
-      jwt = await fetchJwt(run);
+      jwt = await fetchJwt(run, this.answers);
     }
     let ed25519Key: Ed25519Key | null = null;
     if (features.ed25519) {
@@ -132,6 +137,8 @@ class HostProvisioning {
     }
 
     this.step = "helper";
+    // No credentials are asked for an identity two machines answer as.
+    this.answers.assertAlone(identity, jwt.claims);
     const claims = jwt.claims ? helperJwtClaims(jwt.claims) : null;
     const response = await runHelper(run, { identity, csr, ed25519_pubkey: ed25519Key, inventory: inventory.encoded, jwt: claims });
     if (response.defer) {
@@ -163,6 +170,8 @@ class HostProvisioning {
 
     const credentials = credentialsExpiry(run, serverJwt.expiresAt, response);
     this.step = "configure";
+    this.answers.stop();
+    this.answers.assertAlone(identity, jwt.claims);
     if (credentials) await recordCredentials(this.options.recordCredentials, credentials);
     await configure(run, response, csr, serverJwt.jwt, key);
     this.step = "restart";

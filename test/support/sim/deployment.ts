@@ -273,7 +273,7 @@ export class SimDeployment {
       ...{ gate: parts.gate, ticks: this.arming(container), broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
     });
     parts.announce.to = leadership;
-    const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
+    const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, allowShortIdentities: false, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
     const ticks = new Ticks({ gate: parts.gate, bridge: this.bridgeOf(parts, lifecycle), arming: this.arming(container), keepIntervalMs: LEASE_TIMING.keepIntervalMs, clock: container.clock, logger: silentLogger });
     return {
       container,

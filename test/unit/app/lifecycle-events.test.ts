@@ -9,7 +9,7 @@ const SKEW_BOUND_MS = 5_000;
 
 function lifecycleEvents(w: World): LifecycleEvents {
   const { gate, admission, registry, logger, metrics } = w;
-  return new LifecycleEvents({ component: COMPONENT, gate, admission, registry, skewBoundMs: SKEW_BOUND_MS, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
+  return new LifecycleEvents({ component: COMPONENT, gate, admission, registry, skewBoundMs: SKEW_BOUND_MS, allowShortIdentities: false, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
 }
 
 /** Provisions `identity` now, with credentials issued now, as the provision function records it. */
