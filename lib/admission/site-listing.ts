@@ -1,6 +1,7 @@
 /** What the registry reads from a site's listing: the summary by state with the latest failures (and their limits), and the hosts whose credentials expire. */
 import type { CredentialsExpiry, RenewalMark } from "../ports/credentials";
 import type { AdmissionState, AdmissionSummaryRow } from "../ports/admission-entry";
+import { QUARANTINED_SHOWN, quarantinedHosts, type QuarantinedHost } from "./quarantine";
 
 /** Keeps the status report small however many hosts keep failing. */
 const LAST_ERRORS_SHOWN = 50;
@@ -12,6 +13,8 @@ export interface RegistrySummary {
   byState: Record<AdmissionState, number>;
   /** Hosts whose last attempt failed (retrying, failed or parked), with the reason; newest first. */
   lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
+  /** Quarantined hosts with their evidence, the latest first, at most QUARANTINED_SHOWN (`byState.quarantined` counts them all). */
+  quarantined: QuarantinedHost[];
 }
 
 /** A host whose credentials expire, as the registry knows it. */
@@ -34,6 +37,7 @@ export function summarize(rows: readonly AdmissionSummaryRow[]): RegistrySummary
     total: 0,
     byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0, quarantined: 0 },
     lastErrors: [],
+    quarantined: [],
   };
   for (const row of rows) {
     summary.total++;
@@ -51,6 +55,7 @@ export function summarize(rows: readonly AdmissionSummaryRow[]): RegistrySummary
   }
   summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);
   summary.lastErrors.length = Math.min(summary.lastErrors.length, LAST_ERRORS_SHOWN);
+  summary.quarantined = quarantinedHosts(rows).slice(0, QUARANTINED_SHOWN);
   return summary;
 }
 
