@@ -163,6 +163,10 @@ export class AdmissionRegistry {
     }
 
     const current = result.current;
+    if (current?.state === "quarantined") {
+      this.discardStale(work, "the host is quarantined: two machines answer as it, or its name cannot be unique");
+      return { status: "not-current" };
+    }
     if (!current || current.term !== work.term || current.admittedAt !== work.admittedAt) {
       this.discardStale(work, "the host is no longer current (forgotten or admitted again since)");
       return { status: "not-current" };

@@ -214,13 +214,25 @@ export class FakeRpc implements ChoriaRpc {
     return this.calls.map((call) => `${call.agent}#${call.action}`);
   }
 
+  /** Answers to a call of `rpc` from other machines answering as the same identity, handed on after the deciding one (RpcCall.laterReplies). */
+  alsoAnswer(rpc: string, answer: (call: RpcCall) => Record<string, unknown>): this {
+    this.others.set(rpc, answer);
+    return this;
+  }
+
+  private readonly others = new Map<string, (call: RpcCall) => Record<string, unknown>>();
+
   async call(call: RpcCall): Promise<RpcReply> {
-    this.calls.push(structuredClone(call));
+    const { laterReplies, ...plain } = call;
+    this.calls.push(structuredClone(plain));
     this.beforeAnswer(call);
     const rpc = `${call.agent}#${call.action}`;
     const answer = this.queued.get(rpc)?.shift() ?? this.responders.get(rpc)?.(call);
     if (answer === undefined) throw new RpcTimeoutError(call.identity, rpc, "no responder scripted");
     if (answer instanceof Error) throw answer;
+    const other = this.others.get(rpc);
+    // As the NATS client hands them on: possibly before the caller has read the deciding reply.
+    if (other && laterReplies) laterReplies.onReply({ sender: call.identity, statuscode: 0, statusmsg: "OK", data: other(call) });
     return { sender: call.identity, statuscode: 0, statusmsg: "OK", data: answer };
   }
 }
