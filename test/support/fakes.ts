@@ -11,7 +11,7 @@ import type { Clock } from "../../lib/ports/clock";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../../lib/ports/helper";
 import type { LogAttributes, Logger } from "../../lib/ports/logger";
 import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
-import type { BatchResult, Broker, BrokerEvent, ForwardOutcome, LifecycleEventRun, LifecycleEventSource, MessageQueue, OutgoingMessage, QueueCounts, QueueMessage, SendOutcome, DiscoveryResult } from "../../lib/app/use-case-ports";
+import type { BatchResult, Broker, BrokerEvent, ForwardOutcome, LifecycleEventRun, LifecycleEventSource, MessageQueue, OutgoingMessage, QueueCounts, QueueMessage, SendOutcome, DiscoveryResult, DiscoveredCollision } from "../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../lib/engine/outcome";
 import type { HostWork } from "../../lib/ports/host-work";
 
@@ -376,6 +376,8 @@ export class InMemoryQueue implements MessageQueue {
 export class FakeBroker implements Broker {
   identities: string[] = [];
   capped = false;
+  /** Identities that answered the next discoveries with two different replies. */
+  collisions: DiscoveredCollision[] = [];
   discoverError: Error | undefined;
   prepareError: Error | undefined;
   publishError: Error | undefined;
@@ -389,7 +391,7 @@ export class FakeBroker implements Broker {
   async discover(): Promise<DiscoveryResult> {
     this.discoveries++;
     if (this.discoverError) throw this.discoverError;
-    return { identities: [...this.identities], replies: this.identities.length, skipped: 0, capped: this.capped };
+    return { identities: [...this.identities], replies: this.identities.length, skipped: 0, capped: this.capped, collisions: this.collisions };
   }
   async prepareRpc(): Promise<void> {
     if (this.prepareError) throw this.prepareError;

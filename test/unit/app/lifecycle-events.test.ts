@@ -331,3 +331,26 @@ describe("the lifecycle bridge: broker events -> admission, in the tick", () => 
     expect(w.logger.at("error").map((line) => line.message)).toContain("could not dead-letter a lifecycle event admission did not take");
   });
 });
+
+describe("lifecycle admission of names that cannot be unique (docs/audit.md)", () => {
+  it("quarantines a startup event of localhost or a short name instead of admitting it, and admits a full name", async () => {
+    // Arrange
+    const w = world();
+    const events = lifecycleEvents(w);
+    const messages = ["localhost.localdomain", "web12", "web12.example.net"].map((identity, index) => ({ id: `m${index}`, body: startupEvent(identity, w.clock), receiveCount: 1 }));
+
+    // Act
+    const result = await events.handle(messages);
+
+    // Assert
+    expect(failedIds(result)).toEqual([]);
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["web12.example.net"]);
+    const quarantined = (await w.registry.summary()).quarantined;
+    expect(quarantined.map((host) => [host.identity, host.reason])).toEqual(
+      expect.arrayContaining([
+        ["localhost.localdomain", expect.stringContaining("localhost")],
+        ["web12", expect.stringContaining("no domain part")],
+      ]),
+    );
+  });
+});
