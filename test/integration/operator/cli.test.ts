@@ -13,6 +13,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import type { QuarantineEvidence } from "../../../lib/admission/quarantine";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
@@ -431,7 +432,7 @@ describe("choria-provisioner reprovision", () => {
 });
 
 describe("choria-provisioner quarantine (docs/audit.md)", () => {
-  const twins = { reason: "2 different answers to one jwt request: two machines answer as this identity", senders: [{ ecdh: "0123456789abcdef", jwt: "aaaaaaaaaaaaaaaa", subject: "image-2026" }, { ecdh: "fedcba9876543210", jwt: "aaaaaaaaaaaaaaaa" }] };
+  const twins: QuarantineEvidence = { reason: "2 different answers to one jwt request: two machines answer as this identity", senders: [{ ecdh: "0123456789abcdef", jwt: "aaaaaaaaaaaaaaaa", subject: "image-2026" }, { ecdh: "fedcba9876543210", jwt: "aaaaaaaaaaaaaaaa" }] };
 
   it("list shows each quarantined host with both senders, as status does; release makes it admissible at once, on a standby too", async () => {
     // Arrange: this deployment does not lead; the release needs no term.

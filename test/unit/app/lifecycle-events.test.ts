@@ -337,7 +337,7 @@ describe("lifecycle admission of names that cannot be unique (docs/audit.md)", (
     // Arrange
     const w = world();
     const events = lifecycleEvents(w);
-    const messages = ["localhost.localdomain", "web12", "web12.example.net"].map((identity, index) => ({ id: `m${index}`, body: startupEvent(identity, w.clock), receiveCount: 1 }));
+    const messages = ["localhost.localdomain", "web12", "web12.example.net"].map((identity, index) => ({ id: `m${index}`, body: startupEvent(identity, w.clock), receiveCount: 1, receiptHandle: `r${index}` }));
 
     // Act
     const result = await events.handle(messages);
