@@ -56,7 +56,8 @@ export class IdentityCollisionError extends ProvisionerError {
   constructor(
     readonly identity: string,
     readonly evidence: QuarantineEvidence,
+    options?: { cause?: unknown },
   ) {
-    super(`${identity}: ${evidence.reason}`);
+    super(`${identity}: ${evidence.reason}`, options);
   }
 }
