@@ -23,7 +23,7 @@ export interface QuarantinedHost {
 }
 
 /** The evidence text's bound: a registry item stays small however much a forger sends. */
-export const EVIDENCE_MAX_LENGTH = 2_000;
+const EVIDENCE_MAX_LENGTH = 2_000;
 /** Senders kept in the evidence; more are counted, not listed. */
 const SENDERS_KEPT = 8;
 /** A field's text is cut at this length. */
@@ -47,7 +47,7 @@ export function encodeEvidence(senders: readonly SenderEvidence[]): string {
 }
 
 /** The senders of a stored evidence text; a text that does not parse is shown whole as one field. */
-export function decodeEvidence(text: string | undefined): SenderEvidence[] {
+function decodeEvidence(text: string | undefined): SenderEvidence[] {
   if (text === undefined) return [];
   try {
     const parsed: unknown = JSON.parse(text);
