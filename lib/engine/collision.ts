@@ -1,11 +1,13 @@
 /**
- * The engine's collision check (docs/audit.md): the `jwt` request is answered once by a node; a
- * second, different answer to it (another key exchange key or provisioning JWT) is a second
- * machine answering as the same identity, which discovery may not have seen (a lifecycle
- * admission, or v1 replies alike to the byte within one second). The client keeps listening on
- * the request's reply subject while the sequence goes on, so the host is not delayed; the check is
- * read before the helper is asked for credentials and again, listening stopped, before configure.
- * A byte-identical network copy of the answer is the same answer, and a rebuilt node answers alone.
+ * The engine's collision check (docs/audit.md): a node answers a request once, so a second answer
+ * to one request, whose bytes differ from the first (the client hands on no byte-identical
+ * network copy), is a second machine answering as the same identity, which discovery may not have
+ * seen (a lifecycle admission, or v1 replies alike to the byte within one second). Two requests
+ * are watched: `jwt` (with the jwt feature), whose answers are compared by the key exchange key
+ * each server process makes for itself and the provisioning JWT, and `inventory`, which every
+ * provisioning sends. The client keeps listening on their reply subjects while the sequence goes
+ * on, so the host is not delayed; the check is read before the helper is asked for credentials and
+ * again, listening stopped, before configure. A rebuilt node answers alone.
  */
 import { fingerprint } from "../choria/envelope";
 import type { ProvisioningClaims } from "../crypto/jwt-claims";
@@ -21,15 +23,20 @@ interface JwtAnswer {
   jwt: string;
 }
 
-export class JwtAnswers {
-  readonly watch: LaterReplies;
+export class SecondAnswers {
+  /** The `jwt` request's later answers. */
+  readonly jwt: LaterReplies;
+  /** The `inventory` request's later answers. */
+  readonly inventory: LaterReplies;
   private first: JwtAnswer | undefined;
   private readonly others: JwtAnswer[] = [];
+  private readonly otherInventories: string[] = [];
   private stopListening: () => void = () => undefined;
 
   constructor() {
     const until = new Promise<void>((resolve) => (this.stopListening = resolve));
-    this.watch = { onReply: (reply) => this.note(reply), until };
+    this.jwt = { onReply: (reply) => this.note(reply), until };
+    this.inventory = { onReply: (_reply, print) => void (this.otherInventories.length < OTHERS_KEPT && this.otherInventories.push(print)), until };
   }
 
   /** The answer that decided the `jwt` request: what later answers are compared with. */
@@ -41,14 +48,19 @@ export class JwtAnswers {
     this.stopListening();
   }
 
-  /** Throws IdentityCollisionError when a different answer came; `claims` are the deciding JWT's, verified. */
+  /** Throws IdentityCollisionError when a second machine answered; `claims` are the deciding JWT's, verified. */
   assertAlone(identity: string, claims: ProvisioningClaims | null): void {
     const { first } = this;
     // Later answers may be noted before the deciding one is known: the client hands them on first.
     const others = this.others.filter((other) => !sameAnswer(first, other));
-    if (first === undefined || others.length === 0) return;
-    const senders = [{ ...senderOf(first), ...publicClaims(claims) }, ...others.map(senderOf)];
-    throw new IdentityCollisionError(identity, { reason: `${senders.length} different answers to one jwt request: two machines answer as this identity`, senders });
+    if (first !== undefined && others.length > 0) {
+      const senders = [{ ...senderOf(first), ...publicClaims(claims) }, ...others.map(senderOf)];
+      throw new IdentityCollisionError(identity, { reason: `${senders.length} different answers to one jwt request: two machines answer as this identity`, senders });
+    }
+    if (this.otherInventories.length > 0) {
+      const senders = [{ answer: "first", ...(first ? senderOf(first) : {}), ...publicClaims(claims) }, ...this.otherInventories.map((reply) => ({ answer: "later", reply }))];
+      throw new IdentityCollisionError(identity, { reason: `${senders.length} different answers to one inventory request: two machines answer as this identity`, senders });
+    }
   }
 
   private note(reply: RpcReply): void {

@@ -8,7 +8,7 @@ import { ConfigError, JwtError, messageOf } from "../errors";
 import type { HelperRequest } from "../ports/helper";
 import { encodeGoJson } from "./go-json";
 import { callPlanned, textField, type HostRun } from "./host-run";
-import type { JwtAnswers } from "./collision";
+import type { SecondAnswers } from "./collision";
 
 export type Csr = NonNullable<HelperRequest["csr"]>;
 export type Ed25519Key = NonNullable<HelperRequest["ed25519_pubkey"]>;
@@ -27,7 +27,7 @@ export interface NodeInventory {
 }
 
 /** `answers` hears the request's later replies: a different one is a second machine (lib/engine/collision.ts). */
-export async function fetchJwt(run: HostRun, answers: JwtAnswers): Promise<NodeJwt> {
+export async function fetchJwt(run: HostRun, answers: SecondAnswers): Promise<NodeJwt> {
   run.logger.info("Fetching JWT", run.log);
   const { raw, serverEcdhPublic } = await callPlanned(
     run,
@@ -40,7 +40,7 @@ export async function fetchJwt(run: HostRun, answers: JwtAnswers): Promise<NodeJ
       return { serverEcdhPublic: ecdhPublic, raw: jwt };
     },
     undefined,
-    answers.watch,
+    answers.jwt,
   );
   if (raw === "") throw new JwtError(`could not validate JWT from ${run.identity}: no JWT received`);
   const verifier = run.settings.jwtVerifier;
@@ -74,9 +74,10 @@ export async function fetchEd25519Key(run: HostRun): Promise<Ed25519Key> {
   );
 }
 
-export async function fetchInventory(run: HostRun): Promise<NodeInventory> {
+/** `answers` hears the request's later replies, as fetchJwt's. */
+export async function fetchInventory(run: HostRun, answers: SecondAnswers): Promise<NodeInventory> {
   run.logger.info("Fetching Inventory", run.log);
-  const data = await callPlanned(run, "inventory", () => ({}), (reply) => reply.data);
+  const data = await callPlanned(run, "inventory", () => ({}), (reply) => reply.data, undefined, answers.inventory);
   // The Go client fills DDL output defaults before decoding the reply; only `upgradable` has one.
   const withDefaults: Record<string, unknown> = { ...data };
   if (!("upgradable" in withDefaults)) withDefaults.upgradable = false;

@@ -12,7 +12,7 @@ import { systemClock, type Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
-import { JwtAnswers } from "./collision";
+import { SecondAnswers } from "./collision";
 import type { HostRun } from "./host-run";
 import { configure, restartConfigured, shutdown, upgrade } from "./node-changes";
 import { fetchCsr, fetchEd25519Key, fetchInventory, fetchJwt, type Csr, type Ed25519Key } from "./node-facts";
@@ -92,8 +92,8 @@ class HostProvisioning {
   step: ProvisionStep = "jwt";
 
   private readonly run: HostRun;
-  /** The `jwt` request's answers, heard until configure. */
-  readonly answers = new JwtAnswers();
+  /** The later answers to the `jwt` and `inventory` requests, heard until configure. */
+  readonly answers = new SecondAnswers();
 
   constructor(
     work: HostWork,
@@ -129,7 +129,7 @@ class HostProvisioning {
       ed25519Key = await fetchEd25519Key(run);
     }
     this.step = "inventory";
-    const inventory = await fetchInventory(run);
+    const inventory = await fetchInventory(run, this.answers);
     let csr: Csr | null = null;
     if (features.pki) {
       this.step = "gencsr";

@@ -6,9 +6,10 @@
  * and envelope sender are both the target and whose request id is ours decides the call; the wait
  * ends right there, so a second reply from the same identity (a duplicate identity in the fleet)
  * is not waited for. A call given `laterReplies` keeps its subscription after a successful reply,
- * without delaying the call, and hands on every later reply that passes the same checks until the
- * caller stops it or the request's TTL ends: the engine compares them with the deciding one
- * (lib/engine/collision.ts) and quarantines the identity when two machines answered (docs/audit.md).
+ * without delaying the call, and hands on every later reply that passes the same checks and whose
+ * bytes differ from every reply before it (a byte-identical copy is one delivery), until the caller
+ * stops it or the request's TTL ends: the engine takes one as a second machine answering as the
+ * identity (lib/engine/collision.ts) and quarantines it (docs/audit.md).
  * Replies that fail any of those checks
  * are ignored, as Go ignores them, so a stray or hostile publisher on the reply subject cannot end
  * the call early; when no deciding reply arrives in time, the first ignored one is reported as an
@@ -31,6 +32,7 @@ import { type Clock, systemClock } from "../ports/clock";
 import { type Logger, silentLogger } from "../ports/logger";
 import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
+import { fingerprint } from "../choria/envelope";
 import { assertValidIdentity } from "../choria/identity";
 import { decodeReply, DEFAULT_MAX_MESSAGE_BYTES, encodeRequest, type IncomingReply, nodeSubject, replySubject, type RequestSigner } from "../choria/protocol";
 import type { ProtocolVersion } from "../choria/envelope";
@@ -215,6 +217,8 @@ export class NatsChoriaRpc implements ChoriaRpc {
     let later: ((bytes: Uint8Array) => void) | undefined;
     /** Messages after the deciding one, before the call has read it (one socket read may carry several). */
     const early: Uint8Array[] = [];
+    /** Fingerprints of the replies handed on or deciding: a byte-identical copy is one delivery. */
+    const seen = new Set<string>();
     let decided = false;
     let listening = false;
     const attempt = { settled: false, published: false, confirmed: false };
@@ -233,6 +237,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
             if (typeof verdict === "string") reject(verdict);
             else {
               decided = true;
+              if (call.laterReplies) seen.add(fingerprint(message.data));
               resolve({ reply: verdict });
             }
           },
@@ -252,7 +257,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
       if (typeof body === "string") throw new RpcProtocolError(call.identity, rpc, `${body} (sender ${quoted(call.identity)})`);
       if (body.statuscode !== 0) throw new RpcStatusError(call.identity, rpc, call.identity, body.statuscode, body.statusmsg);
       if (call.laterReplies && subscription) {
-        later = this.listenLater(subscription, call.laterReplies, call.identity, requestId);
+        later = this.listenLater(subscription, call.laterReplies, call.identity, requestId, seen);
         listening = true;
         for (const bytes of early.splice(0)) later(bytes);
       }
@@ -268,7 +273,7 @@ export class NatsChoriaRpc implements ChoriaRpc {
   }
 
   /** Hands on the later replies to a decided request until `watch.until` settles or the TTL ends; returns the subscription's new handler. */
-  private listenLater(subscription: Subscription, watch: LaterReplies, identity: string, requestId: string): (bytes: Uint8Array) => void {
+  private listenLater(subscription: Subscription, watch: LaterReplies, identity: string, requestId: string, seen: Set<string>): (bytes: Uint8Array) => void {
     const stop = () => {
       clearTimeout(ttl);
       subscription.unsubscribe();
@@ -277,10 +282,13 @@ export class NatsChoriaRpc implements ChoriaRpc {
     ttl.unref();
     watch.until.then(stop, stop);
     return (bytes) => {
+      const print = fingerprint(bytes);
+      if (seen.has(print) || seen.size > EARLY_REPLIES_KEPT) return;
       const verdict = this.judge(bytes, identity, requestId);
       if (typeof verdict === "string") return;
+      seen.add(print);
       const body = parseMcorpcReply(verdict.payload);
-      if (typeof body !== "string" && body.statuscode === 0) watch.onReply({ sender: identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data });
+      if (typeof body !== "string" && body.statuscode === 0) watch.onReply({ sender: identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data }, print);
     };
   }
 

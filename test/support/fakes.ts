@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * The test doubles every suite shares: what a test observes (a recording logger and metrics), the
  * clocks it controls, and scripted or adapted ports (Choria RPC, pause gate, helper). One copy
@@ -232,7 +233,10 @@ export class FakeRpc implements ChoriaRpc {
     if (answer instanceof Error) throw answer;
     const other = this.others.get(rpc);
     // As the NATS client hands them on: possibly before the caller has read the deciding reply.
-    if (other && laterReplies) laterReplies.onReply({ sender: call.identity, statuscode: 0, statusmsg: "OK", data: other(call) });
+    if (other && laterReplies) {
+      const data = other(call);
+      laterReplies.onReply({ sender: call.identity, statuscode: 0, statusmsg: "OK", data }, createHash("sha256").update(JSON.stringify(data)).digest("hex").slice(0, 16));
+    }
     return { sender: call.identity, statuscode: 0, statusmsg: "OK", data: answer };
   }
 }

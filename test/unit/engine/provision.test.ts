@@ -1100,7 +1100,22 @@ describe("ProvisionEngine with two machines answering as one identity (docs/audi
     for (const secret of [TOKEN, h.node.provisioningJwt, twin.ecdh_public]) expect(said).not.toContain(secret);
   });
 
-  it("provisions a host whose answer the network delivered twice, byte for byte", async () => {
+  it("without the jwt feature, configures nothing when the inventory request gets a second answer", async () => {
+    // Arrange
+    const h = await harness({ features: NONE });
+    h.rpc.alsoAnswer(INVENTORY, () => ({ ...h.node.inventory, version: "0.29.4" }));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const failed = expectFailed(outcome, "helper", IdentityCollisionError);
+    expect((failed.error as IdentityCollisionError).evidence.senders).toEqual([{ answer: "first" }, { answer: "later", reply: expect.stringMatching(/^[0-9a-f]{16}$/) }]);
+    expect(failed.error.message).toMatch(/2 different answers to one inventory request/);
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+  });
+
+  it("provisions a host whose jwt answer is handed on again unchanged", async () => {
     // Arrange
     const h = await harness({ features: JWT });
     const answer = { jwt: h.node.provisioningJwt, ecdh_public: "cd".repeat(32) };
