@@ -4,8 +4,10 @@
  * written, no restart), the quarantine shows both senders, the quarantine gauge the alarm watches
  * is emitted, and the other nodes are provisioned. Then one twin is stopped and the identity
  * released with the CLI as docs/audit.md says: the next discovery provisions the survivor.
- * Protocol v2 with jwt + ed25519: discovery tells the twins' replies apart (v2 times are in ns),
- * and the engine's check on the `jwt` answers catches a twin admitted through its startup event.
+ * Protocol v2 with jwt + ed25519, where discovery tells the twins' replies apart (v2 times are in
+ * ns), and protocol v1 with jwt + pki, where two twins' discovery replies in one second are
+ * identical (v1 times are whole seconds) and the engine's check on the `jwt` answers (each server
+ * process has its own key exchange key) catches them; either path may come first.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runCli } from "../../cli/cli";
@@ -15,13 +17,17 @@ import { provisionedFleet, provisioningActions, waitForArrivals, waitUntil, type
 import { retriedOnPortClash } from "../support/port-clash";
 import { NODE_CONNECT_BOUND_MS, provisionBoundMs, termBoundMs } from "../support/real-fleet-bounds";
 
-const OTHERS = ["n1.q.real.example.net", "n2.q.real.example.net"];
-const TWIN = "twin.q.real.example.net";
+const FLEETS = [
+  { version: 2, protocolV2: true, features: ["jwt", "ed25519"] },
+  { version: 1, protocolV2: false, features: ["jwt", "pki"] },
+] as const;
 /** The second machine answering as TWIN, kept under this name in the fleet. */
 const SECOND = "twin-second";
 const SETUP_HOOK_MS = 25 * 60_000;
 
-describe("real fleet: two servers with one identity are quarantined, not provisioned", () => {
+describe.each(FLEETS)("real fleet, protocol v$version: two servers with one identity are quarantined, not provisioned", ({ version, protocolV2, features }) => {
+  const OTHERS = [`n1.q${version}.real.example.net`, `n2.q${version}.real.example.net`];
+  const TWIN = `twin.q${version}.real.example.net`;
   let provisioned: ProvisionedFleet;
   let quarantined: QuarantinedHost[] = [];
   let survivorBoundMs = 0;
@@ -40,7 +46,7 @@ describe("real fleet: two servers with one identity are quarantined, not provisi
 
   beforeAll(async () => {
     provisioned = await retriedOnPortClash(() =>
-      provisionedFleet({ identities: [...OTHERS, TWIN], protocolV2: true, features: ["jwt", "ed25519"], dynamoDbEndpoint: inject("dynamoEndpoint") }),
+      provisionedFleet({ identities: [...OTHERS, TWIN], protocolV2, features: [...features], dynamoDbEndpoint: inject("dynamoEndpoint") }),
     );
     const { fleet, stack } = provisioned;
     await fleet.addNode(TWIN, { name: SECOND, start: false });
