@@ -18,7 +18,7 @@ import { parseDuration } from "../lib/config/duration";
 import { OperatorRefusal } from "../lib/app/operator/report";
 import { OPERATOR_TIMING_DEFAULTS } from "../lib/app/operator/site-operator";
 import { readCommandLine, type CommandSpec, type Values } from "./command-line";
-import { formatDeadLetters, formatElection, formatPause, formatReprovision, formatRequeue, formatStatus, requeueJson } from "./format";
+import { formatDeadLetters, formatElection, formatPause, formatQuarantine, formatReprovision, formatRequeue, formatStatus, requeueJson } from "./format";
 import { HISTORY_USAGE, ISSUED_USAGE, runHistory, runIssued } from "./ledger";
 import { REGISTRY_HELP, runRegistryMerge } from "./registry-merge";
 import { RENEW_USAGE, runRenew } from "./renew";
@@ -134,6 +134,34 @@ const COMMANDS: Record<string, Command> = {
       const result = await opened.operator.reprovision(args, { force: values.force === true });
       print(result, () => formatReprovision(result));
       return result.refused.length === 0 ? 0 : 1;
+    },
+  },
+  "quarantine list": {
+    usage: `  quarantine list             quarantined hosts: identity, when, why, and each sender's evidence (fingerprints,
+                              provisioning JWT subject and expiry)
+`,
+    options: [],
+    needs: { tables: ["lease", "admission"], queues: [] },
+    async run({ opened, now, print }) {
+      const hosts = await opened.operator.listQuarantine();
+      print(hosts, () => formatQuarantine(hosts, now));
+      return 0;
+    },
+  },
+  "quarantine release": {
+    usage: `  quarantine release <identity>
+                              release a quarantined host once resolved: admissible at once, the next discovery
+                              or startup event provisions it (or quarantines it again if two machines still
+                              answer as it)
+`,
+    options: [],
+    takesArguments: true,
+    needs: { tables: ["lease", "admission"], queues: [] },
+    async run({ opened, args, print }) {
+      if (args.length !== 1) throw new UsageError("quarantine release takes one identity");
+      const result = await opened.operator.releaseQuarantine(args[0] as string);
+      print(result, () => (result.released ? `released ${result.identity}: the next discovery or startup event admits it` : `${result.identity} is not quarantined`));
+      return result.released ? 0 : 1;
     },
   },
   renew: {

@@ -5,6 +5,7 @@
  * "Finished processing N hosts".
  */
 import type { DeadLetterRequeue, DeadLetterView } from "../lib/app/operator/dead-letters";
+import type { QuarantinedHost } from "../lib/admission/quarantine";
 import type { DeploymentStatus, ReadmitResult } from "../lib/app/operator/report";
 import type { ElectionView, PauseResult } from "../lib/app/operator/site-operator";
 import { formatRenewalReport } from "./renew";
@@ -90,7 +91,29 @@ export function formatStatus(status: DeploymentStatus, now: number): string {
   lines.push(...provisioningJwtLines(status.registry.provisioningJwts, now));
   if (status.renewal) lines.push("", formatRenewalReport(status.renewal, now));
   if (status.registry.lastErrors.length > 0) lines.push("", lastErrorsTable(status.registry.lastErrors, now));
+  if (status.registry.byState.quarantined > 0) lines.push("", formatQuarantine(status.registry.quarantined, now, status.registry.byState.quarantined));
   return lines.join("\n");
+}
+
+/** The quarantined hosts, one row per sender of each (`quarantine list`, and status when there are any). */
+export function formatQuarantine(hosts: readonly QuarantinedHost[], now: number, total = hosts.length): string {
+  if (hosts.length === 0) return "no host is quarantined";
+  const senderText = (sender: QuarantinedHost["senders"][number]) =>
+    Object.entries(sender)
+      .map(([name, value]) => `${name} ${value}`)
+      .join(", ");
+  return [
+    boxTable({
+      title: "quarantined",
+      headers: ["host", "when", "reason", "sender"],
+      rows: hosts.flatMap((host) => {
+        const senders = host.senders.length > 0 ? host.senders.map(senderText) : ["-"];
+        return senders.map((sender, index) => (index === 0 ? [host.identity, ago(now, host.quarantinedAt), host.reason, sender] : ["", "", "", sender]));
+      }),
+    }),
+    "",
+    `${plural(total, "quarantined host")}: release each once resolved with choria-provisioner quarantine release <identity>`,
+  ].join("\n");
 }
 
 export function formatElection(view: ElectionView): string {

@@ -99,6 +99,11 @@ export interface RealNode {
 
 interface AddNodeOptions {
   start?: boolean;
+  /**
+   * The key the node is kept under in `nodes` and the name of its directory; default its identity.
+   * A second node with an identity the fleet has needs one (two machines answering as one identity).
+   */
+  name?: string;
   jwtFileSuffix?: string;
   /** Another provisioning JWT instead of the fleet's (e.g. one `foreignProvisioningJwt` made). */
   provisioningJwt?: string;
@@ -234,10 +239,11 @@ export async function startRealFleet(options: RealFleetOptions): Promise<RealFle
     const policies = nodePolicies(options);
     const nodesDir = join(dir, "nodes");
     const addNode = async (identity: string, nodeOptions: AddNodeOptions = {}): Promise<RealNode> => {
-      if (nodes.has(identity)) throw new Error(`node ${identity} exists`);
+      const name = nodeOptions.name ?? identity;
+      if (nodes.has(name)) throw new Error(`node ${name} exists`);
       const jwtFile = (nodeOptions.provisioningJwt ?? provisioningJwt) + (nodeOptions.jwtFileSuffix ?? "");
-      const node = await createNode({ identity, root: join(nodesDir, identity), build, provisioningJwt: jwtFile, policies: { ...policies, ...nodeOptions.policies } });
-      nodes.set(identity, node);
+      const node = await createNode({ identity, root: join(nodesDir, name), build, provisioningJwt: jwtFile, policies: { ...policies, ...nodeOptions.policies } });
+      nodes.set(name, node);
       if (nodeOptions.start ?? true) await node.start();
       return node;
     };

@@ -29,6 +29,7 @@ export function claimableBy(current: AdmissionEntry | undefined, request: ClaimR
     current.term === request.term &&
     current.admittedAt === request.admittedAt &&
     current.state !== "provisioned" &&
+    current.state !== "quarantined" &&
     (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
     current.endedClaimToken !== request.claimToken
   );

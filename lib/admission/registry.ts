@@ -34,6 +34,7 @@ import { abandonUnsettledClaim, settle, type SettleDeps } from "./settle";
 import { hostExpiries, LAST_ERROR_MAX_LENGTH, provisioningJwtForecast, summarize, type HostExpiry, type ProvisioningJwtForecast, type RegistrySummary } from "./site-listing";
 import { AdmissionOutcomeUnknownError, AdmissionStoreError, type AdmissionWrite, type RecordCredentialsRequest, type RecordFailureRequest, type WaitingName } from "../ports/admission-store";
 import { readWaitingNames, rememberWaitingNames } from "./waiting-names";
+import { encodeEvidence, QUARANTINE_KEPT_MS, quarantinedHosts, type QuarantinedHost, type QuarantineEvidence } from "./quarantine";
 
 export class AdmissionRegistry {
   private readonly clock: Clock;
@@ -163,6 +164,10 @@ export class AdmissionRegistry {
     }
 
     const current = result.current;
+    if (current?.state === "quarantined") {
+      this.discardStale(work, "the host is quarantined: two machines answer as it, or its name cannot be unique");
+      return { status: "not-current" };
+    }
     if (!current || current.term !== work.term || current.admittedAt !== work.admittedAt) {
       this.discardStale(work, "the host is no longer current (forgotten or admitted again since)");
       return { status: "not-current" };
@@ -339,17 +344,68 @@ export class AdmissionRegistry {
   }
 
   /**
-   * The identities this site's registry holds an entry for, whatever its state: discovery admits
-   * these before names it never saw; and, from the same listing, the forecast of the provisioning
-   * JWTs they presented, which discovery reports. One query of the site's partition, which holds about the fleet.
+   * The identities this site's registry holds an entry for, whatever its state (discovery admits
+   * these before names it never saw), the quarantined ones among them, which it does not admit, and
+   * the forecast of the provisioning JWTs they presented, which discovery reports. One query of the
+   * site's partition, which holds about the fleet.
    */
-  async knownHosts(): Promise<{ identities: Set<string>; provisioningJwts: ProvisioningJwtForecast }> {
+  async siteNames(): Promise<{ known: Set<string>; quarantined: Set<string>; provisioningJwts: ProvisioningJwtForecast }> {
     const rows = await this.deps.store.listSite(this.settings.site);
-    return { identities: new Set(rows.map((row) => row.identity)), provisioningJwts: provisioningJwtForecast(rows, this.clock.now(), this.provisioningJwtWarningMs) };
+    return {
+      known: new Set(rows.map((row) => row.identity)),
+      quarantined: new Set(rows.flatMap((row) => (row.state === "quarantined" ? [row.identity] : []))),
+      provisioningJwts: provisioningJwtForecast(rows, this.clock.now(), this.provisioningJwtWarningMs),
+    };
   }
 
   private get provisioningJwtWarningMs(): number {
     return this.settings.provisioningJwtWarningMs ?? ADMISSION_DEFAULTS.provisioningJwtWarningMs;
+  }
+
+  /** The site's quarantined hosts with their evidence, the latest first. */
+  async quarantined(): Promise<QuarantinedHost[]> {
+    return quarantinedHosts(await this.deps.store.listSite(this.settings.site));
+  }
+
+  /**
+   * Quarantines `identity` (docs/audit.md): held back from admission, claims and renewal on every
+   * deployment of the site until the operator releases it; a worker's claim on it ends here.
+   */
+  async quarantine(identity: string, evidence: QuarantineEvidence, term: number, source: AdmissionSource): Promise<void> {
+    const at = Math.floor(this.clock.now());
+    const request = {
+      site: this.settings.site,
+      identity,
+      term,
+      source,
+      at,
+      reason: evidence.reason.slice(0, LAST_ERROR_MAX_LENGTH),
+      evidence: encodeEvidence(evidence.senders),
+      expiresAt: at + QUARANTINE_KEPT_MS,
+    };
+    const quarantinedNow = (current: AdmissionEntry | undefined) => current?.state === "quarantined" && current.quarantinedAt === at;
+    await settle(this.settling, "quarantine", identity, () => this.deps.store.quarantine(request), quarantinedNow, (current) => !quarantinedNow(current));
+  }
+
+  /**
+   * The operator's release: the host is admissible at once (one with recorded credentials stays,
+   * failed, so renewal keeps it in sight). False when it is not quarantined.
+   */
+  async releaseQuarantine(identity: string): Promise<boolean> {
+    const key = { site: this.settings.site, identity };
+    const current = await this.deps.store.read(key);
+    if (current?.state !== "quarantined" || current.quarantinedAt === undefined) return false;
+    const quarantinedAt = current.quarantinedAt;
+    const now = this.clock.now();
+    const expiresAt = Math.max(now + 2 * this.settings.intervalMs + EXPIRY_SLACK_MS, (current.credentialsExpireAt ?? 0) + EXPIRED_KEPT_MS);
+    const result = await settle(
+      this.settling,
+      "release the quarantine of",
+      identity,
+      () => this.deps.store.releaseQuarantine({ ...key, quarantinedAt, expiresAt }),
+      (stored) => stored?.quarantinedAt !== quarantinedAt,
+    );
+    return result.applied;
   }
 
   /** The names earlier discoveries of this site left waiting, as remembered (most deserving first), stale ones forgotten. */

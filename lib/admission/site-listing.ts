@@ -1,6 +1,7 @@
 /** What the registry reads from a site's listing: the summary by state with the latest failures (and their limits), and the hosts whose credentials expire. */
 import type { CredentialsExpiry, RenewalMark } from "../ports/credentials";
 import type { AdmissionState, AdmissionSummaryRow } from "../ports/admission-entry";
+import { QUARANTINED_SHOWN, quarantinedHosts, type QuarantinedHost } from "./quarantine";
 
 /** Keeps the status report small however many hosts keep failing. */
 const LAST_ERRORS_SHOWN = 50;
@@ -14,6 +15,8 @@ export interface RegistrySummary {
   lastErrors: Array<{ identity: string; term: number; state: AdmissionState; lastError: string; lastErrorAt: number; failedStep?: string; failures?: number }>;
   /** The provisioning JWTs the listed hosts presented: how many expire within the window, how many had expired. */
   provisioningJwts: ProvisioningJwtForecast;
+  /** Quarantined hosts with their evidence, the latest first, at most QUARANTINED_SHOWN (`byState.quarantined` counts them all). */
+  quarantined: QuarantinedHost[];
 }
 
 /** One issuer's provisioning JWTs, as the hosts of a site's listing presented them. */
@@ -86,9 +89,10 @@ export function provisioningJwtForecast(rows: readonly AdmissionSummaryRow[], no
 export function summarize(rows: readonly AdmissionSummaryRow[], now: number, windowMs: number): RegistrySummary {
   const summary: RegistrySummary = {
     total: 0,
-    byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 },
+    byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0, quarantined: 0 },
     lastErrors: [],
     provisioningJwts: provisioningJwtForecast(rows, now, windowMs),
+    quarantined: [],
   };
   for (const row of rows) {
     summary.total++;
@@ -106,6 +110,7 @@ export function summarize(rows: readonly AdmissionSummaryRow[], now: number, win
   }
   summary.lastErrors.sort((a, b) => b.lastErrorAt - a.lastErrorAt);
   summary.lastErrors.length = Math.min(summary.lastErrors.length, LAST_ERRORS_SHOWN);
+  summary.quarantined = quarantinedHosts(rows).slice(0, QUARANTINED_SHOWN);
   return summary;
 }
 

@@ -10,6 +10,7 @@ import type { CredentialsExpiry } from "../ports/credentials";
 import type { IssuanceLedger, IssuedCredentials } from "../ports/issuance-ledger";
 import { isSuccessfulOutcome, keepsHostKnown, type ProvisionOutcome } from "../engine/outcome";
 import type { ProvisionEngine } from "../engine/provision";
+import { IdentityCollisionError } from "../engine/errors";
 import { AttemptExceedsLeaseError, LeaseStoreError, LeaseUnconfirmedError, LeaseValidityShortError, messageOf, ProvisionerError } from "../errors";
 import type { LeaseGate, Standing } from "../ports/lease-gate";
 import { EXTRA_METRIC } from "../ports/metric-names";
@@ -41,7 +42,7 @@ interface HostWorkSettings {
 export interface HostWorkDeps {
   settings: HostWorkSettings;
   gate: Pick<LeaseGate, "standing">;
-  registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater" | "recordCredentials">;
+  registry: Pick<AdmissionRegistry, "begin" | "complete" | "recordFailure" | "retryLater" | "recordCredentials" | "quarantine">;
   engine: Pick<ProvisionEngine, "provision">;
   /** Where every credential issued is recorded before it is sent. */
   ledger: Pick<IssuanceLedger, "record">;
@@ -233,6 +234,10 @@ export class HostWorkProcessor {
       await this.giveBack(claim, message, reason);
       throw new RetryLaterError(`${identity}: ${reason}`, { cause: outcome.error });
     }
+    if (outcome.kind === "failed" && outcome.error instanceof IdentityCollisionError) {
+      await this.quarantine(claim, outcome.error, remainingMs);
+      return;
+    }
     if (outcome.kind === "failed") {
       // A step no lease validity can ever cover is parked at once: it would only fail the same way again.
       await this.recordFailure(claim, message, outcome, causedBy(outcome.error, AttemptExceedsLeaseError));
@@ -255,6 +260,22 @@ export class HostWorkProcessor {
     } catch (error) {
       // The claim runs out on its own; the next discovery after that admits the host again.
       this.deps.logger.error("could not record the end of provisioning", { identity, term, error });
+    }
+  }
+
+  /** Two machines answered as the host: it is quarantined (its claim ends there), not failed, and no attempt is made again. */
+  private async quarantine(claim: HostClaim, collision: IdentityCollisionError, remainingMs: () => number): Promise<void> {
+    const { identity, term, source } = claim.work;
+    this.deps.logger.error(`quarantined ${identity}: ${collision.evidence.reason}; release it with choria-provisioner quarantine release once resolved`, {
+      identity,
+      term,
+      senders: JSON.stringify(collision.evidence.senders),
+    });
+    try {
+      await this.acrossStoreBlips("quarantine the host", { identity, term }, remainingMs, () => this.deps.registry.quarantine(identity, collision.evidence, term, source));
+    } catch (error) {
+      // The claim runs out on its own; the next discovery or event admits the host and the check runs again.
+      this.deps.logger.error("could not record the quarantine", { identity, term, error });
     }
   }
 

@@ -17,7 +17,9 @@ import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
 import { selectDiscovered } from "./discovery-selection";
 import type { TickArming } from "./ticks";
-import type { Broker, InvocationContext, MessageQueue } from "./use-case-ports";
+import type { Broker, DiscoveredCollision, InvocationContext, MessageQueue } from "./use-case-ports";
+import { uniquenessProblem } from "../choria/identity";
+import type { QuarantineEvidence } from "../admission/quarantine";
 
 export interface DiscoverResult {
   paused: boolean;
@@ -46,6 +48,8 @@ interface LeadershipSettings {
   discoveryBacklogMs: number;
   /** Ms kept back from the Lambda deadline. */
   deadlineMarginMs: number;
+  /** `allow_short_identities`: names without a domain part are admitted, not quarantined. */
+  allowShortIdentities: boolean;
 }
 
 export interface LeadershipDeps {
@@ -56,10 +60,10 @@ export interface LeadershipDeps {
   broker: Pick<Broker, "discover" | "publishStartup">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /**
-   * Which discovered names are known, so they are admitted before new ones (and, from the same
-   * listing, the provisioning JWTs' forecast, gauged); and which new ones waited before.
+   * Which discovered names are known, so they are admitted before new ones, and quarantined (and,
+   * from the same listing, the provisioning JWTs' forecast, gauged); and which new ones waited before.
    */
-  registry: Pick<AdmissionRegistry, "knownHosts" | "waitingNames" | "rememberWaiting">;
+  registry: Pick<AdmissionRegistry, "siteNames" | "waitingNames" | "rememberWaiting" | "quarantine">;
   /** Its depth paces admission and is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
   clock: Clock;
@@ -163,9 +167,11 @@ export class Leadership {
     const { broker, admission, logger, metrics, settings } = this.deps;
     metrics.count(METRIC.discoverCycles);
     let identities: string[];
+    let collisions: DiscoveredCollision[] = [];
     try {
       const result = await broker.discover();
       identities = result.identities;
+      collisions = result.collisions ?? [];
       if (result.capped) {
         // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
         metrics.count(EXTRA_METRIC.discoveryCapped);
@@ -182,7 +188,7 @@ export class Leadership {
       logger.error("discovery failed", { term, error });
       return { term, discovered: 0, admitted: 0 };
     }
-    identities = await this.selectKnownFirst(identities, term);
+    identities = await this.selectKnownFirst(identities, collisions, term);
     logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
     let queued = 0;
     let leftForNextCycle = 0;
@@ -268,24 +274,25 @@ export class Leadership {
   }
 
   /**
-   * Known names first, then new ones up to the budget, those left waiting by earlier discoveries
+   * Quarantined and suspect names left out (holdBack), known names first, then new ones up to the budget, those left waiting by earlier discoveries
    * first (lib/app/discovery-selection.ts), all within the cap; what is left out is counted and the
    * names left waiting are remembered for the next discovery.
    */
-  private async selectKnownFirst(identities: string[], term: number): Promise<string[]> {
+  private async selectKnownFirst(discovered: string[], collisions: readonly DiscoveredCollision[], term: number): Promise<string[]> {
     const { registry, clock, logger, metrics, settings } = this.deps;
-    const [known, waiting] = await Promise.all([
-      registry.knownHosts().then(
-        ({ identities, provisioningJwts }): ReadonlySet<string> => {
+    const [{ known, quarantined }, waiting] = await Promise.all([
+      registry.siteNames().then(
+        (names) => {
           // The site's one listing a minute: the bootstrap expiry forecast's gauges ride on it.
-          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpiring, provisioningJwts.expiring);
-          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpired, provisioningJwts.expired);
-          return identities;
+          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpiring, names.provisioningJwts.expiring);
+          metrics.gauge(EXTRA_METRIC.provisioningJwtsExpired, names.provisioningJwts.expired);
+          return names;
         },
-        (error: unknown): ReadonlySet<string> => {
-          // Without the registry every name counts as new: the budget still bounds what a flood admits.
+        (error: unknown) => {
+          // Without the registry every name counts as new: the budget still bounds what a flood admits,
+          // and the admission itself refuses a quarantined host.
           logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
-          return new Set();
+          return { known: new Set<string>(), quarantined: new Set<string>() };
         },
       ),
       registry.waitingNames().catch((error: unknown): WaitingName[] => {
@@ -294,6 +301,7 @@ export class Leadership {
         return [];
       }),
     ]);
+    const identities = await this.holdBack(discovered, collisions, quarantined, term);
     const selection = selectDiscovered(
       identities,
       known,
@@ -319,6 +327,35 @@ export class Leadership {
       });
     }
     return selection.selected;
+  }
+
+  /**
+   * The discovered names that may be admitted: not quarantined already, not answered for by two
+   * senders in this discovery, and able to tell one machine from another (docs/audit.md). The
+   * newly suspect ones are quarantined with their evidence; the gauge counts every quarantined host.
+   */
+  private async holdBack(discovered: readonly string[], collisions: readonly DiscoveredCollision[], quarantined: ReadonlySet<string>, term: number): Promise<string[]> {
+    const { registry, logger, metrics, settings } = this.deps;
+    const suspects = new Map<string, QuarantineEvidence>();
+    for (const { identity, replies } of collisions) {
+      suspects.set(identity, { reason: `${replies.length} different replies to one discovery: two machines answer as this identity`, senders: replies });
+    }
+    for (const identity of discovered) {
+      const problem = uniquenessProblem(identity, settings.allowShortIdentities);
+      if (problem && !suspects.has(identity)) suspects.set(identity, { reason: `the identity ${problem}`, senders: [] });
+    }
+    const held = new Set(quarantined);
+    await mapLimited([...suspects].filter(([identity]) => !quarantined.has(identity)), DISCOVERY_CHUNK, async ([identity, evidence]) => {
+      held.add(identity);
+      logger.error(`quarantined ${identity}: ${evidence.reason}; release it with choria-provisioner quarantine release once resolved`, { identity, term, senders: evidence.senders.length });
+      try {
+        await registry.quarantine(identity, evidence, term, "discovery");
+      } catch (error) {
+        logger.error("could not record the quarantine; the host is left out of this discovery and judged again by the next", { identity, term, error: messageOf(error) });
+      }
+    });
+    metrics.gauge(EXTRA_METRIC.hostsQuarantined, held.size);
+    return discovered.filter((identity) => !held.has(identity) && !suspects.has(identity));
   }
 
   private async gaugeQueue(): Promise<void> {

@@ -13,6 +13,7 @@ import type { Metrics } from "../ports/metrics";
 import type { AdmissionRegistry } from "../admission/registry";
 import type { AdmissionFlow } from "./admission-flow";
 import { deadLetter, RetryLaterError, runBatch } from "./batch";
+import { uniquenessProblem } from "../choria/identity";
 import type { BatchResult, BrokerEvent, ForwardOutcome, LifecycleEventSource, MessageQueue, QueueMessage } from "./use-case-ports";
 
 /** A whole SQS batch at once would flood the registry table; admissions share discovery's bound. */
@@ -24,7 +25,9 @@ export interface LifecycleEventsDeps {
   gate: Pick<LeaseGate, "standing">;
   admission: Pick<AdmissionFlow, "admitAndEnqueue">;
   /** The credentials each host was last given: a startup event older than them is stale. */
-  registry: Pick<AdmissionRegistry, "credentialsOf">;
+  registry: Pick<AdmissionRegistry, "credentialsOf" | "quarantine">;
+  /** `allow_short_identities`: names without a domain part are admitted, not quarantined. */
+  allowShortIdentities: boolean;
   /** How far a node's clock may be behind ours (`lease.skew_bound`), besides the event's whole seconds. */
   skewBoundMs: number;
   lifecycleDlq: MessageQueue;
@@ -69,6 +72,13 @@ export class LifecycleEvents {
     const term = standing.term;
     metrics.count(EXTRA_METRIC.lifecycleEventsReceived);
     if (await this.announcedBeforeProvisioned(event)) return;
+    const problem = uniquenessProblem(event.identity, this.deps.allowShortIdentities);
+    if (problem) {
+      // Not admitted: the registry's quarantine holds it back on every deployment until the operator releases it.
+      logger.error(`quarantined ${event.identity}: the identity ${problem}; release it with choria-provisioner quarantine release once resolved`, { identity: event.identity, term });
+      await this.deps.registry.quarantine(event.identity, { reason: `the identity ${problem}`, senders: [{ event: "startup", announcedAt: event.timestamp * 1000 }] }, term, "event");
+      return;
+    }
     const result = await this.deps.admission.admitAndEnqueue([event.identity], "event", term);
     const failure = result.failed[0];
     if (failure) throw failure.error;

@@ -123,13 +123,15 @@ export function retryMark(host: HostExpiry, reason: string, now: number): Renewa
 }
 
 /**
- * Whether renewal is for this host at all: any host with credentials, except one a worker is
+ * Whether renewal is for this host at all: any host with credentials, except a quarantined one
+ * (two machines answer as it: docs/audit.md) and one a worker is
  * provisioning right now (a claim that ran out with no outcome is no worker's: renewal takes it).
  * What counts is the credentials the node was given, not what the registry
  * last did with the host: a host admitted again that turned out to be configured (a stale event,
  * an operator's forced reprovision) still has them, and would expire if renewal passed it by.
  */
 export function renewalApplies(host: HostExpiry): boolean {
+  if (host.state === "quarantined") return false;
   return host.state !== "provisioning" || host.abandoned === true;
 }
 

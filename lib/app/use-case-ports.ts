@@ -17,6 +17,16 @@ export interface DiscoveryResult {
   skipped: number;
   /** The window closed at `maxIdentities`: more nodes may have answered; the next discovery finds them. */
   capped: boolean;
+  /**
+   * Identities that answered more than once with different bytes: two machines claim them
+   * (byte-identical copies are one delivery). Each with a fingerprint of every distinct reply.
+   */
+  collisions?: DiscoveredCollision[];
+}
+
+export interface DiscoveredCollision {
+  identity: string;
+  replies: Array<{ reply: string; receivedAt: number }>;
 }
 
 export interface OutgoingMessage {

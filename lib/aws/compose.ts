@@ -204,6 +204,7 @@ export function composeLeadership(parts: FunctionParts, broker: Pick<Broker, "di
       discoveryMaxNodes: config.discoveryMaxNodes,
       discoveryNewNamesPerInterval: config.discoveryNewNamesPerInterval,
       discoveryBacklogMs: config.discoveryBacklogMs,
+      allowShortIdentities: config.allowShortIdentities,
       deadlineMarginMs: parts.settings.deadlineMarginMs,
     },
     gate: parts.gate,

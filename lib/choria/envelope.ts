@@ -37,6 +37,11 @@ export function sha256Base64(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("base64");
 }
 
+/** A short public name for data (a reply, a key): the first 16 hex digits of its sha256. */
+export function fingerprint(data: Uint8Array | string): string {
+  return createHash("sha256").update(data).digest("hex").slice(0, 16);
+}
+
 /** JSON object text with keys in the given order; values are already JSON text. */
 export function orderedJson(entries: Array<[string, string]>): string {
   return `{${entries.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(",")}}`;

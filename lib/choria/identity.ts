@@ -32,3 +32,15 @@ export function assertValidIdentity(identity: string, what = "node identity"): v
   const problem = identityProblem(identity);
   if (problem) throw new InvalidInputError(`${what} ${JSON.stringify(identity.slice(0, 300))} ${problem}`);
 }
+
+/**
+ * Why `identity` cannot tell one machine from another, or undefined when it can: `localhost` and
+ * its variants, and names without a domain part (go-choria #2329: a host without a domain reports
+ * its short name). Two machines answering as one such name would be provisioned as one.
+ */
+export function uniquenessProblem(identity: string, allowShortNames = false): string | undefined {
+  const name = identity.toLowerCase();
+  if (name === "localhost" || name.startsWith("localhost.")) return "is a localhost name, which every unconfigured machine has";
+  if (!allowShortNames && !name.includes(".")) return "has no domain part, so machines of different domains can share it (allow_short_identities)";
+  return undefined;
+}

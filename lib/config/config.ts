@@ -122,6 +122,7 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     lease,
     discoveryMaxNodes: raw.discovery_max_nodes,
     discoveryNewNamesPerInterval: raw.discovery_new_names_per_interval,
+    allowShortIdentities: raw.allow_short_identities,
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),
     discoveryBacklogMs: nonNegativeDuration("discovery_backlog", raw.discovery_backlog),

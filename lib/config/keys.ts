@@ -208,6 +208,7 @@ export const CONFIG_KEYS = {
     env: "integer",
     shown: (c) => c.discoveryNewNamesPerInterval,
   }),
+  allow_short_identities: key({ schema: flag.default(false), env: "boolean", shown: (c) => c.allowShortIdentities }),
   renew: section({
     enabled: key({ schema: flag.default(false), shown: (c) => c.renew.enabled }),
     before: key({ schema: emptyIsUnset(text.default("20%")), shown: (c) => ("ms" in c.renew.before ? formatDuration(c.renew.before.ms) : `${c.renew.before.fraction * 100}%`) }),

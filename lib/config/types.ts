@@ -113,6 +113,8 @@ export interface ProvisionerConfig {
   readonly discoveryMaxNodes: number;
   /** `discovery_new_names_per_interval`: names unknown to the registry one discovery admits at most. */
   readonly discoveryNewNamesPerInterval: number;
+  /** `allow_short_identities`: names without a domain part are admitted instead of quarantined (docs/audit.md). */
+  readonly allowShortIdentities: boolean;
   /** Request TTL in seconds written into every Choria request envelope. */
   readonly rpcTtl: number;
   readonly discoveryTimeoutMs: number;

@@ -29,7 +29,7 @@ const RENEWAL_MARK = { renewalAttempts: optionalNumber, renewalRetryAt: optional
 /** The provisioning JWT a node presented; read whole, as `expiryOf` reads the credentials (dropped by `provisioningJwtOf` otherwise). */
 const PROVISIONING_JWT = { provisioningJwtIssuer: optionalString, provisioningJwtExpiresAt: optionalNumber };
 
-/** What both an entry and a summary row carry of the last failure, the credentials and renewal's mark on them, and the presented provisioning JWT. */
+/** What both an entry and a summary row carry of the last failure, the credentials, renewal's mark on them, the presented provisioning JWT and a quarantine. */
 const OUTCOME = {
   lastError: optionalString,
   lastErrorAt: optionalNumber,
@@ -38,6 +38,9 @@ const OUTCOME = {
   ...EXPIRY,
   ...RENEWAL_MARK,
   ...PROVISIONING_JWT,
+  quarantineReason: optionalString,
+  quarantineEvidence: optionalString,
+  quarantinedAt: optionalNumber,
 };
 
 type Expiry = Pick<AdmissionEntry, "credentialsExpireAt" | "expiryKind" | "credentialsIssuedAt" | "credentialId">;

@@ -17,8 +17,8 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../ports/admission-entry";
 import type { CredentialsExpiry, ProvisioningJwtExpiry } from "../ports/credentials";
-import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
+import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, QuarantineRequest, ReleaseQuarantineRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../ports/admission-store";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, QUARANTINE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../ports/admission-entry";
 import { decodeEntry, SUMMARY_ROW, WAITING } from "./admission-items";
 import { readItem, writeExpressions, type WriteSpec } from "./expression";
 import { DynamoDbDirectWrites } from "./direct-writes";
@@ -62,12 +62,12 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       },
       remove: [...CLAIM, "heldUntil", "endedClaimToken"],
       condition:
-        "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId)" +
+        "attribute_not_exists(#identity) OR ((attribute_not_exists(#admissionId) OR #admissionId <> :admissionId) AND #state <> :quarantined" +
         " AND ((#state = :parked AND #heldUntil <= :now) OR (#state <> :parked AND (#state = :failed" +
         " OR #term < :term OR (#term = :term AND #admittedAt <= :blockAfter" +
         " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
         " AND (attribute_not_exists(#heldUntil) OR #heldUntil <= :now))))))",
-      conditionValues: { admissionId: entry.admissionId, term: entry.term, blockAfter: blockIfAdmittedAfter, now, parked: "parked", failed: "failed" },
+      conditionValues: { admissionId: entry.admissionId, term: entry.term, blockAfter: blockIfAdmittedAfter, now, parked: "parked", failed: "failed", quarantined: "quarantined" },
     });
   }
 
@@ -83,10 +83,10 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
           [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
         },
         condition:
-          "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned" +
+          "#term = :term AND #admittedAt = :admittedAt AND #state <> :provisioned AND #state <> :quarantined" +
           " AND (attribute_not_exists(#claimedUntil) OR #claimedUntil <= :now)" +
           " AND (attribute_not_exists(#endedClaimToken) OR #endedClaimToken <> :claimToken)",
-        conditionValues: { term: request.term, admittedAt: request.admittedAt, provisioned: "provisioned", now: request.now, claimToken: request.claimToken },
+        conditionValues: { term: request.term, admittedAt: request.admittedAt, provisioned: "provisioned", quarantined: "quarantined", now: request.now, claimToken: request.claimToken },
       },
       "ALL_NEW",
     );
@@ -130,6 +130,32 @@ export class DynamoDbAdmissionStore implements AdmissionStore {
       condition: "#credentialsIssuedAt = :issuedAt",
       conditionValues: { issuedAt: request.credentialsIssuedAt },
     });
+  }
+
+  /** A claim still on its way cannot take the host: its admission time is no longer the entry's, and claims skip quarantined hosts. */
+  quarantine(request: QuarantineRequest): Promise<AdmissionWrite> {
+    return this.update(request, {
+      set: {
+        state: "quarantined",
+        term: request.term,
+        admittedAt: request.at,
+        source: request.source,
+        quarantineReason: request.reason,
+        quarantineEvidence: request.evidence,
+        quarantinedAt: request.at,
+        expiresAt: request.expiresAt,
+        [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt),
+      },
+      remove: [...CLAIM, "heldUntil", "admissionId"],
+    });
+  }
+
+  releaseQuarantine(request: ReleaseQuarantineRequest): Promise<AdmissionWrite> {
+    return this.deleteUnlessCredentials(
+      request,
+      { condition: "#state = :quarantined AND #quarantinedAt = :at", conditionValues: { quarantined: "quarantined", at: request.quarantinedAt } },
+      { set: { expiresAt: request.expiresAt, [ADMISSION_TTL_ATTRIBUTE]: ttlOf(request.expiresAt) }, remove: QUARANTINE_ATTRIBUTES },
+    );
   }
 
   forget(request: ForgetRequest): Promise<AdmissionWrite> {

@@ -1,4 +1,5 @@
 import { ProvisionerError, RpcError } from "../errors";
+import type { QuarantineEvidence } from "../admission/quarantine";
 
 /**
  * The invocation would run out of time before the next attempt (or helper run) could finish. The
@@ -45,4 +46,18 @@ export class ServerJwtError extends ProvisionerError {}
 function reasonOf(error: unknown, identity: string, rpc: string): string {
   if (error instanceof RpcError && error.identity === identity && error.rpc === rpc) return error.reason;
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Two machines answered one request as the same identity (docs/audit.md): the host is quarantined
+ * with `evidence`, never configured. Its message names fingerprints only.
+ */
+export class IdentityCollisionError extends ProvisionerError {
+  constructor(
+    readonly identity: string,
+    readonly evidence: QuarantineEvidence,
+    options?: { cause?: unknown },
+  ) {
+    super(`${identity}: ${evidence.reason}`, options);
+  }
 }

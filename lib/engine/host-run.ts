@@ -3,7 +3,7 @@ import { RpcProtocolError, RpcStatusError } from "../errors";
 import type { Clock } from "../ports/clock";
 import type { HostWork } from "../ports/host-work";
 import type { LogAttributes, Logger } from "../ports/logger";
-import type { RpcReply } from "../ports/rpc";
+import type { LaterReplies, RpcReply } from "../ports/rpc";
 import { AGENT_TIMEOUT_MS, RPC_PLAN, rpcLabel, type PlannedRpc } from "./plan";
 import { rpcWithRetries, type RetryContext } from "./retry";
 import type { EngineDeps, EngineSettings } from "./settings";
@@ -22,7 +22,8 @@ export interface HostRun {
 
 /**
  * One planned RPC with retries. `handle` runs per attempt and may throw to reject the reply;
- * `onStatus`, when given, turns an error status from the node into a successful attempt.
+ * `onStatus`, when given, turns an error status from the node into a successful attempt;
+ * `laterReplies`, when given, hears the replies after the deciding one (lib/engine/collision.ts).
  */
 export function callPlanned<T>(
   run: HostRun,
@@ -30,6 +31,7 @@ export function callPlanned<T>(
   data: () => Record<string, unknown>,
   handle: (reply: RpcReply) => T,
   onStatus?: (status: RpcStatusError) => T,
+  laterReplies?: LaterReplies,
 ): Promise<T> {
   const plan = RPC_PLAN[planned];
   return rpcWithRetries({
@@ -50,6 +52,7 @@ export function callPlanned<T>(
           // The node may take its agent's whole DDL timeout to act: the request must reach it early enough for that to end inside the window.
           sendWithinMs: window.endsBy - AGENT_TIMEOUT_MS[plan.agent] - run.clock.monotonic(),
           gateCheckedMsAgo: Math.max(0, run.clock.now() - window.stampedAt),
+          ...(laterReplies ? { laterReplies } : {}),
         });
       } catch (error) {
         if (onStatus && error instanceof RpcStatusError) return onStatus(error);

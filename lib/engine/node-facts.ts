@@ -9,6 +9,7 @@ import { ConfigError, JwtError, messageOf } from "../errors";
 import type { HelperRequest } from "../ports/helper";
 import { encodeGoJson } from "./go-json";
 import { callPlanned, textField, type HostRun } from "./host-run";
+import type { SecondAnswers } from "./collision";
 
 export type Csr = NonNullable<HelperRequest["csr"]>;
 export type Ed25519Key = NonNullable<HelperRequest["ed25519_pubkey"]>;
@@ -29,8 +30,9 @@ export interface NodeInventory {
 /**
  * The node's provisioning JWT, verified. `presented` hears the token's issuer and expiry when it is
  * authentic: valid, or expired (the bootstrap credential its image carries no longer enrols it).
+ * `answers` hears the request's later replies: a different one is a second machine (lib/engine/collision.ts).
  */
-export async function fetchJwt(run: HostRun, presented: (expiry: ProvisioningJwtExpiry) => void): Promise<NodeJwt> {
+export async function fetchJwt(run: HostRun, answers: SecondAnswers, presented: (expiry: ProvisioningJwtExpiry) => void): Promise<NodeJwt> {
   run.logger.info("Fetching JWT", run.log);
   const { raw, serverEcdhPublic } = await callPlanned(
     run,
@@ -38,8 +40,12 @@ export async function fetchJwt(run: HostRun, presented: (expiry: ProvisioningJwt
     () => ({ token: run.settings.token }),
     (reply) => {
       const ecdhPublic = textField(run, reply, "jwt", "ecdh_public");
-      return { serverEcdhPublic: ecdhPublic, raw: textField(run, reply, "jwt", "jwt") };
+      const jwt = textField(run, reply, "jwt", "jwt");
+      answers.decided({ ecdhPublic, jwt });
+      return { serverEcdhPublic: ecdhPublic, raw: jwt };
     },
+    undefined,
+    answers.jwt,
   );
   if (raw === "") throw new JwtError(`could not validate JWT from ${run.identity}: no JWT received`);
   const verifier = run.settings.jwtVerifier;
@@ -78,9 +84,10 @@ export async function fetchEd25519Key(run: HostRun): Promise<Ed25519Key> {
   );
 }
 
-export async function fetchInventory(run: HostRun): Promise<NodeInventory> {
+/** `answers` hears the request's later replies, as fetchJwt's. */
+export async function fetchInventory(run: HostRun, answers: SecondAnswers): Promise<NodeInventory> {
   run.logger.info("Fetching Inventory", run.log);
-  const data = await callPlanned(run, "inventory", () => ({}), (reply) => reply.data);
+  const data = await callPlanned(run, "inventory", () => ({}), (reply) => reply.data, undefined, answers.inventory);
   // The Go client fills DDL output defaults before decoding the reply; only `upgradable` has one.
   const withDefaults: Record<string, unknown> = { ...data };
   if (!("upgradable" in withDefaults)) withDefaults.upgradable = false;

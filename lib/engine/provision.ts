@@ -14,6 +14,7 @@ import type { ProvisioningJwtExpiry } from "../ports/credentials";
 import { credentialsExpiry, encryptKey, recordCredentials, signServerJwt, type ServerJwt, type TransportedKey } from "./credentials";
 import { runHelper } from "./helper-step";
 import { issuedCredentials } from "./issuance";
+import { SecondAnswers } from "./collision";
 import type { HostRun } from "./host-run";
 import { configure, restartConfigured, shutdown, upgrade } from "./node-changes";
 import { fetchCsr, fetchEd25519Key, fetchInventory, fetchJwt, type Csr, type Ed25519Key } from "./node-facts";
@@ -66,6 +67,8 @@ export class ProvisionEngine {
       return await host.provision();
     } catch (error) {
       return classifyFailure(identity, host.step, error, host.provisioningJwt);
+    } finally {
+      host.answers.stop();
     }
   }
 
@@ -93,6 +96,8 @@ class HostProvisioning {
   provisioningJwt?: ProvisioningJwtExpiry;
 
   private readonly run: HostRun;
+  /** The later answers to the `jwt` and `inventory` requests, heard until configure. */
+  readonly answers = new SecondAnswers();
 
   constructor(
     work: HostWork,
@@ -120,7 +125,7 @@ class HostProvisioning {
     let jwt: { claims: ProvisioningClaims | null; serverEcdhPublic: string } = { claims: null, serverEcdhPublic: "" };
     if (features.jwt) {
       this.step = "jwt";
-      jwt = await fetchJwt(run, (expiry) => (this.provisioningJwt = expiry));
+      jwt = await fetchJwt(run, this.answers, (expiry) => (this.provisioningJwt = expiry));
     }
     let ed25519Key: Ed25519Key | null = null;
     if (features.ed25519) {
@@ -128,7 +133,7 @@ class HostProvisioning {
       ed25519Key = await fetchEd25519Key(run);
     }
     this.step = "inventory";
-    const inventory = await fetchInventory(run);
+    const inventory = await fetchInventory(run, this.answers);
     let csr: Csr | null = null;
     if (features.pki) {
       this.step = "gencsr";
@@ -136,6 +141,8 @@ class HostProvisioning {
     }
 
     this.step = "helper";
+    // No credentials are asked for an identity two machines answer as.
+    this.answers.assertAlone(identity, jwt.claims);
     const claims = jwt.claims ? helperJwtClaims(jwt.claims) : null;
     const response = await runHelper(run, { identity, csr, ed25519_pubkey: ed25519Key, inventory: inventory.encoded, jwt: claims });
     if (response.defer) {
@@ -168,6 +175,8 @@ class HostProvisioning {
     const issued = issuedCredentials(run, serverJwt, response);
     const credentials = issued && credentialsExpiry(issued);
     this.step = "configure";
+    this.answers.stop();
+    this.answers.assertAlone(identity, jwt.claims);
     if (issued && credentials) await recordCredentials(this.options.recordCredentials, credentials, issued);
     await configure(run, response, csr, serverJwt.jwt, key);
     this.step = "restart";

@@ -6,19 +6,29 @@
  * Go's discoverer returns duplicates and leaves deduplication to the host table; this one returns
  * each identity once, in the order first seen, which the registry would produce anyway. Names that
  * could not safely become a NATS subject token are skipped like undecodable replies.
+ *
+ * An identity that answers twice with different bytes is reported as a collision (docs/audit.md):
+ * two machines answer as it. Byte-identical copies are one delivery counted twice by the network
+ * (a node answers a request once), so they are not; nor is a rebuilt node, which answers alone.
+ * Replies carry the envelope time, in ns for protocol v2 but in seconds for v1, so two v1 twins
+ * answering in the same second can look like one: the engine's check on the `jwt` reply
+ * (lib/engine/provision.ts) catches those.
  */
 import type { NatsConnection, Subscription } from "nats";
 import { ProvisionerError } from "../errors";
-import type { DiscoveryResult } from "../app/use-case-ports";
+import type { DiscoveredCollision, DiscoveryResult } from "../app/use-case-ports";
 import type { NodeDiscoverer } from "../ports/rpc";
 import { agentFilter } from "../choria/filter";
 import { identityProblem } from "../choria/identity";
+import { fingerprint } from "../choria/envelope";
 import { broadcastSubject, DISCOVERY_PING, encodeRequest, readTransportSender, replySubject } from "../choria/protocol";
 import { type ChoriaClientSettings, newRequestId, resolveClientSettings } from "./rpc-client";
 import { realScheduler, SlidingWindow, type Scheduler } from "./sliding-window";
 
 const DEFAULT_DISCOVERY_TIMEOUT_MS = 2_000;
 const DISCOVERY_IDLE_MS = 300;
+/** Distinct replies kept per identity as a collision's evidence. */
+const REPLIES_KEPT = 4;
 
 /** Discovery could not be sent (connection closed, publish refused). Empty results are not errors. */
 class DiscoveryError extends ProvisionerError {}
@@ -63,6 +73,8 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
     const requestId = newRequestId(protocolVersion, clock);
     const replyTo = replySubject(collective, callerId, requestId);
     const seen = new Set<string>();
+    /** Per identity, the fingerprints of its distinct replies and when each came. */
+    const answers = new Map<string, Map<string, number>>();
     let replies = 0;
     let skipped = 0;
     let capped = false;
@@ -84,6 +96,7 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
           }
           const problem = identityProblem(sender);
           if (problem === undefined) {
+            noteAnswer(answers, sender, message.data, clock.now());
             seen.add(sender);
             if (seen.size >= this.maxIdentities) {
               capped = true;
@@ -121,6 +134,22 @@ export class BroadcastDiscoverer implements NodeDiscoverer {
 
     await window.done;
     subscription.unsubscribe();
-    return { identities: [...seen], replies, skipped, capped };
+    return { identities: [...seen], replies, skipped, capped, collisions: collisionsOf(answers) };
   }
+}
+
+function noteAnswer(answers: Map<string, Map<string, number>>, sender: string, bytes: Uint8Array, now: number): void {
+  let distinct = answers.get(sender);
+  if (!distinct) answers.set(sender, (distinct = new Map()));
+  if (distinct.size >= REPLIES_KEPT) return;
+  const reply = fingerprint(bytes);
+  if (!distinct.has(reply)) distinct.set(reply, now);
+}
+
+function collisionsOf(answers: Map<string, Map<string, number>>): DiscoveredCollision[] {
+  const collisions: DiscoveredCollision[] = [];
+  for (const [identity, distinct] of answers) {
+    if (distinct.size > 1) collisions.push({ identity, replies: [...distinct].map(([reply, receivedAt]) => ({ reply, receivedAt })) });
+  }
+  return collisions;
 }

@@ -4,8 +4,13 @@
  *
  * Reply selection, like the Go client's: the first reply whose envelopes decode, whose transport
  * and envelope sender are both the target and whose request id is ours decides the call; the wait
- * ends right there, so a second reply from the same identity inside the window (a duplicate
- * identity in the fleet) is not waited for and not detected. Replies that fail any of those checks
+ * ends right there, so a second reply from the same identity (a duplicate identity in the fleet)
+ * is not waited for. A call given `laterReplies` keeps its subscription after a successful reply,
+ * without delaying the call, and hands on every later reply that passes the same checks and whose
+ * bytes differ from every reply before it (a byte-identical copy is one delivery), until the caller
+ * stops it or the request's TTL ends: the engine takes one as a second machine answering as the
+ * identity (lib/engine/collision.ts) and quarantines it (docs/audit.md).
+ * Replies that fail any of those checks
  * are ignored, as Go ignores them, so a stray or hostile publisher on the reply subject cannot end
  * the call early; when no deciding reply arrives in time, the first ignored one is reported as an
  * RpcProtocolError instead of a bare timeout.
@@ -22,11 +27,12 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { InvalidInputError, RpcError, RpcNotSentError, RpcProtocolError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../errors";
-import type { ChoriaRpc, RpcCall, RpcReply } from "../ports/rpc";
+import type { ChoriaRpc, LaterReplies, RpcCall, RpcReply } from "../ports/rpc";
 import { type Clock, systemClock } from "../ports/clock";
 import { type Logger, silentLogger } from "../ports/logger";
 import { ksuid, uuidHex } from "../crypto/ids";
 import { agentFilter } from "../choria/filter";
+import { fingerprint } from "../choria/envelope";
 import { assertValidIdentity } from "../choria/identity";
 import { decodeReply, DEFAULT_MAX_MESSAGE_BYTES, encodeRequest, type IncomingReply, nodeSubject, replySubject, type RequestSigner } from "../choria/protocol";
 import type { ProtocolVersion } from "../choria/envelope";
@@ -38,6 +44,8 @@ const PROVISIONING_COLLECTIVE = "provisioning";
  * after its gate check a request delayed in the network can still run (the lease's delivery horizon).
  */
 const DEFAULT_TTL_SECONDS = 30;
+/** Replies kept that came after the deciding one before the call read it; more are a flood, not evidence. */
+const EARLY_REPLIES_KEPT = 8;
 
 export interface ChoriaClientSettings {
   /** Default `provisioning`. */
@@ -206,6 +214,13 @@ export class NatsChoriaRpc implements ChoriaRpc {
 
     let subscription: Subscription | undefined;
     let timer: NodeJS.Timeout | undefined;
+    let later: ((bytes: Uint8Array) => void) | undefined;
+    /** Messages after the deciding one, before the call has read it (one socket read may carry several). */
+    const early: Uint8Array[] = [];
+    /** Fingerprints of the replies handed on or deciding: a byte-identical copy is one delivery. */
+    const seen = new Set<string>();
+    let decided = false;
+    let listening = false;
     const attempt = { settled: false, published: false, confirmed: false };
     try {
       const outcome = await new Promise<Outcome>((resolve, fail) => {
@@ -215,10 +230,16 @@ export class NatsChoriaRpc implements ChoriaRpc {
         }, call.timeoutMs);
         subscription = this.nc.subscribe(replyTo, {
           callback: (error, message) => {
+            if (later) return error ? undefined : later(message.data);
+            if (decided) return error || early.length >= EARLY_REPLIES_KEPT ? undefined : void early.push(message.data);
             if (error) return reject(`subscription error: ${error.message}`);
             const verdict = this.judge(message.data, call.identity, requestId);
             if (typeof verdict === "string") reject(verdict);
-            else resolve({ reply: verdict });
+            else {
+              decided = true;
+              if (call.laterReplies) seen.add(fingerprint(message.data));
+              resolve({ reply: verdict });
+            }
           },
         });
         this.publish(call, { requestId, replyTo, sendBy, stampedAt, attempt }).catch(fail);
@@ -235,6 +256,11 @@ export class NatsChoriaRpc implements ChoriaRpc {
       const body = parseMcorpcReply(outcome.reply.payload);
       if (typeof body === "string") throw new RpcProtocolError(call.identity, rpc, `${body} (sender ${quoted(call.identity)})`);
       if (body.statuscode !== 0) throw new RpcStatusError(call.identity, rpc, call.identity, body.statuscode, body.statusmsg);
+      if (call.laterReplies && subscription) {
+        later = this.listenLater(subscription, call.laterReplies, call.identity, requestId, seen);
+        listening = true;
+        for (const bytes of early.splice(0)) later(bytes);
+      }
       return { sender: call.identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data };
     } catch (error) {
       if (error instanceof RpcError) throw error;
@@ -242,8 +268,28 @@ export class NatsChoriaRpc implements ChoriaRpc {
     } finally {
       attempt.settled = true;
       clearTimeout(timer);
-      subscription?.unsubscribe();
+      if (!listening) subscription?.unsubscribe();
     }
+  }
+
+  /** Hands on the later replies to a decided request until `watch.until` settles or the TTL ends; returns the subscription's new handler. */
+  private listenLater(subscription: Subscription, watch: LaterReplies, identity: string, requestId: string, seen: Set<string>): (bytes: Uint8Array) => void {
+    const stop = () => {
+      clearTimeout(ttl);
+      subscription.unsubscribe();
+    };
+    const ttl = setTimeout(stop, this.settings.ttl * 1000);
+    ttl.unref();
+    watch.until.then(stop, stop);
+    return (bytes) => {
+      const print = fingerprint(bytes);
+      if (seen.has(print) || seen.size > EARLY_REPLIES_KEPT) return;
+      const verdict = this.judge(bytes, identity, requestId);
+      if (typeof verdict === "string") return;
+      seen.add(print);
+      const body = parseMcorpcReply(verdict.payload);
+      if (typeof body !== "string" && body.statuscode === 0) watch.onReply({ sender: identity, statuscode: 0, statusmsg: body.statusmsg, data: body.data }, print);
+    };
   }
 
   /** Either the decoded reply that decides the call, or why this message was ignored. */

@@ -2,7 +2,7 @@
 import type { AdmissionSource } from "./host-work";
 import type { ExpiryKind } from "./credentials";
 
-export type AdmissionState = "queued" | "provisioning" | "provisioned" | "failed" | "parked";
+export type AdmissionState = "queued" | "provisioning" | "provisioned" | "failed" | "parked" | "quarantined";
 
 export interface AdmissionKey {
   site: string;
@@ -55,6 +55,13 @@ export interface AdmissionEntry extends AdmissionKey {
    */
   provisioningJwtIssuer?: string;
   provisioningJwtExpiresAt?: number;
+  /**
+   * Set while the host is quarantined (docs/audit.md): why, the evidence (a JSON text of bounded
+   * length naming each sender by fingerprints, never a secret) and when. Removed by the operator's release.
+   */
+  quarantineReason?: string;
+  quarantineEvidence?: string;
+  quarantinedAt?: number;
 }
 
 /** An entry's record of its failed attempts, kept across re-admission until the host is provisioned. */
@@ -63,6 +70,8 @@ export const FAILURE_ATTRIBUTES = ["lastError", "lastErrorAt", "failedStep", "fa
 export const CREDENTIAL_ATTRIBUTES = ["credentialsExpireAt", "expiryKind", "credentialsIssuedAt", "credentialId"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /** Renewal's marks on those credentials (`RenewalMark`): they end with the credentials. */
 export const RENEWAL_ATTRIBUTES = ["renewalAttempts", "renewalRetryAt", "renewalError", "renewalErrorAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
+/** A quarantine's record on the host: written together, removed together by the operator's release. */
+export const QUARANTINE_ATTRIBUTES = ["quarantineReason", "quarantineEvidence", "quarantinedAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 /**
  * What the operator's forget removes from a host with recorded credentials, which it keeps (failed,
  * so admissible at once) instead of deleting: the node may be in service on those credentials.
@@ -73,7 +82,7 @@ export const FORGOTTEN_WITH_CREDENTIALS = ["claimToken", "claimedUntil", "heldUn
 const PROVISIONING_JWT_ATTRIBUTES = ["provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const satisfies ReadonlyArray<keyof AdmissionEntry>;
 
 /** The fields of an entry the registry summary, renewal and status read: what listing a site returns. */
-export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...PROVISIONING_JWT_ATTRIBUTES] as const;
+export const SUMMARY_ATTRIBUTES = ["identity", "term", "state", "claimedUntil", ...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, ...PROVISIONING_JWT_ATTRIBUTES, ...QUARANTINE_ATTRIBUTES] as const;
 
 export type AdmissionSummaryRow = Pick<AdmissionEntry, (typeof SUMMARY_ATTRIBUTES)[number]>;
 
@@ -103,6 +112,9 @@ const ENTRY_FIELDS: Record<Exclude<keyof AdmissionEntry, keyof AdmissionKey>, tr
   renewalErrorAt: true,
   provisioningJwtIssuer: true,
   provisioningJwtExpiresAt: true,
+  quarantineReason: true,
+  quarantineEvidence: true,
+  quarantinedAt: true,
 };
 /** What a store may hold of a host besides its key. */
 export const ENTRY_ATTRIBUTES = Object.keys(ENTRY_FIELDS) as ReadonlyArray<keyof typeof ENTRY_FIELDS>;

@@ -45,6 +45,24 @@ export interface MarkRenewalRequest extends AdmissionKey {
   mark?: RenewalMark;
 }
 
+/** A host held back because two machines answer as it, or its name cannot be unique (AdmissionRegistry.quarantine). */
+export interface QuarantineRequest extends AdmissionKey {
+  /** The term and source the quarantine was decided under; `at` stands for the admission time. */
+  term: number;
+  source: AdmissionEntry["source"];
+  at: number;
+  reason: string;
+  evidence: string;
+  expiresAt: number;
+}
+
+/** The operator's release of the quarantine written at `quarantinedAt`. */
+export interface ReleaseQuarantineRequest extends AdmissionKey {
+  quarantinedAt: number;
+  /** Kept until then when the host has recorded credentials (the entry stays, failed, for renewal); else it is deleted. */
+  expiresAt: number;
+}
+
 export interface ForgetRequest extends AdmissionKey {
   claimToken: string;
 }
@@ -111,14 +129,14 @@ export type AdmissionWrite = { applied: true; entry?: AdmissionEntry } | { appli
 export interface AdmissionStore {
   /**
    * Writes `entry` (keeping the stored failure record and last error, dropping any claim, hold or ended claim)
-   * if there is no entry; or, unless the stored entry carries this very admission id (a late
+   * if there is no entry; or, never over a quarantined one, unless the stored entry carries this very admission id (a late
    * duplicate of this write must not apply again), the stored one is parked and held only until `now` or earlier; or it
    * is not parked and is failed, or has an older term, or has the same term and was admitted at or
    * before `blockIfAdmittedAfter`, is not claimed past `now`, and is not held past `now`.
    */
   admit(request: AdmitRequest): Promise<AdmissionWrite>;
   /**
-   * Claims the entry if its term and admittedAt match, it is not provisioned, it has no claim
+   * Claims the entry if its term and admittedAt match, it is neither provisioned nor quarantined, it has no claim
    * that runs past `now`, and this claim token has not already ended on it (a late duplicate of a
    * claim given back must not take the host again). An applied claim returns the entry as claimed.
    */
@@ -133,6 +151,17 @@ export interface AdmissionStore {
   recordCredentials(request: RecordCredentialsRequest): Promise<AdmissionWrite>;
   /** If the entry still has credentials issued at `credentialsIssuedAt`: the renewal mark written, or removed when none is given. */
   markRenewal(request: MarkRenewalRequest): Promise<AdmissionWrite>;
+  /**
+   * Unconditionally: state quarantined with the reason, evidence and time, any claim and hold
+   * removed (a worker holding a claim can record nothing more), the credentials and failure record
+   * kept. Writing it again only refreshes it.
+   */
+  quarantine(request: QuarantineRequest): Promise<AdmissionWrite>;
+  /**
+   * If the entry is quarantined at `quarantinedAt`: delete it; or, when it records credentials,
+   * keep it failed (admissible at once) without the quarantine's record.
+   */
+  releaseQuarantine(request: ReleaseQuarantineRequest): Promise<AdmissionWrite>;
   /**
    * If the claim token matches: delete the entry; or, when it records credentials (the host may be
    * in service on them), keep it failed with them, its claim ended (`endedClaimToken`).

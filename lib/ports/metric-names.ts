@@ -69,6 +69,11 @@ export const EXTRA_METRIC = {
   renewalRate: "choria_provisioner_renewal_rate",
   /** Renewals sent outside the maintenance windows or in a freeze because the host would expire before the next allowed moment. */
   renewalsOutsideWindow: "choria_provisioner_renewals_outside_window",
+  /**
+   * Hosts of the site held in quarantine (two machines answer as one identity, or the identity cannot
+   * be unique: docs/audit.md); a gauge each discovery sets, so its alarm fires until they are released.
+   */
+  hostsQuarantined: "choria_provisioner_hosts_quarantined",
   /** A lease round found the holder's skew bound or request TTL different from this deployment's. */
   leaseSettingsMismatch: "choria_provisioner_lease_settings_mismatch",
   /** Other deployments of the site (reported in the last 10 minutes) that use another admission registry than this one. */

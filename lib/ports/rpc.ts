@@ -14,6 +14,21 @@ export interface RpcCall {
   sendWithinMs?: number;
   /** The envelope `time` is the gate check's: this many ms before this call (default 0, the send). */
   gateCheckedMsAgo?: number;
+  /** When given, replies to this request after the one that decided it are handed on (LaterReplies). */
+  laterReplies?: LaterReplies;
+}
+
+/**
+ * The replies from the target to one request that come after the reply that decided the call:
+ * a node answers a request once, so another one whose bytes differ from every reply before it is
+ * a second machine answering as the same identity (docs/audit.md); byte-identical network copies
+ * are not handed on. The client keeps listening after a successful call, without delaying it,
+ * until `until` settles or the request's TTL runs out.
+ */
+export interface LaterReplies {
+  /** Each later reply from the target to this request whose statuscode is 0, with a fingerprint of its bytes. */
+  onReply(reply: RpcReply, fingerprint: string): void;
+  until: Promise<void>;
 }
 
 export interface RpcReply<T = Record<string, unknown>> {

@@ -803,3 +803,24 @@ describe("alarms on renewal keeping up, on the site's one registry and on the pr
     expect(resource(id, optional).Properties.AlarmActions).toEqual([OPTIONAL_PARAMS.alarmTopicArn]);
   });
 });
+
+describe("the alarm on quarantined hosts", () => {
+  it("fires on any quarantined host in a minute and keeps its state between discoveries (an interval may be longer than its period)", () => {
+    const props = resource("HostsQuarantinedAlarm").Properties;
+
+    expect(props.Namespace).toBe("ChoriaProvisioner");
+    expect(props.MetricName).toBe(EXTRA_METRIC.hostsQuarantined);
+    expect(props.Dimensions).toEqual([
+      { Name: "site", Value: "lon" },
+      { Name: "service", Value: "choria-provisioner" },
+    ]);
+    expect(props.Statistic).toBe("Maximum");
+    expect(props.Period).toBe(60);
+    expect(props.Threshold).toBe(0);
+    expect(props.ComparisonOperator).toBe("GreaterThanThreshold");
+    expect(props.TreatMissingData).toBe("ignore");
+    expect(props.AlarmName).toBe("choria-provisioner-test-hosts-quarantined");
+    expect(props.AlarmDescription).toContain('"hosts-quarantined" in docs/operations.md');
+    expect(resource("HostsQuarantinedAlarm", optional).Properties.OKActions).toEqual([OPTIONAL_PARAMS.alarmTopicArn]);
+  });
+});

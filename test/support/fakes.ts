@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * The test doubles every suite shares: what a test observes (a recording logger and metrics), the
  * clocks it controls, and scripted or adapted ports (Choria RPC, pause gate, helper). One copy
@@ -11,7 +12,7 @@ import type { Clock } from "../../lib/ports/clock";
 import type { HelperRequest, HelperResponse, HelperRunner } from "../../lib/ports/helper";
 import type { LogAttributes, Logger } from "../../lib/ports/logger";
 import type { MetricLabels, Metrics } from "../../lib/ports/metrics";
-import type { BatchResult, Broker, BrokerEvent, ForwardOutcome, LifecycleEventRun, LifecycleEventSource, MessageQueue, OutgoingMessage, QueueCounts, QueueMessage, SendOutcome, DiscoveryResult } from "../../lib/app/use-case-ports";
+import type { BatchResult, Broker, BrokerEvent, ForwardOutcome, LifecycleEventRun, LifecycleEventSource, MessageQueue, OutgoingMessage, QueueCounts, QueueMessage, SendOutcome, DiscoveryResult, DiscoveredCollision } from "../../lib/app/use-case-ports";
 import type { ProvisionOutcome } from "../../lib/engine/outcome";
 import type { HostWork } from "../../lib/ports/host-work";
 
@@ -214,13 +215,28 @@ export class FakeRpc implements ChoriaRpc {
     return this.calls.map((call) => `${call.agent}#${call.action}`);
   }
 
+  /** Answers to a call of `rpc` from other machines answering as the same identity, handed on after the deciding one (RpcCall.laterReplies). */
+  alsoAnswer(rpc: string, answer: (call: RpcCall) => Record<string, unknown>): this {
+    this.others.set(rpc, answer);
+    return this;
+  }
+
+  private readonly others = new Map<string, (call: RpcCall) => Record<string, unknown>>();
+
   async call(call: RpcCall): Promise<RpcReply> {
-    this.calls.push(structuredClone(call));
+    const { laterReplies, ...plain } = call;
+    this.calls.push(structuredClone(plain));
     this.beforeAnswer(call);
     const rpc = `${call.agent}#${call.action}`;
     const answer = this.queued.get(rpc)?.shift() ?? this.responders.get(rpc)?.(call);
     if (answer === undefined) throw new RpcTimeoutError(call.identity, rpc, "no responder scripted");
     if (answer instanceof Error) throw answer;
+    const other = this.others.get(rpc);
+    // As the NATS client hands them on: possibly before the caller has read the deciding reply.
+    if (other && laterReplies) {
+      const data = other(call);
+      laterReplies.onReply({ sender: call.identity, statuscode: 0, statusmsg: "OK", data }, createHash("sha256").update(JSON.stringify(data)).digest("hex").slice(0, 16));
+    }
     return { sender: call.identity, statuscode: 0, statusmsg: "OK", data: answer };
   }
 }
@@ -364,6 +380,8 @@ export class InMemoryQueue implements MessageQueue {
 export class FakeBroker implements Broker {
   identities: string[] = [];
   capped = false;
+  /** Identities that answered the next discoveries with two different replies. */
+  collisions: DiscoveredCollision[] = [];
   discoverError: Error | undefined;
   prepareError: Error | undefined;
   publishError: Error | undefined;
@@ -377,7 +395,7 @@ export class FakeBroker implements Broker {
   async discover(): Promise<DiscoveryResult> {
     this.discoveries++;
     if (this.discoverError) throw this.discoverError;
-    return { identities: [...this.identities], replies: this.identities.length, skipped: 0, capped: this.capped };
+    return { identities: [...this.identities], replies: this.identities.length, skipped: 0, capped: this.capped, collisions: this.collisions };
   }
   async prepareRpc(): Promise<void> {
     if (this.prepareError) throw this.prepareError;

@@ -1,11 +1,13 @@
 /**
  * The `choria-provisioner` CLI's commands (cli/) on one deployment of a site, over the same ports as
  * the functions: its status, the election, the host-work dead letters and requeueing them
- * (./dead-letters.ts), the pause switch, and `reprovision` (the function's use case, ./functions.ts).
+ * (./dead-letters.ts), the pause switch, the quarantine (docs/audit.md), and `reprovision` (the function's use case, ./functions.ts).
  * A command that admits work runs only under the term this deployment leads with now
  * (Operator.currentTerm); elsewhere it is refused (OperatorRefusal), saying where to run it.
  */
 import type { AdmissionRegistry } from "../../admission/registry";
+import type { QuarantinedHost } from "../../admission/quarantine";
+import { assertValidIdentity } from "../../choria/identity";
 import { leadsAt } from "../../lease/stored-lease";
 import type { LeaseStore } from "../../ports/lease-store";
 import type { PauseState, PauseStore } from "../../ports/pause-store";
@@ -128,6 +130,21 @@ export class Operator {
    */
   async requeueDeadLetters(selection: { identities?: readonly string[] }): Promise<DeadLetterRequeue> {
     return this.deadLetters.requeue(await this.currentTerm(), selection);
+  }
+
+  /** The site's quarantined hosts with the evidence of each (docs/audit.md), the latest first. */
+  async listQuarantine(): Promise<QuarantinedHost[]> {
+    return this.deps.registry.quarantined();
+  }
+
+  /**
+   * Releases a quarantined host: admissible at once on every deployment of the site, so the next
+   * discovery or startup event provisions the survivor, or quarantines it again if two machines
+   * still answer. Needs no term: it admits nothing itself.
+   */
+  async releaseQuarantine(identity: string): Promise<{ identity: string; released: boolean }> {
+    assertValidIdentity(identity, "identity");
+    return { identity, released: await this.deps.registry.releaseQuarantine(identity) };
   }
 
   /** The reprovision function's use case under the term this deployment leads with; OperatorRefusal when it does not lead. */

@@ -31,6 +31,7 @@ export function lifecycleFunction(composed: BrokerFunctionParts, source: Lifecyc
     admission,
     registry: parts.registry,
     skewBoundMs: config.lease.skewBoundMs,
+    allowShortIdentities: config.allowShortIdentities,
     lifecycleDlq: parts.queues.lifecycleDlq,
     logger: parts.logger,
     metrics: parts.metrics,

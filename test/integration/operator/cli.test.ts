@@ -13,6 +13,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
+import type { QuarantineEvidence } from "../../../lib/admission/quarantine";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import { decodeHostWork, encodeHostWork } from "../../../lib/app/host-work-message";
 import { DynamoDbLeaseStore } from "../../../lib/dynamodb/lease-store";
@@ -463,6 +464,55 @@ describe("choria-provisioner reprovision", () => {
 
     expect(result.code).toBe(2);
     expect(result.stderr).toBe("choria-provisioner: reprovision needs one or more identities; see choria-provisioner reprovision --help\n");
+  });
+});
+
+describe("choria-provisioner quarantine (docs/audit.md)", () => {
+  const twins: QuarantineEvidence = { reason: "2 different answers to one jwt request: two machines answer as this identity", senders: [{ ecdh: "0123456789abcdef", jwt: "aaaaaaaaaaaaaaaa", subject: "image-2026" }, { ecdh: "fedcba9876543210", jwt: "aaaaaaaaaaaaaaaa" }] };
+
+  it("list shows each quarantined host with both senders, as status does; release makes it admissible at once, on a standby too", async () => {
+    // Arrange: this deployment does not lead; the release needs no term.
+    const term = await lead("elsewhere");
+    await registry.quarantine("twin.example.net", twins, term, "discovery");
+    await registry.quarantine("web12", { reason: "the identity has no domain part", senders: [] }, term, "event");
+    await registry.admit("ok.example.net", "discovery", term);
+    time.advance(5_000);
+
+    // Act
+    const listed = await cliJson<Array<{ identity: string; senders: unknown[] }>>("quarantine", "list");
+    const people = await cli("quarantine", "list");
+    const status = await cliJson<DeploymentStatus>("status");
+    const statusText = await cli("status");
+    const released = await cli("quarantine", "release", "twin.example.net");
+    const again = await cli("quarantine", "release", "twin.example.net");
+    const admitted = await registry.admit("twin.example.net", "discovery", term);
+    const stillHeld = await registry.admit("web12", "discovery", term);
+
+    // Assert
+    expect(listed.map((host) => host.identity).sort()).toEqual(["twin.example.net", "web12"]);
+    expect(listed.find((host) => host.identity === "twin.example.net")?.senders).toEqual(twins.senders);
+    expect(people.code).toBe(0);
+    expect(people.stdout).toMatch(/│ twin\.example\.net │ 5s ago │ 2 different answers to one jwt request.* │ ecdh 0123456789abcdef, jwt aaaaaaaaaaaaaaaa, subject image-2026 │/);
+    expect(people.stdout).toMatch(/│ +│ +│ +│ ecdh fedcba9876543210, jwt aaaaaaaaaaaaaaaa +│/);
+    expect(people.stdout).toContain("2 quarantined hosts: release each once resolved with choria-provisioner quarantine release <identity>");
+    expect(status.registry.byState.quarantined).toBe(2);
+    expect(status.registry.quarantined).toHaveLength(2);
+    expect(statusText.stdout).toContain("quarantined 2");
+    expect(statusText.stdout).toMatch(/│ +quarantined +│/);
+    expect(released).toEqual({ code: 0, stdout: "released twin.example.net: the next discovery or startup event admits it\n", stderr: "" });
+    expect(again).toMatchObject({ code: 1, stdout: "twin.example.net is not quarantined\n" });
+    expect(admitted).toMatchObject({ identity: "twin.example.net", term });
+    expect(stillHeld).toBeUndefined();
+  });
+
+  it("release refuses anything but one valid identity, saying what was wrong", async () => {
+    const none = await cli("quarantine", "release");
+    const wildcard = await cli("quarantine", "release", "web*.example.net");
+    const empty = await cliJson<unknown[]>("quarantine", "list");
+
+    expect(none).toMatchObject({ code: 2, stderr: expect.stringContaining("quarantine release takes one identity") });
+    expect(wildcard).toMatchObject({ code: 1, stderr: expect.stringContaining('identity "web*.example.net" contains a NATS wildcard') });
+    expect(empty).toEqual([]);
   });
 });
 

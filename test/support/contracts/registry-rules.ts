@@ -55,6 +55,8 @@ class CountingStore implements AdmissionStore {
   forgetQueued: AdmissionStore["forgetQueued"] = (request) => this.write(() => this.inner.forgetQueued(request));
   forgetUnlessClaimed: AdmissionStore["forgetUnlessClaimed"] = (request) => this.write(() => this.inner.forgetUnlessClaimed(request));
   voidClaim: AdmissionStore["voidClaim"] = (request) => this.write(() => this.inner.voidClaim(request));
+  quarantine: AdmissionStore["quarantine"] = (request) => this.write(() => this.inner.quarantine(request));
+  releaseQuarantine: AdmissionStore["releaseQuarantine"] = (request) => this.write(() => this.inner.releaseQuarantine(request));
   read: AdmissionStore["read"] = async (key) => {
     if (this.failNextRead) {
       this.failNextRead = false;
@@ -115,6 +117,73 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       if (begun.status !== "claimed") throw new Error(`expected a claim on ${identity}, got ${begun.status}`);
       return begun.claim;
     }
+
+    describe("quarantine (docs/audit.md)", () => {
+      const evidence = { reason: "2 different answers to one jwt request", senders: [{ ecdh: "0123456789abcdef" }, { ecdh: "fedcba9876543210" }] };
+
+      it("holds a quarantined host out of admission on every deployment, in every term, until released; released, it is admitted at once", async () => {
+        const { registry, time } = setup();
+        await registry.quarantine("twin.example.net", evidence, 1, "discovery");
+        time.advance(3 * INTERVAL);
+
+        const refused = [await registry.admit("twin.example.net", "discovery", 1), await registry.admit("twin.example.net", "event", 9)];
+        const released = await registry.releaseQuarantine("twin.example.net");
+        const admitted = await registry.admit("twin.example.net", "discovery", 9);
+
+        expect(refused).toEqual([undefined, undefined]);
+        expect(released).toBe(true);
+        expect(admitted).toMatchObject({ identity: "twin.example.net", term: 9 });
+        expect(await registry.stateOf("twin.example.net")).toBe("queued");
+      });
+
+      it("ends a worker's claim: work admitted before cannot claim the host, and the claim cannot record it provisioned", async () => {
+        const { registry } = setup();
+        const claim = await claimed(registry, "twin.example.net", 2);
+        const queuedWork = (await registry.admit("other.example.net", "discovery", 2))!;
+        await registry.quarantine("twin.example.net", evidence, 2, "discovery");
+        await registry.quarantine("other.example.net", evidence, 2, "discovery");
+
+        await registry.complete(claim, "provisioned");
+        const begun = await registry.begin(queuedWork, 2);
+
+        expect(await registry.stateOf("twin.example.net")).toBe("quarantined");
+        expect(begun.status).not.toBe("claimed");
+        expect(await registry.stateOf("other.example.net")).toBe("quarantined");
+      });
+
+      it("lists the quarantined hosts with their evidence in the summary, and keeps the credentials of a released host (failed, admissible)", async () => {
+        const { registry, time } = setup();
+        const claim = await claimed(registry, "rebuilt.example.net");
+        const credentials = { expiresAt: time.trueTime + 30 * 86_400_000, kind: "certificate" as const, issuedAt: time.trueTime };
+        await registry.complete(claim, "provisioned", credentials);
+        time.advance(10);
+        await registry.quarantine("rebuilt.example.net", evidence, 1, "event");
+
+        const summary = await registry.summary();
+        const released = await registry.releaseQuarantine("rebuilt.example.net");
+        const again = await registry.releaseQuarantine("rebuilt.example.net");
+
+        expect(summary.byState.quarantined).toBe(1);
+        expect(summary.quarantined).toEqual([{ identity: "rebuilt.example.net", reason: evidence.reason, quarantinedAt: time.trueTime, senders: evidence.senders }]);
+        expect([released, again]).toEqual([true, false]);
+        expect(await registry.stateOf("rebuilt.example.net")).toBe("failed");
+        expect(await registry.credentialsOf("rebuilt.example.net")).toEqual(credentials);
+        expect((await registry.siteNames()).quarantined.size).toBe(0);
+      });
+
+      it("settles a quarantine whose answer was lost, and a release whose answer was lost, by their own effect", async () => {
+        const { registry, store } = setup();
+        store.loseNextResponse = true;
+        await registry.quarantine("twin.example.net", evidence, 1, "discovery");
+        expect(await registry.stateOf("twin.example.net")).toBe("quarantined");
+
+        store.loseNextResponse = true;
+        const released = await registry.releaseQuarantine("twin.example.net");
+
+        expect(released).toBe(true);
+        expect(await registry.stateOf("twin.example.net")).toBeUndefined();
+      });
+    });
 
     it("admits a new host stamped with the current term", async () => {
       const { registry, time } = setup();
@@ -737,7 +806,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         await registry.retryLater(claim, "helper timed out");
         const summary = await registry.summary();
 
-        expect(summary.byState).toEqual({ queued: 1, provisioning: 0, provisioned: 0, failed: 0, parked: 0 });
+        expect(summary.byState).toEqual({ queued: 1, provisioning: 0, provisioned: 0, failed: 0, parked: 0, quarantined: 0 });
         expect(summary.lastErrors).toEqual([{ identity: "node-1", term: 3, state: "queued", lastError: "helper timed out", lastErrorAt: time.trueTime }]);
       });
 
@@ -912,7 +981,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         await registry.rememberWaiting([waitingName("node-waiting", time.trueTime)]);
 
-        expect([...(await registry.knownHosts()).identities]).toEqual(["node-admitted"]);
+        expect([...(await registry.siteNames()).known]).toEqual(["node-admitted"]);
         expect((await registry.summary()).total).toBe(1);
         expect((await store.listSite(site)).map((row) => row.identity)).toEqual(["node-admitted"]);
       });
@@ -980,7 +1049,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1, failed: 0, parked: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] } });
+        expect(summary).toEqual({ total: 3, byState: { queued: 1, provisioning: 1, provisioned: 1, failed: 0, parked: 0, quarantined: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] }, quarantined: [] });
       });
 
       it("is empty for a site without hosts", async () => {
@@ -988,7 +1057,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
 
         const summary = await registry.summary();
 
-        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] } });
+        expect(summary).toEqual({ total: 0, byState: { queued: 0, provisioning: 0, provisioned: 0, failed: 0, parked: 0, quarantined: 0 }, lastErrors: [], provisioningJwts: { windowMs: 30 * DAY_MS, expiring: 0, expired: 0, issuers: [] }, quarantined: [] });
       });
 
       it("lists the most recent failures first and at most LAST_ERRORS_SHOWN of them", async () => {
@@ -1029,7 +1098,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
           expired: 0,
           issuers: [{ issuer: "image-2025", hosts: 2, expiring: 1, expired: 0, nextExpiresAt: expiresAt }],
         });
-        expect((await registry.knownHosts()).provisioningJwts).toEqual(forecast);
+        expect((await registry.siteNames()).provisioningJwts).toEqual(forecast);
       });
 
       it("records an expired one with the failure it caused, and the summary counts it expired", async () => {

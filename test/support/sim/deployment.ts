@@ -273,11 +273,11 @@ export class SimDeployment {
     const admission = new AdmissionFlow({ registry, hostWork: this.hostWork, logger: silentLogger, clock: container.clock, resendUnknown: { pauseMs: 1_000, withinMs: 4_000 } });
     const broker = fleet.broker(container, this.spec.id, this.paths);
     const leadership = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, deadlineMarginMs: 1_000 },
+      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
       ...{ gate: parts.gate, ticks: this.arming(container), broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
     });
     parts.announce.to = leadership;
-    const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
+    const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, allowShortIdentities: false, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
     const ticks = new Ticks({ gate: parts.gate, bridge: this.bridgeOf(parts, lifecycle), arming: this.arming(container), keepIntervalMs: LEASE_TIMING.keepIntervalMs, clock: container.clock, logger: silentLogger });
     return {
       container,

@@ -3,8 +3,8 @@
  * simulation and the soak. Each operation is atomic because it runs without awaiting.
  */
 import type { AdmissionEntry, AdmissionKey, AdmissionSummaryRow } from "../../../lib/ports/admission-entry";
-import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../../../lib/ports/admission-store";
-import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/ports/admission-entry";
+import type { AdmissionStore, AdmissionWrite, AdmitRequest, ForgetQueuedRequest, ForgetRequest, ForgetUnlessClaimedRequest, MarkProvisionedRequest, QuarantineRequest, ReleaseQuarantineRequest, MarkRenewalRequest, RecordCredentialsRequest, RecordFailureRequest, ReleaseClaimRequest, RememberWaitingRequest, VoidClaimRequest, WaitingName, ClaimRequest } from "../../../lib/ports/admission-store";
+import { CREDENTIAL_ATTRIBUTES, FAILURE_ATTRIBUTES, FORGOTTEN_WITH_CREDENTIALS, QUARANTINE_ATTRIBUTES, RENEWAL_ATTRIBUTES, SUMMARY_ATTRIBUTES } from "../../../lib/ports/admission-entry";
 import type { ProvisioningJwtExpiry } from "../../../lib/ports/credentials";
 
 const KEPT_BY_ADMISSION = [...FAILURE_ATTRIBUTES, ...CREDENTIAL_ATTRIBUTES, ...RENEWAL_ATTRIBUTES, "provisioningJwtIssuer", "provisioningJwtExpiresAt"] as const;
@@ -19,6 +19,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const admissible =
       current === undefined ||
       (current.admissionId !== entry.admissionId &&
+        current.state !== "quarantined" &&
         ((current.state === "parked" && (current.heldUntil ?? 0) <= now) ||
           (current.state !== "parked" &&
             (current.state === "failed" ||
@@ -41,6 +42,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
       current.term === request.term &&
       current.admittedAt === request.admittedAt &&
       current.state !== "provisioned" &&
+      current.state !== "quarantined" &&
       (current.claimedUntil === undefined || current.claimedUntil <= request.now) &&
       current.endedClaimToken !== request.claimToken;
     if (!claimable) return { applied: false, current: copy(current) };
@@ -83,6 +85,22 @@ export class MemoryAdmissionStore implements AdmissionStore {
     const { mark } = request;
     if (mark) Object.assign(current, { renewalAttempts: mark.attempts, renewalRetryAt: mark.retryAt, renewalError: mark.reason, renewalErrorAt: mark.at });
     return { applied: true };
+  }
+
+  async quarantine(request: QuarantineRequest): Promise<AdmissionWrite> {
+    const { site, identity, term, source, at, reason, evidence, expiresAt } = request;
+    const current = this.get(request);
+    const kept: Partial<AdmissionEntry> = current ? { ...current } : {};
+    for (const field of ["claimToken", "claimedUntil", "heldUntil", "admissionId"] as const) delete kept[field];
+    const quarantined = { state: "quarantined" as const, term, admittedAt: at, source, quarantineReason: reason, quarantineEvidence: evidence, quarantinedAt: at, expiresAt };
+    this.entries.set(keyOf(request), { ...kept, site, identity, ...quarantined });
+    return { applied: true };
+  }
+
+  async releaseQuarantine(request: ReleaseQuarantineRequest): Promise<AdmissionWrite> {
+    const current = this.get(request);
+    if (current?.state !== "quarantined" || current.quarantinedAt !== request.quarantinedAt) return { applied: false, current: copy(current) };
+    return this.deleteUnlessCredentials(request, current, { set: { expiresAt: request.expiresAt }, remove: QUARANTINE_ATTRIBUTES });
   }
 
   async forget(request: ForgetRequest): Promise<AdmissionWrite> {
@@ -164,7 +182,7 @@ export class MemoryAdmissionStore implements AdmissionStore {
    * Deletes the entry unless it has recorded credentials: the node may be in service on them, so the
    * entry is kept, failed, for renewal, with `kept` written to it (as the DynamoDB store's forgets).
    */
-  private deleteUnlessCredentials(key: AdmissionKey, current: AdmissionEntry | undefined, kept: { set?: Partial<AdmissionEntry>; remove?: ReadonlyArray<(typeof FORGOTTEN_WITH_CREDENTIALS)[number]> }): AdmissionWrite {
+  private deleteUnlessCredentials(key: AdmissionKey, current: AdmissionEntry | undefined, kept: { set?: Partial<AdmissionEntry>; remove?: ReadonlyArray<(typeof FORGOTTEN_WITH_CREDENTIALS)[number] | (typeof QUARANTINE_ATTRIBUTES)[number]> }): AdmissionWrite {
     if (current?.credentialsExpireAt === undefined) {
       this.entries.delete(keyOf(key));
       return { applied: true };

@@ -20,6 +20,7 @@ function leadership(
       discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
       discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
       discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
+      allowShortIdentities: false,
       deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
     },
     gate: w.gate,
@@ -299,9 +300,10 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownHosts: () => Promise.reject(new Error("table unreachable")),
+        siteNames: () => Promise.reject(new Error("table unreachable")),
         waitingNames: () => Promise.reject(new Error("table unreachable")),
         rememberWaiting: () => Promise.reject(new Error("table unreachable")),
+        quarantine: () => Promise.reject(new Error("table unreachable")),
       },
     });
 
@@ -367,7 +369,8 @@ describe("leadership: discover", () => {
       discoveryMaxNodes: 100,
       discoveryNewNamesPerInterval: 5,
       registry: {
-        knownHosts: () => w.registry.knownHosts(),
+        siteNames: () => w.registry.siteNames(),
+        quarantine: (...args) => w.registry.quarantine(...args),
         waitingNames: () => w.registry.waitingNames(),
         rememberWaiting: (names) => {
           remembered.push(names.length);
@@ -622,5 +625,53 @@ describe("leadership: keepLease", () => {
     expect(second).toEqual(first);
     expect(armedTicks(w.queues.lifecycle)).toHaveLength(12);
     expect(w.broker.startupsPublished).toBe(1);
+  });
+});
+
+describe("leadership: quarantine at discovery (docs/audit.md)", () => {
+  it("quarantines a name two senders answered for and names that cannot be unique, admits the rest, and gauges the quarantined hosts", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["a.example.net", "twin.example.net", "localhost", "web12", "b.example.net"];
+    w.broker.collisions = [{ identity: "twin.example.net", replies: [{ reply: "0123456789abcdef", receivedAt: 1 }, { reply: "fedcba9876543210", receivedAt: 2 }] }];
+    const useCase = leadership(w);
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result).toMatchObject({ discovered: 2, admitted: 2 });
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity).sort()).toEqual(["a.example.net", "b.example.net"]);
+    const quarantined = (await w.registry.summary()).quarantined;
+    expect(quarantined.map((host) => host.identity).sort()).toEqual(["localhost", "twin.example.net", "web12"]);
+    expect(quarantined.find((host) => host.identity === "twin.example.net")?.senders).toEqual([
+      { reply: "0123456789abcdef", receivedAt: 1 },
+      { reply: "fedcba9876543210", receivedAt: 2 },
+    ]);
+    expect(w.metrics.lastGauge(EXTRA_METRIC.hostsQuarantined)).toBe(3);
+  });
+
+  it("leaves a quarantined name out of later discoveries where it answers alone, without writing it again, until it is released", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = ["twin.example.net"];
+    w.broker.collisions = [{ identity: "twin.example.net", replies: [{ reply: "01", receivedAt: 1 }, { reply: "02", receivedAt: 2 }] }];
+    const useCase = leadership(w);
+    await useCase.discover(context());
+    const quarantinedAt = (await w.registry.summary()).quarantined[0]!.quarantinedAt;
+    w.broker.collisions = [];
+    w.clock.advance(120_000);
+
+    // Act
+    const held = await useCase.discover(context());
+    const stillHeldAt = (await w.registry.summary()).quarantined[0]!.quarantinedAt;
+    await w.registry.releaseQuarantine("twin.example.net");
+    const released = await useCase.discover(context());
+
+    // Assert
+    expect(held).toMatchObject({ discovered: 0, admitted: 0 });
+    expect(stillHeldAt).toBe(quarantinedAt);
+    expect(released).toMatchObject({ discovered: 1, admitted: 1 });
+    expect(w.metrics.values(EXTRA_METRIC.hostsQuarantined)).toEqual([1, 1, 0]);
   });
 });

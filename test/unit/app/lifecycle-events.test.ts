@@ -9,7 +9,7 @@ const SKEW_BOUND_MS = 5_000;
 
 function lifecycleEvents(w: World): LifecycleEvents {
   const { gate, admission, registry, logger, metrics } = w;
-  return new LifecycleEvents({ component: COMPONENT, gate, admission, registry, skewBoundMs: SKEW_BOUND_MS, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
+  return new LifecycleEvents({ component: COMPONENT, gate, admission, registry, skewBoundMs: SKEW_BOUND_MS, allowShortIdentities: false, lifecycleDlq: w.queues.lifecycleDlq, logger, metrics });
 }
 
 /** Provisions `identity` now, with credentials issued now, as the provision function records it. */
@@ -329,5 +329,28 @@ describe("the lifecycle bridge: broker events -> admission, in the tick", () => 
     expect(result).toMatchObject({ handled: 0, deadLettered: 0 });
     expect(w.queues.lifecycleDlq.sent).toEqual([]);
     expect(w.logger.at("error").map((line) => line.message)).toContain("could not dead-letter a lifecycle event admission did not take");
+  });
+});
+
+describe("lifecycle admission of names that cannot be unique (docs/audit.md)", () => {
+  it("quarantines a startup event of localhost or a short name instead of admitting it, and admits a full name", async () => {
+    // Arrange
+    const w = world();
+    const events = lifecycleEvents(w);
+    const messages = ["localhost.localdomain", "web12", "web12.example.net"].map((identity, index) => ({ id: `m${index}`, body: startupEvent(identity, w.clock), receiveCount: 1, receiptHandle: `r${index}` }));
+
+    // Act
+    const result = await events.handle(messages);
+
+    // Assert
+    expect(failedIds(result)).toEqual([]);
+    expect(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["web12.example.net"]);
+    const quarantined = (await w.registry.summary()).quarantined;
+    expect(quarantined.map((host) => [host.identity, host.reason])).toEqual(
+      expect.arrayContaining([
+        ["localhost.localdomain", expect.stringContaining("localhost")],
+        ["web12", expect.stringContaining("no domain part")],
+      ]),
+    );
   });
 });

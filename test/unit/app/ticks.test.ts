@@ -295,7 +295,7 @@ describe("parseTick", () => {
 function deployment(w: World) {
   const arming = tickArming(w, TIMING);
   const keeper = new Leadership({
-    settings: { leaderElection: true, identity: `provisioner.${w.deploymentId}`, discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, deadlineMarginMs: 1_000 },
+    settings: { leaderElection: true, identity: `provisioner.${w.deploymentId}`, discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
     gate: w.gate,
     ticks: arming,
     broker: w.broker,

@@ -7,7 +7,7 @@ import { encodeHex } from "../../../lib/crypto/encoding";
 import { mintChainIssuerToken, mintProvisioningJwt, verifyChainedServerJwt } from "../../support/choria-node/server-jwt";
 import { encodeGoJson } from "../../../lib/engine/go-json";
 import { HELPER_TIMEOUT_MS, RPC_PLAN } from "../../../lib/engine/plan";
-import { KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "../../../lib/engine/errors";
+import { IdentityCollisionError, KeyTransportError, OutOfTimeError, RpcRetriesExhaustedError, UpgradeError } from "../../../lib/engine/errors";
 import { keepsHostKnown, type ProvisionOutcome } from "../../../lib/engine/outcome";
 import { ProvisionEngine } from "../../../lib/engine/provision";
 import type { EngineSettings } from "../../../lib/engine/settings";
@@ -1207,5 +1207,60 @@ describe("ProvisionEngine records what it issues in the ledger before configurin
     // Assert
     expect(outcome).toMatchObject({ kind: "failed", step: "configure" });
     expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+  });
+});
+
+describe("ProvisionEngine with two machines answering as one identity (docs/audit.md)", () => {
+  it("configures nothing and fails with both senders' fingerprints when the jwt request gets a second, different answer", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    const twin = { jwt: h.node.provisioningJwt, ecdh_public: "ab".repeat(32) };
+    h.rpc.alsoAnswer(JWT_RPC, () => twin);
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const failed = expectFailed(outcome, "helper", IdentityCollisionError);
+    const evidence = (failed.error as IdentityCollisionError).evidence;
+    expect(evidence.senders).toHaveLength(2);
+    expect(evidence.senders[0]).toMatchObject({ jwtExpiresAt: expect.any(Number), ecdh: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(evidence.senders[1]!.ecdh).not.toBe(evidence.senders[0]!.ecdh);
+    expect(evidence.senders[1]!.jwt).toBe(evidence.senders[0]!.jwt);
+    expect(h.helper.requests).toHaveLength(0);
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+    // Fingerprints only: neither the token nor the JWT nor the key is in what is kept or said.
+    const said = JSON.stringify(evidence) + failed.error.message;
+    for (const secret of [TOKEN, h.node.provisioningJwt, twin.ecdh_public]) expect(said).not.toContain(secret);
+  });
+
+  it("without the jwt feature, configures nothing when the inventory request gets a second answer", async () => {
+    // Arrange
+    const h = await harness({ features: NONE });
+    h.rpc.alsoAnswer(INVENTORY, () => ({ ...h.node.inventory, version: "0.29.4" }));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    const failed = expectFailed(outcome, "helper", IdentityCollisionError);
+    expect((failed.error as IdentityCollisionError).evidence.senders).toEqual([{ answer: "first" }, { answer: "later", reply: expect.stringMatching(/^[0-9a-f]{16}$/) }]);
+    expect(failed.error.message).toMatch(/2 different answers to one inventory request/);
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(0);
+  });
+
+  it("provisions a host whose jwt answer is handed on again unchanged", async () => {
+    // Arrange
+    const h = await harness({ features: JWT });
+    const answer = { jwt: h.node.provisioningJwt, ecdh_public: "cd".repeat(32) };
+    h.rpc.respond(JWT_RPC, () => answer);
+    h.rpc.alsoAnswer(JWT_RPC, () => ({ ...answer }));
+
+    // Act
+    const outcome = await h.engine.provision(work());
+
+    // Assert
+    expect(outcome.kind).toBe("provisioned");
+    expect(h.rpc.callsTo(CONFIGURE)).toHaveLength(1);
   });
 });

@@ -52,6 +52,7 @@ const FACTORIES: Record<string, (errorClass: ErrorClass, cause: Error) => Error>
   HelperStartError: (errorClass) => Reflect.construct(errorClass, ["ENOENT", "cannot start /opt/provision-helper: no such file"]),
   AdmissionOutcomeUnknownError: (errorClass, cause) =>
     Reflect.construct(errorClass, [IDENTITY, new AdmissionStoreError(`the admission of ${IDENTITY} stayed unknown`, { cause }), async () => undefined]),
+  IdentityCollisionError: (errorClass, cause) => Reflect.construct(errorClass, [IDENTITY, { reason: "2 different answers to one jwt request", senders: [] }, { cause }]),
   EnvelopeError: (errorClass, cause) => Reflect.construct(errorClass, ["secure request", "the signature does not verify", { cause }]),
   ProvisioningJwtExpiredError: (errorClass, cause) =>
     Reflect.construct(errorClass, ["could not parse provisioner token: token has invalid claims: token is expired", { issuer: "Choria Tokens Package", expiresAt: 1_700_000_000_000 }, { cause }]),
