@@ -1,24 +1,12 @@
 /** Reading what the provisioner needs from a certificate the helper issued: its validity, and what the issuance ledger records of it. */
 import { createHash, X509Certificate } from "node:crypto";
 import { ProvisionerError } from "../errors";
+import type { IssuedCertificate } from "../ports/issuance-ledger";
 
 class CertificateError extends ProvisionerError {}
 
-/** What names the first certificate of a PEM bundle, who signed it and the key it binds (the issuance ledger's record of it). */
-export interface CertificateIdentity {
-  /** Hex, as `openssl x509 -serial` prints it. */
-  serial: string;
-  /** `AB:CD:...`, as `openssl x509 -fingerprint -sha256` prints it. */
-  sha256: string;
-  issuer: string;
-  subject: string;
-  notAfter: number;
-  /** SHA-256 (hex) of the SubjectPublicKeyInfo DER of the key it certifies. */
-  keySha256: string;
-}
-
 /** The first certificate of a PEM bundle (the node's own; the rest is its chain) as the ledger records it; throws CertificateError naming what could not be read. */
-export function certificateIdentity(pem: string): CertificateIdentity {
+export function certificateIdentity(pem: string): IssuedCertificate {
   const certificate = parse(pem);
   const spki = certificate.publicKey.export({ type: "spki", format: "der" });
   return {

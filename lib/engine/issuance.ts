@@ -7,12 +7,12 @@
  * low-entropy secret could be guessed back, so those are left out before hashing, not hashed.
  */
 import { createHash } from "node:crypto";
-import { certificateIdentity, type CertificateIdentity } from "../crypto/certificate";
+import { certificateIdentity } from "../crypto/certificate";
 import { decodeHex } from "../crypto/encoding";
 import { messageOf } from "../errors";
 import { isSecretAttributeName, REDACTED } from "../observability/redact";
 import type { HelperResponse } from "../ports/helper";
-import type { IssuedCredentials, IssuedServerJwt } from "../ports/issuance-ledger";
+import type { IssuedCertificate, IssuedCredentials, IssuedServerJwt } from "../ports/issuance-ledger";
 import type { ServerJwt } from "./credentials";
 import type { HostRun } from "./host-run";
 
@@ -34,7 +34,7 @@ export function issuedCredentials(run: HostRun, serverJwt: ServerJwt, response: 
   };
 }
 
-function readCertificate(run: HostRun, pem: string): CertificateIdentity | undefined {
+function readCertificate(run: HostRun, pem: string): IssuedCertificate | undefined {
   if (pem === "") return undefined;
   try {
     return certificateIdentity(pem);

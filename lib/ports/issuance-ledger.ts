@@ -8,7 +8,7 @@
 type IssuanceKind = "provision" | "renewal";
 
 /** An x509 certificate the helper issued: what names it, who signed it, and the key it binds. */
-interface IssuedCertificate {
+export interface IssuedCertificate {
   /** Hex, as `openssl x509 -serial` prints it. */
   serial: string;
   /** SHA-256 of the DER certificate, `AB:CD:...` as `openssl x509 -fingerprint -sha256` prints it. */
