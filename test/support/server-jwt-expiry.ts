@@ -1,10 +1,10 @@
 import { expect } from "vitest";
 
-/** What the outcome records of the server JWT the node was given: its `exp`, the first credential to expire. */
+/** What the outcome records of the server JWT the node was given: its `exp`, the first credential to expire, and its `jti` (the ledger's id of it). */
 export function serverJwtExpiry(fleet: { node: (identity: string) => { serverJwt?: string } }, identity: string) {
   const payload = (fleet.node(identity).serverJwt ?? "").split(".")[1] ?? "";
-  const { exp } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { exp: number };
-  return { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: expect.any(Number) };
+  const { exp, jti } = JSON.parse(Buffer.from(payload, "base64url").toString()) as { exp: number; jti: string };
+  return { kind: "server_jwt", expiresAt: exp * 1000, issuedAt: expect.any(Number), credentialId: jti };
 }
 
 /** What the outcome records of the provisioning JWT the fleet's nodes present: its issuer and `exp`. */
