@@ -292,7 +292,7 @@ export class Leadership {
           // Without the registry every name counts as new: the budget still bounds what a flood admits,
           // and the admission itself refuses a quarantined host.
           logger.warn("could not read the known hosts; treating every discovered name as new", { term, error: messageOf(error) });
-          return { known: new Set<string>(), quarantined: new Set<string>() };
+          return { known: new Set<string>(), quarantined: undefined };
         },
       ),
       registry.waitingNames().catch((error: unknown): WaitingName[] => {
@@ -332,9 +332,10 @@ export class Leadership {
   /**
    * The discovered names that may be admitted: not quarantined already, not answered for by two
    * senders in this discovery, and able to tell one machine from another (docs/audit.md). The
-   * newly suspect ones are quarantined with their evidence; the gauge counts every quarantined host.
+   * newly suspect ones are quarantined with their evidence; the gauge counts every quarantined host
+   * (`quarantined` is undefined when the registry could not be read).
    */
-  private async holdBack(discovered: readonly string[], collisions: readonly DiscoveredCollision[], quarantined: ReadonlySet<string>, term: number): Promise<string[]> {
+  private async holdBack(discovered: readonly string[], collisions: readonly DiscoveredCollision[], quarantined: ReadonlySet<string> | undefined, term: number): Promise<string[]> {
     const { registry, logger, metrics, settings } = this.deps;
     const suspects = new Map<string, QuarantineEvidence>();
     for (const { identity, replies } of collisions) {
@@ -345,7 +346,7 @@ export class Leadership {
       if (problem && !suspects.has(identity)) suspects.set(identity, { reason: `the identity ${problem}`, senders: [] });
     }
     const held = new Set(quarantined);
-    await mapLimited([...suspects].filter(([identity]) => !quarantined.has(identity)), DISCOVERY_CHUNK, async ([identity, evidence]) => {
+    await mapLimited([...suspects].filter(([identity]) => !quarantined?.has(identity)), DISCOVERY_CHUNK, async ([identity, evidence]) => {
       held.add(identity);
       logger.error(`quarantined ${identity}: ${evidence.reason}; release it with choria-provisioner quarantine release once resolved`, { identity, term, senders: evidence.senders.length });
       try {
@@ -354,7 +355,8 @@ export class Leadership {
         logger.error("could not record the quarantine; the host is left out of this discovery and judged again by the next", { identity, term, error: messageOf(error) });
       }
     });
-    metrics.gauge(EXTRA_METRIC.hostsQuarantined, held.size);
+    // Unread (the registry did not answer) is not none: no gauge, so the alarm keeps its state.
+    if (quarantined) metrics.gauge(EXTRA_METRIC.hostsQuarantined, held.size);
     return discovered.filter((identity) => !held.has(identity) && !suspects.has(identity));
   }
 

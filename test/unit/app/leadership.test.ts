@@ -314,6 +314,8 @@ describe("leadership: discover", () => {
     expect(result.admitted).toBe(5);
     expect(w.metrics.total(EXTRA_METRIC.discoveryNamesDropped)).toBe(45);
     expect(w.logger.at("warn").map((line) => line.message)).toContain("could not read the known hosts; treating every discovered name as new");
+    // Not read is not none: the quarantine's gauge says nothing rather than 0, so its alarm keeps its state.
+    expect(w.metrics.lastGauge(EXTRA_METRIC.hostsQuarantined)).toBeUndefined();
     expect(w.logger.at("warn").map((line) => line.message)).toEqual(
       expect.arrayContaining([
         "could not read the names earlier discoveries left waiting; choosing new names at random",
