@@ -12,7 +12,8 @@
  * any queued event. Ticks are lost, duplicated and late as the faults say.
  *
  * What every deployment of a site shares comes in `site`: the lease table (lease and pause
- * switches), the admission registry and renewal's state. A deployment's queues are its own.
+ * switches), the admission registry, renewal's state and the issuance ledger. A deployment's queues
+ * are its own.
  */
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { AdmissionStore } from "../../../lib/ports/admission-store";
@@ -26,6 +27,7 @@ import type { RenewalStore, Broker, InvocationContext, LifecycleEventSource, Mes
 import { ProvisionEngine } from "../../../lib/engine/provision";
 import { createLeaseGate } from "../../../lib/lease/gate";
 import type { LeaseGate, PauseGate } from "../../../lib/ports/lease-gate";
+import type { IssuanceLedger } from "../../../lib/ports/issuance-ledger";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import type { PauseStore } from "../../../lib/ports/pause-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
@@ -40,7 +42,6 @@ import { certificateValidUntil } from "./certificate";
 import { overNetwork, SimFault, type Faults, type Paths } from "./faults";
 import { LIFECYCLE_COMPONENT, type SimFleet } from "./fleet";
 import { SimQueue } from "./queue";
-import { MemoryIssuanceLedger } from "../stores/memory-issuance-ledger";
 import { Container, type VirtualTime } from "./time";
 
 export const SITE = "sim";
@@ -58,12 +59,14 @@ const STREAM_MAX_DELIVERIES = 5;
 const STREAM_ACK_WAIT_MS = 30_000;
 const STREAM_RETRY_DELAY_MS = 5_000;
 
-/** What every deployment of the site shares (or, under the per-deployment-registry variant, does not). */
+/** What every deployment of the site shares (or, under the per-deployment-registry variant, the registry and renewal's state not). */
 export interface SiteStores {
   lease: LeaseStore;
   pause: PauseStore;
   admission: AdmissionStore;
   renewal: RenewalStore;
+  /** The site's issuance ledger (in production, in the site's admission table). */
+  ledger: IssuanceLedger;
 }
 
 /** Known-bad variants of the pipeline the simulation must catch (see variants.ts). */
@@ -117,8 +120,6 @@ export class SimDeployment {
   readonly paths: Paths = { storeHeldUntil: 0, brokerCutUntil: 0 };
   readonly hostWork: SimQueue;
   readonly hostWorkDlq: SimQueue;
-  /** The issuance ledger of this deployment's provisionings. */
-  readonly ledger = new MemoryIssuanceLedger();
   readonly lifecycleQueue: SimQueue;
   readonly lifecycleDlq: SimQueue;
   /** The bodies of the startup events its ticks handed to admission and admission took. */
@@ -325,7 +326,7 @@ export class SimDeployment {
       settings: { deploymentId: this.spec.id, workers: this.spec.workers, retry: { baseDelaySeconds: 10, maxDelaySeconds: 120 }, failureLimit: HOST_FAILURE_LIMIT, deadlineMarginMs: 5_000, site: SITE, ledgerRetentionMs: LEDGER_RETENTION_MS },
       gate,
       registry: this.termBlind(registry),
-      ledger: this.ledger,
+      ledger: this.site.ledger,
       engine: { provision: (work, options) => engineFor(work.term).provision(work, options) },
       broker,
       hostWork: this.hostWork,

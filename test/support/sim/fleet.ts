@@ -9,6 +9,7 @@
 import { X509Certificate } from "node:crypto";
 import type { DiscoveryResult, Broker } from "../../../lib/app/use-case-ports";
 import { buildLifecycleEvent, encodeLifecycleEvent } from "../../../lib/choria/lifecycle";
+import { decodeJwt } from "../../../lib/crypto/jwt";
 import { RpcNotSentError, RpcStatusError, RpcTimeoutError, RpcTransportError } from "../../../lib/errors";
 import type { ChoriaRpc, RpcCall, RpcReply } from "../../../lib/ports/rpc";
 import type { Faults, Paths } from "./faults";
@@ -26,6 +27,8 @@ export interface NodeRecord {
   term: number;
   /** True time the sender's gate checked the lease for it. */
   gateCheckedAt: number;
+  /** True time it left its sender. */
+  sentAt: number;
   /** True time it reached the node. */
   at: number;
   outcome: "ran" | "expired";
@@ -67,6 +70,13 @@ export interface StreamEvent {
 
 export class SimFleet {
   readonly records: NodeRecord[] = [];
+  /**
+   * The credential each `configure` that reached a node carried, as the issuance ledger names it
+   * (lib/engine/issuance.ts): the server JWT's `jti` when there is one, else the certificate's SHA-256
+   * fingerprint. Kept beside the records, not in them: the simulated helper signs its certificates
+   * afresh (ECDSA), so their fingerprints differ from one replay of a scenario to the next.
+   */
+  readonly credentials = new WeakMap<NodeRecord, string>();
   readonly periods: ServicePeriod[] = [];
   readonly stream: StreamEvent[] = [];
   private readonly nodes = new Map<string, SimNode>();
@@ -133,7 +143,7 @@ export class SimFleet {
           const rpc = `${call.agent}#${call.action}`;
           if ((call.sendWithinMs ?? call.timeoutMs) <= 0) throw new RpcNotSentError(call.identity, rpc, "the send-by instant has passed");
           const gateCheckedAt = this.time.now - (call.gateCheckedMsAgo ?? 0);
-          const request = { call, deployment, term: termOf(), stampedAt: container.clock.now() - (call.gateCheckedMsAgo ?? 0), ttlMs: ttlSeconds * 1_000, gateCheckedAt };
+          const request = { call, deployment, term: termOf(), stampedAt: container.clock.now() - (call.gateCheckedMsAgo ?? 0), ttlMs: ttlSeconds * 1_000, gateCheckedAt, sentAt: this.time.now };
           const reply = new Promise<RpcReply | undefined>((resolve) => {
             if (paths.brokerCutUntil > this.time.now) return;
             const held = this.faults.strikes("rpc-request-held", this.faults.rates.rpcRequestHeld) ? this.faults.between(5_000, ttlSeconds * 1_000 + 30_000) : this.faults.between(1, 30);
@@ -151,18 +161,23 @@ export class SimFleet {
   }
 
   private receive(
-    request: { call: RpcCall; deployment: string; term: number; stampedAt: number; ttlMs: number; gateCheckedAt: number },
+    request: { call: RpcCall; deployment: string; term: number; stampedAt: number; ttlMs: number; gateCheckedAt: number; sentAt: number },
     broker: BrokerName,
   ): RpcReply | undefined {
     const { call } = request;
     const node = this.nodes.get(call.identity);
     if (!node || node.mode !== broker) return undefined;
-    const record: NodeRecord = { identity: node.identity, action: `${call.agent}#${call.action}`, deployment: request.deployment, term: request.term, gateCheckedAt: request.gateCheckedAt, at: this.time.now, outcome: "ran" };
+    const record: NodeRecord = {
+      ...{ identity: node.identity, action: `${call.agent}#${call.action}`, deployment: request.deployment, term: request.term },
+      ...{ gateCheckedAt: request.gateCheckedAt, sentAt: request.sentAt, at: this.time.now, outcome: "ran" as const },
+    };
     if (SIM_EPOCH_MS + this.time.now + node.skewMs > request.stampedAt + request.ttlMs) {
       this.records.push({ ...record, outcome: "expired" });
       return undefined;
     }
     this.records.push(record);
+    const credentialId = call.agent === "choria_provision" && call.action === "configure" ? credentialIdOf(call.data) : undefined;
+    if (credentialId !== undefined) this.credentials.set(record, credentialId);
     const ok = (data: Record<string, unknown> = {}): RpcReply => ({ sender: node.identity, statuscode: 0, statusmsg: "OK", data });
     const refuse = (statusmsg: string): RpcReply => ({ sender: node.identity, statuscode: 1, statusmsg, data: {} });
     if (call.agent === "rpcutil") return ok({ version: "0.29.4", agents: ["choria_provision", "rpcutil"] });
@@ -214,4 +229,13 @@ export class SimFleet {
     if (!node) throw new Error(`no simulated node ${identity}`);
     return node;
   }
+}
+
+/** The ledger's id of the credential a `configure` carries: its server JWT's `jti`, else its certificate's SHA-256 fingerprint. */
+function credentialIdOf(data: Record<string, unknown>): string | undefined {
+  const jwt = typeof data.server_jwt === "string" ? data.server_jwt : "";
+  const jti = jwt === "" ? undefined : decodeJwt(jwt).claims.jti;
+  if (typeof jti === "string") return jti;
+  const pem = typeof data.certificate === "string" ? data.certificate : "";
+  return pem === "" ? undefined : new X509Certificate(pem).fingerprint256;
 }

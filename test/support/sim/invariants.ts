@@ -1,10 +1,11 @@
 /**
  * The guarantees a run is judged on, each checked where its effect lands: at the nodes (what
- * they ran, when their credentials ran out), in the site's registry and in the queues.
+ * they ran, when their credentials ran out), in the site's registry and issuance ledger, and in the queues.
  */
 import type { AdmissionStore } from "../../../lib/ports/admission-store";
 import { CREDENTIAL_LIFETIME_MS, LEASE_TIMING, SITE } from "./deployment";
 import type { NodeRecord, SimFleet } from "./fleet";
+import type { ObservedIssuanceLedger } from "./issuance-history";
 import type { ObservedLeaseTable } from "./lease-history";
 import { SIM_EPOCH_MS } from "./time";
 import type { SimQueue } from "./queue";
@@ -19,6 +20,7 @@ export const INVARIANTS = [
   "no lifecycle event is lost",
   "every request is sent inside a valid term of its sender",
   "a term begins only once the previous term's requests can no longer run at a node",
+  "every credential a node was configured with is in the site's ledger, recorded before it was sent",
 ] as const;
 
 type Invariant = (typeof INVARIANTS)[number];
@@ -51,6 +53,8 @@ export interface Evidence {
   eventsTaken: string[];
   operator: OperatorLog;
   lease: ObservedLeaseTable;
+  /** The site's issuance ledger, with the true time each record was written. */
+  ledger: ObservedIssuanceLedger;
   /** Per deployment: its wall-clock skew and the request TTL it sends with. */
   deployments: Map<string, { wallSkewMs: number; rpcTtlSeconds: number }>;
 }
@@ -67,6 +71,7 @@ export async function checkInvariants(evidence: Evidence): Promise<Violation[]> 
     ...noEventLost(evidence),
     ...sentInsideTerm(evidence),
     ...termsWaitForRequests(evidence),
+    ...(await credentialsInLedger(evidence)),
   ];
 }
 
@@ -188,6 +193,23 @@ function termsWaitForRequests(evidence: Evidence): Violation[] {
       invariant: INVARIANTS[8],
       detail: `${write.after.holder} began term ${write.after.term} at ${write.at} ms; term ${previous.term} of ${previous.holder} could still run at a node until ${lastRunnable} ms`,
     });
+  }
+  return violations;
+}
+
+/** Each configure that ran at a node carried a credential the site's ledger had recorded, for that identity, before the request left. */
+async function credentialsInLedger({ fleet, ledger }: Evidence): Promise<Violation[]> {
+  const violations: Violation[] = [];
+  for (const record of fleet.records.filter((candidate) => candidate.outcome === "ran" && candidate.action === "choria_provision#configure")) {
+    const sent = `${record.deployment} configured ${record.identity} (term ${record.term}) at ${record.sentAt} ms`;
+    const credentialId = fleet.credentials.get(record);
+    if (credentialId === undefined) {
+      violations.push({ invariant: INVARIANTS[9], detail: `${sent} with no credential the ledger could name` });
+      continue;
+    }
+    const found = await ledger.find(SITE, record.identity, credentialId);
+    if (!found) violations.push({ invariant: INVARIANTS[9], detail: `${sent} with ${credentialId}, which the site's ledger does not hold for it` });
+    else if (found.writtenAt > record.sentAt) violations.push({ invariant: INVARIANTS[9], detail: `${sent} with ${credentialId}, recorded in the ledger only at ${found.writtenAt} ms` });
   }
   return violations;
 }

@@ -92,4 +92,5 @@ export const KNOWN_BAD: Record<string, SiteVariant> = {
   "horizon-ignored": { horizonIgnored: true },
   "pause-ignored": { pauseIgnored: true },
   "registry-per-deployment": { registryPerDeployment: true },
+  "ledger-skipped": { ledgerSkipped: true },
 };

@@ -16,6 +16,7 @@ import { noMetrics } from "../fakes";
 import { LEASE_TIMING, SimDeployment, SITE, TOKEN, type DeploymentSpec, type FunctionName, type SiteStores, type Variant } from "./deployment";
 import { Faults, type FaultClass, type FaultRates } from "./faults";
 import { SimFleet, type NodeRecord } from "./fleet";
+import { ObservedIssuanceLedger } from "./issuance-history";
 import { ObservedLeaseTable, type AppliedLeaseWrite } from "./lease-history";
 import { checkInvariants, type OperatorLog, type Violation } from "./invariants";
 import { SIM_EPOCH_MS, VirtualTime } from "./time";
@@ -69,6 +70,8 @@ export interface Scenario {
 /** Variants of the site itself (not of the code) the simulation must also catch. */
 export interface SiteVariant extends Variant {
   registryPerDeployment?: boolean;
+  /** The site's issuance ledger answers every write without keeping it. */
+  ledgerSkipped?: boolean;
 }
 
 export interface RunReport {
@@ -90,7 +93,8 @@ export async function runScenario(scenario: Scenario, variant: SiteVariant = {})
   const identities = Array.from({ length: scenario.nodes }, (_, index) => `n${index}.sim.example.net`);
   const fleet = new SimFleet(time, faults, identities, LEASE_TIMING.skewBoundMs, TOKEN);
   const lease = new ObservedLeaseTable(time);
-  const shared: SiteStores = { lease, pause: new MemoryPauseStore(), ...registryStores() };
+  const ledger = new ObservedIssuanceLedger(time, !variant.ledgerSkipped);
+  const shared: SiteStores = { lease, pause: new MemoryPauseStore(), ...registryStores(), ledger };
   const deployments = scenario.deployments.map((spec) => new SimDeployment(spec, { time, faults, fleet, variant }, variant.registryPerDeployment ? { ...shared, ...registryStores() } : shared));
   countSettings(scenario, faults);
   for (const deployment of deployments) deployment.schedule(0, RUN_MS);
@@ -112,6 +116,7 @@ export async function runScenario(scenario: Scenario, variant: SiteVariant = {})
     eventsTaken: deployments.flatMap((deployment) => deployment.eventsTaken),
     operator,
     lease,
+    ledger,
     deployments: new Map(scenario.deployments.map((spec) => [spec.id, spec])),
   });
   const configures = fleet.records.filter((record) => record.outcome === "ran" && record.action === "choria_provision#restart").length;
