@@ -107,7 +107,7 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
           { site: siteName, intervalMs: INTERVAL, claimTtlMs: CLAIM_TTL },
           { store, metrics, logger, clock: time.skewed(), newClaimToken: () => `claim-${tokens++}` },
         );
-      return { time, store, metrics, logger, registry: registryOf(site), site, otherSite: () => registryOf(`${site}-other`) };
+      return { time, store, metrics, logger, registry: registryOf(site), site, otherSite: () => registryOf(`${site}-other`), sameSite: () => registryOf(site) };
     }
 
     async function claimed(registry: AdmissionRegistry, identity: string, term = 1): Promise<HostClaim> {
@@ -134,6 +134,25 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
         expect(released).toBe(true);
         expect(admitted).toMatchObject({ identity: "twin.example.net", term: 9 });
         expect(await registry.stateOf("twin.example.net")).toBe("queued");
+      });
+
+      it("is the site's: after a failover the new leader's registry holds the host back, lists it with its evidence, and its release reaches the old leader's", async () => {
+        const { registry: blue, sameSite, time } = setup();
+        await blue.quarantine("twin.example.net", evidence, 1, "discovery");
+        time.advance(3 * INTERVAL);
+        const green = sameSite();
+
+        const refused = await green.admit("twin.example.net", "discovery", 2);
+        const names = await green.siteNames();
+        const listed = await green.quarantined();
+        const released = await green.releaseQuarantine("twin.example.net");
+        const admitted = await blue.admit("twin.example.net", "discovery", 2);
+
+        expect(refused).toBeUndefined();
+        expect([...names.quarantined]).toEqual(["twin.example.net"]);
+        expect(listed).toEqual([{ identity: "twin.example.net", reason: evidence.reason, quarantinedAt: expect.any(Number), senders: evidence.senders }]);
+        expect(released).toBe(true);
+        expect(admitted).toMatchObject({ identity: "twin.example.net", term: 2 });
       });
 
       it("ends a worker's claim: work admitted before cannot claim the host, and the claim cannot record it provisioned", async () => {
