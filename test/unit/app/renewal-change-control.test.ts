@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest";
 import { status } from "../../../lib/app/operator/functions";
 import { RenewalOperator } from "../../../lib/app/operator/renewal-operator";
 import { formatRenewalReport } from "../../../cli/renew";
-import { InMemoryQueue } from "../../support/fakes";
+import { InMemoryQueue, RecordingLogger, RecordingMetrics } from "../../support/fakes";
+import { Renewal } from "../../../lib/app/renewal";
 import { renewalReport } from "../../../lib/app/renewal-state";
 import { parseCron } from "../../../lib/config/cron";
 import { RenewCalendar, type CalendarEntry } from "../../../lib/config/renew-calendar";
@@ -71,6 +72,26 @@ describe("slow start", () => {
     expect(rates.at(-1)).toBe(100);
     expect(rates.filter((rate) => rate > 5 && rate < 100).length).toBeGreaterThan(1);
     expect(report.wave).toMatchObject({ startedAt: start, ratePerMinute: 100, failures: 0 });
+  });
+
+  it("keeps the wave's ramp across a failover: the new leader's renewal goes on at the rate the old one reached, counted at the nodes", async () => {
+    // Arrange: blue ramps for 8 minutes; green is another deployment's Renewal over the site's one
+    // renewal state and registry, with its own logger and metrics.
+    const w = renewalWorld({ ratePerMinute: 100, maxInFlight: 1_000, slowStart: { startRate: 5, increase: 2, successesPerStep: 5 } });
+    await fleet(w, "web", 2_000, 3 * HOUR_MS);
+    await runMinutes(w, 8);
+    const reached = (await w.store.read(SITE)).state.wave?.ratePerMinute ?? 0;
+    const greenMetrics = new RecordingMetrics();
+    w.renewal = new Renewal({ settings: w.settings, gate: w.gate, registry: w.registry, store: w.store, rpc: w.rpc, prepareRpc: async () => undefined, clock: w.clock, logger: new RecordingLogger(), metrics: greenMetrics });
+    const takeover = w.clock.now();
+
+    // Act
+    await runMinutes(w, 1);
+
+    // Assert: green's first run sent what blue had ramped to, not renew.start_rate again.
+    expect(reached).toBeGreaterThan(5);
+    expect(sendsPerMinute(w, takeover)[0]).toBe(greenMetrics.lastGauge(EXTRA_METRIC.renewalRate));
+    expect(greenMetrics.lastGauge(EXTRA_METRIC.renewalRate)).toBeGreaterThanOrEqual(reached);
   });
 
   it("without renew.start_rate sends at renew.rate from the first run, as before", async () => {
