@@ -3,8 +3,9 @@
 # benchmark (bench/peer.ts) and runs against the real fleet. An ordinary Go module build from the
 # Go module proxy: `go install` of the pinned pseudo-version, with the version stamped in as its
 # release builds do. Where the proxy does not serve that version (some answer 403 for
-# pseudo-versions), the script says so and stops: build that commit yourself and point the bench at
-# it with CHORIA_PROVISIONER_BIN=<binary>.
+# pseudo-versions), it builds the pinned commit from a local clone of the repository named by
+# CHORIA_PROVISIONER_SRC (any git repository holding that commit), or says so and stops: build that
+# commit yourself and point the bench at it with CHORIA_PROVISIONER_BIN=<binary>.
 #
 # Idempotent: exits at once when the pinned binary exists. Go's module and build caches make a
 # rebuild cheap. Output:
@@ -42,10 +43,19 @@ if info="$(cd "$work" && go list -m -json "$module@$version" 2>&1)"; then
   fi
   echo "choria-provisioner $version: building"
   GOBIN="$work" GOFLAGS=-mod=mod go install -trimpath -ldflags "$ldflags" "$module@$version"
+elif [[ -n "${CHORIA_PROVISIONER_SRC:-}" ]]; then
+  echo "choria-provisioner $version: the module proxy did not serve it; building commit $commit from $CHORIA_PROVISIONER_SRC"
+  if ! git -C "$CHORIA_PROVISIONER_SRC" cat-file -e "$commit^{commit}" 2>/dev/null; then
+    echo "build-provisioner: CHORIA_PROVISIONER_SRC=$CHORIA_PROVISIONER_SRC has no commit $commit" >&2
+    exit 1
+  fi
+  git clone -q --no-checkout "$CHORIA_PROVISIONER_SRC" "$work/src"
+  git -C "$work/src" checkout -q "$commit"
+  (cd "$work/src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$work/provisioner" .)
 else
   echo "build-provisioner: the module proxy did not serve $module@$version:" >&2
   echo "$info" >&2
-  echo "build-provisioner: build commit $commit of $module yourself and set CHORIA_PROVISIONER_BIN=<binary>" >&2
+  echo "build-provisioner: set CHORIA_PROVISIONER_SRC=<a clone of $module holding commit $commit>, or build it yourself and set CHORIA_PROVISIONER_BIN=<binary>" >&2
   exit 1
 fi
 # Not `provisioner --version`: its `run` command defaults --choria-config to the user's client.cfg
