@@ -15,7 +15,7 @@ export interface PeerOptions {
   help: boolean;
   markdownOnly: boolean;
   sizes: number[];
-  /** Go's \`workers\` in every run (its best from earlier sweeps). */
+  /** Go's `workers` in every Go run (its best in earlier sweeps: 256). */
   goWorkers: number;
   /** Ours' tuned provision concurrency x workers, run as pairs of its own beside the default ones. */
   tuned: OursSetting | undefined;
@@ -35,7 +35,7 @@ export interface PeerOptions {
   maxSteal: number;
   /** Added to every DynamoDB request of ours (a delaying proxy in the benchmark's process). */
   storeDelayMs: number;
-  /** Only ours once on a fleet of this many nodes, merged into reports/peer.json as \`no_cliff\`. */
+  /** Only ours once on a fleet of this many nodes, merged into reports/peer.json as `no_cliff`. */
   noCliffNodes: number | undefined;
   /** Heading of this run's section in reports/pipeline-stages.md. */
   label: string | undefined;

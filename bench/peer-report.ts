@@ -302,7 +302,7 @@ function cpuFinding(report: Report, goAll: RunResult[], oursAll: RunResult[]): s
   };
   const total = (parts: Record<string, number>) => Math.round(Object.values(parts).reduce((a, b) => a + b, 0) * 10) / 10;
   return [
-    `**CPU per host of a whole run, every process** (mean over the complete ${fleet} runs of the pairs, ours at its default config, both helpers). Go's run costs ${total(go)} ms per host (provisioner ${go.own}, helper ${go.helper}, fleet ${go.fleet}, nats-server ${go.nats}); ours costs ${total(ours)} (provisioner ${ours.own}, helper ${ours.helper}, fleet ${ours.fleet}, nats-server ${ours.nats}, DynamoDB Local ${ours.dynamo}, fauxqs and the benchmark ${ours.bench}). Everything shares ${report.cpus} cores here; on AWS each Lambda container brings its own CPU and DynamoDB / SQS are not on the box.`,
+    `**CPU per host of a whole run, every process** (mean over the complete ${fleet} runs of the pairs, ours at its default config, every helper run). Go's run costs ${total(go)} ms per host (provisioner ${go.own}, helper ${go.helper}, fleet ${go.fleet}, nats-server ${go.nats}); ours costs ${total(ours)} (provisioner ${ours.own}, helper ${ours.helper}, fleet ${ours.fleet}, nats-server ${ours.nats}, DynamoDB Local ${ours.dynamo}, fauxqs and the benchmark ${ours.bench}). Everything shares ${report.cpus} cores here; on AWS each Lambda container brings its own CPU and DynamoDB / SQS are not on the box.`,
     "",
   ];
 }
