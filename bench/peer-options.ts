@@ -6,19 +6,37 @@
 import { parseArgs } from "node:util";
 import type { HelperKind } from "./peer-summary";
 
+export interface OursSetting {
+  maxConcurrency: number;
+  workers: number;
+}
+
 export interface PeerOptions {
   help: boolean;
   markdownOnly: boolean;
   sizes: number[];
-  goWorkers: number[];
-  oursSettings: Array<{ maxConcurrency: number; workers: number }>;
+  /** Go's `workers` in every Go run (its best in earlier sweeps: 256). */
+  goWorkers: number;
+  /** Ours' tuned provision concurrency x workers, run as pairs of its own beside the default ones. */
+  tuned: OursSetting | undefined;
+  /** Alternated Go/ours pairs per size, helper and config. */
+  pairs: number;
   helpers: HelperKind[];
   profile: boolean;
+  /** Nodes of the unmeasured warm-up (Go then ours) before the first measured run; 0: none. */
   warmUpNodes: number;
   /** Per-run bound in seconds; undefined: max(180, 120 + 0.1 per node). */
   timeoutS: number | undefined;
-  /** How long to wait before each run for the 1-minute load to fall to the core count. */
+  /** How long to wait before each run for the 1-minute load to fall below maxStartLoad. */
   loadWaitS: number;
+  /** A run starting with the 1-minute load above this refuses its pair. */
+  maxStartLoad: number;
+  /** A run with more CPU steal (%) than this refuses its pair. */
+  maxSteal: number;
+  /** Added to every DynamoDB request of ours (a delaying proxy in the benchmark's process). */
+  storeDelayMs: number;
+  /** Only ours once on a fleet of this many nodes, merged into reports/peer.json as `no_cliff`. */
+  noCliffNodes: number | undefined;
   /** Heading of this run's section in reports/pipeline-stages.md. */
   label: string | undefined;
   /** Real go-choria servers per real-fleet run; 0: the real fleet is not run. */
@@ -32,24 +50,34 @@ export interface PeerOptions {
 export const PEER_USAGE = `Usage: npm run bench:peer -- [options]
 
 Runs the Go provisioner and this project side by side on fresh simulated fleets and writes
-reports/peer.json and reports/peer.md. Each run records the 1-minute load average at its start and
-every 5 s through it; a ratio is only reported between runs that both started at or below the core
-count and both restarted every node.
+reports/peer.json and reports/peer.md. Per fleet size, helper and config it runs alternated pairs
+(pair 1 Go then ours, pair 2 ours then Go, ...); a pair's ratio is ours' hosts/min over Go's and a
+fleet's figure is the median over its counted pairs (at least 3). Before each run it waits for the
+1-minute load to fall below --max-start-load; a pair with a run that started above it, or with CPU
+steal above --max-steal over a run, is refused and run again (at most 2 more times); a pair where a
+side did not restart every node is not counted.
 
 Options (environment variable in brackets):
-  --sizes <n,n>             fleet sizes; the sweep runs at the first [PEER_SIZES, default 1000,5000]
-  --go-workers <n,n>        Go \`workers\` swept [PEER_GO_WORKERS, default 64,256,512]
-  --ours <CxW,CxW>          ours provision concurrency x workers swept [PEER_OURS_SETTINGS, default 10x10,20x10,20x20]
+  --sizes <n,n>             fleet sizes [PEER_SIZES, default 1000,5000]
+  --pairs <n>               alternated pairs per size, helper and config [PEER_PAIRS, default 3]
+  --go-workers <n>          Go \`workers\` in every Go run [PEER_GO_WORKERS, default 256]
+  --tuned <CxW>             also run pairs with ours at provision concurrency C x workers W (config "tuned");
+                            without it only the product's defaults (10 x 10, no config overrides) run
   --helpers <list>          bash (bash + jq) and/or compiled (Go, built here) [PEER_HELPERS, default bash,compiled]
-  --no-profile              skip the profiled run of ours [PEER_PROFILE=false]
-  --warm-up <nodes>         unmeasured first run of ours, 0 for none [PEER_WARM_UP_NODES, default 200]
+  --no-profile              skip the profiled run of ours after the pairs [PEER_PROFILE=false]
+  --warm-up <nodes>         one unmeasured run of each side (Go, then ours) first, 0 for none [PEER_WARM_UP_NODES, default 200]
   --timeout <s>             per-run bound [PEER_TIMEOUT_S, default max(180, 120 + 0.1 s per node)]
-  --load-wait <s>           wait up to this long before each run for the load to fall to the core count [PEER_LOAD_WAIT_S, default 60]
+  --load-wait <s>           wait up to this long before each run for the load to fall below the gate [PEER_LOAD_WAIT_S, default 120]
+  --max-start-load <n>      start gate: the 1-minute load a run may start at [PEER_MAX_START_LOAD, default 1.5]
+  --max-steal <pct>         CPU steal % over a run above which its pair is refused [PEER_MAX_STEAL, default 3]
+  --store-delay-ms <ms>     added to every DynamoDB request of ours, by a proxy in the benchmark's process [default 0]
+  --no-cliff <nodes>        only ours (default config, compiled helper) once on this many nodes; merged into the
+                            recorded reports/peer.json as no_cliff (admission timeline, longest gap)
   --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
   --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 50]
   --real-fleet-rounds <n>   runs per side on the real fleet [PEER_REAL_FLEET_ROUNDS, default 3]
   --real-fleet-only         run only the real fleet and merge it into the recorded reports/peer.json
-  --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its runs, and exit
+  --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its pairs, and exit
   --help                    print this and exit
 `;
 
@@ -61,17 +89,13 @@ function numbers(text: string, name: string): number[] {
   return values;
 }
 
-/** One `<concurrency>x<workers>` pair, both whole numbers of at least 1 (scripts/realfleet.ts takes one too). */
-export function oursSetting(pair: string): { maxConcurrency: number; workers: number } {
+/** One `<concurrency>x<workers>` pair, both whole numbers of at least 1 (scripts/realfleet.ts takes one too, as --ours). */
+export function oursSetting(pair: string, option = "--ours"): OursSetting {
   const [concurrency, workers] = pair.split("x").map(Number);
   if (!Number.isInteger(concurrency) || !Number.isInteger(workers) || concurrency === undefined || workers === undefined || concurrency < 1 || workers < 1) {
-    throw new PeerOptionsError(`--ours takes <concurrency>x<workers> pairs such as 10x10, got "${pair}"`);
+    throw new PeerOptionsError(`${option} takes <concurrency>x<workers> such as 10x10, got "${pair}"`);
   }
   return { maxConcurrency: concurrency, workers };
-}
-
-function settings(text: string): PeerOptions["oursSettings"] {
-  return text.split(",").map(oursSetting);
 }
 
 function helpers(text: string): HelperKind[] {
@@ -93,27 +117,35 @@ function wholeNumber(text: string, name: string): number {
 }
 
 function seconds(text: string, name: string): number {
+  return nonNegative(text, name, "seconds (a number >= 0)");
+}
+
+function nonNegative(text: string, name: string, what = "a number >= 0"): number {
   const value = Number(text);
-  if (!Number.isFinite(value) || value < 0) throw new PeerOptionsError(`${name} takes seconds (a number >= 0), got "${text}"`);
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0) throw new PeerOptionsError(`${name} takes ${what}, got "${text}"`);
   return value;
 }
 
-export function parsePeerOptions(argv: readonly string[], env: Record<string, string | undefined> = process.env): PeerOptions {
-  let parsed;
+function parseFlags(argv: readonly string[]) {
   try {
-    parsed = parseArgs({
+    return parseArgs({
       args: [...argv],
       options: {
         help: { type: "boolean", short: "h" },
         "markdown-only": { type: "boolean" },
         sizes: { type: "string" },
+        pairs: { type: "string" },
         "go-workers": { type: "string" },
-        ours: { type: "string" },
+        tuned: { type: "string" },
         helpers: { type: "string" },
         "no-profile": { type: "boolean" },
         "warm-up": { type: "string" },
         timeout: { type: "string" },
         "load-wait": { type: "string" },
+        "max-start-load": { type: "string" },
+        "max-steal": { type: "string" },
+        "store-delay-ms": { type: "string" },
+        "no-cliff": { type: "string" },
         label: { type: "string" },
         "real-fleet": { type: "string" },
         "real-fleet-rounds": { type: "string" },
@@ -125,23 +157,33 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
   } catch (error) {
     throw new PeerOptionsError(error instanceof Error ? error.message : String(error), { cause: error });
   }
+}
+
+export function parsePeerOptions(argv: readonly string[], env: Record<string, string | undefined> = process.env): PeerOptions {
+  const parsed = parseFlags(argv);
   const timeout = parsed.timeout ?? env.PEER_TIMEOUT_S;
   const options: PeerOptions = {
     help: parsed.help ?? false,
     markdownOnly: parsed["markdown-only"] ?? false,
     sizes: numbers(parsed.sizes ?? env.PEER_SIZES ?? "1000,5000", "--sizes"),
-    goWorkers: numbers(parsed["go-workers"] ?? env.PEER_GO_WORKERS ?? "64,256,512", "--go-workers"),
-    oursSettings: settings(parsed.ours ?? env.PEER_OURS_SETTINGS ?? "10x10,20x10,20x20"),
+    pairs: positive(parsed.pairs ?? env.PEER_PAIRS ?? "3", "--pairs"),
+    goWorkers: positive(parsed["go-workers"] ?? env.PEER_GO_WORKERS ?? "256", "--go-workers"),
+    tuned: parsed.tuned === undefined ? undefined : oursSetting(parsed.tuned, "--tuned"),
     helpers: helpers(parsed.helpers ?? env.PEER_HELPERS ?? "bash,compiled"),
     profile: !(parsed["no-profile"] ?? env.PEER_PROFILE === "false"),
-    warmUpNodes: seconds(parsed["warm-up"] ?? env.PEER_WARM_UP_NODES ?? "200", "--warm-up"),
+    warmUpNodes: wholeNumber(parsed["warm-up"] ?? env.PEER_WARM_UP_NODES ?? "200", "--warm-up"),
     timeoutS: timeout === undefined ? undefined : seconds(timeout, "--timeout"),
-    loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "60", "--load-wait"),
+    loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "120", "--load-wait"),
+    maxStartLoad: nonNegative(parsed["max-start-load"] ?? env.PEER_MAX_START_LOAD ?? "1.5", "--max-start-load"),
+    maxSteal: nonNegative(parsed["max-steal"] ?? env.PEER_MAX_STEAL ?? "3", "--max-steal", "a percentage >= 0"),
+    storeDelayMs: wholeNumber(parsed["store-delay-ms"] ?? "0", "--store-delay-ms"),
+    noCliffNodes: parsed["no-cliff"] === undefined ? undefined : positive(parsed["no-cliff"], "--no-cliff"),
     label: parsed.label,
     realFleetNodes: wholeNumber(parsed["real-fleet"] ?? env.PEER_REAL_FLEET_NODES ?? "50", "--real-fleet"),
     realFleetRounds: positive(parsed["real-fleet-rounds"] ?? env.PEER_REAL_FLEET_ROUNDS ?? "3", "--real-fleet-rounds"),
     realFleetOnly: parsed["real-fleet-only"] ?? false,
   };
   if (options.realFleetOnly && options.realFleetNodes === 0) throw new PeerOptionsError("--real-fleet-only needs --real-fleet above 0");
+  if (options.realFleetOnly && options.noCliffNodes !== undefined) throw new PeerOptionsError("--no-cliff and --real-fleet-only are separate runs: give one");
   return options;
 }

@@ -4,6 +4,7 @@
  * (the real handlers under the emulated Lambda runtime, one App) with no fleet of its own, on the
  * benchmark's nats-server, DynamoDB Local and fauxqs (which run in other processes).
  *
+ * It runs with the product's configuration defaults (no overrides) and the production logger.
  * Started with an IPC channel; settings in PEER_OURS (JSON, see OursSettings). Reports
  * `{ type: "ready" }` once its queues exist, starts its schedules and pollers on `{ type: "start" }`
  * and stops on `{ type: "stop" }`. On `{ type: "stages" }` it answers with each host's timestamps of
@@ -21,6 +22,7 @@ import { decodeHex } from "../lib/crypto/encoding";
 import { ed25519SigningKey } from "../test/support/choria-node/keys";
 import { LOCAL_AWS, type RunningNats, type RunningSqs } from "../dev/local/services";
 import { startLocalStack } from "../dev/local/stack";
+import { createLogger } from "../lib/aws/powertools-logger";
 import type { Logger } from "../lib/ports/logger";
 import type { HostStamps } from "./stages";
 
@@ -35,8 +37,6 @@ export interface OursSettings {
   maxConcurrency: number;
   workers: number;
   helper: string;
-  /** `discovery_new_names_per_interval`: the fleet's size, so one discovery admits it whole as Go's does. */
-  newNamesPerInterval: number;
 }
 
 export type OursReport =
@@ -85,7 +85,21 @@ function sharedNats(url: string, port: number): RunningNats {
   };
 }
 
-/** Stamps per host from the engine's log lines: the only ones read, so logging costs next to nothing. */
+/**
+ * The production logger (Powertools JSON at info, to stdout, which the benchmark drains from a pipe
+ * as Lambda's runtime does) and the stamping one: ours pays for its logging as on AWS, and the
+ * stages still get their timestamps.
+ */
+function teeLogger(...loggers: Logger[]): Logger {
+  const each =
+    (level: keyof Logger): Logger[keyof Logger] =>
+    (message, attributes) => {
+      for (const logger of loggers) logger[level](message, attributes);
+    };
+  return { debug: each("debug"), info: each("info"), warn: each("warn"), error: each("error") };
+}
+
+/** Stamps per host from the engine's log lines (the only ones it reads). */
 function stampingLogger(stamps: (identity: string) => HostStamps): Logger {
   const ignore = () => undefined;
   return {
@@ -145,12 +159,11 @@ async function main(): Promise<void> {
     dynamoDbEndpoint: settings.dynamoDbUrl,
     provisioningSigner: ed25519SigningKey(decodeHex(settings.signerSeedHex)),
     helper: { command: settings.helper },
-    config: () => ({ discovery_new_names_per_interval: settings.newNamesPerInterval }),
     maxConcurrency: settings.maxConcurrency,
     workers: settings.workers,
     // Lambda's pollers long-poll 20 s; a stop aborts the waiting receives.
     waitTimeSeconds: 20,
-    logger: stampingLogger(stamps),
+    logger: teeLogger(createLogger(), stampingLogger(stamps)),
     onDelivery: ({ functionName, records, invokedAt, returnedAt }) => {
       if (!functionName.endsWith("-provision")) return;
       for (const record of records) {

@@ -1,30 +1,30 @@
 /**
  * Side-by-side benchmark: the Go Choria Provisioner (choria-io/provisioner, built by
- * scripts/peers/build-provisioner.sh) and this project, in one run, in turn on a fresh fleet, with
- * the same bash helper (examples/helpers/provision-helper.sh) and the same features (jwt + ed25519).
+ * scripts/peers/build-provisioner.sh) and this project on fresh simulated fleets, with the same
+ * helpers (bash + jq, and a compiled one) and the same features (jwt + ed25519).
  *
  *   npm run bench:peer                 writes reports/peer.json and reports/peer.md
  *   npm run bench:peer -- --help       its options (bench/peer-options.ts); starts nothing
- *   npm run bench:peer -- --sizes 1000 --go-workers 8,32 --ours 5x10   (smaller sweep)
+ *   npm run bench:peer -- --sizes 1000 --pairs 5 --tuned 20x20
+ *   npm run bench:peer -- --no-cliff 5000 --store-delay-ms 600   (ours alone, merged into peer.json)
  *   CHORIA_PROVISIONER_BIN=/path/to/provisioner npm run bench:peer      (a Go binary built elsewhere)
  *
  * Every run gets its own nats-server and a fresh simulated fleet in a process of its own
  * (bench/peer-fleet.ts): a node holds its provisioning lock for 2 minutes per caller, so the two
  * provisioners never share a fleet. The provisioner under test is one process: the Go binary, or
  * bench/peer-ours.ts (the real handlers under the emulated Lambda runtime). Its CPU comes from
- * /proc/<pid>/stat (utime + stime, from the start of the run to the last node's restart; ours' with
- * its helper launcher process), its peak memory from VmHWM; reaped helper processes are reported
- * apart (cutime + cstime). The fleet,
- * nats-server, DynamoDB Local and fauxqs run in other processes and are not counted.
+ * /proc/<pid>/stat, its peak memory from VmHWM; the fleet, nats-server, DynamoDB Local and fauxqs
+ * run in other processes and are counted apart.
  *
- * The sweep (Go `workers`; ours provision concurrency x workers) runs at the first size; the larger
- * sizes run each side's best setting from it. Every fleet is run with the bash + jq helper and,
- * with each side's best setting, the compiled helper (bench/helpers/compiled). A real go-choria fleet is used when the real-fleet
- * harness (dev/local/real-fleet.ts) is present; otherwise the report says it was not run.
+ * Runs come in alternated pairs (bench/peer-summary.ts has the rules): per size, helper and config,
+ * pair 1 runs Go then ours, pair 2 ours then Go, and so on; gates on the start load and the CPU
+ * steal refuse a pair, which is then run again; a fleet's ratio is the median of its counted pairs.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer, request as httpRequest, Agent, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,12 +34,14 @@ import { ed25519SigningKey, generateEd25519Seed } from "../test/support/choria-n
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { buildCompiledHelper } from "./compiled-helper";
-import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
+import { childPids, cpuSeconds, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
-import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type PeerOptions } from "./peer-options";
+import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type OursSetting, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
-import { realFleetMarkdown, runRealFleet, summariseRealFleet, type RealFleetReport, type RealFleetRun } from "./peer-realfleet";
-import { best, summarise, type FleetSummary, type HelperKind, type Side } from "./peer-summary";
+import { markdown, type NoCliff, type Report, type RunResult } from "./peer-report";
+import { runRealFleet, summariseRealFleet, type RealFleetReport, type RealFleetRun } from "./peer-realfleet";
+import { orderOf, pairOf, summarise, type HelperKind, type OursConfig, type Pair, type Side } from "./peer-summary";
+import { admissionTimeline, discoveryToRestart, longestAdmissionGapS, parseCpuTicks, percentiles, stealPercent, type Admission, type CpuTicks } from "./peer-timeline";
 import { breakdown, stagesTable, type StageBreakdown } from "./stages";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -57,33 +59,15 @@ if (options.help) {
   process.stdout.write(PEER_USAGE);
   process.exit(0);
 }
-const SIZES = options.sizes;
-const GO_WORKERS = options.goWorkers;
-const OURS_SETTINGS = options.oursSettings;
-const PROFILE = options.profile;
 const CORES = cpus().length;
+/** The product's defaults: serverless.yml's provisionMaxConcurrency and the `workers` default. */
+const OURS_DEFAULT: OursSetting = { maxConcurrency: 10, workers: 10 };
+/** A pair slot refused by a gate is run again at most this many more times. */
+const EXTRA_ATTEMPTS = 2;
 /** How often the load average is sampled through a run. */
 const LOAD_SAMPLE_MS = 5_000;
-/**
- * How the committed report's Go binary was obtained (a fact about that run, not a figure: re-check
- * when re-measuring). Shown when the binary did not come from scripts/peers/build-provisioner.sh.
- */
-const RUN_NOTES =
-  'On the machine that made the committed report the Go module proxy answered 403 "This module version is not available" for github.com/choria-io/provisioner at every version asked (the pinned pseudo-version, v0.16.0, latest), so scripts/peers/build-provisioner.sh stopped there; the binary was built outside the repository from the source of the pinned commit with the script\'s `-ldflags`, its dependencies (go-choria v0.30.0 and the rest of its go.sum) from the module proxy.';
-/**
- * A check made after the committed run (2026-12-01; re-check when re-measuring): the simulator
- * became stricter on main (provisioning settings read from provisioning.jwt as go-choria does, the
- * JWT as the NATS token, Go's boolean parsing, configure's file re-read).
- */
-const STRICT_SIMULATOR_MERGED = "2026-12-01T08:33:00Z";
-const SIMULATOR_NOTE =
-  "The figures above were taken on the simulator as it was before its strictness rules (refusing requests a real server refuses) were merged; on the stricter simulator a 50-node run of each side (`PEER_SIZES=50`) restarted every host with no request of the Go provisioner refused or dropped.";
-/** What scripts/peers/build-provisioner.sh pins. */
-const PROVISIONER_PIN = "v0.16.1-0.20260516145817-aca2b6263842 (commit aca2b62)";
 const RESTART_DELAY_MS = 2_000;
 const timeoutFor = (nodes: number) => (options.timeoutS ?? Math.max(180, 120 + nodes * 0.1)) * 1000;
-/** Nodes of the unmeasured first run that warms DynamoDB Local's JIT (the first run through a fresh JVM is several times slower). */
-const WARM_UP_NODES = options.warmUpNodes;
 
 /** AWS SDK requests of ours that outlived their client timeout (retried by the SDK), this run. */
 let sdkSlowRequests = 0;
@@ -94,40 +78,11 @@ interface RunSpec {
   nodes: number;
   /** Go: workers. Ours: provision concurrency x workers. */
   setting: { workers: number; maxConcurrency?: number };
+  config: OursConfig;
   helper: HelperKind;
+  pair?: string;
   profile?: boolean;
 }
-
-interface RunResult {
-  side: Side;
-  fleet: string;
-  nodes: number;
-  setting: string;
-  helper: HelperKind;
-  complete: boolean;
-  timeout_s: number;
-  /** Nodes that acknowledged their restart (the same as `provisioned`, named as the acceptance reads it). */
-  restarted: number;
-  provisioned: number;
-  refused_requests: number;
-  /** Ours: AWS SDK requests that exceeded their timeout and were retried (DynamoDB Local or fauxqs slow to answer). */
-  sdk_slow_requests?: number;
-  last_refusal?: string;
-  seconds_first_admission_to_last_restart: number;
-  hosts_per_min: number;
-  admission_to_restart_ms: { p50?: number; p99?: number; max?: number; samples: number };
-  /** benchmark_process: this process, which also hosts fauxqs for ours' runs (and reads Go's log lines for Go's). */
-  cpu_s: { provisioner: number; helpers_reaped: number; fleet: number; nats_server: number; dynamodb_local: number; benchmark_process: number };
-  cpu_ms_per_host: number;
-  helper_cpu_ms_per_host: number;
-  peak_memory_mb: number;
-  /** 1-minute load average: at the run's start, the highest sample through it (every 5 s) and at its end. */
-  load_average_1m: { start: number; max: number; after: number; samples: number[] };
-  profile_top?: ProfileEntry[];
-  /** Ours: where each host's time went (bench/stages.ts). */
-  stages?: StageBreakdown;
-}
-
 interface Child {
   process: ChildProcess;
   pid: number;
@@ -197,23 +152,34 @@ function goProvisioner(): { bin?: string; reason?: string } {
 
 interface Shared {
   dynamoDb: RunningDynamoDb;
+  /** Where ours reaches DynamoDB: DynamoDB Local, or the delaying proxy in front of it (--store-delay-ms). */
+  dynamoDbUrl: string;
   goBin: string | undefined;
   helpers: Record<HelperKind, string | undefined>;
 }
 
 /**
- * Waits (bounded by --load-wait) for the 1-minute load average to fall to the core count, so a run
- * does not start on a machine busy with other work; the start load is recorded either way and
- * decides whether the run's ratio is reported.
+ * Waits (bounded by --load-wait) for the 1-minute load average to fall below the start gate, so a
+ * run does not start on a machine busy with other work; the start load is recorded either way and
+ * a run that starts above the gate refuses its pair.
  */
 async function waitForQuietMachine(): Promise<void> {
   const until = Date.now() + options.loadWaitS * 1000;
   let said = false;
-  while ((loadavg()[0] ?? 0) > CORES && Date.now() < until) {
-    if (!said) process.stdout.write(`  waiting up to ${options.loadWaitS} s for the 1-minute load (${(loadavg()[0] ?? 0).toFixed(2)}) to fall to ${CORES}\n`);
+  while ((loadavg()[0] ?? 0) >= options.maxStartLoad && Date.now() < until) {
+    if (!said) process.stdout.write(`  waiting up to ${options.loadWaitS} s for the 1-minute load (${(loadavg()[0] ?? 0).toFixed(2)}) to fall below ${options.maxStartLoad}\n`);
     said = true;
     await new Promise((done) => setTimeout(done, 2_000));
   }
+}
+
+/** The "cpu" line of /proc/stat now (for the steal over a run). */
+const cpuTicks = (): CpuTicks => parseCpuTicks(readFileSync("/proc/stat", "utf8"));
+
+/** The CPU model, once per report. */
+function cpuModel(): string {
+  const match = /^model name\s*:\s*(.+)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"));
+  return match?.[1]?.trim() ?? cpus()[0]?.model ?? "unknown";
 }
 
 /** What the steps of one run share. */
@@ -233,7 +199,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   const setting = spec.side === "go" ? `workers ${spec.setting.workers}` : `${spec.setting.maxConcurrency} x ${spec.setting.workers}`;
   const helperCommand = shared.helpers[spec.helper];
   if (!helperCommand) throw new Error(`the ${spec.helper} helper is not available`);
-  process.stdout.write(`\n== ${spec.side}${spec.profile ? " (profiled)" : ""}: ${spec.nodes} nodes (${spec.fleet}), ${setting}, ${spec.helper} helper\n`);
+  process.stdout.write(`\n== ${spec.side}${spec.profile ? " (profiled)" : ""}: ${spec.nodes} nodes (${spec.fleet}), ${setting} (${spec.config}), ${spec.helper} helper${spec.pair ? `, pair ${spec.pair}` : ""}\n`);
   const timeoutMs = timeoutFor(spec.nodes);
   sdkSlowRequests = 0;
   const workDir = await mkdtemp(join(tmpdir(), `peer-${spec.side}-`));
@@ -250,6 +216,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     // it is spawned, ours once told to start (after its start-up).
     const provisioner = spec.side === "go" ? await startGoSide(context, admissions.admit) : await startOursSide(context, admissions.admit);
     const loadStart = loadavg()[0] ?? 0;
+    const ticksBefore = cpuTicks();
     const loadSamples = [loadStart];
     const sampler = setInterval(() => loadSamples.push(loadavg()[0] ?? 0), LOAD_SAMPLE_MS);
     cleanup.push(async () => clearInterval(sampler));
@@ -260,6 +227,8 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
     const cpuBefore = provisionerStat();
     const benchmarkCpuBefore = process.cpuUsage();
     await awaitRestarts(context, provisioner, progress, admissions.admittedAt, timeoutMs);
+    const endedAt = Date.now();
+    const stealPct = stealPercent(ticksBefore, cpuTicks());
     const cpuAfter = provisionerStat();
     const benchmarkCpu = process.cpuUsage(benchmarkCpuBefore);
     const peakMemory = provisionerPids().reduce((sum, pid) => sum + procMemory(pid, "VmHWM"), 0);
@@ -277,13 +246,15 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
       benchmarkCpu: (benchmarkCpu.user + benchmarkCpu.system) / 1e6,
       peakMemory,
       load: { start: loadStart, samples: loadSamples, after: loadAfter },
+      stealPct,
+      endedAt,
       profileTop,
       stages,
     });
     process.stdout.write(
-      `  -> ${result.provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p50/p99 ${result.admission_to_restart_ms.p50}/${result.admission_to_restart_ms.p99} ms, ` +
+      `  -> ${result.provisioned}/${spec.nodes} restarted, ${result.hosts_per_min} hosts/min, p99 admission/discovery -> restart ${result.admission_to_restart_ms.p99}/${result.discovery_to_restart_ms.p99} ms, longest admission gap ${result.longest_admission_gap_s} s, ` +
         `${result.cpu_ms_per_host} CPU ms/host (+${result.helper_cpu_ms_per_host} helpers), VmHWM ${result.peak_memory_mb} MB, refused ${progress.refused}${progress.lastRefusal ? ` (last: ${progress.lastRefusal})` : ""}, ` +
-        `load ${result.load_average_1m.start} at start (max ${result.load_average_1m.max})${result.load_average_1m.start > CORES ? ` ABOVE ${CORES} cores: no ratio from this run` : ""}\n`,
+        `load ${result.start_load} at start (max ${result.load_average_1m.max})${result.start_load > options.maxStartLoad ? ` ABOVE the gate ${options.maxStartLoad}` : ""}, steal ${result.steal_pct} %\n`,
     );
     return result;
   } finally {
@@ -292,10 +263,15 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   }
 }
 
-/** What the fleet reported so far: when each node answered inventory and acknowledged its restart, and the requests it refused. */
+/**
+ * What the fleet reported so far: when each node answered inventory and acknowledged its restart,
+ * when discovery broadcasts reached it, when its nodes started, and the requests it refused.
+ */
 interface FleetProgress {
   restartedAt: Map<string, number>;
   inventoryAt: Map<string, number>;
+  discoveries: number[];
+  startedAt: number;
   refused: number;
   lastRefusal: string | undefined;
 }
@@ -312,15 +288,17 @@ async function startPeerFleet(context: RunContext): Promise<{ fleet: Child; prog
     }),
   });
   context.cleanup.push(() => stopChild(fleet, () => fleet.process.send({ type: "stop" })));
-  const progress: FleetProgress = { restartedAt: new Map(), inventoryAt: new Map(), refused: 0, lastRefusal: undefined };
+  const progress: FleetProgress = { restartedAt: new Map(), inventoryAt: new Map(), discoveries: [], startedAt: Date.now(), refused: 0, lastRefusal: undefined };
   fleet.process.on("message", (report: FleetReport) => {
     if (report.type !== "restarted") return;
     for (const [identity, at] of report.inventory) progress.inventoryAt.set(identity, at);
     for (const [identity, at] of report.nodes) progress.restartedAt.set(identity, at);
+    progress.discoveries.push(...report.discoveries);
     progress.refused += report.refused;
     progress.lastRefusal = report.lastRefusal ?? progress.lastRefusal;
   });
-  await waitForMessage(fleet, "ready", 120_000);
+  const ready = await waitForMessage<Extract<FleetReport, { type: "ready" }>>(fleet, "ready", 120_000);
+  progress.startedAt = ready.startedAt;
   return { fleet, progress };
 }
 
@@ -333,14 +311,14 @@ function otherProcessesCpu(fleetPid: number, natsPid: number | undefined, dynamo
   return () => ({ fleetCpu: fleetCpu() - before.fleet, natsCpu: natsCpu() - before.nats, dynamoDbCpu: dynamoCpu() - before.dynamo });
 }
 
-type Admit = (identity: string, at: number) => void;
+type Admit = (identity: string, admission: Admission) => void;
 
-/** Every admission time per host (a host admitted again has several). */
-function admissionLog(): { admittedAt: Map<string, number[]>; admit: Admit } {
-  const admittedAt = new Map<string, number[]>();
-  const admit = (identity: string, at: number) => {
+/** Every admission per host (a host admitted again has several). */
+function admissionLog(): { admittedAt: Map<string, Admission[]>; admit: Admit } {
+  const admittedAt = new Map<string, Admission[]>();
+  const admit: Admit = (identity, admission) => {
     const times = admittedAt.get(identity) ?? [];
-    times.push(at);
+    times.push(admission);
     admittedAt.set(identity, times);
   };
   return { admittedAt, admit };
@@ -373,8 +351,10 @@ async function startOursSide(context: RunContext, admit: Admit): Promise<Started
   const readAdmissions = () => {
     for (const message of sqs.spy.take()) {
       if (message.status !== "published" || !message.queueName.endsWith("-host-work")) continue;
-      const work = JSON.parse(message.body) as { identity?: unknown; admittedAt?: unknown };
-      if (typeof work.identity === "string" && typeof work.admittedAt === "number") admit(work.identity, work.admittedAt);
+      const work = JSON.parse(message.body) as { identity?: unknown; admittedAt?: unknown; source?: unknown };
+      if (typeof work.identity === "string" && typeof work.admittedAt === "number") {
+        admit(work.identity, { at: work.admittedAt, ...(typeof work.source === "string" ? { source: work.source } : {}) });
+      }
     }
   };
   const spying = setInterval(readAdmissions, 200);
@@ -383,15 +363,12 @@ async function startOursSide(context: RunContext, admit: Admit): Promise<Started
   const settings: OursSettings = {
     natsUrl: nats.url,
     natsPort: nats.port,
-    dynamoDbUrl: shared.dynamoDb.url,
+    dynamoDbUrl: shared.dynamoDbUrl,
     sqsUrl: sqs.url,
     signerSeedHex: encodeHex(context.seed),
-    maxConcurrency: spec.setting.maxConcurrency ?? 5,
+    maxConcurrency: spec.setting.maxConcurrency ?? OURS_DEFAULT.maxConcurrency,
     workers: spec.setting.workers,
     helper: context.helperCommand,
-    // Go admits every discovered node at once; ours' default bound on new names per discovery
-    // (a defence against forged replies) would spread a larger fleet over several intervals.
-    newNamesPerInterval: spec.nodes,
   };
   const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
   cleanup.push(() => stopChild(ours, () => ours.process.send({ type: "stop" }), 30_000));
@@ -405,7 +382,7 @@ async function awaitRestarts(
   context: RunContext,
   provisioner: StartedProvisioner,
   progress: FleetProgress,
-  admittedAt: Map<string, number[]>,
+  admittedAt: Map<string, Admission[]>,
   timeoutMs: number,
 ): Promise<void> {
   const { spec } = context;
@@ -460,13 +437,16 @@ interface Measured {
   benchmarkCpu: number;
   peakMemory: number;
   load: { start: number; samples: number[]; after: number };
+  stealPct: number;
+  /** When the run stopped waiting for restarts. */
+  endedAt: number;
   profileTop: ProfileEntry[] | undefined;
   stages: StageBreakdown | undefined;
 }
 
 function runResult(
   spec: RunSpec,
-  run: { setting: string; timeoutMs: number; progress: FleetProgress; admittedAt: Map<string, number[]> },
+  run: { setting: string; timeoutMs: number; progress: FleetProgress; admittedAt: Map<string, Admission[]> },
   measured: Measured,
 ): RunResult {
   const { restartedAt, refused, lastRefusal } = run.progress;
@@ -479,7 +459,9 @@ function runResult(
     fleet: spec.fleet,
     nodes: spec.nodes,
     setting: run.setting,
+    config: spec.config,
     helper: spec.helper,
+    ...(spec.pair ? { pair: spec.pair } : {}),
     complete: provisioned >= spec.nodes,
     timeout_s: run.timeoutMs / 1000,
     restarted: provisioned,
@@ -489,7 +471,11 @@ function runResult(
     ...(lastRefusal === undefined ? {} : { last_refusal: lastRefusal }),
     seconds_first_admission_to_last_restart: round2(activeSeconds),
     hosts_per_min: activeSeconds > 0 ? Math.round((provisioned / activeSeconds) * 60) : 0,
-    admission_to_restart_ms: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), samples: latencies.length },
+    admission_to_restart_ms: percentiles(latencies),
+    discovery_to_restart_ms: percentiles(discoveryToRestart(restartedAt, run.admittedAt, run.progress.discoveries, run.progress.startedAt)),
+    ...admissionFigures(run.progress, run.admittedAt, spec.nodes, measured.endedAt),
+    start_load: round2(load.start),
+    steal_pct: measured.stealPct,
     cpu_s: {
       provisioner: round2(provisionerCpu),
       helpers_reaped: round2(helperCpu),
@@ -507,15 +493,25 @@ function runResult(
   };
 }
 
+/** Each host's first admission: per second from the first discovery broadcast, and the longest gap while hosts waited. */
+function admissionFigures(progress: FleetProgress, admittedAt: Map<string, Admission[]>, nodes: number, endedAt: number): Pick<RunResult, "admission_timeline" | "longest_admission_gap_s"> {
+  const firsts = [...admittedAt.values()].map((admissions) => (admissions[0] as Admission).at);
+  const firstDiscovery = progress.discoveries.length > 0 ? Math.min(...progress.discoveries) : undefined;
+  const origin = firstDiscovery ?? Math.min(...firsts);
+  return {
+    admission_timeline: Number.isFinite(origin) ? admissionTimeline(firsts, origin) : [],
+    longest_admission_gap_s: longestAdmissionGapS(firsts, nodes, firstDiscovery, endedAt),
+  };
+}
+
 /** Per host, the time from its last admission before its restart to the restart; and the span from the first admission to the last restart. */
-function admissionToRestart(restartedAt: Map<string, number>, admittedAt: Map<string, number[]>): { latencies: number[]; activeSeconds: number } {
+function admissionToRestart(restartedAt: Map<string, number>, admittedAt: Map<string, Admission[]>): { latencies: number[]; activeSeconds: number } {
   const latencies: number[] = [];
   for (const [identity, restart] of restartedAt) {
-    const last = (admittedAt.get(identity) ?? []).filter((at) => at <= restart).at(-1);
-    if (last !== undefined) latencies.push(restart - last);
+    const last = (admittedAt.get(identity) ?? []).filter((admission) => admission.at <= restart).at(-1);
+    if (last !== undefined) latencies.push(restart - last.at);
   }
-  latencies.sort((a, b) => a - b);
-  const firstAdmission = Math.min(...[...admittedAt.values()].map((times) => times[0] ?? Infinity));
+  const firstAdmission = Math.min(...[...admittedAt.values()].map((admissions) => admissions[0]?.at ?? Infinity));
   const lastRestart = Math.max(...restartedAt.values());
   const activeSeconds = Number.isFinite(firstAdmission) && Number.isFinite(lastRestart) ? (lastRestart - firstAdmission) / 1000 : NaN;
   return { latencies, activeSeconds };
@@ -527,7 +523,7 @@ function admissionToRestart(restartedAt: Map<string, number>, admittedAt: Map<st
  * request signing, as this project's local stack does; `leader_election: false` so it works at once.
  * loglevel info: its "Adding <identity> to the work queue" lines are the admission times.
  */
-async function startGo(spec: RunSpec, bin: string, helper: string, workDir: string, natsUrl: string, signerPublicHex: string, admit: (identity: string, at: number) => void): Promise<Child> {
+async function startGo(spec: RunSpec, bin: string, helper: string, workDir: string, natsUrl: string, signerPublicHex: string, admit: Admit): Promise<Child> {
   const signingKey = join(workDir, "server-jwt-signing.seed");
   await writeFile(signingKey, encodeHex(generateEd25519Seed()), { mode: 0o600 });
   const config = [
@@ -561,7 +557,7 @@ async function startGo(spec: RunSpec, bin: string, helper: string, workDir: stri
   const problems: string[] = [];
   createInterface({ input: go.process.stdout as NodeJS.ReadableStream }).on("line", (line) => {
     const match = adding.exec(line);
-    if (match?.[1]) admit(match[1], Date.now());
+    if (match?.[1]) admit(match[1], { at: Date.now() });
     else if (/level=(error|fatal)/.test(line) && problems.length < 5) problems.push(line);
   });
   go.process.stderr?.on("data", (chunk: Buffer) => process.stderr.write(`  [go] ${chunk.toString()}`));
@@ -575,236 +571,6 @@ async function startGo(spec: RunSpec, bin: string, helper: string, workDir: stri
   return go;
 }
 
-
-interface Report {
-  generated: string;
-  wall_seconds: number;
-  cpus: number;
-  node: string;
-  go_provisioner: { binary: string | null; unavailable_reason?: string };
-  real_fleet: RealFleetReport;
-  cut: string[];
-  fleets: FleetSummary[];
-  runs: RunResult[];
-}
-
-function markdown(report: Report): string {
-  const lines = [...resultSection(report), ...realFleetMarkdown(report.real_fleet, report.cpus)];
-  if (report.cut.length > 0) lines.push("**Cut from the full matrix:** " + report.cut.join("; "), "");
-  lines.push(...methodSection(), ...everyRunTable(report.runs), ...cpuPerProcessTable(report.runs));
-  lines.push("", "## Findings", "", ...findings(report));
-  lines.push(...profileSection(report.runs));
-  return `${lines.join("\n")}\n`;
-}
-
-/** The ratios per fleet, why a ratio is missing, and which Go binary ran. */
-function resultSection(report: Report): string[] {
-  const cpu = cpus();
-  const lines = ["# Side by side: the Go provisioner and this project", ""];
-  lines.push(
-    `Generated ${report.generated} by \`npm run bench:peer\` on ${report.cpus} CPU(s) (${cpu[0]?.model ?? "unknown"}), Node ${report.node}; the whole benchmark took ${report.wall_seconds.toFixed(0)} s.`,
-    "The machine is shared (1-minute load average per run below): the ratios and CPU per host are the results, absolute rates are not.",
-    "",
-    "## Result",
-    "",
-    "| fleet | Go hosts/min (bash + jq) | ours | ratio (goal >= 1) | Go hosts/min (compiled) | ours | ratio (goal >= 2) | Go CPU ms/host | ours CPU ms/host (goal <= Go) | highest start load |",
-    "|---|---|---|---|---|---|---|---|---|---|",
-  );
-  for (const f of report.fleets) {
-    lines.push(
-      `| ${f.fleet} | ${f.go_hosts_per_min ?? "-"} | ${f.ours_hosts_per_min ?? "-"} | ${f.ratio_hosts_per_min ?? "-"} | ${f.go_hosts_per_min_compiled ?? "-"} | ${f.ours_hosts_per_min_compiled ?? "-"} | ${f.ratio_hosts_per_min_compiled ?? "-"} | ${f.go_cpu_ms_per_host ?? "-"} | ${f.ours_cpu_ms_per_host ?? "-"} | ${f.max_start_load ?? "-"} |`,
-    );
-  }
-  lines.push("", `Each side's best run per fleet and helper (most hosts/min among complete runs). A ratio is given only between two runs that both restarted every node and both started with the 1-minute load at or below the ${report.cpus} cores; \`reports/peer.json\` has every run.`, "");
-  for (const f of report.fleets) for (const reason of f.not_comparable ?? []) lines.push(`- **${f.fleet}, no ratio:** ${reason}`);
-  if (report.fleets.some((f) => f.not_comparable)) lines.push("");
-  if (report.go_provisioner.unavailable_reason) lines.push(`**The Go provisioner was not run:** ${report.go_provisioner.unavailable_reason}`, "");
-  const goBinary = report.go_provisioner.binary;
-  if (goBinary) {
-    const fromScript = goBinary.includes("/choria-peers/bin/") || goBinary.startsWith(process.env.CHORIA_PEERS_DIR ?? "\0");
-    lines.push(
-      fromScript
-        ? `**Go binary:** \`${goBinary}\`, built by scripts/peers/build-provisioner.sh (choria-io/provisioner ${PROVISIONER_PIN} from the Go module proxy).`
-        : `**Go binary:** \`${goBinary}\`, given with \`CHORIA_PROVISIONER_BIN\`. ${RUN_NOTES}`,
-      "",
-    );
-  }
-  return lines;
-}
-
-function methodSection(): string[] {
-  return [
-    "## How it was measured",
-    "",
-    "- **Same work**: one nats-server per run (plain, loopback), a fresh simulated fleet (dev/simulator) in its own process, features `jwt` + `ed25519`,",
-    "  the bash + jq helper `examples/helpers/provision-helper.sh`, one provisioning token, a provisioning JWT signed by a per-run key, protocol v1",
-    "  (`choria_insecure: true` on both sides). Nodes restart 2 s after acknowledging `restart` and come back out of provisioning mode.",
-    "- **Go**: `choria-provisioner run` with `leader_election: false`, `interval: 1m`, `loglevel: info` (its admission lines), the swept `workers`.",
-    "  It discovers at start, then every minute; each RPC opens its own NATS connection (go-choria's client does).",
-    "- **Ours**: bench/peer-ours.ts, one process holding the App and the real handlers under the emulated Lambda runtime (schedules and SQS",
-    "  pollers, long-polling 20 s as Lambda's do), AWS timings (1-minute schedules, lease 30 s / 10 s / 5 s), the swept provision concurrency x",
-    "  `workers`. DynamoDB Local (a JVM) and fauxqs run in other processes, and the App reaches them directly, as on AWS (no counting proxy).",
-    "  Its process also carries the pollers' SQS clients, which AWS would run elsewhere: they are counted against ours. `discovery_new_names_per_interval` is the fleet's",
-    "  size: Go admits every discovered node at once, and ours' default (1,000 new names per discovery, a bound on forged replies) would",
-    "  admit a 5,000-node fleet over five intervals. DynamoDB Local's JVM runs C1 only with the serial collector (dev/local/services.ts).",
-    "- **hosts/min**: restarted hosts / time from the first admission to the last restart acknowledged at a node.",
-    "- **admission-to-restart**: per host, from its (last) admission to the node recording the `restart` request. Go: the time its",
-    "  `Adding <identity> to the work queue` log line reached the benchmark; ours: `admittedAt` of the host-work message that provisioned it,",
-    "  as fauxqs's message spy saw the message arrive in the queue.",
-    "- **CPU ms/host**: the provisioner process's utime + stime from `/proc/<pid>/stat`, from the start of the run to the last restart, over",
-    "  restarted hosts; for ours with its helper launcher's (a child process that starts the helpers). Helper processes reaped (cutime +",
-    "  cstime: Go's own, the launcher's for ours) are shown apart; they are the same script on both sides.",
-    "  Not counted: the fleet, nats-server, DynamoDB Local, fauxqs (their figures are in peer.json). Ours is read after its start-up (module",
-    "  loading, queue creation), Go's from its spawn.",
-    "- **peak memory**: VmHWM of the provisioner process (for ours plus its helper launcher's).",
-    "- **bounds**: the sweep runs at the first size only; each run stops at max(180 s, 120 s + 0.1 s per node) (`PEER_TIMEOUT_S`), and a run",
-    "  stopped there is marked, its hosts/min over the hosts it did restart. One unmeasured 200-node run of ours first warms DynamoDB Local's JVM.",
-    "",
-  ];
-}
-
-function everyRunTable(runs: RunResult[]): string[] {
-  const lines = [
-    "## Every run",
-    "",
-    "| side | fleet | helper | nodes | setting | restarted | hosts/min | p50 ms | p99 ms | CPU ms/host | helpers ms/host | VmHWM MB | DynamoDB Local CPU s | refused | load start / max / after |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-  ];
-  for (const r of runs) {
-    lines.push(
-      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.nodes} | ${r.setting} | ${r.provisioned}${r.complete ? "" : ` (stopped at ${r.timeout_s} s)`} | ${r.hosts_per_min} | ${r.admission_to_restart_ms.p50 ?? "-"} | ${r.admission_to_restart_ms.p99 ?? "-"} | ${r.cpu_ms_per_host} | ${r.helper_cpu_ms_per_host} | ${r.peak_memory_mb} | ${r.side === "ours" ? r.cpu_s.dynamodb_local : "-"} | ${r.refused_requests} | ${r.load_average_1m.start} / ${r.load_average_1m.max} / ${r.load_average_1m.after} |`,
-    );
-  }
-  return lines;
-}
-
-function cpuPerProcessTable(runs: RunResult[]): string[] {
-  const lines = [
-    "",
-    "## CPU per restarted host in every process (ms)",
-    "",
-    "What the whole run cost on this machine, for the shortfall analysis: only the provisioner column is the provisioner's figure.",
-    "`benchmark` is the benchmark's own process, which hosts fauxqs during ours' runs and reads Go's log lines during Go's.",
-    "",
-    "| side | fleet | helper | setting | provisioner | helpers | fleet | nats-server | DynamoDB Local | benchmark (fauxqs) | total |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
-  ];
-  for (const r of runs) {
-    const per = (seconds: number | undefined) => (seconds === undefined || r.provisioned === 0 ? undefined : Math.round((seconds / r.provisioned) * 10_000) / 10);
-    const c = r.cpu_s;
-    const parts = [c.provisioner, c.helpers_reaped, c.fleet, c.nats_server, r.side === "ours" ? c.dynamodb_local : 0, c.benchmark_process];
-    const total = per(parts.reduce<number>((sum, value) => sum + (value ?? 0), 0));
-    lines.push(
-      `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.setting} | ${parts.map((value, i) => (i === 4 && r.side === "go" ? "-" : (per(value) ?? "-"))).join(" | ")} | ${total ?? "-"} |`,
-    );
-  }
-  return lines;
-}
-
-function profileSection(runs: RunResult[]): string[] {
-  const profiled = runs.find((r) => r.profile_top);
-  if (!profiled?.profile_top) return [];
-  const lines = ["", `## Profile of ours (${profiled.nodes} nodes, ${profiled.setting})`, ""];
-  lines.push("`node --cpu-prof` of the bench/peer-ours.ts process for the whole run (start-up included), top self time:", "");
-  lines.push("| function | location | self ms | % |", "|---|---|---|---|");
-  for (const entry of profiled.profile_top) lines.push(`| ${entry.function} | ${entry.location} | ${entry.self_ms} | ${entry.self_percent} |`);
-  return lines;
-}
-
-const perHost = (r: RunResult, seconds: number) => (r.provisioned > 0 ? Math.round((seconds / r.provisioned) * 10_000) / 10 : 0);
-
-/**
- * What the figures say about each side's limits, computed from the runs (so `--markdown-only`
- * rewrites them from peer.json); the prose names the mechanisms, read from both code bases.
- */
-function findings(report: Report): string[] {
-  const out: string[] = [];
-  const mean = (values: number[]) => (values.length ? Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 10) / 10 : 0);
-  const measured = report.runs.filter((r) => !r.profile_top && r.helper === "bash");
-  const goRuns = measured.filter((r) => r.side === "go");
-  const oursRuns = measured.filter((r) => r.side === "ours");
-  if (goRuns.length === 0 || oursRuns.length === 0) return ["Only one side ran; nothing to compare."];
-  const loads = report.runs.flatMap((r) => [r.load_average_1m.start, r.load_average_1m.max]);
-  const goals = report.fleets.map((f) => {
-    const cpuOk = (f.ours_cpu_ms_per_host ?? Infinity) <= (f.go_cpu_ms_per_host ?? -Infinity);
-    const ratioText = (ratio: number | null, goal: number, helper: string) =>
-      ratio === null ? `no ${helper} ratio (see above)` : `${ratio}x the hosts/min with the ${helper} helper (${ratio >= goal ? "goal met" : `goal of ${goal}x not met`})`;
-    return `${f.fleet}: ${ratioText(f.ratio_hosts_per_min, 1, "bash + jq")}, ${ratioText(f.ratio_hosts_per_min_compiled, 2, "compiled")}, CPU/host ${f.ours_cpu_ms_per_host} vs ${f.go_cpu_ms_per_host} ms (${cpuOk ? "at or under Go's: met" : "above Go's: not met"})`;
-  });
-  out.push(`**Goals.** ${goals.join("; ")}.`, "");
-
-  // The CPU model holds where both sides are CPU-bound and complete: the sweep fleet.
-  const sweepFleet = report.fleets[0]?.fleet;
-  const goSweep = goRuns.filter((r) => r.fleet === sweepFleet && r.complete);
-  const oursSweep = oursRuns.filter((r) => r.fleet === sweepFleet && r.complete);
-  const helperGo = mean(goSweep.map((r) => r.helper_cpu_ms_per_host));
-  const helperOurs = mean(oursSweep.map((r) => r.helper_cpu_ms_per_host));
-  const ownGo = mean(goSweep.map((r) => r.cpu_ms_per_host));
-  const ownOurs = mean(oursSweep.map((r) => r.cpu_ms_per_host));
-  const dynamo = mean(oursSweep.map((r) => perHost(r, r.cpu_s.dynamodb_local)));
-  const bench = mean(oursSweep.map((r) => perHost(r, r.cpu_s.benchmark_process ?? 0)));
-  const fleetGo = mean(goSweep.map((r) => perHost(r, r.cpu_s.fleet)));
-  const fleetOurs = mean(oursSweep.map((r) => perHost(r, r.cpu_s.fleet)));
-  const natsGo = mean(goSweep.map((r) => perHost(r, r.cpu_s.nats_server)));
-  const natsOurs = mean(oursSweep.map((r) => perHost(r, r.cpu_s.nats_server)));
-  const totalGo = Math.round((ownGo + helperGo + fleetGo + natsGo) * 10) / 10;
-  const totalOurs = Math.round((ownOurs + helperOurs + fleetOurs + natsOurs + dynamo + bench) * 10) / 10;
-  const ceiling = Math.round((totalGo / (helperOurs + fleetOurs + natsOurs + dynamo + bench)) * 100) / 100;
-  if (goSweep.length === 0 || oursSweep.length === 0) {
-    out.push(`**CPU per host of a whole run, every process.** Not compared: on ${sweepFleet} ${goSweep.length === 0 ? "Go" : "ours"} had no run that restarted every node within its bound.`, "");
-  } else out.push(
-    `**CPU per host of a whole run, every process.** The 1-minute load average stayed between ${Math.min(...loads)} and ${Math.max(...loads)} on ${report.cpus} cores through the benchmark, so every process competed with other jobs for CPU (table above). Averaged over the ${sweepFleet} runs, where both sides finished, Go's run costs ${totalGo} ms per host (provisioner ${ownGo}, helper ${helperGo}, fleet ${fleetGo}, nats-server ${natsGo}); ours costs ${totalOurs} (provisioner ${ownOurs}, helper ${helperOurs}, fleet ${fleetOurs}, nats-server ${natsOurs}, DynamoDB Local ${dynamo}, fauxqs and the benchmark ${bench}). The helper is the same bash + jq script on both sides and is the largest share: even a provisioner that cost nothing, with the emulators ours needs, could not beat Go by more than about ${ceiling}x on a saturated machine while Go is CPU-bound too. Where Go is not (the larger fleet, below), the ratio can be higher. The 2x goal needs either CPU to spare (on AWS each Lambda container brings its own, and DynamoDB / SQS are not on this box) or a cheaper helper.`,
-    "",
-  );
-
-  const profiled = report.runs.find((r) => r.profile_top);
-  const spawn = profiled?.profile_top?.find((entry) => entry.function === "ChildProcess.spawn");
-  const idle = profiled?.profile_top?.find((entry) => entry.function === "(idle)");
-  const gc = profiled?.profile_top?.find((entry) => entry.function === "(garbage collector)");
-  if (profiled && spawn) {
-    out.push(
-      `**Ours, own CPU.** In the profile below ${spawn.self_percent} % of the main thread's samples sit in \`ChildProcess.spawn\`: libuv starts each helper with fork() + exec() on the main thread (posix_spawn only on macOS; nodejs/node#14917), copying the page tables of a ${profiled.peak_memory_mb} MB process and blocking the event loop meanwhile (the sampler counts that wall time, preemption on this loaded machine included, so it is a share of the thread's time rather than of CPU; the profiler itself raised that run's CPU per host to ${profiled.cpu_ms_per_host} ms). Go starts its helper with clone(CLONE_VFORK), which copies nothing. The rest is spread thin: garbage collection ${gc?.self_percent ?? "-"} %, socket writes, signature checks of the provisioning JWT, the AWS SDK; ${idle?.self_percent ?? "-"} % idle. A helper started from a small long-lived launcher process, or an in-process helper (\`helper_function\` / the inline example), would remove most of it; neither is what the Go daemon does, so the benchmark keeps the executable.`,
-      "",
-    );
-  }
-  const bestGo = best(report.runs, "go", report.fleets[0]?.fleet ?? "");
-  const incompleteGo = goRuns.filter((r) => !r.complete);
-  out.push(
-    `**Go.** Every RPC opens its own NATS connection (go-choria's client connects per request unless given one), so nats-server works ${mean(goRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.nats_server)))} ms per host for Go against ${mean(oursRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.nats_server)))} for ours, which keeps one connection per invocation container. Hosts/min by \`workers\`: ${goRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}; memory grows with them: VmHWM ${goRuns.map((r) => `${r.peak_memory_mb} MB (${r.setting}, ${r.nodes})`).join(", ")}, against ${Math.max(...oursRuns.map((r) => r.peak_memory_mb))} MB at most for ours. It admits every discovered host at once, so admission-to-restart is the queue wait (p50 ${bestGo?.admission_to_restart_ms.p50 ?? "-"} ms at its best ${report.fleets[0]?.fleet ?? ""} setting); a host that waited more than 2 x \`interval\` (2 min) is dropped and only found again by the next discovery a minute later.${incompleteGo.length ? ` That stall is why ${incompleteGo.map((r) => `${r.fleet} (${r.setting})`).join(", ")} had not finished when the run's bound stopped it; its hosts/min is over the hosts it did restart.` : ""} A longer \`interval\` would avoid it and was not swept.`,
-    "",
-  );
-  const profiledTwin = profiled && oursRuns.find((r) => r.fleet === profiled.fleet && r.setting === profiled.setting);
-  const noise =
-    profiled && profiledTwin
-      ? ` The same setting measured twice (the plain run and the profiled one) gave ${profiledTwin.hosts_per_min} and ${profiled.hosts_per_min} hosts/min; runs are minutes apart on a machine other jobs share, so one setting's single run is not a trend.`
-      : "";
-  out.push(
-    `**Ours.** Discovery admits in chunks of ten (five chunks in flight, each ten conditional writes and one SendMessageBatch), so provisioning starts within seconds of discovery and admission-to-restart stays short; the admission rate is bounded by DynamoDB Local's write latency on this machine: its JVM used ${mean(oursRuns.filter((r) => r.fleet === sweepFleet).map((r) => perHost(r, r.cpu_s.dynamodb_local)))} ms CPU per host in ours' runs, and its first use in a fresh JVM is several times slower, hence the unmeasured warm-up run. Hosts/min by provision concurrency x workers: ${oursRuns.filter((r) => r.fleet === report.fleets[0]?.fleet).map((r) => `${r.setting}: ${r.hosts_per_min}`).join(", ")}.${noise}`,
-    "",
-  );
-  const refused = report.runs.reduce((sum, r) => sum + r.refused_requests, 0);
-  out.push(
-    `**The simulator and the real Go provisioner.** Over every Go run the simulated nodes refused or dropped ${refused} of the Go provisioner's requests (discovery, \`jwt\`, \`gen25519\`, \`rpcutil#inventory\`, \`configure\` with a server JWT and policies, \`restart\` with splay): it accepted everything go-choria's generated clients sent, on protocol v1 without TLS.${report.generated < STRICT_SIMULATOR_MERGED ? ` ${SIMULATOR_NOTE}` : ""} Not exercised on the simulator: a TLS broker (\`choria_insecure: true\` makes the Go daemon dial plain NATS) and protocol v2 signed requests; ${report.real_fleet.run ? "the real fleet's section has both sides over TLS on go-choria's broker (protocol v1)" : "the real fleet, which has both sides over TLS, was not run"}.`,
-  );
-  return out;
-}
-
-/** The setting a recorded run used, as runOnce takes it. */
-function settingOf(r: RunResult): RunSpec["setting"] {
-  const [maxConcurrency, workers] = r.setting.split(" x ").map(Number);
-  return r.side === "go" ? { workers: Number(r.setting.replace("workers ", "")) } : { maxConcurrency: maxConcurrency ?? 10, workers: workers ?? 10 };
-}
-
-/** Each side's best setting from the simulator sweep for the real fleet, or the first swept when a side has no complete run. */
-function realFleetSettings(goBest: RunResult | undefined, oursBest: RunResult | undefined): { goWorkers: number; ours: { maxConcurrency: number; workers: number } } {
-  const ours = oursBest ? settingOf(oursBest) : undefined;
-  return {
-    goWorkers: goBest ? settingOf(goBest).workers : (GO_WORKERS[0] ?? 64),
-    ours: ours?.maxConcurrency !== undefined ? { maxConcurrency: ours.maxConcurrency, workers: ours.workers } : (OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }),
-  };
-}
-
-/** Why the real fleet cannot run here, or undefined when it can (go-choria built or cached by build-choria.sh). */
 function realFleetUnavailable(goBin: string | undefined): string | undefined {
   if (options.realFleetNodes === 0) return "--real-fleet 0";
   if (process.getuid?.() !== 0) return "the real fleet needs root (each server runs in its own UTS and mount namespace)";
@@ -814,8 +580,8 @@ function realFleetUnavailable(goBin: string | undefined): string | undefined {
   return undefined;
 }
 
-/** The two sides on the real go-choria fleet, alternated, each with its setting from the simulator sweep. */
-async function realFleetComparison(goBin: string | undefined, settings: { goWorkers: number; ours: { maxConcurrency: number; workers: number } }): Promise<RealFleetReport> {
+/** The two sides on the real go-choria fleet, alternated: Go at --go-workers, ours at the product's defaults. */
+async function realFleetComparison(goBin: string | undefined): Promise<RealFleetReport> {
   const reason = realFleetUnavailable(goBin);
   if (reason) {
     process.stdout.write(`\nreal fleet not run: ${reason}\n`);
@@ -827,7 +593,7 @@ async function realFleetComparison(goBin: string | undefined, settings: { goWork
     for (const side of ["go", "ours"] as const) {
       process.stdout.write(`\n== ${side} on the real fleet: ${options.realFleetNodes} go-choria servers, round ${round}/${options.realFleetRounds}\n`);
       await waitForQuietMachine();
-      const run = await runRealFleet(REPO_ROOT, { side, nodes: options.realFleetNodes, goBin, goWorkers: settings.goWorkers, ours: settings.ours, timeoutS });
+      const run = await runRealFleet(REPO_ROOT, { side, nodes: options.realFleetNodes, goBin, goWorkers: options.goWorkers, ours: OURS_DEFAULT, timeoutS });
       process.stdout.write(`  ${run.provisioned}/${run.nodes} in ${run.seconds ?? "-"} s, load ${run.load_average_1m.start} at start${run.problem ? `; ${run.problem}` : ""}\n`);
       runs.push(run);
     }
@@ -844,9 +610,9 @@ source handing the batch to an invocation and the invocation returning, the engi
 (lease round and claim done) and sending \`configure\` (helper done), and the simulated node's own
 record of answering \`inventory\` and acknowledging \`restart\`. DynamoDB round trips are timed at the
 local stack's counting proxy in front of DynamoDB Local (from 2026-12-03: in ours' process, from its
-HTTP client's diagnostics channels, with no proxy in between). The machine is shared: the 1-minute load
-average at each run's start is given, and figures from a run that started above the core count
-describe a busy machine.
+HTTP client's diagnostics channels, with no proxy in between). The 1-minute load average at each
+run's start and the CPU steal over it are given: figures from a run that started above the start
+gate (bench/peer.ts) describe a busy machine.
 `;
 
 /** Appends this benchmark's per-stage figures (every run of ours) to reports/pipeline-stages.md. */
@@ -863,7 +629,7 @@ async function appendStages(report: Report): Promise<void> {
     if (!r.stages) continue;
     lines.push(
       "",
-      `### ${r.fleet}, ${r.setting}, ${r.helper} helper${r.profile_top ? " (profiled)" : ""}: ${r.restarted}/${r.nodes} restarted, ${r.hosts_per_min} hosts/min, load ${r.load_average_1m.start} at start (max ${r.load_average_1m.max})`,
+      `### ${r.fleet}, ${r.setting} (${r.config}), ${r.helper} helper${r.pair ? `, pair ${r.pair}` : ""}${r.profile_top ? " (profiled)" : ""}: ${r.restarted}/${r.nodes} restarted, ${r.hosts_per_min} hosts/min, load ${r.load_average_1m.start} at start (max ${r.load_average_1m.max}), steal ${r.steal_pct} %`,
       "",
       ...stagesTable(r.stages),
     );
@@ -871,88 +637,118 @@ async function appendStages(report: Report): Promise<void> {
   await writeFile(path, `${existing.trimEnd()}\n${lines.join("\n")}\n`);
 }
 
-/**
- * A report written before runs carried their helper, start load and restarted count: all its runs
- * used the bash + jq helper, and the load it read before each run is that run's start load.
- */
-function upgradeReport(report: Report): Report {
-  const runs = report.runs.map((run) => {
-    const old = run as RunResult & { load_average_1m: { before?: number; after: number } };
-    const start = old.load_average_1m.start ?? old.load_average_1m.before ?? 0;
-    return {
-      ...run,
-      helper: run.helper ?? "bash",
-      restarted: run.restarted ?? run.provisioned,
-      load_average_1m: { start, max: old.load_average_1m.max ?? Math.max(start, old.load_average_1m.after), after: old.load_average_1m.after, samples: old.load_average_1m.samples ?? [] },
-    };
+/** A proxy in this process in front of DynamoDB Local that holds every request for `delayMs` (a slow store; its CPU is not ours'). */
+async function startDelayingProxy(target: string, delayMs: number): Promise<{ url: string; stop: () => Promise<void> }> {
+  const upstream = new URL(target);
+  const agent = new Agent({ keepAlive: true });
+  const server: Server = createServer((incoming, outgoing) => {
+    const body: Buffer[] = [];
+    incoming.on("data", (chunk: Buffer) => body.push(chunk));
+    incoming.on("end", () => {
+      setTimeout(() => {
+        const forward = httpRequest(
+          { host: upstream.hostname, port: upstream.port, path: incoming.url, method: incoming.method, headers: incoming.headers, agent },
+          (reply) => {
+            outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
+            reply.pipe(outgoing);
+          },
+        );
+        forward.on("error", (error) => outgoing.destroy(error));
+        forward.end(Buffer.concat(body));
+      }, delayMs);
+    });
   });
-  return { ...report, runs, fleets: summarise(runs, report.cpus) };
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () =>
+      new Promise<void>((done) => {
+        agent.destroy();
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
+  };
+}
+
+/** DynamoDB Local, the store-delay proxy when asked for, and the helpers; `work` runs with them and they stop after. */
+async function withServices<T>(goBin: string | undefined, work: (shared: Shared) => Promise<T>): Promise<T> {
+  const dynamoDb = await startDynamoDbLocal();
+  const proxy = options.storeDelayMs > 0 ? await startDelayingProxy(dynamoDb.url, options.storeDelayMs) : undefined;
+  try {
+    return await work({ dynamoDb, dynamoDbUrl: proxy?.url ?? dynamoDb.url, goBin, helpers: availableHelpers() });
+  } finally {
+    await proxy?.stop();
+    await dynamoDb.stop();
+  }
 }
 
 async function main(): Promise<void> {
-  if (process.argv.includes("--markdown-only")) return rewriteFromRecordedRuns();
+  if (options.markdownOnly) return rewriteFromRecordedRuns();
   const started = Date.now();
+  if (options.noCliffNodes !== undefined) return noCliff(options.noCliffNodes);
   const go = goProvisioner();
   if (go.reason) process.stdout.write(`Go provisioner unavailable: ${go.reason}\n`);
   if (options.realFleetOnly) return rerunRealFleet(go.bin, started);
-  const dynamoDb = await startDynamoDbLocal();
-  const helpers = availableHelpers();
-  const shared: Shared = { dynamoDb, goBin: go.bin, helpers };
-  // The sweep runs with the first helper asked for; the other helper runs each side's best setting.
-  const [sweepHelper, ...otherHelpers] = options.helpers.filter((kind) => helpers[kind] !== undefined);
-  let matrix: { results: RunResult[]; cut: string[] };
-  try {
-    matrix = await runMatrix(shared, sweepHelper, otherHelpers);
-  } finally {
-    await dynamoDb.stop();
-  }
-  const { results, cut } = matrix;
-  const sweepFleet = `simulator-${SIZES[0]}`;
-  const sweepHelperKind = sweepHelper ?? "bash";
-  const realFleet = await realFleetComparison(go.bin, realFleetSettings(best(results, "go", sweepFleet, sweepHelperKind), best(results, "ours", sweepFleet, sweepHelperKind)));
+  const { pairs, runs } = await withServices(go.bin, (shared) => runAllPairs(shared));
   const report: Report = {
     generated: new Date().toISOString(),
-    wall_seconds: (Date.now() - started) / 1000,
+    wall_seconds: 0,
     cpus: CORES,
+    cpu_model: cpuModel(),
     node: process.version,
     go_provisioner: { binary: go.bin ?? null, ...(go.reason ? { unavailable_reason: go.reason } : {}) },
-    real_fleet: realFleet,
-    cut,
-    fleets: summarise(results, CORES),
-    runs: results,
+    settings: {
+      pairs: options.pairs,
+      go_workers: options.goWorkers,
+      ours_default: `${OURS_DEFAULT.maxConcurrency} x ${OURS_DEFAULT.workers}`,
+      ours_tuned: options.tuned ? `${options.tuned.maxConcurrency} x ${options.tuned.workers}` : null,
+      max_start_load: options.maxStartLoad,
+      max_steal_pct: options.maxSteal,
+      load_wait_s: options.loadWaitS,
+      warm_up_nodes: options.warmUpNodes,
+      store_delay_ms: options.storeDelayMs,
+    },
+    real_fleet: await realFleetComparison(go.bin),
+    fleets: summarise(pairs),
+    runs,
   };
+  report.wall_seconds = (Date.now() - started) / 1000;
+  await writeReport(report);
+  await appendStages(report);
+  process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
+  for (const { pairs: _pairs, ...f } of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
+}
+
+async function writeReport(report: Report): Promise<void> {
   await mkdir(join(REPO_ROOT, "reports"), { recursive: true });
   await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
-  await appendStages(report);
-  process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
-  for (const f of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
 }
 
-/** `--markdown-only`: peer.md, and the fleet summaries in peer.json, again from the recorded runs. */
+const readRecordedReport = async () => JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report;
+
+/** `--markdown-only`: peer.md, and the fleet summaries in peer.json, again from the recorded pairs. */
 async function rewriteFromRecordedRuns(): Promise<void> {
-  const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
-  // The fleet summaries follow the runs, so runs merged from two invocations are summarised as one report.
-  await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(recorded, null, 2)}\n`);
-  await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(recorded));
-  process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its runs\n");
+  const recorded = await readRecordedReport();
+  if (!Array.isArray(recorded.fleets) || recorded.fleets.some((f) => !Array.isArray(f.pairs))) {
+    throw new Error("reports/peer.json predates the pairs (no `pairs` per fleet): run the benchmark to record a new one");
+  }
+  await writeReport({ ...recorded, fleets: summarise(recorded.fleets.flatMap((f) => f.pairs)) });
+  process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its pairs\n");
 }
 
-/** `--real-fleet-only`: the real fleet again, with the settings of the recorded sweep, into the recorded report. */
+/** `--real-fleet-only`: the real fleet again, into the recorded report. */
 async function rerunRealFleet(goBin: string | undefined, started: number): Promise<void> {
-  const recorded = upgradeReport(JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report);
-  const sweepFleet = recorded.fleets[0]?.fleet ?? `simulator-${SIZES[0]}`;
-  const settings = realFleetSettings(best(recorded.runs, "go", sweepFleet, "bash"), best(recorded.runs, "ours", sweepFleet, "bash"));
-  const report: Report = { ...recorded, real_fleet: await realFleetComparison(goBin, settings) };
-  await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
+  const report: Report = { ...(await readRecordedReport()), real_fleet: await realFleetComparison(goBin) };
+  await writeReport(report);
   process.stdout.write(`\nwrote the real fleet into reports/peer.json and reports/peer.md (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
 }
 
 /** The helpers asked for that this machine has: bash always, the compiled one if it builds. */
-function availableHelpers(): Shared["helpers"] {
-  const helpers: Shared["helpers"] = { bash: options.helpers.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
-  if (options.helpers.includes("compiled")) {
+function availableHelpers(kinds: readonly HelperKind[] = options.helpers): Shared["helpers"] {
+  const helpers: Shared["helpers"] = { bash: kinds.includes("bash") ? HELPERS.bash : undefined, compiled: undefined };
+  if (kinds.includes("compiled")) {
     try {
       helpers.compiled = buildCompiledHelper();
     } catch (error) {
@@ -962,53 +758,103 @@ function availableHelpers(): Shared["helpers"] {
   return helpers;
 }
 
+const oursSettingOf = (config: OursConfig): OursSetting => (config === "tuned" && options.tuned ? options.tuned : OURS_DEFAULT);
+
 /**
- * Every run on the simulator: an unmeasured warm-up, the sweep at the first size, then each side's
- * best setting with the other helpers and at the larger sizes. `cut` names what of the full matrix was left out.
+ * Every measured run: a warm-up of both sides, then per size, helper and config the pair slots,
+ * each run again while a gate refuses it (at most EXTRA_ATTEMPTS more times); then ours profiled.
  */
-async function runMatrix(shared: Shared, sweepHelper: HelperKind | undefined, otherHelpers: HelperKind[]): Promise<{ results: RunResult[]; cut: string[] }> {
-  const results: RunResult[] = [];
-  const cut: string[] = [];
-  const [sweepSize, ...larger] = SIZES;
-  if (sweepHelper === undefined) throw new Error(`none of the helpers asked for (${options.helpers.join(", ")}) is available`);
-  if (WARM_UP_NODES > 0) {
-    process.stdout.write(`\nwarm-up (not reported): ours on ${WARM_UP_NODES} nodes, so DynamoDB Local's JVM is not cold for the first measured run`);
-    await runOnce({ side: "ours", fleet: "warm-up", nodes: WARM_UP_NODES, setting: OURS_SETTINGS[0] ?? { maxConcurrency: 10, workers: 10 }, helper: sweepHelper }, shared);
+async function runAllPairs(shared: Shared): Promise<{ pairs: Pair[]; runs: RunResult[] }> {
+  const pairs: Pair[] = [];
+  const runs: RunResult[] = [];
+  const helpers = options.helpers.filter((kind) => shared.helpers[kind] !== undefined);
+  if (!shared.goBin || helpers.length === 0) {
+    process.stdout.write(`\nno pairs: ${!shared.goBin ? "no Go provisioner" : "none of the helpers asked for is available"}\n`);
+    return { pairs, runs };
   }
-  const sweepFleet = `simulator-${sweepSize}`;
-  if (sweepSize !== undefined) results.push(...(await runSweep(shared, sweepFleet, sweepSize, sweepHelper)));
-  const bestGo = best(results, "go", sweepFleet, sweepHelper);
-  const bestOurs = best(results, "ours", sweepFleet, sweepHelper);
-  for (const helper of otherHelpers) {
-    if (sweepSize === undefined) break;
-    if (bestGo) results.push(await runOnce({ side: "go", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestGo), helper }, shared));
-    if (bestOurs) results.push(await runOnce({ side: "ours", fleet: sweepFleet, nodes: sweepSize, setting: settingOf(bestOurs), helper }, shared));
-    cut.push(`the ${helper} helper ran only each side's best setting from the ${sweepHelper} sweep`);
-  }
-  for (const nodes of larger) {
-    const fleet = `simulator-${nodes}`;
-    for (const helper of [sweepHelper, ...otherHelpers]) {
-      if (bestGo) results.push(await runOnce({ side: "go", fleet, nodes, setting: settingOf(bestGo), helper }, shared));
-      if (bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper }, shared));
+  await warmUp(shared, helpers[0] as HelperKind, ["go", "ours"]);
+  const configs: OursConfig[] = options.tuned ? ["default", "tuned"] : ["default"];
+  for (const nodes of options.sizes) {
+    for (const helper of helpers) {
+      for (const config of configs) {
+        for (let slot = 1; slot <= options.pairs; slot++) {
+          for (let attempt = 1; attempt <= 1 + EXTRA_ATTEMPTS; attempt++) {
+            const where = { fleet: `simulator-${nodes}`, helper, config, slot, attempt };
+            const [go, ours] = await runPair(shared, nodes, where);
+            const pair = pairOf(where, go, ours, { maxStartLoad: options.maxStartLoad, maxSteal: options.maxSteal });
+            pairs.push(pair);
+            runs.push(go, ours);
+            process.stdout.write(`  pair ${helper}/${config}/${slot}.${attempt}: ratio ${pair.ratio}${pair.counted ? "" : ` (${pair.refused ? `refused: ${pair.refused}` : `not counted: ${pair.not_counted}`})`}\n`);
+            if (!pair.refused) break;
+          }
+        }
+      }
     }
-    cut.push(`at ${nodes} nodes only each side's best setting from the ${sweepSize}-node sweep was run`);
   }
-  return { results, cut };
+  if (options.profile) {
+    const nodes = options.sizes[0] as number;
+    const spec: RunSpec = { side: "ours", fleet: `simulator-${nodes}`, nodes, setting: OURS_DEFAULT, config: "default", helper: helpers[0] as HelperKind, profile: true };
+    runs.push(await runOnce(spec, shared));
+  }
+  return { pairs, runs };
 }
 
-/** The sweep: Go's `workers` and ours' settings, alternated so load from other jobs on the machine falls on both; then ours' best, profiled, with --profile. */
-async function runSweep(shared: Shared, fleet: string, nodes: number, helper: HelperKind): Promise<RunResult[]> {
-  const results: RunResult[] = [];
-  const rounds = Math.max(shared.goBin ? GO_WORKERS.length : 0, OURS_SETTINGS.length);
-  for (let i = 0; i < rounds; i++) {
-    const workers = GO_WORKERS[i];
-    if (shared.goBin && workers !== undefined) results.push(await runOnce({ side: "go", fleet, nodes, setting: { workers }, helper }, shared));
-    const ours = OURS_SETTINGS[i];
-    if (ours) results.push(await runOnce({ side: "ours", fleet, nodes, setting: ours, helper }, shared));
+/** One pair: Go and ours on the same size, helper and config, in the slot's order (ABBA). */
+async function runPair(shared: Shared, nodes: number, where: { fleet: string; helper: HelperKind; config: OursConfig; slot: number; attempt: number }): Promise<[RunResult, RunResult]> {
+  const pair = `${where.helper}/${where.config}/${where.slot}.${where.attempt}`;
+  const common = { fleet: where.fleet, nodes, helper: where.helper, config: where.config, pair };
+  const go = () => runOnce({ ...common, side: "go", setting: { workers: options.goWorkers } }, shared);
+  const ours = () => runOnce({ ...common, side: "ours", setting: oursSettingOf(where.config) }, shared);
+  if (orderOf(where.slot) === "go-first") {
+    const goRun = await go();
+    return [goRun, await ours()];
   }
-  const bestOurs = best(results, "ours", fleet, helper);
-  if (PROFILE && bestOurs) results.push(await runOnce({ side: "ours", fleet, nodes, setting: settingOf(bestOurs), helper, profile: true }, shared));
-  return results;
+  const oursRun = await ours();
+  return [await go(), oursRun];
+}
+
+/** Unreported runs on a warm-up fleet (DynamoDB Local's JVM, page cache, the helpers' first start), for each side asked, in order. */
+async function warmUp(shared: Shared, helper: HelperKind, sides: readonly Side[]): Promise<void> {
+  if (options.warmUpNodes === 0) return;
+  process.stdout.write(`\nwarm-up (not reported): ${sides.join(" then ")} on ${options.warmUpNodes} nodes`);
+  for (const side of sides) {
+    const setting = side === "go" ? { workers: options.goWorkers } : OURS_DEFAULT;
+    await runOnce({ side, fleet: "warm-up", nodes: options.warmUpNodes, setting, config: "default", helper }, shared);
+  }
+}
+
+/** `--no-cliff <nodes>`: ours alone (default config, compiled helper) once, merged into the recorded reports/peer.json. */
+async function noCliff(nodes: number): Promise<void> {
+  const run = await withServices(undefined, async (shared) => {
+    if (!shared.helpers.compiled) throw new Error("--no-cliff runs the compiled helper, which is unavailable here");
+    await warmUp(shared, "compiled", ["ours"]);
+    return runOnce({ side: "ours", fleet: `no-cliff-${nodes}`, nodes, setting: OURS_DEFAULT, config: "default", helper: "compiled" }, shared);
+  });
+  const timeline = run.admission_timeline;
+  const result: NoCliff = {
+    generated: new Date().toISOString(),
+    nodes,
+    store_delay_ms: options.storeDelayMs,
+    admission_seconds: admissionSeconds(timeline),
+    longest_admission_gap_s: run.longest_admission_gap_s,
+    every_host_restarted: run.complete,
+    restarted: run.restarted,
+    hosts_per_min: run.hosts_per_min,
+    start_load: run.start_load,
+    steal_pct: run.steal_pct,
+    admission_timeline: timeline,
+  };
+  const recorded = existsSync(join(REPO_ROOT, "reports/peer.json")) ? await readRecordedReport() : undefined;
+  if (!recorded?.fleets?.every((f) => Array.isArray(f.pairs))) throw new Error("--no-cliff merges into a reports/peer.json with pairs: run the pairs first");
+  await writeReport({ ...recorded, no_cliff: result });
+  process.stdout.write(`\nwrote no_cliff into reports/peer.json and reports/peer.md: ${JSON.stringify({ ...result, admission_timeline: undefined })}\n`);
+}
+
+/** Seconds from the first admitted second to the last, from the per-second timeline. */
+function admissionSeconds(timeline: readonly number[]): number {
+  const first = timeline.findIndex((count) => count > 0);
+  const last = timeline.findLastIndex((count) => count > 0);
+  return first < 0 ? 0 : last - first + 1;
 }
 
 main().then(

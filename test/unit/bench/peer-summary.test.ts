@@ -1,65 +1,118 @@
 import { describe, expect, it } from "vitest";
 import { parsePeerOptions, PeerOptionsError } from "../../../bench/peer-options";
-import { summarise, type ComparableRun } from "../../../bench/peer-summary";
+import { median, orderOf, pairOf, summarise, type Pair, type PairedRun } from "../../../bench/peer-summary";
 
-const run = (overrides: Partial<ComparableRun>): ComparableRun => ({
-  side: "go",
-  fleet: "simulator-1000",
-  helper: "bash",
-  setting: "workers 64",
+const run = (overrides: Partial<PairedRun> = {}): PairedRun => ({
   nodes: 1_000,
   restarted: 1_000,
   complete: true,
   hosts_per_min: 1_000,
-  cpu_ms_per_host: 20,
-  load_average_1m: { start: 1.2 },
+  start_load: 0.8,
+  steal_pct: 0.5,
+  admission_to_restart_ms: { p99: 4_000 },
+  discovery_to_restart_ms: { p99: 30_000 },
   ...overrides,
 });
 
-describe("bench:peer summary", () => {
-  it("gives the ratio per helper between complete runs that started on a quiet machine, and the highest start load", () => {
+const gates = { maxStartLoad: 1.5, maxSteal: 3 };
+const where = (slot: number, overrides: Partial<Pick<Pair, "helper" | "config" | "attempt">> = {}) => ({
+  fleet: "simulator-1000",
+  helper: "compiled" as const,
+  config: "default" as const,
+  slot,
+  attempt: 1,
+  ...overrides,
+});
+
+describe("bench:peer pairs", () => {
+  it("alternates the order: Go first in odd slots, ours first in even ones (ABBA)", () => {
+    expect([1, 2, 3, 4].map(orderOf)).toEqual(["go-first", "ours-first", "go-first", "ours-first"]);
+  });
+
+  it("gives a pair ours' hosts/min over Go's, the higher start load and steal of its runs, and whether ours' p99 from discovery is below Go's", () => {
+    // Act
+    const pair = pairOf(where(2), run({ hosts_per_min: 800, start_load: 1.1, discovery_to_restart_ms: { p99: 40_000 } }), run({ hosts_per_min: 1_000, steal_pct: 1.2 }), gates);
+
+    // Assert
+    expect(pair).toMatchObject({ ratio: 1.25, order: "ours-first", start_load: 1.1, steal_pct: 1.2, go_p99_discovery_ms: 40_000, ours_p99_discovery_ms: 30_000, ours_p99_discovery_below_go: true, counted: true });
+    expect(pair.refused).toBeUndefined();
+  });
+
+  it("refuses a pair whose run started above the load gate or whose steal passed its bound, and says which", () => {
+    // Act
+    const busy = pairOf(where(1), run({ start_load: 1.9 }), run(), gates);
+    const stolen = pairOf(where(1), run(), run({ steal_pct: 9.5 }), gates);
+
+    // Assert
+    expect(busy).toMatchObject({ counted: false, refused: "Go's run started at load 1.9 (gate 1.5)" });
+    expect(stolen).toMatchObject({ counted: false, refused: "CPU steal 9.5 % over ours' run (bound 3 %)" });
+  });
+
+  it("does not count a pair where a side did not restart every node, and says why", () => {
+    // Act
+    const pair = pairOf(where(1), run({ restarted: 900, complete: false }), run(), gates);
+
+    // Assert
+    expect(pair.counted).toBe(false);
+    expect(pair.refused).toBeUndefined();
+    expect(pair.not_counted).toBe("Go's run restarted 900/1000: a ratio needs two runs that both restarted every node");
+  });
+
+  it("takes the median of an odd and an even count", () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(median([])).toBeUndefined();
+  });
+});
+
+describe("bench:peer fleet summary", () => {
+  const ratioPair = (slot: number, oursRate: number, overrides: Partial<Pick<Pair, "helper" | "config" | "attempt">> = {}, ours: Partial<PairedRun> = {}) =>
+    pairOf(where(slot, overrides), run(), run({ hosts_per_min: oursRate, ...ours }), gates);
+
+  it("gives the median ratio per helper over the counted default pairs, with the spread, leaving refused pairs out", () => {
     // Arrange
-    const runs = [
-      run({ side: "go", hosts_per_min: 1_200 }),
-      run({ side: "ours", setting: "10 x 10", hosts_per_min: 1_500, load_average_1m: { start: 1.9 } }),
-      run({ side: "go", helper: "compiled", hosts_per_min: 2_000 }),
-      run({ side: "ours", helper: "compiled", setting: "10 x 10", hosts_per_min: 5_000 }),
+    const pairs = [
+      ratioPair(1, 2_000),
+      ratioPair(2, 3_000, {}, { start_load: 2.5 }),
+      ratioPair(2, 2_600, { attempt: 2 }),
+      ratioPair(3, 2_200),
+      ...[1, 2, 3].map((slot) => ratioPair(slot, 1_100 + slot * 100, { helper: "bash" })),
     ];
 
     // Act
-    const [summary] = summarise(runs, 2);
+    const [summary] = summarise(pairs);
 
     // Assert
-    expect(summary).toMatchObject({ ratio_hosts_per_min: 1.25, ratio_hosts_per_min_compiled: 2.5, max_start_load: 1.9 });
-    expect(summary?.not_comparable).toBeUndefined();
+    expect(summary).toMatchObject({ fleet: "simulator-1000", median_ratio_hosts_per_min_compiled: 2.2, median_ratio_hosts_per_min: 1.3, every_host_restarted: true, max_start_load: 2.5, slots_left_refused: 0 });
+    expect(summary?.spread.compiled).toEqual({ median: 2.2, min: 2, max: 2.6, counted: 3 });
+    expect(summary?.tuned_median_ratio_hosts_per_min).toBeUndefined();
   });
 
-  it("refuses a ratio from a run that started with the load above the core count, and says so", () => {
+  it("gives no median from fewer than 3 counted pairs, says why, and reports a slot refused on every attempt", () => {
     // Arrange
-    const runs = [run({ side: "go", hosts_per_min: 600, load_average_1m: { start: 5.6 } }), run({ side: "ours", hosts_per_min: 900 })];
+    const pairs = [ratioPair(1, 2_000), ratioPair(2, 2_000), ...[1, 2, 3].map((attempt) => ratioPair(3, 2_000, { attempt }, { steal_pct: 12 }))];
 
     // Act
-    const [summary] = summarise(runs, 2);
+    const [summary] = summarise(pairs);
 
     // Assert
-    expect(summary?.ratio_hosts_per_min).toBeNull();
-    expect(summary?.max_start_load).toBe(5.6);
-    expect(summary?.not_comparable).toEqual(["bash helper: Go's run started at load 5.6 on 2 cores: the machine was busy with other work, no ratio"]);
+    expect(summary?.median_ratio_hosts_per_min_compiled).toBeNull();
+    expect(summary?.spread.compiled.reason).toBe("2 counted pair(s) of 5 run (refused or incomplete pairs are not counted); a median needs 3");
+    expect(summary?.slots_left_refused).toBe(1);
   });
 
-  it("marks a fleet not comparable when one side's best run did not restart every node", () => {
+  it("summarises tuned pairs apart, and takes ours' worst p99 from discovery over the compiled default pairs", () => {
     // Arrange
-    const runs = [
-      run({ side: "go", fleet: "simulator-5000", nodes: 5_000, restarted: 4_100, complete: false, hosts_per_min: 400 }),
-      run({ side: "ours", fleet: "simulator-5000", nodes: 5_000, restarted: 5_000, hosts_per_min: 1_600 }),
+    const pairs = [
+      ...[1, 2, 3].map((slot) => ratioPair(slot, 2_000, {}, { discovery_to_restart_ms: { p99: 10_000 * slot } })),
+      ...[1, 2, 3].map((slot) => ratioPair(slot, 3_000, { config: "tuned" })),
     ];
 
     // Act
-    const [summary] = summarise(runs, 2);
+    const [summary] = summarise(pairs);
 
     // Assert
-    expect(summary?.ratio_hosts_per_min).toBeNull();
-    expect(summary?.not_comparable?.[0]).toContain("Go's run restarted 4100/5000: not comparable");
+    expect(summary).toMatchObject({ median_ratio_hosts_per_min_compiled: 2, tuned_median_ratio_hosts_per_min_compiled: 3, p99_from_discovery_ms: 30_000, p99_below_go_every_pair: false });
   });
 });
 
@@ -70,26 +123,47 @@ describe("bench:peer options", () => {
 
   it("flags override the environment, which overrides the defaults", () => {
     // Act
-    const options = parsePeerOptions(["--sizes", "200", "--ours", "5x10,10x20", "--helpers", "compiled"], { PEER_GO_WORKERS: "8,32", PEER_SIZES: "50" });
+    const options = parsePeerOptions(["--sizes", "200", "--tuned", "20x20", "--helpers", "compiled", "--pairs", "5"], { PEER_GO_WORKERS: "64", PEER_SIZES: "50", PEER_MAX_STEAL: "5" });
 
     // Assert
-    expect(options).toMatchObject({
-      sizes: [200],
-      goWorkers: [8, 32],
-      oursSettings: [
-        { maxConcurrency: 5, workers: 10 },
-        { maxConcurrency: 10, workers: 20 },
-      ],
-      helpers: ["compiled"],
-      profile: true,
-      loadWaitS: 60,
+    expect(options).toMatchObject({ sizes: [200], goWorkers: 64, tuned: { maxConcurrency: 20, workers: 20 }, helpers: ["compiled"], pairs: 5, profile: true, maxSteal: 5 });
+  });
+
+  it("defaults to 3 pairs at 1,000 and 5,000 nodes, Go at 256 workers, no tuned config, gates at load 1.5 and 3 % steal, both sides warmed", () => {
+    expect(parsePeerOptions([], {})).toMatchObject({
+      sizes: [1_000, 5_000],
+      pairs: 3,
+      goWorkers: 256,
+      tuned: undefined,
+      maxStartLoad: 1.5,
+      maxSteal: 3,
+      loadWaitS: 120,
+      warmUpNodes: 200,
+      storeDelayMs: 0,
+      noCliffNodes: undefined,
+    });
+  });
+
+  it("takes the start gate, the steal bound, a store delay and the no-cliff fleet", () => {
+    expect(parsePeerOptions(["--max-start-load", "9", "--max-steal", "100", "--store-delay-ms", "600", "--no-cliff", "5000", "--warm-up", "0"], {})).toMatchObject({
+      maxStartLoad: 9,
+      maxSteal: 100,
+      storeDelayMs: 600,
+      noCliffNodes: 5_000,
+      warmUpNodes: 0,
     });
   });
 
   it("an unknown flag or a malformed value is a PeerOptionsError naming it", () => {
     expect(() => parsePeerOptions(["--bogus"], {})).toThrow(PeerOptionsError);
-    expect(() => parsePeerOptions(["--ours", "10"], {})).toThrow('--ours takes <concurrency>x<workers> pairs such as 10x10, got "10"');
-    expect(() => parsePeerOptions(["--ours=10x10,-1x5"], {})).toThrow('--ours takes <concurrency>x<workers> pairs such as 10x10, got "-1x5"');
+    expect(() => parsePeerOptions(["--ours", "10x10"], {})).toThrow(PeerOptionsError);
+    expect(() => parsePeerOptions(["--tuned", "20"], {})).toThrow('--tuned takes <concurrency>x<workers> such as 10x10, got "20"');
+    expect(() => parsePeerOptions(["--go-workers", "64,256"], {})).toThrow('--go-workers takes a whole number >= 0, got "64,256"');
+    expect(() => parsePeerOptions(["--pairs", "0"], {})).toThrow('--pairs takes a whole number > 0, got "0"');
+    expect(() => parsePeerOptions(["--max-steal=-1"], {})).toThrow('--max-steal takes a percentage >= 0, got "-1"');
+    expect(() => parsePeerOptions(["--max-start-load", ""], {})).toThrow('--max-start-load takes a number >= 0, got ""');
+    expect(() => parsePeerOptions(["--store-delay-ms", "1.5"], {})).toThrow('--store-delay-ms takes a whole number >= 0, got "1.5"');
+    expect(() => parsePeerOptions(["--no-cliff", "0"], {})).toThrow('--no-cliff takes a whole number > 0, got "0"');
     expect(() => parsePeerOptions(["--helpers", "python"], {})).toThrow('--helpers takes bash and/or compiled, got "python"');
     expect(() => parsePeerOptions(["--real-fleet", "2.5"], {})).toThrow('--real-fleet takes a whole number >= 0, got "2.5"');
     expect(() => parsePeerOptions(["--real-fleet-rounds", "0"], {})).toThrow('--real-fleet-rounds takes a whole number > 0, got "0"');
