@@ -39,7 +39,7 @@ export interface RunResult {
   seconds_first_admission_to_last_restart: number;
   hosts_per_min: number;
   admission_to_restart_ms: Percentiles;
-  /** From the latest discovery broadcast at or before the host's admission (a startup event: the fleet's start). */
+  /** From the first discovery broadcast, which found the host (a startup event: the fleet's start). */
   discovery_to_restart_ms: Percentiles;
   /** First admissions per second from the first discovery broadcast (or the first admission). */
   admission_timeline: number[];
@@ -205,9 +205,9 @@ function methodSection(report: Report): string[] {
     "- **hosts/min**: restarted hosts / time from the first admission to the last restart acknowledged at a node.",
     "- **admission -> restart**: per host, from its last admission to the node recording `restart` (Go: its `Adding <identity> to the work queue`",
     "  line; ours: the host-work message's `admittedAt`). Not like for like: ours paces admission, so its figure leaves out the wait before it.",
-    "- **discovery -> restart**: per host, from the latest discovery broadcast the fleet received at or before the host's admission to its",
-    "  restart, the same on both sides; a host admitted from its startup event (ours' host-work source `lifecycle`) is measured from the",
-    "  fleet's start, when the nodes published it.",
+    "- **discovery -> restart**: per host, from the first discovery broadcast the fleet received (the one that found the host: every node",
+    "  answers every broadcast, so a host left waiting past a discovery is still measured from it) to its restart, the same on both sides;",
+    "  a host first admitted from its startup event (ours' host-work source `lifecycle`) is measured from the fleet's start.",
     "- **longest admission gap**: the longest time between consecutive admissions while some discovered host was not yet admitted.",
     "- **CPU ms/host**: the provisioner process's utime + stime (/proc/<pid>/stat) over the run, over restarted hosts (ours with its helper",
     "  launcher); reaped helper processes apart. Not counted: fleet, nats-server, DynamoDB Local, fauxqs (in peer.json). **peak memory**: VmHWM.",

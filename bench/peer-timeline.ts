@@ -70,9 +70,11 @@ export interface Admission {
 }
 
 /**
- * Per restarted host, its restart time minus the latest discovery broadcast at or before its last
- * admission before the restart; a host admitted from a startup event ("lifecycle") is measured from
- * the fleet's start, when the nodes published it.
+ * Per restarted host, its restart time minus the first discovery broadcast at or before its first
+ * admission: the discovery that found it (every node of the fleet answers every broadcast, so a host
+ * left waiting past a discovery, or admitted again, is measured from the first one, as Go's hosts
+ * are). A host first admitted from a startup event ("lifecycle") is measured from the fleet's start,
+ * when the nodes published it.
  */
 export function discoveryToRestart(
   restartedAt: ReadonlyMap<string, number>,
@@ -80,25 +82,13 @@ export function discoveryToRestart(
   discoveries: readonly number[],
   fleetStartedAt: number,
 ): number[] {
-  const broadcasts = [...discoveries].sort((a, b) => a - b);
+  const firstBroadcast = Math.min(...discoveries);
   const latencies: number[] = [];
   for (const [identity, restart] of restartedAt) {
-    const admission = (admissions.get(identity) ?? []).filter((a) => a.at <= restart).at(-1);
-    if (!admission) continue;
-    const from = admission.source === "lifecycle" ? fleetStartedAt : latestAtOrBefore(broadcasts, admission.at);
+    const first = (admissions.get(identity) ?? []).filter((a) => a.at <= restart).sort((a, b) => a.at - b.at)[0];
+    if (!first) continue;
+    const from = first.source === "lifecycle" ? fleetStartedAt : firstBroadcast <= first.at ? firstBroadcast : undefined;
     if (from !== undefined) latencies.push(restart - from);
   }
   return latencies;
-}
-
-/** The last value <= `at` of an ascending list (binary search: 5,000 hosts over a few broadcasts). */
-function latestAtOrBefore(sorted: readonly number[], at: number): number | undefined {
-  let low = 0;
-  let high = sorted.length;
-  while (low < high) {
-    const mid = (low + high) >> 1;
-    if ((sorted[mid] as number) <= at) low = mid + 1;
-    else high = mid;
-  }
-  return low > 0 ? sorted[low - 1] : undefined;
 }
