@@ -17,6 +17,7 @@ import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryIssuanceLedger } from "../../support/stores/memory-issuance-ledger";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
 import type { CredentialsExpiry } from "../../../lib/ports/credentials";
 import type { IssuanceLedger, IssuedCredentials } from "../../../lib/ports/issuance-ledger";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
@@ -163,6 +164,44 @@ describe("host work: provisioning one queued host", () => {
     const term = await w.gate.currentTerm();
     expect(history[0]).toMatchObject({ site: SITE, identity: "a.example.net", term, deploymentId: w.deploymentId, expiresAt: history[0]!.issuedAt + LEDGER_RETENTION_MS });
     expect((await stateOf(w, "a.example.net"))?.credentialId).toBe("AB:02");
+  });
+
+  it("costs five writes per host provisioned with expiring credentials: admit, claim, ledger record, credentials, the end", async () => {
+    // Arrange: every write to the admission store and the ledger is counted, in order; reads are not writes.
+    const writes: string[] = [];
+    const reads = new Set(["read", "listSite", "readWaiting"]);
+    const admissionStore = new Proxy(new MemoryAdmissionStore(), {
+      get(target, name, receiver) {
+        const member: unknown = Reflect.get(target, name, receiver);
+        if (typeof member !== "function" || typeof name !== "string" || reads.has(name)) return member;
+        return (...args: unknown[]) => {
+          writes.push(name);
+          return (member as (...parameters: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const w = world({ shared: shared({ admissionStore }) });
+    const ledger = new MemoryIssuanceLedger();
+    const countedLedger: Pick<IssuanceLedger, "record"> = {
+      record: (record) => {
+        writes.push("ledger.record");
+        return ledger.record(record);
+      },
+    };
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now(), credentialId: "AB:01" };
+        await options?.recordCredentials?.(credentials, issuedFor(credentials, credentials.credentialId));
+        return { kind: "provisioned", identity: work.identity, credentials };
+      },
+    };
+
+    // Act
+    await processor(w, engine, 4, RETRY, countedLedger).handle(await admitted(w, "a.example.net"), context());
+
+    // Assert: docs/behaviour.md §2 "Writes per host" says what each one pays for.
+    expect(writes).toEqual(["admit", "claim", "ledger.record", "recordCredentials", "markProvisioned"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
   });
 
   it("records nothing in the registry, and fails the attempt before configure, when the ledger cannot be written", async () => {
