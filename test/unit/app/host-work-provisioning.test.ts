@@ -17,6 +17,9 @@ import { FakeEngine, failedIds, VirtualClock } from "../../support/fakes";
 import type { LeaseStore } from "../../../lib/ports/lease-store";
 import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { MemoryIssuanceLedger } from "../../support/stores/memory-issuance-ledger";
+import { MemoryAdmissionStore } from "../../support/stores/memory-admission-store";
+import type { HostExpiry } from "../../../lib/admission/site-listing";
+import { renewalApplies } from "../../../lib/app/renewal-state";
 import type { CredentialsExpiry } from "../../../lib/ports/credentials";
 import type { IssuanceLedger, IssuedCredentials } from "../../../lib/ports/issuance-ledger";
 import { blippingAdmissionStore, blippingLeaseStore, context, INTERVAL_MS, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
@@ -163,6 +166,88 @@ describe("host work: provisioning one queued host", () => {
     const term = await w.gate.currentTerm();
     expect(history[0]).toMatchObject({ site: SITE, identity: "a.example.net", term, deploymentId: w.deploymentId, expiresAt: history[0]!.issuedAt + LEDGER_RETENTION_MS });
     expect((await stateOf(w, "a.example.net"))?.credentialId).toBe("AB:02");
+  });
+
+  it("costs five writes per host provisioned with expiring credentials: admit, claim, ledger record, credentials, the end", async () => {
+    // Arrange: every write to the admission store and the ledger is counted, in order; reads are not writes.
+    const writes: string[] = [];
+    const reads = new Set(["read", "listSite", "readWaiting"]);
+    const admissionStore = new Proxy(new MemoryAdmissionStore(), {
+      get(target, name, receiver) {
+        const member: unknown = Reflect.get(target, name, receiver);
+        if (typeof member !== "function" || typeof name !== "string" || reads.has(name)) return member;
+        return (...args: unknown[]) => {
+          writes.push(name);
+          return (member as (...parameters: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const w = world({ shared: shared({ admissionStore }) });
+    const ledger = new MemoryIssuanceLedger();
+    const countedLedger: Pick<IssuanceLedger, "record"> = {
+      record: (record) => {
+        writes.push("ledger.record");
+        return ledger.record(record);
+      },
+    };
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now(), credentialId: "AB:01" };
+        await options?.recordCredentials?.(credentials, issuedFor(credentials, credentials.credentialId));
+        return { kind: "provisioned", identity: work.identity, credentials };
+      },
+    };
+
+    // Act
+    await processor(w, engine, 4, RETRY, countedLedger).handle(await admitted(w, "a.example.net"), context());
+
+    // Assert: docs/behaviour.md §2 "Writes per host" says what each one pays for.
+    expect(writes).toEqual(["admit", "claim", "ledger.record", "recordCredentials", "markProvisioned"]);
+    expect((await stateOf(w, "a.example.net"))?.state).toBe("provisioned");
+  });
+
+  it("ends the claim with the attempt: a host provisioned a moment ago may be forgotten at once, and is admitted again after its hold and interval", async () => {
+    // Arrange: an engine that records credentials before configure, as the real one does.
+    const w = world();
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now(), credentialId: `AB:${work.identity}` };
+        await options?.recordCredentials?.(credentials, issuedFor(credentials, credentials.credentialId));
+        return { kind: "provisioned", identity: work.identity, credentials };
+      },
+    };
+    const term = (await w.gate.currentTerm())!;
+    await processor(w, engine).handle(await admitted(w, "a.example.net", "b.example.net"), context());
+
+    // Act: the operator forgets one at once; the other comes back in provisioning mode after its interval (longer than the 60 s hold).
+    const forgotten = await w.registry.forgetUnlessClaimed("a.example.net");
+    w.clock.advance(INTERVAL_MS);
+    const again = await w.registry.admit("b.example.net", "discovery", term);
+
+    // Assert: no claim outlived the attempt (its TTL is 15 minutes), so neither waits for one.
+    expect(forgotten).toBe(true);
+    expect(again?.identity).toBe("b.example.net");
+  });
+
+  it("keeps renewal off a host while its worker is between recording the credentials and the end of the attempt", async () => {
+    // Arrange: an engine that looks at what renewal would see right after the credentials were recorded.
+    const w = world();
+    let seenByRenewal: HostExpiry[] = [];
+    const engine: Pick<ProvisionEngine, "provision"> = {
+      provision: async (work, options) => {
+        const credentials = { expiresAt: w.clock.now() + 86_400_000, kind: "certificate" as const, issuedAt: w.clock.now(), credentialId: "AB:01" };
+        await options?.recordCredentials?.(credentials, issuedFor(credentials, credentials.credentialId));
+        seenByRenewal = await w.registry.expiries();
+        return { kind: "provisioned", identity: work.identity, credentials };
+      },
+    };
+
+    // Act
+    await processor(w, engine).handle(await admitted(w, "a.example.net"), context());
+
+    // Assert: renewal knows the credentials but leaves the host to its worker; once provisioned, renewal applies.
+    expect(seenByRenewal.map((host) => [host.identity, renewalApplies(host)])).toEqual([["a.example.net", false]]);
+    expect((await w.registry.expiries()).map((host) => [host.identity, renewalApplies(host)])).toEqual([["a.example.net", true]]);
   });
 
   it("records nothing in the registry, and fails the attempt before configure, when the ledger cannot be written", async () => {
