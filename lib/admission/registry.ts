@@ -18,7 +18,8 @@
  * - An admission whose work never reached the queue is withdrawn, so the host is admitted again.
  * - The operator may forget a host at any time except while a worker provisions it.
  *
- * A provisioned host costs three writes: admit, claim, mark provisioned.
+ * A provisioned host costs four writes here (admit, claim, its credentials, mark provisioned) and one
+ * in the issuance ledger; docs/behaviour.md §2 says what each pays for.
  */
 import { randomUUID } from "node:crypto";
 import { waitedTooLong } from "../engine/waiting";
@@ -42,6 +43,12 @@ export class AdmissionRegistry {
   private readonly holdMs: number;
   private readonly claimTtlMs: number;
   private readonly settling: SettleDeps;
+  /**
+   * Per claim, until when its entry must stay in the table because of credentials a node may hold:
+   * the host's from before the claim, and any recorded on the claim. A failure recorded later keeps
+   * at least that, so the table's expiry never deletes what renewal needs.
+   */
+  private readonly credentialsKeptUntil = new WeakMap<HostClaim, number>();
 
   constructor(
     private readonly settings: AdmissionSettings,
@@ -160,7 +167,9 @@ export class AdmissionRegistry {
       const previousFailure =
         claimed?.failedStep !== undefined && (claimed.failures ?? 0) > 0 ? { step: claimed.failedStep, count: claimed.failures ?? 0 } : undefined;
       const renewing = claimed?.credentialsExpireAt !== undefined;
-      return { status: "claimed", claim: { work, token, claimedUntil, ...(previousFailure ? { previousFailure } : {}), ...(renewing ? { renewing } : {}) } };
+      const claim: HostClaim = { work, token, claimedUntil, ...(previousFailure ? { previousFailure } : {}), ...(renewing ? { renewing } : {}) };
+      if (claimed?.credentialsExpireAt !== undefined) this.credentialsKeptUntil.set(claim, claimed.credentialsExpireAt + EXPIRED_KEPT_MS);
+      return { status: "claimed", claim };
     }
 
     const current = result.current;
@@ -235,6 +244,7 @@ export class AdmissionRegistry {
       (current) => holdsClaim(current, claim.token) && current?.credentialsIssuedAt === credentials.issuedAt,
       (current) => holdsClaim(current, claim.token),
     );
+    if (result.applied) this.credentialsKeptUntil.set(claim, Math.max(this.credentialsKeptUntil.get(claim) ?? 0, credentials.expiresAt + EXPIRED_KEPT_MS));
     return result.applied;
   }
 
@@ -259,8 +269,9 @@ export class AdmissionRegistry {
       lastErrorAt: now,
       ...(heldUntil === undefined ? {} : { heldUntil }),
       ...(failure.provisioningJwt ? { provisioningJwt: failure.provisioningJwt } : {}),
-      // The failure count must outlive the gap to the next admission (one interval).
-      expiresAt: (heldUntil ?? now + 2 * this.settings.intervalMs) + EXPIRY_SLACK_MS,
+      // The failure count must outlive the gap to the next admission (one interval); credentials the
+      // node may hold (sent before the failure was seen) outlive both.
+      expiresAt: Math.max((heldUntil ?? now + 2 * this.settings.intervalMs) + EXPIRY_SLACK_MS, this.credentialsKeptUntil.get(claim) ?? 0),
     };
     const result = await settle(
       this.settling,

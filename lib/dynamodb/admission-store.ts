@@ -41,7 +41,7 @@ const waitingKey = (site: string): Record<string, AttributeValue> => ({ site: { 
 const CLAIM = ["claimToken", "claimedUntil"] as const;
 
 export class DynamoDbAdmissionStore implements AdmissionStore {
-  /** The conditional writes, three per host provisioned, skip the SDK's per-call pipeline. */
+  /** The conditional writes, four per host provisioned, skip the SDK's per-call pipeline. */
   private readonly writes: DynamoDbDirectWrites;
 
   constructor(private readonly options: DynamoDbAdmissionStoreOptions) {

@@ -557,6 +557,22 @@ export function describeRegistryRules(storeName: string, makeStore: () => Admiss
       expect(afterClaim).toMatchObject([{ identity: "node-1", abandoned: true, credentials }]);
     });
 
+    it.each([
+      { end: "a failure", park: false },
+      { end: "a parking failure", park: true },
+    ])("keeps the entry of a host whose credentials were recorded for as long as they live when the attempt ends in $end", async ({ park }) => {
+      // The configure request may have reached the node before the failure was seen: the node is then in
+      // service on the recorded credentials, and the table's expiry must not delete what renewal needs.
+      const { registry, time, site, store } = setup();
+      const claim = await claimed(registry, "node-1");
+      const credentials = { expiresAt: time.now() + 30 * 86_400_000, kind: "certificate" as const, issuedAt: time.now() };
+      await registry.recordCredentials(claim, credentials);
+
+      await registry.recordFailure(claim, { step: "configure", reason: "no reply", failures: 1, park });
+
+      expect((await store.read({ site, identity: "node-1" }))?.expiresAt).toBeGreaterThan(credentials.expiresAt);
+    });
+
     it("keeps a host with recorded credentials when its attempt ends without an outcome, admissible again at once", async () => {
       const { registry, time, site, store } = setup();
       const first = await claimed(registry, "node-1");
