@@ -4,7 +4,7 @@ import type { LeadershipDeps } from "../../../lib/app/leadership";
 import { parseContinuation, type DiscoveryContinuation } from "../../../lib/app/discovery-continuation";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
-import { admissionFlowOver, answerLostOnce, blippingAdmissionStore, leadership, armedTicks, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, tickArming, unreachableLeaseStore, world, type World } from "./support";
+import { admissionFlowOver, answerLostOnce, blippingAdmissionStore, leadership, armedTicks, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 /**
  * The world's admission flow, each call taking `callMs` of virtual time (calls in flight together
