@@ -197,8 +197,9 @@ export class Leadership {
 
   /**
    * Admits and queues discovered hosts chunk by chunk (admitInChunks). What it leaves out for its
-   * deadline, its pacing or the new-names budget a continuation looks for again at once, while the
-   * chain that began by `chainUntil` (wall-clock ms; a new chain at a scheduled or won-term discovery).
+   * deadline, its pacing or the new-names budget, a continuation looks for again at once while the
+   * chain lasts: until `chainUntil` (wall-clock ms), or, for the scheduled or won-term discovery that
+   * begins a chain, one interval from now.
    */
   private async runDiscovery(term: number, remainingMs?: () => number, chainUntil?: number): Promise<Omit<DiscoverResult, "paused">> {
     const { logger, settings, clock } = this.deps;
