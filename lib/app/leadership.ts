@@ -16,6 +16,7 @@ import type { AdmissionFlow } from "./admission-flow";
 import { BacklogPacer } from "./backlog-pacer";
 import { mapLimited } from "./concurrency";
 import { selectDiscovered } from "./discovery-selection";
+import { continuationBody, type DiscoveryContinuation } from "./discovery-continuation";
 import type { TickArming } from "./ticks";
 import type { Broker, DiscoveredCollision, InvocationContext, MessageQueue } from "./use-case-ports";
 import { uniquenessProblem } from "../choria/identity";
@@ -26,6 +27,16 @@ export interface DiscoverResult {
   term?: number;
   discovered: number;
   admitted: number;
+}
+
+/** Names a discovery left out that a continuation may admit. */
+interface LeftOut {
+  /** Not admitted before the invocation's deadline. */
+  leftForNextCycle: number;
+  /** Not admitted: the pacer found no room for them in the time there was. */
+  leftPaced: number;
+  /** New names over the budget (or the cap), left waiting. */
+  droppedOverBudget: number;
 }
 
 export interface KeepLeaseResult {
@@ -44,6 +55,8 @@ interface LeadershipSettings {
   discoveryMaxNodes: number;
   /** `discovery_new_names_per_interval`: names the registry does not know that one discovery admits at most. */
   discoveryNewNamesPerInterval: number;
+  /** `interval`: the scheduled discovery's period, which bounds a chain of continuations. */
+  discoveryIntervalMs: number;
   /** `discovery_backlog`: measured work a discovery keeps waiting in the host-work queue, in ms; 0: no pacing. */
   discoveryBacklogMs: number;
   /** Ms kept back from the Lambda deadline. */
@@ -66,6 +79,8 @@ export interface LeadershipDeps {
   registry: Pick<AdmissionRegistry, "siteNames" | "waitingNames" | "rememberWaiting" | "quarantine">;
   /** Its depth paces admission and is reported after each discovery. */
   hostWork: Pick<MessageQueue, "counts">;
+  /** This deployment's lifecycle queue: a discovery that left names out queues its continuation there. */
+  continuations: Pick<MessageQueue, "send">;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -158,20 +173,55 @@ export class Leadership {
   }
 
   /**
-   * Admits and queues discovered hosts chunk by chunk, so provisioning starts while discovery is
-   * still admitting, and no faster than the hosts are worked off (BacklogPacer) when the invocation
-   * has a deadline. Near the deadline it stops admitting: a host never admitted is found again by
-   * the next discovery, whereas one admitted but never queued would wait out a whole interval.
+   * The lifecycle function's run of a continuation (discovery-continuation.ts): the next discovery at
+   * once, under the continued term and with the invocation's remaining time, only while this
+   * deployment still holds that term. A continuation of an older term is dropped: the current
+   * leader's own discovery finds the hosts.
    */
-  private async runDiscovery(term: number, remainingMs?: () => number): Promise<Omit<DiscoverResult, "paused">> {
-    const { broker, admission, logger, metrics, settings } = this.deps;
+  async continueDiscovery(continuation: DiscoveryContinuation, ctx: InvocationContext): Promise<DiscoverResult> {
+    const { logger, settings } = this.deps;
+    const { term } = continuation;
+    // Checked before counting this discovery in: a round here that wins a newer term announces it with its own discovery.
+    const termLost = await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
+    if (termLost !== undefined) {
+      logger.info("dropping a discovery continuation of a term this deployment does not hold now; the leader's own discovery finds the hosts", { term, reason: termLost });
+      return { paused: true, discovered: 0, admitted: 0 };
+    }
+    this.discovering++;
+    try {
+      return { paused: false, ...(await this.runDiscovery(term, () => ctx.remainingMs() - settings.deadlineMarginMs, continuation.until)) };
+    } finally {
+      this.discovering--;
+    }
+  }
+
+  /**
+   * Admits and queues discovered hosts chunk by chunk (admitInChunks). What it leaves out for its
+   * deadline, its pacing or the new-names budget, a continuation looks for again at once while the
+   * chain lasts: until `chainUntil` (wall-clock ms), or, for the scheduled or won-term discovery that
+   * begins a chain, one interval from now.
+   */
+  private async runDiscovery(term: number, remainingMs?: () => number, chainUntil?: number): Promise<Omit<DiscoverResult, "paused">> {
+    const { logger, settings, clock } = this.deps;
+    const until = chainUntil ?? clock.now() + settings.discoveryIntervalMs;
+    const found = await this.discoverNames(term);
+    if (!found) return { term, discovered: 0, admitted: 0 };
+    const { selected, droppedOverBudget } = await this.selectKnownFirst(found.identities, found.collisions, term);
+    logger.info(`discovered ${selected.length} nodes in provisioning mode`, { term });
+    const admitted = await this.admitInChunks(selected, term, remainingMs);
+    if (!admitted.termLost) {
+      await this.queueContinuation({ term, until }, admitted.queued, { leftForNextCycle: admitted.leftForNextCycle, leftPaced: admitted.leftPaced, droppedOverBudget });
+    }
+    await this.gaugeQueue();
+    return { term, discovered: selected.length, admitted: admitted.queued };
+  }
+
+  /** The broker's discovery, counted; undefined when it failed (logged and counted). */
+  private async discoverNames(term: number): Promise<{ identities: string[]; collisions: DiscoveredCollision[] } | undefined> {
+    const { broker, logger, metrics, settings } = this.deps;
     metrics.count(METRIC.discoverCycles);
-    let identities: string[];
-    let collisions: DiscoveredCollision[] = [];
     try {
       const result = await broker.discover();
-      identities = result.identities;
-      collisions = result.collisions ?? [];
       if (result.capped) {
         // Either a fleet larger than the cap is booting, or someone is forging replies: both need a look.
         metrics.count(EXTRA_METRIC.discoveryCapped);
@@ -183,28 +233,33 @@ export class Leadership {
           skipped: result.skipped,
         });
       }
+      return { identities: result.identities, collisions: result.collisions ?? [] };
     } catch (error) {
       metrics.count(METRIC.discoveryErrors);
       logger.error("discovery failed", { term, error });
-      return { term, discovered: 0, admitted: 0 };
+      return undefined;
     }
-    identities = await this.selectKnownFirst(identities, collisions, term);
-    logger.info(`discovered ${identities.length} nodes in provisioning mode`, { term });
-    let queued = 0;
-    let leftForNextCycle = 0;
-    let leftPaced = 0;
-    let leftOutOfTerm = 0;
-    let termLost: string | undefined;
+  }
+
+  /**
+   * Admits and queues the hosts chunk by chunk, so provisioning starts while discovery is still
+   * admitting, and no faster than the hosts are worked off (BacklogPacer) when the invocation has a
+   * deadline. Near the deadline it stops admitting: a host never admitted is found again by the
+   * next discovery, whereas one admitted but never queued would wait out a whole interval.
+   */
+  private async admitInChunks(identities: string[], term: number, remainingMs?: () => number) {
+    const { admission, logger, metrics } = this.deps;
+    const counts = { queued: 0, leftForNextCycle: 0, leftPaced: 0, leftOutOfTerm: 0, termLost: undefined as string | undefined };
     // Without a deadline a wait for room would have no end; what the floor admits needs no pacing.
     const pacer = remainingMs && identities.length > DISCOVERY_BACKLOG_FLOOR ? await this.startPacer(term) : undefined;
     const mayWait = () => (remainingMs?.() ?? 0) >= DISCOVERY_CHUNK_BUDGET_MS + DISCOVERY_BACKLOG_POLL_MS;
     await mapLimited(chunked(identities, DISCOVERY_CHUNK), DISCOVERY_CHUNKS_IN_FLIGHT, async (chunk) => {
       if (remainingMs && remainingMs() < DISCOVERY_CHUNK_BUDGET_MS) {
-        leftForNextCycle += chunk.length;
+        counts.leftForNextCycle += chunk.length;
         return;
       }
       if (pacer && !(await pacer.roomFor(chunk.length, mayWait))) {
-        leftPaced += chunk.length;
+        counts.leftPaced += chunk.length;
         return;
       }
       let queuedHere = 0;
@@ -213,9 +268,9 @@ export class Leadership {
         // a won term's discovery runs inside the keeper's round, which keeps the lease only after it. So each
         // chunk goes out only under a term confirmed for this invocation for as long as the chunk may
         // take: the read keeps the lease when needed, and a deposed leader queues no stale work.
-        termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
-        if (termLost !== undefined) {
-          leftOutOfTerm += chunk.length;
+        counts.termLost ??= await this.termLostWithin(term, DISCOVERY_CHUNK_BUDGET_MS);
+        if (counts.termLost !== undefined) {
+          counts.leftOutOfTerm += chunk.length;
           return;
         }
         const result = await admission.admitAndEnqueue(chunk, "discovery", term, remainingMs);
@@ -225,25 +280,37 @@ export class Leadership {
       } finally {
         pacer?.settled(chunk.length, queuedHere);
       }
-      queued += queuedHere;
+      counts.queued += queuedHere;
     });
-    if (leftForNextCycle > 0) {
-      logger.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
-    }
+    const { queued, leftForNextCycle, leftPaced, leftOutOfTerm, termLost } = counts;
+    if (leftForNextCycle > 0) logger.warn("stopped admitting before the invocation deadline; the next discovery finds the rest", { term, leftForNextCycle });
     if (leftPaced > 0 && pacer) {
       // The normal end of a discovery of a fleet larger than the provisioners work off in one.
-      logger.info(`admitted as fast as hosts were worked off; the next discovery admits the other ${leftPaced}`, {
-        term,
-        admitted: queued,
-        leftPaced,
-        waitingBound: pacer.bound(),
-      });
+      logger.info(`admitted as fast as hosts were worked off; the next discovery admits the other ${leftPaced}`, { term, admitted: queued, leftPaced, waitingBound: pacer.bound() });
     }
     if (leftOutOfTerm > 0) {
       logger.warn("stopped admitting: the lease term could not be confirmed; the next leader's discovery finds the rest", { term, leftOutOfTerm, reason: termLost });
     }
-    await this.gaugeQueue();
-    return { term, discovered: identities.length, admitted: queued };
+    return counts;
+  }
+
+  /**
+   * Queues the continuation of a discovery that left names out, once it made progress: one that
+   * queued nothing (a store outage, a forger's names all admitted already) would only find the same
+   * names again, so the chain ends there, as it does past `continuation.until`; the next scheduled
+   * discovery looks again. Nothing is lost when the queue refuses it: that discovery finds the rest.
+   */
+  private async queueContinuation(continuation: DiscoveryContinuation, queued: number, left: LeftOut): Promise<void> {
+    const { continuations, clock, logger } = this.deps;
+    const leftOut = left.leftForNextCycle + left.leftPaced + left.droppedOverBudget;
+    if (leftOut === 0 || queued === 0 || clock.now() >= continuation.until) return;
+    try {
+      await continuations.send({ body: continuationBody(continuation) });
+    } catch (error) {
+      logger.warn("could not queue the discovery's continuation; the next scheduled discovery finds the rest", { term: continuation.term, ...left, error: messageOf(error) });
+      return;
+    }
+    logger.info(`queued a discovery continuation for the ${leftOut} names left out: the next discovery runs at once`, { term: continuation.term, admitted: queued, ...left });
   }
 
   /** A pacer over the host-work queue, or undefined when pacing is off or the queue cannot be read. */
@@ -278,7 +345,7 @@ export class Leadership {
    * first (lib/app/discovery-selection.ts), all within the cap; what is left out is counted and the
    * names left waiting are remembered for the next discovery.
    */
-  private async selectKnownFirst(discovered: string[], collisions: readonly DiscoveredCollision[], term: number): Promise<string[]> {
+  private async selectKnownFirst(discovered: string[], collisions: readonly DiscoveredCollision[], term: number): Promise<{ selected: string[]; droppedOverBudget: number }> {
     const { registry, clock, logger, metrics, settings } = this.deps;
     const [{ known, quarantined }, waiting] = await Promise.all([
       registry.siteNames().then(
@@ -326,7 +393,7 @@ export class Leadership {
         logger.warn("could not remember the names this discovery left waiting; the next one chooses among them at random", { term, error: messageOf(error) });
       });
     }
-    return selection.selected;
+    return { selected: selection.selected, droppedOverBudget: selection.droppedOverBudget };
   }
 
   /**

@@ -1,12 +1,11 @@
 /** The typed ProvisionerConfig: a YAML document parsed and validated into it, every problem reported in one run, and the lease gate's settings it gives. */
-import { availableParallelism } from "node:os";
 import { ConfigError, ConfigProblemsError } from "../errors";
 import { resolveLeaseSettings, type LeaseSettings } from "../lease/settings";
 import { REDACTED } from "../observability/redact";
 import type { Logger } from "../ports/logger";
 import { deploymentIdOf } from "./deployment";
 import { duration, nonNegativeDuration, positiveDuration } from "./duration-settings";
-import { configView } from "./keys";
+import { configView, DEFAULT_WORKERS } from "./keys";
 import { ProblemCollector, schemaProblem } from "./problems";
 import { dropNulls, isPlainObject, warnIgnoredKeys, warnRiskySettings, warnUnknownKeys } from "./raw-document";
 import { NESTED_SECTIONS, rawConfigSchema, type RawConfig } from "./schema";
@@ -85,7 +84,8 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
   checkMaterialOrPath("tls.key", raw.tls.key);
 
   const config = {
-    workers: raw.workers || availableParallelism(),
+    // 0 means the default, as it does in Go.
+    workers: raw.workers || DEFAULT_WORKERS,
     intervalMs,
     logfile: raw.logfile,
     loglevel: raw.loglevel,
@@ -121,7 +121,8 @@ function buildConfig(raw: RawConfig, env: Record<string, string | undefined>): P
     deploymentId: deploymentIdOf(raw, env),
     lease,
     discoveryMaxNodes: raw.discovery_max_nodes,
-    discoveryNewNamesPerInterval: raw.discovery_new_names_per_interval,
+    // More than the cap would never be admitted anyway (a discovery keeps at most the cap): clamped, not refused, so it still loads.
+    discoveryNewNamesPerInterval: Math.min(raw.discovery_new_names_per_interval ?? raw.discovery_max_nodes, raw.discovery_max_nodes),
     allowShortIdentities: raw.allow_short_identities,
     rpcTtl: raw.rpc_ttl,
     discoveryTimeoutMs: positiveDuration("discovery_timeout", raw.discovery_timeout),

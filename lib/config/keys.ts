@@ -104,13 +104,14 @@ const DEFAULT_LIFECYCLE_COMPONENT = "provision_mode_server";
  */
 const DEFAULT_DISCOVERY_MAX_NODES = 10_000;
 /**
- * Names never seen before that one discovery admits: a booting data centre still gets 1,000 nodes a
- * minute in, while a client forging names cannot push the known fleet out or queue 10,000 dead hosts.
+ * Hosts one provision invocation works on at once. Not Go's CPU count, the default of a daemon on one
+ * box: an invocation's hosts mostly wait on node round trips and the helper, its batch is ten
+ * messages, and Lambda bills wall time (at 512 MB, availableParallelism() says 2).
  */
-const DEFAULT_DISCOVERY_NEW_NAMES = 1_000;
+export const DEFAULT_WORKERS = 10;
 
 export const CONFIG_KEYS = {
-  workers: key({ schema: z.number().int().min(0).default(0), unit: HOSTS, computedDefault: "CPU count", env: "integer", shown: (c) => c.workers }),
+  workers: key({ schema: z.number().int().min(0).default(DEFAULT_WORKERS), unit: HOSTS, env: "integer", shown: (c) => c.workers }),
   interval: key({ schema: duration("1m"), unit: DURATION, env: "string", shown: (c) => formatDuration(c.intervalMs) }),
   logfile: key({
     schema: optionalText,
@@ -202,8 +203,11 @@ export const CONFIG_KEYS = {
     env: "integer",
     shown: (c) => c.discoveryMaxNodes,
   }),
+  // By default the pacer (discovery_backlog), not this budget, bounds what a booting fleet gets in:
+  // a discovery that left names out continues at once (lib/app/discovery-continuation.ts).
   discovery_new_names_per_interval: key({
-    schema: z.number().int().min(1).default(DEFAULT_DISCOVERY_NEW_NAMES),
+    schema: z.number().int().min(1).optional(),
+    computedDefault: "`discovery_max_nodes`",
     unit: ["new name", "new names"],
     env: "integer",
     shown: (c) => c.discoveryNewNamesPerInterval,

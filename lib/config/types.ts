@@ -63,7 +63,7 @@ export interface RenewSection {
  * `util.inspect` replace every set secret with "[redacted]" so logging the object never leaks.
  */
 export interface ProvisionerConfig {
-  /** Max concurrent provisions per invocation (Go: worker goroutines; default CPU count). */
+  /** Max concurrent provisions per invocation (Go: worker goroutines, default the CPU count; here 10). */
   readonly workers: number;
   readonly intervalMs: number;
   readonly logfile: string | undefined;

@@ -1,12 +1,14 @@
 /**
  * `lifecycle` (SQS lifecycle queue, ReportBatchItemFailures): the deployment's ticks (a lease round,
- * then the startup events waiting on the broker, lib/app/ticks.ts) and any startup event queued
+ * then the startup events waiting on the broker, lib/app/ticks.ts), its discovery continuations
+ * (the next discovery at once, lib/app/discovery-continuation.ts), and any startup event queued
  * there (a node in provisioning mode -> admitted host work).
  */
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { LifecycleBridge, LifecycleEvents } from "../../app/lifecycle-events";
-import { parseTick, Ticks, type Tick } from "../../app/ticks";
-import type { InvocationContext, LifecycleEventSource, QueueMessage } from "../../app/use-case-ports";
+import { LifecycleQueue } from "../../app/lifecycle-queue";
+import { Ticks } from "../../app/ticks";
+import type { InvocationContext, LifecycleEventSource } from "../../app/use-case-ports";
 import { tickArming } from "../compose";
 import type { BrokerFunctionParts } from "../compose-broker";
 import { wrapHandler } from "../middleware";
@@ -23,7 +25,7 @@ interface LifecycleFunction {
  * its handler's (handlers/lifecycle.ts) and the whole local stack's.
  */
 export function lifecycleFunction(composed: BrokerFunctionParts, source: LifecycleEventSource): LifecycleFunction {
-  const { parts, admission, invocations } = composed;
+  const { parts, admission, invocations, leadership } = composed;
   const { config } = parts;
   const events = new LifecycleEvents({
     component: config.lifecycleComponent,
@@ -45,27 +47,11 @@ export function lifecycleFunction(composed: BrokerFunctionParts, source: Lifecyc
     metrics: parts.metrics,
   });
   const ticks = new Ticks({ gate: parts.gate, bridge, arming: tickArming(parts), keepIntervalMs: config.lease.keepIntervalMs, clock: parts.clock, logger: parts.logger });
+  // Its leadership runs the continuations' discoveries, as it runs the one a tick's won term announces.
+  const queue = new LifecycleQueue({ events, ticks, leadership, logger: parts.logger });
   const handleLifecycleBatch: LifecycleFunction["handleLifecycleBatch"] = (event, ctx) =>
-    invocations.run(ctx, async () => {
-      const { tickList, queued } = sortBatch(queueMessagesOf(event));
-      // The queued events first: a tick may take the rest of the invocation's slot.
-      const result = await events.handle(queued);
-      if (tickList.length > 0) await ticks.run(tickList, ctx);
-      return batchResponse(result);
-    });
+    invocations.run(ctx, async () => batchResponse(await queue.handle(queueMessagesOf(event), ctx)));
   return { handleLifecycleBatch, close: parts.close };
-}
-
-/** A batch's ticks apart from its queued startup events. */
-function sortBatch(messages: readonly QueueMessage[]): { tickList: Tick[]; queued: QueueMessage[] } {
-  const tickList: Tick[] = [];
-  const queued: QueueMessage[] = [];
-  for (const message of messages) {
-    const tick = parseTick(message.body);
-    if (tick) tickList.push(tick);
-    else queued.push(message);
-  }
-  return { tickList, queued };
 }
 
 export function makeHandler(getFunction: () => Promise<LifecycleFunction>) {

@@ -56,8 +56,8 @@ export class ChaosKeeper {
     const { gate, clock, keepIntervalMs, keeperRateMs } = options;
     const arming = new TickArming({ queue: { sendAll: async (messages) => messages.map((message) => this.deliverLater(message)) }, timing: { keepIntervalMs, armAheadMs: keeperRateMs }, clock, logger: silentLogger });
     this.leadership = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.chaos", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
-      ...{ gate, ticks: arming, broker: DISCOVERY_PARTS, admission: DISCOVERY_PARTS, registry: DISCOVERY_PARTS, hostWork: DISCOVERY_PARTS },
+      settings: { leaderElection: true, identity: "provisioner.chaos", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryIntervalMs: 60_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
+      ...{ gate, ticks: arming, broker: DISCOVERY_PARTS, admission: DISCOVERY_PARTS, registry: DISCOVERY_PARTS, hostWork: DISCOVERY_PARTS, continuations: DISCOVERY_PARTS },
       ...{ clock, logger: silentLogger, metrics: noMetrics },
     });
     this.ticks = new Ticks({ gate, bridge: { run: async () => NO_EVENTS }, arming, keepIntervalMs, clock, logger: silentLogger });

@@ -8,8 +8,8 @@
  *
  * The keeper runs one lease round a minute and arms its ticks as delayed messages on the
  * deployment's lifecycle queue (lib/app/ticks.ts); the lifecycle function runs each batch's ticks
- * (a lease round, then the startup events waiting in the site's stream, admitted in-process) and
- * any queued event. Ticks are lost, duplicated and late as the faults say.
+ * (a lease round, then the startup events waiting in the site's stream, admitted in-process), its
+ * discovery continuations (lib/app/discovery-continuation.ts) and any queued event. Ticks are lost, duplicated and late as the faults say.
  *
  * What every deployment of a site shares comes in `site`: the lease table (lease and pause
  * switches), the admission registry, renewal's state and the issuance ledger. A deployment's queues
@@ -21,7 +21,8 @@ import { AdmissionFlow } from "../../../lib/app/admission-flow";
 import { HostWorkProcessor } from "../../../lib/app/host-work";
 import { Leadership } from "../../../lib/app/leadership";
 import { LifecycleBridge, LifecycleEvents } from "../../../lib/app/lifecycle-events";
-import { parseTick, TickArming, Ticks, type Tick } from "../../../lib/app/ticks";
+import { LifecycleQueue } from "../../../lib/app/lifecycle-queue";
+import { TickArming, Ticks } from "../../../lib/app/ticks";
 import { Renewal, unansweredHoldFor } from "../../../lib/app/renewal";
 import type { RenewalStore, Broker, InvocationContext, LifecycleEventSource, MessageQueue, QueueMessage } from "../../../lib/app/use-case-ports";
 import { ProvisionEngine } from "../../../lib/engine/provision";
@@ -104,8 +105,7 @@ interface Stack {
   gate: LeaseGate;
   leadership: Leadership;
   hostWork: HostWorkProcessor;
-  lifecycle: LifecycleEvents;
-  ticks: Ticks;
+  lifecycleQueue: LifecycleQueue;
   renewal: Renewal;
 }
 
@@ -213,7 +213,7 @@ export class SimDeployment {
     if (messages.length === 0) return;
     const timeoutMs = fn === "provision" ? 300_000 : 30_000;
     this.invoke(fn, timeoutMs, async (stack, ctx) => {
-      const result = fn === "provision" ? await stack.hostWork.handle(messages, ctx) : await lifecycleBatch(stack, messages, ctx);
+      const result = fn === "provision" ? await stack.hostWork.handle(messages, ctx) : await stack.lifecycleQueue.handle(messages, ctx);
       const failed = new Set(result.failedMessageIds);
       for (const message of messages) if (!failed.has(message.id)) queue.remove(message.id);
     });
@@ -274,8 +274,8 @@ export class SimDeployment {
     const admission = new AdmissionFlow({ registry, hostWork: this.hostWork, logger: silentLogger, clock: container.clock, resendUnknown: { pauseMs: 1_000, withinMs: 4_000 } });
     const broker = fleet.broker(container, this.spec.id, this.paths);
     const leadership = new Leadership({
-      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
-      ...{ gate: parts.gate, ticks: this.arming(container), broker, admission, registry, hostWork: this.hostWork, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
+      settings: { leaderElection: true, identity: "provisioner.sim", discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryIntervalMs: this.spec.intervalMs, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
+      ...{ gate: parts.gate, ticks: this.arming(container), broker, admission, registry, hostWork: this.hostWork, continuations: this.lifecycleQueue, clock: container.clock, logger: silentLogger, metrics: noMetrics, random: faults.random },
     });
     parts.announce.to = leadership;
     const lifecycle = new LifecycleEvents({ component: LIFECYCLE_COMPONENT, gate: parts.gate, admission, registry, skewBoundMs: LEASE_TIMING.skewBoundMs, allowShortIdentities: false, lifecycleDlq: this.lifecycleDlq, logger: silentLogger, metrics: noMetrics });
@@ -285,8 +285,7 @@ export class SimDeployment {
       gate: parts.gate,
       leadership,
       hostWork: this.hostWorkOf(parts, registry, broker),
-      lifecycle,
-      ticks,
+      lifecycleQueue: new LifecycleQueue({ events: lifecycle, ticks, leadership, logger: silentLogger }),
       renewal: this.renewalOf(parts, registry, net(this.site.renewal)),
     };
   }
@@ -500,18 +499,4 @@ export class SimDeployment {
       },
     };
   }
-}
-
-/** The lifecycle function's batch (lib/aws/functions/lifecycle.ts): its queued events, then its ticks. */
-async function lifecycleBatch(stack: Stack, messages: readonly QueueMessage[], ctx: InvocationContext): Promise<{ failedMessageIds: string[] }> {
-  const ticks: Tick[] = [];
-  const queued: QueueMessage[] = [];
-  for (const message of messages) {
-    const tick = parseTick(message.body);
-    if (tick) ticks.push(tick);
-    else queued.push(message);
-  }
-  const result = await stack.lifecycle.handle(queued);
-  if (ticks.length > 0) await stack.ticks.run(ticks, ctx);
-  return result;
 }

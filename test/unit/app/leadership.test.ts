@@ -1,41 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
-import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
+import type { LeadershipDeps } from "../../../lib/app/leadership";
+import { parseContinuation, type DiscoveryContinuation } from "../../../lib/app/discovery-continuation";
 import { EXTRA_METRIC, METRIC } from "../../../lib/ports/metric-names";
 import { LEASE_DEFAULTS } from "../../../lib/lease/settings";
-import { admissionFlowOver, answerLostOnce, armedTicks, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, tickArming, unreachableLeaseStore, world, type World } from "./support";
-
-/**
- * The use case over a world; `admission` may be a stand-in (one that takes time, say). Discovery is
- * unpaced unless `discoveryBacklogMs` says otherwise: nothing takes work off these queues.
- */
-function leadership(
-  w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] },
-  overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number; discoveryBacklogMs?: number; registry?: LeadershipDeps["registry"] } = {},
-): Leadership {
-  const useCase = new Leadership({
-    settings: {
-      leaderElection: w.leaderElection,
-      identity: `provisioner.${w.deploymentId}`,
-      discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
-      discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
-      discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
-      allowShortIdentities: false,
-      deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
-    },
-    gate: w.gate,
-    ticks: tickArming(w),
-    broker: w.broker,
-    admission: w.admission,
-    registry: overrides.registry ?? w.registry,
-    hostWork: w.queues.hostWork,
-    clock: w.clock,
-    logger: w.logger,
-    metrics: w.metrics,
-  });
-  w.onWon.handler = (term, remainingMs) => useCase.onWonTerm(term, remainingMs);
-  return useCase;
-}
+import { admissionFlowOver, answerLostOnce, blippingAdmissionStore, leadership, armedTicks, blippingLeaseStore, context, RESEND_UNKNOWN, shared, SITE, unreachableLeaseStore, world, type World } from "./support";
 
 /**
  * The world's admission flow, each call taking `callMs` of virtual time (calls in flight together
@@ -509,6 +478,166 @@ describe("leadership: a discovery paced to the rate hosts are worked off", () =>
     expect(smallResult.admitted).toBe(50);
     expect(noDeadline.queues.hostWork.sent).toHaveLength(500);
     for (const w of [small, noDeadline]) expect(w.logger.at("warn").map((line) => line.message)).not.toContain("could not read the host-work queue's depth; admitting without pacing");
+  });
+});
+
+/** The discovery continuations queued on the world's lifecycle queue, in the order sent. */
+function continuationsQueued(w: World): DiscoveryContinuation[] {
+  return w.queues.lifecycle.sent.flatMap((message) => {
+    const continuation = parseContinuation(message.body);
+    return continuation ? [continuation] : [];
+  });
+}
+
+describe("leadership: a discovery that left names out continues at once", () => {
+  const fleet = (size: number) => Array.from({ length: size }, (_, i) => `node-${String(i).padStart(5, "0")}.example.net`);
+
+  it("over the deadline, having queued some, queues exactly one continuation under its term, bounded by one interval", async () => {
+    // Arrange: 1,000 nodes, each chunk taking 1 s of a 6 s invocation (1 s kept back): some are queued, the rest left.
+    const w = world();
+    w.broker.identities = fleet(1_000);
+    const deadline = w.clock.now() + 6_000;
+    const startedAt = w.clock.now();
+    const useCase = leadership({ ...w, admission: slowAdmission(w, 1_000) });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert
+    expect(result.admitted).toBeGreaterThan(0);
+    expect(result.admitted).toBeLessThan(1_000);
+    expect(continuationsQueued(w)).toEqual([{ term: 1, until: startedAt + 60_000 }]);
+    const queued = w.logger.at("info").find((line) => line.message.startsWith("queued a discovery continuation"));
+    expect(queued?.attributes).toMatchObject({ term: 1, admitted: result.admitted, leftForNextCycle: 1_000 - result.admitted, leftPaced: 0, droppedOverBudget: 0 });
+  });
+
+  it("paced, having queued some, queues exactly one continuation", async () => {
+    // Arrange: 3,000 nodes worked off at 25 a second: more than one 55 s discovery admits paced.
+    const w = world();
+    w.broker.identities = fleet(3_000);
+    w.queues.hostWork.workedOffAt(w.clock, 25);
+    const deadline = w.clock.now() + 55_000;
+    const useCase = leadership(w, { discoveryBacklogMs: 4_000, discoveryMaxNodes: 3_000, discoveryNewNamesPerInterval: 3_000 });
+
+    // Act
+    const result = await useCase.discover({ remainingMs: () => deadline - w.clock.now() });
+
+    // Assert
+    expect(continuationsQueued(w).map((continuation) => continuation.term)).toEqual([1]);
+    const queued = w.logger.at("info").find((line) => line.message.startsWith("queued a discovery continuation"));
+    expect(queued?.attributes).toMatchObject({ leftPaced: 3_000 - result.admitted, leftForNextCycle: 0 });
+  });
+
+  it("over the new-names budget, having queued some, queues exactly one continuation", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = fleet(25);
+    const useCase = leadership(w, { discoveryNewNamesPerInterval: 10 });
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result.admitted).toBe(10);
+    expect(continuationsQueued(w).map((continuation) => continuation.term)).toEqual([1]);
+    const queued = w.logger.at("info").find((line) => line.message.startsWith("queued a discovery continuation"));
+    expect(queued?.attributes).toMatchObject({ droppedOverBudget: 15 });
+  });
+
+  it("queues none when it queued nothing (the admission table is down), nor when it left nothing out", async () => {
+    // Arrange
+    const down = world();
+    down.broker.identities = fleet(25);
+    const outage = blippingAdmissionStore(down.admissionStore);
+    outage.failing.calls = Number.POSITIVE_INFINITY;
+    const failing = admissionFlowOver(down, outage.store);
+    const whole = world();
+    whole.broker.identities = fleet(25);
+
+    // Act
+    const downResult = await leadership({ ...down, admission: failing }, { discoveryNewNamesPerInterval: 10 }).discover(context());
+    const wholeResult = await leadership(whole).discover(context());
+
+    // Assert
+    expect(downResult.admitted).toBe(0);
+    expect(continuationsQueued(down)).toEqual([]);
+    expect(wholeResult.admitted).toBe(25);
+    expect(continuationsQueued(whole)).toEqual([]);
+  });
+
+  it("a continuation of the term it holds discovers again at once and admits the rest; the chain ends when nothing is left", async () => {
+    // Arrange: 25 nodes, a budget of 10 new names a discovery.
+    const w = world();
+    w.broker.identities = fleet(25);
+    const useCase = leadership(w, { discoveryNewNamesPerInterval: 10 });
+
+    // Act: the scheduled discovery, then each continuation it queued, as the lifecycle function runs them.
+    await useCase.discover(context());
+    for (let next = 0; next < continuationsQueued(w).length; next++) {
+      w.gate.beginInvocation();
+      await useCase.continueDiscovery(continuationsQueued(w)[next] as DiscoveryContinuation, context(30_000));
+    }
+
+    // Assert: three discoveries under term 1 admitted all 25; the last left nothing out and queued no continuation.
+    expect(w.broker.discoveries).toBe(3);
+    expect(continuationsQueued(w)).toHaveLength(2);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).size).toBe(25);
+    expect(new Set(w.queues.hostWork.bodies().map((body) => decodeHostWork(body).term))).toEqual(new Set([1]));
+  });
+
+  it("drops a continuation of a term this deployment no longer holds, at info, without discovering", async () => {
+    // Arrange: east leads term 1 and queues a continuation; its lease lapses and west takes term 2.
+    const site = shared();
+    const east = world({ deploymentId: "east", shared: site });
+    east.broker.identities = fleet(25);
+    const eastUseCase = leadership(east, { discoveryNewNamesPerInterval: 10 });
+    await eastUseCase.discover(context());
+    const [continuation] = continuationsQueued(east);
+    east.clock.advance(LEASE_DEFAULTS.leaseDurationMs + LEASE_DEFAULTS.skewBoundMs + 1_000);
+    const west = world({ deploymentId: "west", shared: site });
+    await leadership(west).keepLease(context());
+
+    // Act
+    east.gate.beginInvocation();
+    const result = await eastUseCase.continueDiscovery(continuation as DiscoveryContinuation, context(30_000));
+
+    // Assert
+    expect(result).toEqual({ paused: true, discovered: 0, admitted: 0 });
+    expect(east.broker.discoveries).toBe(1);
+    expect(east.logger.at("info").find((line) => line.message.startsWith("dropping a discovery continuation"))?.attributes).toMatchObject({ term: 1 });
+  });
+
+  it("queues no further continuation once its chain has run for an interval", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = fleet(25);
+    const useCase = leadership(w, { discoveryNewNamesPerInterval: 10 });
+    await useCase.discover(context());
+    const [continuation] = continuationsQueued(w);
+    w.clock.advance(60_000);
+
+    // Act
+    w.gate.beginInvocation();
+    const result = await useCase.continueDiscovery(continuation as DiscoveryContinuation, context(30_000));
+
+    // Assert
+    expect(result.admitted).toBe(10);
+    expect(continuationsQueued(w)).toHaveLength(1);
+  });
+
+  it("a continuation the queue refuses is a warning; the discovery's outcome stands", async () => {
+    // Arrange
+    const w = world();
+    w.broker.identities = fleet(25);
+    w.queues.lifecycle.refuse = () => ({ accepted: false, permanent: true, reason: "AccessDenied" });
+    const useCase = leadership(w, { discoveryNewNamesPerInterval: 10 });
+
+    // Act
+    const result = await useCase.discover(context());
+
+    // Assert
+    expect(result).toEqual({ paused: false, term: 1, discovered: 10, admitted: 10 });
+    expect(w.logger.at("warn").map((line) => line.message)).toContain("could not queue the discovery's continuation; the next scheduled discovery finds the rest");
   });
 });
 

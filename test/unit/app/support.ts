@@ -16,6 +16,7 @@ import { MemoryLeaseStore } from "../../support/stores/memory-lease-store";
 import { resolveLeaseSettings } from "../../../lib/lease/settings";
 import { FakeBroker, InMemoryQueue, RecordingLogger, RecordingMetrics, VirtualClock } from "../../support/fakes";
 import { parseTick, TickArming } from "../../../lib/app/ticks";
+import { Leadership, type LeadershipDeps } from "../../../lib/app/leadership";
 
 type TickTiming = ConstructorParameters<typeof TickArming>[0]["timing"];
 
@@ -205,4 +206,38 @@ export function armedTicks(queue: InMemoryQueue): ArmedTick[] {
 /** Arms ticks on the world's lifecycle queue as the keeper does on AWS: one per 10 s keep interval, a minute ahead. */
 export function tickArming(w: Pick<World, "queues" | "clock" | "logger">, timing: TickTiming = { keepIntervalMs: 10_000, armAheadMs: 60_000 }): TickArming {
   return new TickArming({ queue: w.queues.lifecycle, timing, clock: w.clock, logger: w.logger });
+}
+
+/**
+ * The use case over a world; `admission` may be a stand-in (one that takes time, say). Discovery is
+ * unpaced unless `discoveryBacklogMs` says otherwise: nothing takes work off these queues.
+ */
+export function leadership(
+  w: Omit<World, "admission"> & { admission: LeadershipDeps["admission"] },
+  overrides: { deadlineMarginMs?: number; discoveryMaxNodes?: number; discoveryNewNamesPerInterval?: number; discoveryBacklogMs?: number; registry?: LeadershipDeps["registry"] } = {},
+): Leadership {
+  const useCase = new Leadership({
+    settings: {
+      leaderElection: w.leaderElection,
+      identity: `provisioner.${w.deploymentId}`,
+      discoveryMaxNodes: overrides.discoveryMaxNodes ?? 1_000,
+      discoveryNewNamesPerInterval: overrides.discoveryNewNamesPerInterval ?? 1_000,
+      discoveryIntervalMs: 60_000,
+      discoveryBacklogMs: overrides.discoveryBacklogMs ?? 0,
+      allowShortIdentities: false,
+      deadlineMarginMs: overrides.deadlineMarginMs ?? 1_000,
+    },
+    gate: w.gate,
+    ticks: tickArming(w),
+    broker: w.broker,
+    admission: w.admission,
+    registry: overrides.registry ?? w.registry,
+    hostWork: w.queues.hostWork,
+    continuations: w.queues.lifecycle,
+    clock: w.clock,
+    logger: w.logger,
+    metrics: w.metrics,
+  });
+  w.onWon.handler = (term, remainingMs) => useCase.onWonTerm(term, remainingMs);
+  return useCase;
 }

@@ -295,13 +295,14 @@ describe("parseTick", () => {
 function deployment(w: World) {
   const arming = tickArming(w, TIMING);
   const keeper = new Leadership({
-    settings: { leaderElection: true, identity: `provisioner.${w.deploymentId}`, discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
+    settings: { leaderElection: true, identity: `provisioner.${w.deploymentId}`, discoveryMaxNodes: 1_000, discoveryNewNamesPerInterval: 1_000, discoveryIntervalMs: 60_000, discoveryBacklogMs: 0, allowShortIdentities: false, deadlineMarginMs: 1_000 },
     gate: w.gate,
     ticks: arming,
     broker: w.broker,
     admission: w.admission,
     registry: w.registry,
     hostWork: w.queues.hostWork,
+    continuations: w.queues.lifecycle,
     clock: w.clock,
     logger: w.logger,
     metrics: w.metrics,

@@ -21,7 +21,7 @@ describe("parseConfig defaults", () => {
     const config = parse({ site: "lon" }, { AWS_REGION: "eu-west-2" });
 
     // Assert
-    expect(config.workers).toBeGreaterThan(0);
+    expect(config.workers).toBe(10);
     expect(config.intervalMs).toBe(MINUTE);
     expect(config.loglevel).toBe("info");
     expect(config.lifecycleComponent).toBe("provision_mode_server");
@@ -34,7 +34,7 @@ describe("parseConfig defaults", () => {
     expect(config.helperTimeoutMs).toBe(10_000);
     expect(config.rpcTtl).toBe(30);
     expect(config.discoveryTimeoutMs).toBe(2_000);
-    expect(config.discoveryNewNamesPerInterval).toBe(1_000);
+    expect(config.discoveryNewNamesPerInterval).toBe(10_000);
     expect(config.provisioningJwtWarningMs).toBe(30 * 24 * 60 * MINUTE);
     expect(config.lease).toEqual({ durationMs: 30_000, keepIntervalMs: 10_000, skewBoundMs: 5_000, assumeSynchronizedClocks: false, peers: [] });
     expect(config.deploymentId).toBe("local");
@@ -171,12 +171,24 @@ describe("parseConfig accepts valid values for every key", () => {
     expect(config.certDenyList).toEqual(DEFAULT_CERT_DENY_LIST);
   });
 
-  it("workers 0 means one per CPU, as in Go", () => {
+  it("workers 0 means the default, 10 hosts an invocation, whatever the CPU count", () => {
     // Act
     const config = parse({ workers: 0 });
 
     // Assert
-    expect(config.workers).toBeGreaterThan(0);
+    expect(config.workers).toBe(10);
+  });
+
+  it("discovery_new_names_per_interval defaults to discovery_max_nodes, and a larger value is clamped to it", () => {
+    // Act
+    const byDefault = parse({ discovery_max_nodes: 2_500 });
+    const smaller = parse({ discovery_max_nodes: 2_500, discovery_new_names_per_interval: 300 });
+    const larger = parse({ discovery_max_nodes: 2_500, discovery_new_names_per_interval: 4_000 });
+
+    // Assert
+    expect(byDefault.discoveryNewNamesPerInterval).toBe(2_500);
+    expect(smaller.discoveryNewNamesPerInterval).toBe(300);
+    expect(larger.discoveryNewNamesPerInterval).toBe(2_500);
   });
 });
 
