@@ -544,16 +544,17 @@ describe("IAM", () => {
       expect(grants("LifecycleRole", action, "LifecycleQueue")).toBe(true);
     }
     expect(grants("ProvisionRole", "sqs:SendMessage", "HostWorkDeadLetterQueue")).toBe(true);
-    expect(grants("ProvisionRole", "sqs:SendMessage", "HostWorkQueue")).toBe(false);
   });
 
   it("lets only the admitting functions enqueue host work", () => {
-    // Renew reads the gate, which may win a term; the won term's announcement discovers and admits.
-    const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ReprovisionRole", "RenewRole"];
+    // Renew and provision read the gate, which may win a term; the won term's announcement discovers and admits.
+    const admitting = ["DiscoverRole", "LeaseKeeperRole", "LifecycleRole", "ProvisionRole", "ReprovisionRole", "RenewRole"];
     for (const role of roles) {
       expect(grants(role, "sqs:SendMessage", "HostWorkQueue"), role).toBe(admitting.includes(role));
-      expect(grants(role, "dynamodb:PutItem", OWN_ADMISSION, true), role).toBe(admitting.includes(role) || role === "ProvisionRole");
+      expect(grants(role, "dynamodb:PutItem", OWN_ADMISSION, true), role).toBe(admitting.includes(role));
     }
+    // ...and a discovery that left names out queues its continuation on the lifecycle queue.
+    for (const role of admitting) expect(grants(role, "sqs:SendMessage", "LifecycleQueue"), role).toBe(true);
     // A discovery reads the registry's known names (Query) and paces itself on the queue's depth.
     for (const role of admitting) {
       expect(grants(role, "dynamodb:Query", OWN_ADMISSION, true), role).toBe(true);
