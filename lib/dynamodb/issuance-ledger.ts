@@ -7,12 +7,13 @@
  * range `issuedAt`) holds only these records: `issued --since 30d` reads 31 day partitions of it,
  * never the table. `ttl` lets DynamoDB delete a record after `ledger_retention`.
  */
-import { PutItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { QueryCommand, type AttributeValue, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import * as z from "zod";
 import type { Issuance, IssuanceLedger } from "../ports/issuance-ledger";
 import { messageOf, ProvisionerError } from "../errors";
 import { readItem } from "./expression";
+import { DynamoDbDirectWrites } from "./direct-writes";
 
 /** The admission table has no `ledger-by-day` index: a site table created before the ledger, not yet updated. */
 class LedgerIndexMissingError extends ProvisionerError {}
@@ -65,7 +66,12 @@ function issuanceOf(item: Record<string, AttributeValue>): Issuance[] {
 const oldestFirst = (a: Issuance, b: Issuance) => a.issuedAt - b.issuedAt || (a.credentialId < b.credentialId ? -1 : 1);
 
 export class DynamoDbIssuanceLedger implements IssuanceLedger {
-  constructor(private readonly options: DynamoDbIssuanceLedgerOptions) {}
+  /** One record per credential issued: the Put skips the SDK's per-call pipeline, as the registry's writes do. */
+  private readonly writes: DynamoDbDirectWrites;
+
+  constructor(private readonly options: DynamoDbIssuanceLedgerOptions) {
+    this.writes = new DynamoDbDirectWrites(options.client);
+  }
 
   /** An unconditional Put: the key is the identity and the credential's id, and the content that credential's, so a second write of it is the first. */
   async record(issuance: Issuance): Promise<void> {
@@ -79,7 +85,7 @@ export class DynamoDbIssuanceLedger implements IssuanceLedger {
       [LEDGER_DAY_ATTRIBUTE]: dayOf(site, issuance.issuedAt),
       ttl: Math.ceil(issuance.expiresAt / 1000),
     };
-    await this.options.client.send(new PutItemCommand({ TableName: this.options.tableName, Item: marshall(item, { removeUndefinedValues: true }) }));
+    await this.writes.putItem({ TableName: this.options.tableName, Item: marshall(item, { removeUndefinedValues: true }) });
   }
 
   async history(site: string, identity: string): Promise<Issuance[]> {

@@ -139,6 +139,19 @@ describe("DynamoDbDirectWrites on the wire", () => {
     expect(received.map((request) => request.headers["x-amz-target"])).toEqual(["DynamoDB_20120810.DeleteItem"]);
   });
 
+  it("names PutItem as its target and sends the item as given", async () => {
+    // Arrange
+    const direct = writes();
+    const item = { site: { S: "ledger#s#node-1" }, identity: { S: "credential-1" }, issuedAt: { N: "1" } };
+
+    // Act
+    await direct.putItem({ TableName: "admissions", Item: item });
+
+    // Assert
+    expect(received.map((request) => request.headers["x-amz-target"])).toEqual(["DynamoDB_20120810.PutItem"]);
+    expect(JSON.parse(received[0]!.body)).toEqual({ TableName: "admissions", Item: item });
+  });
+
   it("returns the attributes DynamoDB answers with", async () => {
     // Arrange
     answers = [{ status: 200, body: JSON.stringify({ Attributes: { state: { S: "provisioning" }, term: { N: "7" } } }) }];

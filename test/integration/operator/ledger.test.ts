@@ -5,15 +5,17 @@
  * tells an operator to run them, with the tables named as serverless.yml names them for a stage.
  */
 import { randomUUID } from "node:crypto";
-import { GetItemCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createProvisionerTables } from "../../../dev/local/resources";
+import { LOCAL_AWS } from "../../../dev/local/services";
 import { AdmissionRegistry } from "../../../lib/admission/registry";
 import type { IssuanceHistory, IssuedReport } from "../../../lib/app/operator/issuance-operator";
 import { DynamoDbAdmissionStore } from "../../../lib/dynamodb/admission-store";
 import { DynamoDbIssuanceLedger } from "../../../lib/dynamodb/issuance-ledger";
 import { systemClock } from "../../../lib/ports/clock";
 import type { Issuance } from "../../../lib/ports/issuance-ledger";
+import { startDelayProxy } from "../../support/delay-proxy";
 import { RecordingMetrics } from "../../support/fakes";
 import { startLocalAws, type LocalAws } from "../../support/aws";
 import { operatorCli } from "../../support/operator-cli";
@@ -90,29 +92,26 @@ describe("the issuance ledger in the site's admission table", () => {
   });
 
   it("lands a record written again after its answer was lost on the first: one record", async () => {
-    // Arrange: a client whose first Put lands but whose answer is lost.
+    // Arrange: a client, not retrying, whose first Put lands but whose answer comes after it gave up.
     const record = issuance("web13.example.net", Date.now(), 1);
-    let lost = false;
-    const lossy = new Proxy(dynamo, {
-      get: (target, name) =>
-        name === "send"
-          ? async (command: Parameters<DynamoDBClient["send"]>[0]) => {
-              const answer = await target.send(command);
-              if (!lost) {
-                lost = true;
-                throw Object.assign(new Error("socket hang up"), { name: "TimeoutError" });
-              }
-              return answer;
-            }
-          : Reflect.get(target, name),
-    });
-    const lossyLedger = new DynamoDbIssuanceLedger({ client: lossy, tableName: table() });
+    const target = new URL(aws.dynamoEndpoint);
+    const proxy = await startDelayProxy({ host: target.hostname, port: Number(target.port) });
+    const impatient = new DynamoDBClient({ ...LOCAL_AWS, endpoint: proxy.endpoint, maxAttempts: 1, requestHandler: { requestTimeout: 1_000, throwOnRequestTimeout: true } });
+    const lossyLedger = new DynamoDbIssuanceLedger({ client: impatient, tableName: table() });
+    proxy.holdNextAnswer("PutItem", 3_000);
 
     // Act
-    await expect(lossyLedger.record(record)).rejects.toThrow(/socket hang up/);
+    const first = await lossyLedger.record(record).then(
+      () => "answered",
+      () => "lost",
+    );
     await lossyLedger.record(record);
+    impatient.destroy();
+    await proxy.close();
 
     // Assert
+    expect(first).toBe("lost");
+    expect(proxy.held).toBe(1);
     expect(await ledger.history(SITE, "web13.example.net")).toEqual([record]);
   });
 });
