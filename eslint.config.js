@@ -40,7 +40,7 @@ const NATS = {
 };
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".serverless/", ".esbuild/", "reports/", "coverage/", "dist/"] },
+  { ignores: ["node_modules/", ".serverless/", ".esbuild/", "reports/", "coverage/", "dist/", "bench/.build/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -34,6 +34,7 @@ import { ed25519SigningKey, generateEd25519Seed } from "../test/support/choria-n
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { buildCompiledHelper } from "./compiled-helper";
+import { bundleOurs } from "./ours-bundle";
 import { childPids, cpuSeconds, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
 import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type OursSetting, type PeerOptions } from "./peer-options";
@@ -100,9 +101,13 @@ function spawnChild(command: string, args: string[], env: Record<string, string>
   return { process: child, pid: child.pid, exited };
 }
 
-/** A TypeScript child run by this Node with the tsx loader, so its pid is the process doing the work. */
+/**
+ * A child run by this Node (so its pid is the process doing the work): a TypeScript script through
+ * the tsx loader, or a bundle (`.mjs`) as it is.
+ */
 function spawnTs(script: string, env: Record<string, string>, nodeFlags: string[] = []): Child {
-  const child = spawnChild(process.execPath, [...nodeFlags, "--import", "tsx", join(REPO_ROOT, script)], env, { ipc: true });
+  const loader = script.endsWith(".ts") ? ["--import", "tsx"] : [];
+  const child = spawnChild(process.execPath, [...nodeFlags, ...loader, resolve(REPO_ROOT, script)], env, { ipc: true });
   child.process.stderr?.on("data", (chunk: Buffer) => {
     // The AWS SDK warns on every request slower than its timeout (DynamoDB Local under load): count, don't print.
     const text = chunk.toString();
@@ -156,6 +161,8 @@ interface Shared {
   dynamoDbUrl: string;
   goBin: string | undefined;
   helpers: Record<HelperKind, string | undefined>;
+  /** Ours bundled as the functions are (bench/ours-bundle.ts), run by plain node. */
+  oursBundle: string;
 }
 
 /**
@@ -370,7 +377,7 @@ async function startOursSide(context: RunContext, admit: Admit): Promise<Started
     workers: spec.setting.workers,
     helper: context.helperCommand,
   };
-  const ours = spawnTs("bench/peer-ours.ts", { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
+  const ours = spawnTs(shared.oursBundle, { PEER_OURS: JSON.stringify(settings) }, profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []);
   cleanup.push(() => stopChild(ours, () => ours.process.send({ type: "stop" }), 30_000));
   await waitForMessage(ours, "ready", 120_000);
   await waitForQuietMachine();
@@ -676,7 +683,8 @@ async function withServices<T>(goBin: string | undefined, work: (shared: Shared)
   const dynamoDb = await startDynamoDbLocal();
   const proxy = options.storeDelayMs > 0 ? await startDelayingProxy(dynamoDb.url, options.storeDelayMs) : undefined;
   try {
-    return await work({ dynamoDb, dynamoDbUrl: proxy?.url ?? dynamoDb.url, goBin, helpers: availableHelpers() });
+    const oursBundle = await bundleOurs(REPO_ROOT);
+    return await work({ dynamoDb, dynamoDbUrl: proxy?.url ?? dynamoDb.url, goBin, helpers: availableHelpers(), oursBundle });
   } finally {
     await proxy?.stop();
     await dynamoDb.stop();
