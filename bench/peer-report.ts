@@ -199,6 +199,7 @@ function methodSection(report: Report): string[] {
     `  overrides (so discovery admits new names at the product's default pace). ${s.ours_tuned ? `"tuned" is ${s.ours_tuned}: provision concurrency (provision invocations at once) ${s.ours_default.split(" x ")[0]} -> ${s.ours_tuned.split(" x ")[0]} and \`workers\` (hosts one invocation works on at once) ${s.ours_default.split(" x ")[1]} -> ${s.ours_tuned.split(" x ")[1]}; nothing else changes.` : '"tuned" was not run (`--tuned CxW`).'}`,
     `- **Go**: \`choria-provisioner run\` with \`workers: ${s.go_workers}\`, \`leader_election: false\`, \`interval: 1m\`, \`loglevel: info\` to a pipe the benchmark reads.`,
     "- **Ours**: bench/peer-ours.ts, the real handlers under the emulated Lambda runtime (schedules, SQS pollers long-polling 20 s, AWS timings),",
+    "  bundled by esbuild with the functions' options and run by plain node (bench/ours-bundle.ts), as Lambda runs the deployed bundle;",
     "  logging with the production logger (Powertools JSON at info) to stdout, which the benchmark drains from a pipe as Lambda's runtime does.",
     `  DynamoDB Local and fauxqs run in other processes${s.store_delay_ms > 0 ? `; every DynamoDB request went through a proxy in the benchmark's process adding ${s.store_delay_ms} ms` : ""}.`,
     `- **Warm-up**: ${s.warm_up_nodes > 0 ? `one unreported ${s.warm_up_nodes}-node run of each side (Go, then ours) before the first measured run` : "none"}.`,
