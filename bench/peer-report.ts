@@ -141,7 +141,7 @@ function resultSection(report: Report): string[] {
     const fromScript = goBinary.includes("/choria-peers/bin/") || goBinary.startsWith(process.env.CHORIA_PEERS_DIR ?? "\0");
     lines.push(
       fromScript
-        ? `**Go binary:** \`${goBinary}\`, built by scripts/peers/build-provisioner.sh (choria-io/provisioner ${PROVISIONER_PIN} from the Go module proxy).`
+        ? `**Go binary:** \`${goBinary}\`, built by scripts/peers/build-provisioner.sh (choria-io/provisioner ${PROVISIONER_PIN} from the Go module proxy, or from a clone at that commit where the proxy refuses it).`
         : `**Go binary:** \`${goBinary}\`, given with \`CHORIA_PROVISIONER_BIN\`. ${RUN_NOTES}`,
       "",
     );
