@@ -22,6 +22,16 @@ export interface ParseConfigOptions {
 }
 
 const MINUTE_MS = 60_000;
+/** A new-names budget over the cap loads (a discovery never keeps more than the cap), but not silently. */
+function warnClampedBudget(raw: RawConfig, logger: Logger | undefined): void {
+  const budget = raw.discovery_new_names_per_interval;
+  if (budget === undefined || budget <= raw.discovery_max_nodes) return;
+  logger?.warn("discovery_new_names_per_interval is over discovery_max_nodes; the cap applies", {
+    setting: "discovery_new_names_per_interval",
+    detail: `${budget} new names a discovery: at most discovery_max_nodes (${raw.discovery_max_nodes}) are admitted; leave it unset for the cap, or raise the cap`,
+  });
+}
+
 /** One NATS subject token: no separators, wildcards, whitespace or control characters. */
 const SUBJECT_TOKEN_PROBLEM = /[.>*\s\p{Cc}]/u;
 
@@ -48,7 +58,10 @@ export function parseConfig(raw: unknown, options: ParseConfigOptions = {}): Pro
     if (result.success) {
       try {
         const config = buildConfig(result.data, env);
-        if (collector.problems.length === 0) return config;
+        if (collector.problems.length === 0) {
+          warnClampedBudget(result.data, options.logger);
+          return config;
+        }
         break;
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;

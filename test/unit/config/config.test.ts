@@ -366,6 +366,31 @@ describe("tls.insecure_skip_verify", () => {
   });
 });
 
+describe("discovery_new_names_per_interval over discovery_max_nodes", () => {
+  it("is clamped to the cap with a warning that names both keys", () => {
+    // Arrange
+    const logger = new RecordingLogger();
+
+    // Act
+    const config = parseConfig({ ...MINIMAL, discovery_max_nodes: 2_500, discovery_new_names_per_interval: 4_000 }, { logger, env: {} });
+
+    // Assert
+    expect(config.discoveryNewNamesPerInterval).toBe(2_500);
+    expect(logger.at("warn")).toMatchObject([{ attributes: { setting: "discovery_new_names_per_interval", detail: expect.stringContaining("discovery_max_nodes (2500)") } }]);
+  });
+
+  it("says nothing at or under the cap", () => {
+    // Arrange
+    const logger = new RecordingLogger();
+
+    // Act
+    parseConfig({ ...MINIMAL, discovery_max_nodes: 2_500, discovery_new_names_per_interval: 2_500 }, { logger, env: {} });
+
+    // Assert
+    expect(logger.at("warn")).toEqual([]);
+  });
+});
+
 describe("redaction", () => {
   const secrets = {
     token: "tok-AAAAAAAA",
