@@ -70,10 +70,18 @@ export function procMemory(pid: number | "self" | undefined, field: "VmRSS" | "V
   }
 }
 
-/** Nearest-rank percentile of an ascending list. */
 /** Two decimals, as the reports print figures. */
 export const round2 = (value: number) => Math.round(value * 100) / 100;
 
+/** The median of a list (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/** Nearest-rank percentile of an ascending list. */
 export function percentile(sorted: number[], p: number): number | undefined {
   if (sorted.length === 0) return undefined;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];

@@ -11,7 +11,7 @@
  *   measured the hosts it reached, not the fleet;
  * - a fleet's ratio is the median over its counted pairs, given only from 3 of them.
  */
-import { round2 } from "./measure";
+import { median, round2 } from "./measure";
 
 export type Side = "go" | "ours";
 export type HelperKind = "bash" | "compiled";
@@ -122,14 +122,6 @@ export function pairOf(
     ...(refused ? { refused } : {}),
     ...(unfinished ? { not_counted: unfinished } : {}),
   };
-}
-
-/** The median of a list (the mean of the middle two for an even count). */
-export function median(values: readonly number[]): number | undefined {
-  if (values.length === 0) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle] : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 export interface MedianRatio {

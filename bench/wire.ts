@@ -11,6 +11,7 @@ import { BroadcastDiscoverer } from "../lib/nats/discovery";
 import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
+import { median } from "./measure";
 
 const NODES = Number(process.env.WIRE_NODES ?? 2_000);
 const DISCOVERY_RUNS = 5;
@@ -24,12 +25,6 @@ const client = {
   protocolVersion: 1 as const,
   signer: { version: 1 as const, kind: "insecure" as const },
 };
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-}
 
 async function main(): Promise<void> {
   const nats = await startNats();
@@ -78,7 +73,7 @@ async function main(): Promise<void> {
       fleetStartMs,
       discovery: {
         runs: discoveries,
-        medianMs: median(discoveries.map((run) => run.ms)),
+        medianMs: median(discoveries.map((run) => run.ms)) ?? NaN,
         note: "includes the 300 ms quiet window after the last reply",
       },
       inventory: {

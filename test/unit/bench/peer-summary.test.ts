@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parsePeerOptions, PeerOptionsError } from "../../../bench/peer-options";
-import { median, orderOf, pairOf, summarise, type Pair, type PairedRun } from "../../../bench/peer-summary";
+import { median } from "../../../bench/measure";
+import { orderOf, pairOf, summarise, type Pair, type PairedRun } from "../../../bench/peer-summary";
 
 const run = (overrides: Partial<PairedRun> = {}): PairedRun => ({
   nodes: 1_000,
