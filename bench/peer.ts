@@ -23,8 +23,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
-import { createServer, request as httpRequest, Agent, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,6 +30,7 @@ import { createInterface } from "node:readline";
 import { encodeHex } from "../lib/crypto/encoding";
 import { ed25519SigningKey, generateEd25519Seed } from "../test/support/choria-node/keys";
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
+import { startCountingProxy } from "../dev/local/request-counter";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
 import { buildCompiledHelper } from "./compiled-helper";
 import { bundleOurs } from "./ours-bundle";
@@ -644,44 +643,11 @@ async function appendStages(report: Report): Promise<void> {
   await writeFile(path, `${existing.trimEnd()}\n${lines.join("\n")}\n`);
 }
 
-/** A proxy in this process in front of DynamoDB Local that holds every request for `delayMs` (a slow store; its CPU is not ours'). */
-async function startDelayingProxy(target: string, delayMs: number): Promise<{ url: string; stop: () => Promise<void> }> {
-  const upstream = new URL(target);
-  const agent = new Agent({ keepAlive: true });
-  const server: Server = createServer((incoming, outgoing) => {
-    const body: Buffer[] = [];
-    incoming.on("data", (chunk: Buffer) => body.push(chunk));
-    incoming.on("end", () => {
-      setTimeout(() => {
-        const forward = httpRequest(
-          { host: upstream.hostname, port: upstream.port, path: incoming.url, method: incoming.method, headers: incoming.headers, agent },
-          (reply) => {
-            outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
-            reply.pipe(outgoing);
-          },
-        );
-        forward.on("error", (error) => outgoing.destroy(error));
-        forward.end(Buffer.concat(body));
-      }, delayMs);
-    });
-  });
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise<void>((done) => {
-        agent.destroy();
-        server.closeAllConnections();
-        server.close(() => done());
-      }),
-  };
-}
-
 /** DynamoDB Local, the store-delay proxy when asked for, and the helpers; `work` runs with them and they stop after. */
 async function withServices<T>(goBin: string | undefined, work: (shared: Shared) => Promise<T>): Promise<T> {
   const dynamoDb = await startDynamoDbLocal();
-  const proxy = options.storeDelayMs > 0 ? await startDelayingProxy(dynamoDb.url, options.storeDelayMs) : undefined;
+  // In this process, so its CPU is not ours'.
+  const proxy = options.storeDelayMs > 0 ? await startCountingProxy({ target: dynamoDb.url, delayMs: options.storeDelayMs }) : undefined;
   try {
     const oursBundle = await bundleOurs(REPO_ROOT);
     return await work({ dynamoDb, dynamoDbUrl: proxy?.url ?? dynamoDb.url, goBin, helpers: availableHelpers(), oursBundle });

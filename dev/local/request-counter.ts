@@ -71,6 +71,8 @@ export interface CountingProxyOptions {
   observe?: (request: ObservedRequest) => void;
   /** Called when the emulator's reply to a request has been passed on (bench: round-trip times per operation). */
   observeReply?: (reply: ObservedReply) => void;
+  /** Holds every request this long before forwarding it: a slow store (bench:peer --store-delay-ms). */
+  delayMs?: number;
 }
 
 export async function startCountingProxy(options: CountingProxyOptions): Promise<CountingProxy> {
@@ -93,33 +95,38 @@ export async function startCountingProxy(options: CountingProxyOptions): Promise
       operations.set(operation, (operations.get(operation) ?? 0) + 1);
       bytes += headBytes(`${incoming.method} ${incoming.url} HTTP/1.1`, incoming.rawHeaders) + body.length;
       if (operation === "SendMessage" || operation === "SendMessageBatch") countMessages(operation, body, messagesSent);
-      const forward = httpRequest(
-        {
-          host: target.hostname,
-          port: target.port,
-          method: incoming.method,
-          path: incoming.url,
-          headers: incoming.headers,
-        },
-        (reply) => {
-          outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
-          bytes += headBytes(`HTTP/1.1 ${reply.statusCode} ${reply.statusMessage ?? ""}`, reply.rawHeaders);
-          reply.on("data", (chunk: Buffer) => {
-            bytes += chunk.length;
-          });
-          reply.pipe(outgoing);
-          if (options.observeReply) {
-            const observeReply = options.observeReply;
-            reply.once("end", () => observeReply({ operation, status: reply.statusCode ?? 502, ms: performance.now() - arrived }));
-          }
-        },
-      );
-      forward.on("error", (error) => {
-        if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
-        outgoing.end(`proxy: ${error.message}`);
-      });
-      forward.end(body);
-      options.observe?.({ operation, body: body.toString("utf8") });
+      const forward = () => {
+        if (blocked) return;
+        const request = httpRequest(
+          {
+            host: target.hostname,
+            port: target.port,
+            method: incoming.method,
+            path: incoming.url,
+            headers: incoming.headers,
+          },
+          (reply) => {
+            outgoing.writeHead(reply.statusCode ?? 502, reply.headers);
+            bytes += headBytes(`HTTP/1.1 ${reply.statusCode} ${reply.statusMessage ?? ""}`, reply.rawHeaders);
+            reply.on("data", (chunk: Buffer) => {
+              bytes += chunk.length;
+            });
+            reply.pipe(outgoing);
+            if (options.observeReply) {
+              const observeReply = options.observeReply;
+              reply.once("end", () => observeReply({ operation, status: reply.statusCode ?? 502, ms: performance.now() - arrived }));
+            }
+          },
+        );
+        request.on("error", (error) => {
+          if (!outgoing.headersSent) outgoing.writeHead(502, { "content-type": "text/plain" });
+          outgoing.end(`proxy: ${error.message}`);
+        });
+        request.end(body);
+        options.observe?.({ operation, body: body.toString("utf8") });
+      };
+      if (options.delayMs) setTimeout(forward, options.delayMs);
+      else forward();
     });
   });
   server.keepAliveTimeout = 60_000;
