@@ -7,6 +7,7 @@
  * continuations ends one interval after the discovery that began it: by then the next scheduled
  * discovery has begun its own, so chains never pile up on the lifecycle function the ticks need.
  */
+import { controlBody, controlContent } from "./control-message";
 
 /** The body of a continuation message. */
 export interface DiscoveryContinuation {
@@ -19,18 +20,12 @@ export interface DiscoveryContinuation {
 const CONTINUATION_FIELD = "provisionerDiscoveryContinuation";
 
 export function continuationBody(continuation: DiscoveryContinuation): string {
-  return JSON.stringify({ [CONTINUATION_FIELD]: { term: continuation.term, until: continuation.until } });
+  return controlBody(CONTINUATION_FIELD, { term: continuation.term, until: continuation.until });
 }
 
 /** The continuation a lifecycle queue message holds; undefined for anything else (a tick, a queued startup event). */
 export function parseContinuation(body: string): DiscoveryContinuation | undefined {
-  if (!body.includes(CONTINUATION_FIELD)) return undefined;
-  try {
-    const parsed: unknown = JSON.parse(body);
-    const { term, until } = ((parsed as Record<string, unknown> | null)?.[CONTINUATION_FIELD] ?? {}) as Record<string, unknown>;
-    if (typeof term !== "number" || !Number.isSafeInteger(term) || term < 0) return undefined;
-    return typeof until === "number" && Number.isFinite(until) ? { term, until } : undefined;
-  } catch {
-    return undefined;
-  }
+  const { term, until } = controlContent(body, CONTINUATION_FIELD) ?? {};
+  if (typeof term !== "number" || !Number.isSafeInteger(term) || term < 0) return undefined;
+  return typeof until === "number" && Number.isFinite(until) ? { term, until } : undefined;
 }

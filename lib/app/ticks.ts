@@ -9,6 +9,7 @@
  * two), a lost keeper run by the next run a minute later, and a duplicated one only adds rounds.
  */
 import { messageOf } from "../errors";
+import { controlBody, controlContent } from "./control-message";
 import type { Clock } from "../ports/clock";
 import type { LeaseGate, LeaseOutcome } from "../ports/lease-gate";
 import type { Logger } from "../ports/logger";
@@ -29,20 +30,12 @@ export interface Tick {
 
 const TICK_FIELD = "provisionerTick";
 
-function tickBody(dueAt: number): string {
-  return JSON.stringify({ [TICK_FIELD]: { dueAt } });
-}
+const tickBody = (dueAt: number): string => controlBody(TICK_FIELD, { dueAt });
 
 /** The tick a lifecycle queue message holds; undefined for anything else (a queued startup event). */
 export function parseTick(body: string): Tick | undefined {
-  if (!body.includes(TICK_FIELD)) return undefined;
-  try {
-    const parsed: unknown = JSON.parse(body);
-    const tick = (parsed as Record<string, unknown> | null)?.[TICK_FIELD] as Record<string, unknown> | undefined;
-    return typeof tick?.dueAt === "number" && Number.isFinite(tick.dueAt) ? { dueAt: tick.dueAt } : undefined;
-  } catch {
-    return undefined;
-  }
+  const tick = controlContent(body, TICK_FIELD);
+  return typeof tick?.dueAt === "number" && Number.isFinite(tick.dueAt) ? { dueAt: tick.dueAt } : undefined;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { continuationBody } from "../../../lib/app/discovery-continuation";
+import { continuationBody, parseContinuation } from "../../../lib/app/discovery-continuation";
 import { decodeHostWork } from "../../../lib/app/host-work-message";
 import { LifecycleEvents } from "../../../lib/app/lifecycle-events";
 import { LifecycleQueue } from "../../../lib/app/lifecycle-queue";
@@ -64,5 +64,24 @@ describe("lifecycle queue: a batch of ticks, continuations and startup events", 
     expect(west.broker.discoveries).toBe(0);
     expect(west.queues.hostWork.bodies().map((body) => decodeHostWork(body).identity)).toEqual(["event.example.net"]);
     expect(west.logger.at("info").find((line) => line.message.startsWith("dropping a discovery continuation"))?.attributes).toMatchObject({ term: 1 });
+  });
+});
+
+describe("a continuation message", () => {
+  it("reads back what was sent", () => {
+    expect(parseContinuation(continuationBody({ term: 7, until: 1_700_000_060_000 }))).toEqual({ term: 7, until: 1_700_000_060_000 });
+  });
+
+  it.each([
+    ["a tick", tickBody(1)],
+    ["a startup event", JSON.stringify({ protocol: "io.choria.lifecycle.v1.startup", identity: "a.example.net", component: COMPONENT })],
+    ["truncated JSON", '{"provisionerDiscoveryContinuation":{"term":1'],
+    ["a null continuation", '{"provisionerDiscoveryContinuation":null}'],
+    ["a negative term", '{"provisionerDiscoveryContinuation":{"term":-1,"until":1}}'],
+    ["a fractional term", '{"provisionerDiscoveryContinuation":{"term":1.5,"until":1}}'],
+    ["no end of the chain", '{"provisionerDiscoveryContinuation":{"term":1}}'],
+    ["the name in an array", '["provisionerDiscoveryContinuation"]'],
+  ])("is none for %s", (_, body) => {
+    expect(parseContinuation(body)).toBeUndefined();
   });
 });
