@@ -40,6 +40,8 @@ describe("a usage mistake exits 2 in every command", () => {
     ["scripts/sqs-event.ts, an unknown option", tsx("scripts/sqs-event.ts", "--bogus"), /^sqs-event: Unknown option '--bogus'/],
     ["npm run bench:cost, an unknown option", tsx("bench/cost.ts", "--bogus"), /^bench:cost: Unknown option '--bogus'/],
     ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^Unknown option '--bogus'/],
+    ["npm run bench:store-writes, an unknown option", tsx("bench/store-writes.ts", "--bogus"), /^bench:store-writes: Unknown option '--bogus'/],
+    ["npm run bench:store-writes, a bad value", tsx("bench/store-writes.ts", "--hosts", "0"), /^bench:store-writes: --hosts must be a whole number of at least 1, not 0$/],
     ["bench/helper-launch.ts, an unknown option", tsx("bench/helper-launch.ts", "--bogus"), /^helper-launch: Unknown option '--bogus'/],
     ["npm run realfleet, an unknown option", tsx("scripts/realfleet.ts", "--bogus"), /^Unknown option '--bogus'/],
     ["scripts/soak.ts, an unknown option", tsx("scripts/soak.ts", "--bogus"), /^soak: Unknown option '--bogus'/],
