@@ -17,7 +17,7 @@ import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
-import { cpuSeconds, percentile, procMemory, procStat, round2, summariseProfile, type CpuProfile } from "./measure";
+import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile } from "./measure";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -187,10 +187,20 @@ type CpuReading = ReturnType<typeof cpuReading>;
 function cpuReading(pids: { nats: number | undefined; dynamo: number | undefined }, selfSince?: NodeJS.CpuUsage) {
   return {
     self: process.cpuUsage(selfSince),
-    children: cpuSeconds(procStat("self"), true),
+    children: cpuSeconds(procStat("self"), true) + helperLaunchersCpu(pids),
     nats: cpuSeconds(pids.nats === undefined ? undefined : procStat(pids.nats)),
     dynamo: cpuSeconds(pids.dynamo === undefined ? undefined : procStat(pids.dynamo)),
   };
+}
+
+/**
+ * The helper launchers' CPU so far (lib/helper/launcher.ts): each is a live child of this process
+ * other than nats-server and DynamoDB Local, and the helpers are its children, reaped by it, so
+ * their time is in its cutime, not in this process's until the launcher itself is reaped.
+ */
+function helperLaunchersCpu(pids: { nats: number | undefined; dynamo: number | undefined }): number {
+  const launchers = sumStats(childPids(process.pid).filter((pid) => pid !== pids.nats && pid !== pids.dynamo).map(procStat));
+  return cpuSeconds(launchers) + cpuSeconds(launchers, true);
 }
 
 /** CPU seconds spent between the readings; `after.self` is already the difference. */
@@ -344,7 +354,8 @@ function markdown(results: RunResult[], generated: string, wallSeconds: number):
     ...failoverSection(results),
     ...targetsTable(results),
   ];
-  if (FINDINGS) lines.push("", "## Findings", "", FINDINGS);
+  const found = findings(results);
+  if (found.length > 0) lines.push("", "## Findings", "", ...found);
   lines.push(...profileSection(results));
   return `${lines.join("\n")}\n`;
 }
@@ -364,7 +375,7 @@ function introduction(generated: string, wallSeconds: number): string[] {
     "",
     "- **hosts/minute**: provisioned hosts / time from the first host-work admission to the last restart acknowledgement.",
     "- **latency**: per host, from `admittedAt` of the host work that provisioned it to the node recording the `restart` request.",
-    "- **CPU**: this process (`process.cpuUsage`), reaped children (helper processes, from `/proc/self/stat` cutime+cstime), nats-server and the DynamoDB Local JVM (`/proc/<pid>/stat`).",
+    "- **CPU**: this process (`process.cpuUsage`), the helper processes (reaped children from `/proc/self/stat` cutime+cstime, and the live helper launchers with the helpers they reaped), nats-server and the DynamoDB Local JVM (`/proc/<pid>/stat`).",
     "- **memory**: peak of RSS samples every 200 ms (this process, nats-server, the JVM, and their sum).",
     "- **requests**: counted by proxies in front of DynamoDB Local and fauxqs (by `X-Amz-Target`); event-source SQS requests are the emulated Lambda pollers' ReceiveMessage / DeleteMessageBatch, which AWS also bills.",
     "",
@@ -421,7 +432,7 @@ function failoverSection(results: RunResult[]): string[] {
     "",
     "## Failover",
     "",
-    `${failover.nodes} nodes, a leader and a standby deployment with the default lease (30 s / 10 s / 5 s, keeper every minute looping ~58 s). ` +
+    `${failover.nodes} nodes, a leader and a standby deployment with the default lease (30 s / 10 s / 5 s, the keeper every minute arming the minute's ticks). ` +
       `The leader was crashed ${(f.killedAtMs / 1000).toFixed(1)} s into the run (schedules and pollers stopped, running invocations out of time, no release).`,
     "",
     `- failover (crash → standby's claim visible in the lease table): **${f.tookMs === undefined ? "did not happen" : `${(f.tookMs / 1000).toFixed(1)} s`}** (new term ${f.newTerm ?? "-"})`,
@@ -435,9 +446,10 @@ function targetsTable(results: RunResult[]): string[] {
   lines.push("Figures, not assertions. A run marked incomplete stopped at its time limit; its hosts/min is over the hosts it did provision.", "");
   lines.push("| target | measured | verdict |", "|---|---|---|");
   const byLabel = (label: string) => results.find((r) => r.label === label);
-  const best = [...results].filter((r) => !r.failover && !r.profile_top).sort((a, b) => b.hosts_per_minute - a.hosts_per_minute)[0];
+  const measured = results.filter((r) => !r.failover && !r.profile_top).sort((a, b) => b.hosts_per_minute - a.hosts_per_minute);
+  const best = measured[0];
   if (best) {
-    const bashBest = [...results].filter((r) => r.helper.endsWith(".sh") || r.helper === "bash").sort((a, b) => b.hosts_per_minute - a.hosts_per_minute)[0];
+    const bashBest = measured.find((r) => r.helper.endsWith(".sh") || r.helper === "bash");
     lines.push(
       `| >= 10,000 hosts/min | best ${best.hosts_per_minute} (${best.label})${bashBest ? `; best with the bash helper ${bashBest.hosts_per_minute} (${bashBest.label})` : ""} | ${best.hosts_per_minute >= 10_000 ? "met" : `missed, ${(10_000 / Math.max(1, best.hosts_per_minute)).toFixed(1)}x short`} |`,
     );
@@ -483,40 +495,40 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 
 /**
- * Where the time goes, from the app logs of the same runs under `npm run local`, the profile below
- * and a separate DynamoDB Local measurement (2026-11-29). Re-check when re-measuring; `--markdown-only`
- * rewrites bench.md from bench.json with this text.
+ * What the runs say, computed from them (so `--markdown-only` rewrites it from bench.json); where a
+ * cause is named, the report that measures it is named with it.
  */
-const FINDINGS = `**Throughput misses the 10,000 hosts/min target** (see Targets). The whole stack shares this machine's two
-cores: about 90 ms of CPU per provisioned host with the bash helper (35 ms in-process), split across this
-process (fleet simulator, fauxqs, every invocation), the helper processes and the DynamoDB Local JVM, which
-puts the ceiling near 1,300 hosts/min with a process helper and near 3,400 in-process, whatever the
-concurrency. On AWS provisioning fans out over Lambda containers with their own CPUs, so the per-host cost
-measured here, not this machine's ceiling, is what carries over. In order of weight:
-
-1. **Helper processes.** With the bash + jq helper, \`spawn\` is the top self-time function of this
-   process in the profile (about 40 %): \`child_process.spawn\` forks and execs on the main thread, stalling
-   the one event loop that also carries the fleet, fauxqs and every invocation. The in-process helper
-   (\`inline\`, same rules, no process) runs 2.5x faster for under half the CPU per host and nearly meets
-   the p99 target; the node helper (a Node.js start per host) is the slowest. On AWS each container has
-   its own CPU and event loop, so this cost spreads out instead of serialising.
-2. **DynamoDB Local.** Measured alone on this machine: 5-15 ms per sequential PutItem and 80-240 puts/s
-   with 16 in flight. At ~4 writes per host that caps the pipeline at roughly 1,200-3,600 hosts/min
-   here; DynamoDB itself has no such ceiling at these rates.
-3. **5,000 nodes in one discovery.** \`discover\` admits and queues in chunks of ten and stops admitting
-   before its deadline; at 5,000 nodes the admissions (conditional writes at DynamoDB Local's pace) take
-   longer than one invocation, so the rest wait for the next discovery a minute later, which is why that
-   run was still going at its time limit and spent more writes per host (work that waited past
-   2 x interval is skipped and admitted again).
-4. **A shared 2-core machine.** Other jobs ran at the same time (1-minute load average recorded per run),
-   so absolute figures are pessimistic; comparisons between runs are fairer. Throughput is flat across
-   provision concurrency 2/5/10 because CPU, not concurrency, is the limit here.
-
-**Per host**: ~3.7-4.0 DynamoDB writes (admit, claim, mark provisioned; the lifecycle event's admit
-attempt that fails its condition; a share of inline lease renewals, because the 22 s attempt window
-only fits the 25 s lease validity for 3 s after each renewal) and 2 SQS messages (the host work and
-the forwarded lifecycle event). Lambda compute per host is inflated by the in-process emulation:
-invocations share one event loop, so each lasts longer than it would in its own container.`;
+function findings(results: RunResult[]): string[] {
+  const byLabel = (label: string) => results.find((r) => r.label === label);
+  const bash = byLabel("bash-1000");
+  const inline = byLabel("inline-1000");
+  const lines: string[] = [];
+  if (bash && inline) {
+    const perHost = (r: RunResult) => round2((r.cpu_seconds.total * 1000) / Math.max(1, r.provisioned));
+    const busy = (r: RunResult) => round2((perHost(r) / 1000) * (r.hosts_per_minute / 60));
+    lines.push(
+      `**Where the CPU goes.** Every process of a run shares this machine's ${cpus().length} cores: ${perHost(bash)} ms of CPU a host with the bash + jq helper (${bash.hosts_per_minute} hosts/min, ${busy(bash)} cores busy), ${perHost(inline)} ms with the in-process one (${inline.hosts_per_minute} hosts/min, ${busy(inline)} cores). ` +
+        "The helper processes are most of the difference; reports/peer.md splits a host's CPU by process (provisioner, helpers, fleet, nats-server, DynamoDB Local) beside the Go provisioner's. " +
+        "On AWS the provision function fans out over Lambda containers with CPUs of their own, and DynamoDB and SQS are not on the box: the CPU per host carries over, this machine's ceiling does not.",
+      "",
+    );
+  }
+  if (bash) {
+    lines.push(
+      `**Writes per host.** ${bash.dynamodb.writes_per_host} DynamoDB writes a host in bash-1000: the five of a host provisioned with expiring credentials (admit, claim, ledger record, credentials before configure, end of the claim; docs/behaviour.md §2, "Writes per host", says what each pays for), plus the invocations' lease rounds and admissions refused by their condition. ` +
+        "The <= 4 target predates the ledger record and the credentials write; reports/store-writes.md has each write's CPU and what joining them would cost.",
+      "",
+    );
+  }
+  const failover = results.find((r) => r.failover)?.failover;
+  if (failover) {
+    lines.push(
+      "**Failover.** The < 45 s target predates the lease keeper's minute schedule arming ticks (no function loops while the site is idle): a standby's next tick comes at the lease's `claimableAt`, armed by its keeper run of that minute. reports/failover.md measures it with the production gate.",
+      "",
+    );
+  }
+  return lines;
+}
 
 async function main(): Promise<void> {
   if (process.argv.includes("--markdown-only")) {
