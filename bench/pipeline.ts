@@ -4,8 +4,10 @@
  * at several provision concurrency levels, plus a failover run with a standby deployment and a
  * CPU-profiled 1,000-node run.
  *
- *   npx tsx bench/pipeline.ts                 writes reports/bench.json and reports/bench.md
- *   BENCH_SIZES=100,1000 npx tsx bench/pipeline.ts   (smaller matrix)
+ *   npm run bench                                      writes reports/bench.json and reports/bench.md
+ *   npm run bench -- --sizes 100,1000                  (smaller matrix; BENCH_SIZES=100,1000 also works)
+ *   npm run bench -- --sizes 100 --only bash-100 --report-dir /tmp/bench   (one run, elsewhere)
+ *   npm run bench -- --help                            (the options)
  *
  * Everything except nats-server and DynamoDB Local (and the helper processes) runs in this one
  * process: the simulated fleet, fauxqs, the emulated Lambda runtime and every App.
@@ -13,6 +15,9 @@
 import { readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
@@ -29,12 +34,65 @@ const PRICES = {
   dynamoDbPerMillionReads: 0.125,
 } as const;
 
+const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
-const SIZES = list(process.env.BENCH_SIZES, [100, 1_000, 5_000]);
 const CONCURRENCY_LEVELS = list(process.env.BENCH_CONCURRENCY, [2, 5, 10]);
 const DEFAULT_CONCURRENCY = Number(process.env.BENCH_DEFAULT_CONCURRENCY ?? 10);
 const SKIP_FAILOVER = process.env.BENCH_SKIP_FAILOVER === "true";
 const SKIP_PROFILE = process.env.BENCH_SKIP_PROFILE === "true";
+
+const USAGE = `Usage: npm run bench -- [--sizes <n,n>] [--only <run,...>] [--report-dir <dir>] [--markdown-only]
+
+Runs the whole pipeline on the local stack: a run with the bash helper at each size (default
+BENCH_SIZES, else 100,1000,5000); at 1,000 nodes (else the first size) one at each other concurrency
+level, one with each other helper and a CPU-profiled one; and a failover run with a standby
+deployment. --only keeps the runs named, by their label in the report (bash-100, inline-1000,
+failover-300, ...). Writes <dir>/bench.json and <dir>/bench.md (default reports/); --markdown-only
+rewrites <dir>/bench.md from <dir>/bench.json and runs nothing.
+`;
+
+interface Options {
+  sizes: number[];
+  only: string[] | undefined;
+  reportDir: string;
+  markdownOnly: boolean;
+}
+
+class UsageError extends Error {}
+
+function options(): Options | undefined {
+  let values;
+  try {
+    values = parseArgs({
+      options: { sizes: { type: "string" }, only: { type: "string" }, "report-dir": { type: "string" }, "markdown-only": { type: "boolean" }, help: { type: "boolean" } },
+    }).values;
+  } catch (error) {
+    throw new UsageError(`bench: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  if (values.help) return undefined;
+  return {
+    sizes: values.sizes === undefined ? sizesFrom("BENCH_SIZES", process.env.BENCH_SIZES) : sizesFrom("--sizes", values.sizes),
+    only: values.only?.split(","),
+    reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
+    markdownOnly: values["markdown-only"] ?? false,
+  };
+}
+
+/** Node counts separated by commas; unset (the environment variable), the default matrix's. */
+function sizesFrom(name: string, text: string | undefined): number[] {
+  if (text === undefined || text === "") return [100, 1_000, 5_000];
+  const sizes = text.split(",").map(Number);
+  if (!sizes.every((size) => Number.isInteger(size) && size >= 1)) throw new UsageError(`bench: ${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
+  return sizes;
+}
+
+/** The runs `only` names, in the matrix's order; a name that is no run of it is a usage mistake, found before anything starts. */
+function chosenRuns(matrix: RunSpec[], only: string[] | undefined): RunSpec[] {
+  if (!only) return matrix;
+  const unknown = only.filter((label) => !matrix.some((run) => run.label === label));
+  if (unknown.length > 0) throw new UsageError(`bench: --only ${unknown.join(",")} names no run of this matrix (${matrix.map((run) => run.label).join(", ")})`);
+  return matrix.filter((run) => only.includes(run.label));
+}
 
 interface Sample {
   rssSelf: number;
@@ -500,8 +558,9 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
  */
 function findings(results: RunResult[]): string[] {
   const byLabel = (label: string) => results.find((r) => r.label === label);
-  const bash = byLabel("bash-1000");
-  const inline = byLabel("inline-1000");
+  const size = referenceSize(results);
+  const bash = byLabel(`bash-${size}`);
+  const inline = byLabel(`inline-${size}`);
   const lines: string[] = [];
   if (bash && inline) {
     const perHost = (r: RunResult) => round2((r.cpu_seconds.total * 1000) / Math.max(1, r.provisioned));
@@ -515,7 +574,7 @@ function findings(results: RunResult[]): string[] {
   }
   if (bash) {
     lines.push(
-      `**Writes per host.** ${bash.dynamodb.writes_per_host} DynamoDB writes a host in bash-1000: the five of a host provisioned with expiring credentials (admit, claim, ledger record, credentials before configure, end of the claim; docs/behaviour.md §2, "Writes per host", says what each pays for), plus the invocations' lease rounds and admissions refused by their condition. ` +
+      `**Writes per host.** ${bash.dynamodb.writes_per_host} DynamoDB writes a host in ${bash.label}: the five of a host provisioned with expiring credentials (admit, claim, ledger record, credentials before configure, end of the claim; docs/behaviour.md §2, "Writes per host", says what each pays for), plus the invocations' lease rounds and admissions refused by their condition. ` +
         "The <= 4 target predates the ledger record and the credentials write; reports/store-writes.md has each write's CPU and what joining them would cost.",
       "",
     );
@@ -530,73 +589,82 @@ function findings(results: RunResult[]): string[] {
   return lines;
 }
 
-async function main(): Promise<void> {
-  if (process.argv.includes("--markdown-only")) {
-    const recorded = JSON.parse(readFileSync("reports/bench.json", "utf8")) as { generated: string; wall_seconds?: number; runs: RunResult[] };
-    await writeFile("reports/bench.md", markdown(recorded.runs, recorded.generated, recorded.wall_seconds ?? 0));
-    process.stdout.write("rewrote reports/bench.md from reports/bench.json\n");
-    return;
-  }
-  const started = Date.now();
-  const results: RunResult[] = [];
+/**
+ * Every run of the benchmark, in order: the bash helper at each size, then at one size (1,000 nodes
+ * when measured, the pipeline's reference) the other concurrency levels, the other helpers, the
+ * profiled run and the failover run.
+ */
+function runMatrix(sizes: number[]): RunSpec[] {
   const bash: HelperChoice = "bash";
   const seconds = (name: string, fallback: number) => Number(process.env[name] ?? fallback) * 1000;
-  for (const nodes of SIZES) {
-    const timeoutMs = nodes <= 100 ? seconds("BENCH_TIMEOUT_SMALL_S", 120) : nodes <= 1_000 ? seconds("BENCH_TIMEOUT_1000_S", 240) : seconds("BENCH_TIMEOUT_LARGE_S", 240);
-    results.push(await runOnce({ label: `bash-${nodes}`, nodes, helper: bash, maxConcurrency: DEFAULT_CONCURRENCY, workers: 10, timeoutMs }));
-  }
-  const scaleSize = SIZES.includes(1_000) ? 1_000 : (SIZES[0] ?? 100);
+  const run = (label: string, nodes: number, timeoutMs: number, extra: Partial<RunSpec> = {}): RunSpec => ({
+    label,
+    nodes,
+    helper: bash,
+    maxConcurrency: DEFAULT_CONCURRENCY,
+    workers: 10,
+    timeoutMs,
+    ...extra,
+  });
+  const runs = sizes.map((nodes) =>
+    run(`bash-${nodes}`, nodes, nodes <= 100 ? seconds("BENCH_TIMEOUT_SMALL_S", 120) : nodes <= 1_000 ? seconds("BENCH_TIMEOUT_1000_S", 240) : seconds("BENCH_TIMEOUT_LARGE_S", 240)),
+  );
+  const scaleSize = sizes.includes(1_000) ? 1_000 : (sizes[0] ?? 100);
   const sideTimeoutMs = seconds("BENCH_TIMEOUT_SIDE_S", 120);
   for (const level of CONCURRENCY_LEVELS.filter((level) => level !== DEFAULT_CONCURRENCY)) {
-    results.push(
-      await runOnce({ label: `bash-${scaleSize}-c${level}`, nodes: scaleSize, helper: bash, maxConcurrency: level, workers: 10, timeoutMs: sideTimeoutMs }),
-    );
+    runs.push(run(`bash-${scaleSize}-c${level}`, scaleSize, sideTimeoutMs, { maxConcurrency: level }));
   }
   for (const helper of (process.env.BENCH_HELPERS ?? "inline,node").split(",").filter(Boolean) as HelperChoice[]) {
-    results.push(await runOnce({ label: `${helperName(helper)}-${scaleSize}`, nodes: scaleSize, helper, maxConcurrency: DEFAULT_CONCURRENCY, workers: 10, timeoutMs: sideTimeoutMs }));
+    runs.push(run(`${helperName(helper)}-${scaleSize}`, scaleSize, sideTimeoutMs, { helper }));
   }
-  if (!SKIP_PROFILE) {
-    results.push(
-      await runOnce({
-        label: `profiled-bash-${scaleSize}`,
-        nodes: scaleSize,
-        helper: bash,
-        maxConcurrency: DEFAULT_CONCURRENCY,
-        workers: 10,
-        profile: true,
-        timeoutMs: seconds("BENCH_TIMEOUT_PROFILE_S", 90),
-      }),
-    );
-  }
+  if (!SKIP_PROFILE) runs.push(run(`profiled-bash-${scaleSize}`, scaleSize, seconds("BENCH_TIMEOUT_PROFILE_S", 90), { profile: true }));
   if (!SKIP_FAILOVER) {
     const nodes = Number(process.env.BENCH_FAILOVER_NODES ?? 300);
-    results.push(
-      await runOnce({
-        label: `failover-${nodes}`,
-        nodes,
-        helper: bash,
-        maxConcurrency: DEFAULT_CONCURRENCY,
-        workers: 10,
-        standby: true,
-        killLeaderAfterMs: Number(process.env.BENCH_KILL_AFTER_MS ?? 5_000),
-        timeoutMs: seconds("BENCH_TIMEOUT_FAILOVER_S", 240),
-      }),
-    );
+    const killLeaderAfterMs = Number(process.env.BENCH_KILL_AFTER_MS ?? 5_000);
+    runs.push(run(`failover-${nodes}`, nodes, seconds("BENCH_TIMEOUT_FAILOVER_S", 240), { standby: true, killLeaderAfterMs }));
   }
+  return runs;
+}
+
+/** The size the findings read the runs at: as the matrix picks its side runs' size, 1,000 nodes when run, else the first size with the bash helper. */
+function referenceSize(results: RunResult[]): number | undefined {
+  const sizes = results.filter((r) => /^bash-\d+$/.test(r.label)).map((r) => r.nodes);
+  return sizes.includes(1_000) ? 1_000 : sizes[0];
+}
+
+async function main(): Promise<void> {
+  const chosen = options();
+  if (!chosen) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const jsonPath = join(chosen.reportDir, "bench.json");
+  const markdownPath = join(chosen.reportDir, "bench.md");
+  if (chosen.markdownOnly) {
+    const recorded = JSON.parse(readFileSync(jsonPath, "utf8")) as { generated: string; wall_seconds?: number; runs: RunResult[] };
+    await writeFile(markdownPath, markdown(recorded.runs, recorded.generated, recorded.wall_seconds ?? 0));
+    process.stdout.write(`rewrote ${markdownPath} from ${jsonPath}\n`);
+    return;
+  }
+  const runs = chosenRuns(runMatrix(chosen.sizes), chosen.only);
+  const started = Date.now();
+  const results: RunResult[] = [];
+  for (const spec of runs) results.push(await runOnce(spec));
   const generated = new Date().toISOString();
   const wallSeconds = (Date.now() - started) / 1000;
-  await mkdir("reports", { recursive: true });
-  await writeFile(
-    "reports/bench.json",
-    `${JSON.stringify({ generated, wall_seconds: wallSeconds, cpus: cpus().length, node: process.version, prices_usd: PRICES, runs: results }, null, 2)}\n`,
-  );
-  await writeFile("reports/bench.md", markdown(results, generated, wallSeconds));
-  process.stdout.write(`\nwrote reports/bench.json and reports/bench.md (${wallSeconds.toFixed(0)} s)\n`);
+  await mkdir(chosen.reportDir, { recursive: true });
+  await writeFile(jsonPath, `${JSON.stringify({ generated, wall_seconds: wallSeconds, cpus: cpus().length, node: process.version, prices_usd: PRICES, runs: results }, null, 2)}\n`);
+  await writeFile(markdownPath, markdown(results, generated, wallSeconds));
+  process.stdout.write(`\nwrote ${jsonPath} and ${markdownPath} (${wallSeconds.toFixed(0)} s)\n`);
 }
 
 main().then(
   () => process.exit(0),
   (error: unknown) => {
+    if (error instanceof UsageError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
     process.stderr.write(`benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);
   },

@@ -38,6 +38,9 @@ describe("a usage mistake exits 2 in every command", () => {
     // Checked before anything starts: it used to be read once the prerequisites were in place.
     ["npm run local:services, a bad port", tsx("scripts/local-services.ts", "--nats-port", "0"), /^local services: --nats-port must be a port number/],
     ["scripts/sqs-event.ts, an unknown option", tsx("scripts/sqs-event.ts", "--bogus"), /^sqs-event: Unknown option '--bogus'/],
+    ["npm run bench, an unknown option", tsx("bench/pipeline.ts", "--bogus"), /^bench: Unknown option '--bogus'/],
+    ["npm run bench, a bad size", tsx("bench/pipeline.ts", "--sizes", "100,many"), /^bench: --sizes must be whole numbers of at least 1 separated by commas, not 100,many$/],
+    ["npm run bench, a run the matrix does not have", tsx("bench/pipeline.ts", "--sizes", "100", "--only", "bash-1000"), /^bench: --only bash-1000 names no run of this matrix \(bash-100, /],
     ["npm run bench:cost, an unknown option", tsx("bench/cost.ts", "--bogus"), /^bench:cost: Unknown option '--bogus'/],
     ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^Unknown option '--bogus'/],
     ["npm run bench:store-writes, an unknown option", tsx("bench/store-writes.ts", "--bogus"), /^bench:store-writes: Unknown option '--bogus'/],
