@@ -20,14 +20,23 @@ import { percentile } from "./measure";
 const ROOT = resolve(import.meta.dirname, "..");
 const STATUS = ["status", "--site", "local", "--deployment", "local"];
 
-/** An unknown option is a usage mistake: one line, exit 2, as in every command of the project. */
-function parseOptions() {
+/** A usage mistake (an unknown option, a bad value): one line, exit 2, as in every command of the project. */
+function usageError(message: string): never {
+  process.stderr.write(`cli-start: ${message}\n`);
+  process.exit(2);
+}
+
+/** The number of timed runs of each way, from --runs (default 11). */
+function parseRuns(): number {
+  let text: string | undefined;
   try {
-    return parseArgs({ options: { runs: { type: "string" } } }).values;
+    text = parseArgs({ options: { runs: { type: "string" } } }).values.runs;
   } catch (error) {
-    process.stderr.write(`cli-start: ${(error as Error).message}\n`);
-    process.exit(2);
+    usageError((error as Error).message);
   }
+  const runs = Number(text ?? 11);
+  if (!Number.isInteger(runs) || runs < 1) usageError(`--runs must be a whole number of at least 1, not ${text}`);
+  return runs;
 }
 
 interface Way {
@@ -55,8 +64,7 @@ function report(way: Way, coldMs: number): string {
 }
 
 async function main(): Promise<void> {
-  const runs = Number(parseOptions().runs ?? 11);
-  if (!Number.isInteger(runs) || runs < 1) throw new Error("--runs must be a whole number of at least 1");
+  const runs = parseRuns();
   const dir = await mkdtemp(join(tmpdir(), "cli-start-"));
   const services = await startLocalServices(ROOT);
   try {

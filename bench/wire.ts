@@ -1,22 +1,26 @@
 /**
- * Wire benchmark: a real nats-server and a 2,000-node simulated fleet. Measures broadcast
- * discovery (median of several runs) and rpcutil#inventory round trips per second through
+ * Wire benchmark: a real nats-server and a simulated fleet (2,000 nodes by default). Measures
+ * broadcast discovery (median of several runs) and rpcutil#inventory round trips per second through
  * NatsChoriaRpc, sequentially and with 1/16/64/256 calls in flight.
- * Run: npx tsx bench/wire.ts   (writes reports/wire.json and reports/wire.md)
+ *
+ *   npm run bench:wire -- [--nodes 2000] [--calls 4000] [--report-dir reports]
  */
 import { mkdir, writeFile } from "node:fs/promises";
-import { cpus } from "node:os";
-import { connect } from "nats";
+import { cpus, loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { connect, type NatsConnection } from "nats";
 import { BroadcastDiscoverer } from "../lib/nats/discovery";
 import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
-import { median } from "./measure";
+import { median, round2 } from "./measure";
 
-const NODES = Number(process.env.WIRE_NODES ?? 2_000);
+const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const DISCOVERY_RUNS = 5;
-const SEQUENTIAL_CALLS = 500;
-const CONCURRENT_CALLS = 4_000;
+/** Sequential calls are an eighth of each concurrency level's: 500 of the default 4,000. */
+const SEQUENTIAL_SHARE = 8;
 const CONCURRENCY = [1, 16, 64, 256];
 
 const client = {
@@ -26,87 +30,148 @@ const client = {
   signer: { version: 1 as const, kind: "insecure" as const },
 };
 
-async function main(): Promise<void> {
-  const nats = await startNats();
-  const fleetStarted = performance.now();
-  const fleet = await startFleet({ natsUrl: nats.url, count: NODES, token: "bench-provisioning-token", recordDiscovery: false });
-  const fleetStartMs = performance.now() - fleetStarted;
-  const nc = await connect({ servers: nats.url, name: "wire-bench" });
+const USAGE = `Usage: npm run bench:wire -- [--nodes <n>] [--calls <n>] [--report-dir <dir>]
+
+Starts a nats-server and <nodes> simulated nodes (default: WIRE_NODES or 2000), times broadcast
+discovery ${DISCOVERY_RUNS} times, then rpcutil#inventory round trips: <calls>/${SEQUENTIAL_SHARE} one after another, and
+<calls> (default 4000) at each of ${CONCURRENCY.join(", ")} in flight. Writes <dir>/wire.json and
+<dir>/wire.md (default reports/).
+`;
+
+interface Options {
+  nodes: number;
+  calls: number;
+  reportDir: string;
+}
+
+class UsageError extends Error {}
+
+function options(): Options | undefined {
+  let values;
   try {
-    const discoverer = new BroadcastDiscoverer(nc, client);
-    const discoveries: Array<{ ms: number; found: number }> = [];
-    for (let run = 0; run < DISCOVERY_RUNS; run++) {
-      const started = performance.now();
-      const result = await discoverer.discoverWithStats();
-      discoveries.push({ ms: performance.now() - started, found: result.identities.length });
+    values = parseArgs({ options: { nodes: { type: "string" }, calls: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } }).values;
+  } catch (error) {
+    throw new UsageError(`bench:wire: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  if (values.help) return undefined;
+  const whole = (name: string, text: string | undefined, fallback: number, least: number) => {
+    const value = text === undefined ? fallback : Number(text);
+    if (!Number.isInteger(value) || value < least) throw new UsageError(`bench:wire: ${name} must be a whole number of at least ${least}, not ${text}`);
+    return value;
+  };
+  return {
+    nodes: values.nodes === undefined ? whole("WIRE_NODES", process.env.WIRE_NODES, 2_000, 1) : whole("--nodes", values.nodes, 2_000, 1),
+    // At least one sequential call.
+    calls: whole("--calls", values.calls, 4_000, SEQUENTIAL_SHARE),
+    reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
+  };
+}
+
+interface Report {
+  generatedAt: string;
+  machine: { cpus: number; model: string; node: string };
+  loadAverage1m: { start: number; end: number };
+  nodes: number;
+  fleetStartMs: number;
+  discovery: { runs: Array<{ ms: number; found: number }>; medianMs: number; note: string };
+  inventory: {
+    sequential: { calls: number; seconds: number; perSecond: number };
+    concurrent: Array<{ inFlight: number; calls: number; seconds: number; perSecond: number; failures: number }>;
+  };
+}
+
+async function measureDiscovery(nc: NatsConnection): Promise<Report["discovery"]> {
+  const discoverer = new BroadcastDiscoverer(nc, client);
+  const runs: Array<{ ms: number; found: number }> = [];
+  for (let run = 0; run < DISCOVERY_RUNS; run++) {
+    const started = performance.now();
+    const result = await discoverer.discoverWithStats();
+    runs.push({ ms: performance.now() - started, found: result.identities.length });
+  }
+  return { runs, medianMs: median(runs.map((run) => run.ms)) ?? NaN, note: "includes the 300 ms quiet window after the last reply" };
+}
+
+/** Round trips of rpcutil#inventory across the fleet: `calls`/8 in turn, then `calls` at each concurrency level. */
+async function measureInventory(nc: NatsConnection, identities: readonly string[], calls: number): Promise<Report["inventory"]> {
+  const rpc = new NatsChoriaRpc(nc, client);
+  const inventory = (index: number) =>
+    rpc.call({ identity: identities[index % identities.length] as string, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
+
+  const sequentialCalls = Math.floor(calls / SEQUENTIAL_SHARE);
+  const sequentialStarted = performance.now();
+  for (let index = 0; index < sequentialCalls; index++) await inventory(index);
+  const sequentialSeconds = (performance.now() - sequentialStarted) / 1000;
+
+  const concurrent: Report["inventory"]["concurrent"] = [];
+  for (const inFlight of CONCURRENCY) {
+    let next = 0;
+    let failures = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < calls) {
+          const index = next++;
+          await inventory(index).catch(() => (failures += 1));
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    concurrent.push({ inFlight, calls, seconds, perSecond: calls / seconds, failures });
+  }
+  return { sequential: { calls: sequentialCalls, seconds: sequentialSeconds, perSecond: sequentialCalls / sequentialSeconds }, concurrent };
+}
+
+async function measure(chosen: Options): Promise<Report> {
+  const loadStart = loadavg()[0] ?? 0;
+  const nats = await startNats();
+  try {
+    const fleetStarted = performance.now();
+    const fleet = await startFleet({ natsUrl: nats.url, count: chosen.nodes, token: "bench-provisioning-token", recordDiscovery: false });
+    const fleetStartMs = performance.now() - fleetStarted;
+    try {
+      const nc = await connect({ servers: nats.url, name: "wire-bench" });
+      try {
+        const discovery = await measureDiscovery(nc);
+        const inventory = await measureInventory(nc, fleet.identities, chosen.calls);
+        return {
+          generatedAt: new Date().toISOString(),
+          machine: { cpus: cpus().length, model: cpus()[0]?.model ?? "unknown", node: process.version },
+          loadAverage1m: { start: round2(loadStart), end: round2(loadavg()[0] ?? 0) },
+          nodes: chosen.nodes,
+          fleetStartMs,
+          discovery,
+          inventory,
+        };
+      } finally {
+        await nc.close();
+      }
+    } finally {
+      await fleet.stop();
     }
-
-    const rpc = new NatsChoriaRpc(nc, client);
-    const inventory = (index: number) =>
-      rpc.call({ identity: fleet.identities[index % fleet.identities.length] as string, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
-
-    const sequentialStarted = performance.now();
-    for (let index = 0; index < SEQUENTIAL_CALLS; index++) await inventory(index);
-    const sequentialSeconds = (performance.now() - sequentialStarted) / 1000;
-
-    const concurrent: Array<{ inFlight: number; calls: number; seconds: number; perSecond: number; failures: number }> = [];
-    for (const inFlight of CONCURRENCY) {
-      let next = 0;
-      let failures = 0;
-      const started = performance.now();
-      await Promise.all(
-        Array.from({ length: inFlight }, async () => {
-          while (next < CONCURRENT_CALLS) {
-            const index = next++;
-            await inventory(index).catch(() => (failures += 1));
-          }
-        }),
-      );
-      const seconds = (performance.now() - started) / 1000;
-      concurrent.push({ inFlight, calls: CONCURRENT_CALLS, seconds, perSecond: CONCURRENT_CALLS / seconds, failures });
-    }
-
-    const report = {
-      generatedAt: new Date().toISOString(),
-      machine: { cpus: cpus().length, model: cpus()[0]?.model ?? "unknown", node: process.version },
-      nodes: NODES,
-      fleetStartMs,
-      discovery: {
-        runs: discoveries,
-        medianMs: median(discoveries.map((run) => run.ms)) ?? NaN,
-        note: "includes the 300 ms quiet window after the last reply",
-      },
-      inventory: {
-        sequential: { calls: SEQUENTIAL_CALLS, seconds: sequentialSeconds, perSecond: SEQUENTIAL_CALLS / sequentialSeconds },
-        concurrent,
-      },
-    };
-    await mkdir("reports", { recursive: true });
-    await writeFile("reports/wire.json", `${JSON.stringify(report, null, 2)}\n`);
-    await writeFile("reports/wire.md", markdown(report));
-    console.log(markdown(report));
   } finally {
-    await nc.close();
-    await fleet.stop();
     await nats.stop();
   }
 }
 
-function markdown(report: {
-  generatedAt: string;
-  machine: { cpus: number; model: string; node: string };
-  nodes: number;
-  fleetStartMs: number;
-  discovery: { runs: Array<{ ms: number; found: number }>; medianMs: number };
-  inventory: {
-    sequential: { calls: number; perSecond: number };
-    concurrent: Array<{ inFlight: number; calls: number; perSecond: number; failures: number }>;
-  };
-}): string {
+async function main(): Promise<void> {
+  const chosen = options();
+  if (!chosen) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const report = await measure(chosen);
+  const text = markdown(report);
+  await mkdir(chosen.reportDir, { recursive: true });
+  await writeFile(join(chosen.reportDir, "wire.json"), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(chosen.reportDir, "wire.md"), text);
+  process.stdout.write(`${text}\nwrote ${join(chosen.reportDir, "wire.json")} and wire.md\n`);
+}
+
+function markdown(report: Report): string {
   const lines = [
     "# Wire benchmark",
     "",
-    `Generated ${report.generatedAt} on ${report.machine.cpus} CPU(s) (${report.machine.model}), Node ${report.machine.node}.`,
+    `Generated ${report.generatedAt} by \`npm run bench:wire\` on ${report.machine.cpus} CPU(s) (${report.machine.model}), Node ${report.machine.node}; 1-minute load ${report.loadAverage1m.start} at the start, ${report.loadAverage1m.end} at the end.`,
     `One nats-server and ${report.nodes} simulated provisioning-mode nodes in the same process as the client; fleet start ${report.fleetStartMs.toFixed(0)} ms.`,
     "",
     "## Broadcast discovery",
@@ -128,4 +193,14 @@ function markdown(report: {
   return lines.join("\n");
 }
 
-await main();
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    if (error instanceof UsageError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`wire benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -45,6 +45,11 @@ describe("a usage mistake exits 2 in every command", () => {
     ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^Unknown option '--bogus'/],
     ["npm run bench:store-writes, an unknown option", tsx("bench/store-writes.ts", "--bogus"), /^bench:store-writes: Unknown option '--bogus'/],
     ["npm run bench:store-writes, a bad value", tsx("bench/store-writes.ts", "--hosts", "0"), /^bench:store-writes: --hosts must be a whole number of at least 1, not 0$/],
+    ["npm run bench:wire, an unknown option", tsx("bench/wire.ts", "--bogus"), /^bench:wire: Unknown option '--bogus'/],
+    ["npm run bench:wire, a bad value", tsx("bench/wire.ts", "--calls", "3"), /^bench:wire: --calls must be a whole number of at least 8, not 3$/],
+    ["npm run bench:cli, an unknown option", tsx("bench/cli-start.ts", "--bogus"), /^cli-start: Unknown option '--bogus'/],
+    // Checked before the services start: it used to be thrown, with a stack trace.
+    ["npm run bench:cli, a bad value", tsx("bench/cli-start.ts", "--runs", "0"), /^cli-start: --runs must be a whole number of at least 1, not 0$/],
     ["bench/helper-launch.ts, an unknown option", tsx("bench/helper-launch.ts", "--bogus"), /^helper-launch: Unknown option '--bogus'/],
     ["npm run realfleet, an unknown option", tsx("scripts/realfleet.ts", "--bogus"), /^Unknown option '--bogus'/],
     ["scripts/soak.ts, an unknown option", tsx("scripts/soak.ts", "--bogus"), /^soak: Unknown option '--bogus'/],
