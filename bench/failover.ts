@@ -47,6 +47,7 @@ import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
 import { silentLogger } from "../lib/ports/logger";
 import { systemClock } from "../lib/ports/clock";
 import type { Metrics } from "../lib/ports/metrics";
+import { runBenchmark, UsageError, usageErrorOf, wholeNumber } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -87,26 +88,20 @@ interface Options {
   args: string[];
 }
 
-class UsageError extends Error {}
-
 function options(args: string[]): Options | undefined {
   const flags = { profiles: { type: "string" }, runs: { type: "string" }, "idle-ms": { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } as const;
   let values;
   try {
     values = parseArgs({ args, options: flags }).values;
   } catch (error) {
-    throw new UsageError(`bench:failover: ${error instanceof Error ? error.message : String(error)}`);
+    throw usageErrorOf("bench:failover", error);
   }
   if (values.help) return undefined;
-  const whole = (flag: string, text: string | undefined, fallback: number) => {
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < 1) throw new UsageError(`bench:failover: --${flag} must be a whole number of at least 1, not ${text}`);
-    return value;
-  };
+  const whole = (flag: string, text: string | undefined, fallback: number) => wholeNumber("bench:failover", flag, text, fallback);
   return {
     profiles: chosenProfiles(values.profiles),
-    runs: whole("runs", values.runs, 5),
-    idleWindowMs: whole("idle-ms", values["idle-ms"], 120_000),
+    runs: whole("--runs", values.runs, 5),
+    idleWindowMs: whole("--idle-ms", values["idle-ms"], 120_000),
     reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
     args,
   };
@@ -617,14 +612,4 @@ function idleMarkdown(idle: Report["idle"]): string[] {
   ];
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`failover benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark("failover benchmark", main);

@@ -23,6 +23,7 @@ import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile } from "./measure";
+import { runBenchmark, UsageError, usageErrorOf } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -58,8 +59,6 @@ interface Options {
   markdownOnly: boolean;
 }
 
-class UsageError extends Error {}
-
 function options(): Options | undefined {
   let values;
   try {
@@ -67,7 +66,7 @@ function options(): Options | undefined {
       options: { sizes: { type: "string" }, only: { type: "string" }, "report-dir": { type: "string" }, "markdown-only": { type: "boolean" }, help: { type: "boolean" } },
     }).values;
   } catch (error) {
-    throw new UsageError(`bench: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw usageErrorOf("bench", error);
   }
   if (values.help) return undefined;
   return {
@@ -658,14 +657,4 @@ async function main(): Promise<void> {
   process.stdout.write(`\nwrote ${jsonPath} and ${markdownPath} (${wallSeconds.toFixed(0)} s)\n`);
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark("benchmark", main);

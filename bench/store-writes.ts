@@ -32,6 +32,7 @@ import type { Metrics } from "../lib/ports/metrics";
 import { createAdmissionTable } from "../dev/local/resources";
 import { LOCAL_AWS, startDynamoDbLocal, type RunningDynamoDb } from "../dev/local/services";
 import { cpuSeconds, median, procStat, round2 } from "./measure";
+import { runBenchmark, usageErrorOf, wholeNumber } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -95,18 +96,12 @@ function options(): Options | undefined {
   try {
     values = parseArgs({ options: { hosts: { type: "string" }, rounds: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } }).values;
   } catch (error) {
-    throw new UsageError(`bench:store-writes: ${error instanceof Error ? error.message : String(error)}`);
+    throw usageErrorOf("bench:store-writes", error);
   }
   if (values.help) return undefined;
-  const whole = (flag: string, text: string | undefined, fallback: number) => {
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < 1) throw new UsageError(`bench:store-writes: --${flag} must be a whole number of at least 1, not ${text}`);
-    return value;
-  };
-  return { hosts: whole("hosts", values.hosts, 2000), rounds: whole("rounds", values.rounds, 3), reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports") };
+  const whole = (flag: string, text: string | undefined, fallback: number) => wholeNumber("bench:store-writes", flag, text, fallback);
+  return { hosts: whole("--hosts", values.hosts, 2000), rounds: whole("--rounds", values.rounds, 3), reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports") };
 }
-
-class UsageError extends Error {}
 
 /** Runs `work` over `items`, `atOnce` at a time, and returns the CPU it cost per item, in ms. */
 async function measured<T>(dynamoDb: RunningDynamoDb, items: readonly T[], atOnce: number, work: (item: T) => Promise<unknown>): Promise<Cost> {
@@ -400,14 +395,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`store-writes benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark("store-writes benchmark", main);

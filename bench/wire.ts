@@ -16,6 +16,7 @@ import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
 import { median, round2 } from "./measure";
+import { runBenchmark, usageErrorOf, wholeNumber } from "./command";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const DISCOVERY_RUNS = 5;
@@ -44,21 +45,15 @@ interface Options {
   reportDir: string;
 }
 
-class UsageError extends Error {}
-
 function options(): Options | undefined {
   let values;
   try {
     values = parseArgs({ options: { nodes: { type: "string" }, calls: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } }).values;
   } catch (error) {
-    throw new UsageError(`bench:wire: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw usageErrorOf("bench:wire", error);
   }
   if (values.help) return undefined;
-  const whole = (name: string, text: string | undefined, fallback: number, least: number) => {
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < least) throw new UsageError(`bench:wire: ${name} must be a whole number of at least ${least}, not ${text}`);
-    return value;
-  };
+  const whole = (name: string, text: string | undefined, fallback: number, least: number) => wholeNumber("bench:wire", name, text, fallback, least);
   return {
     nodes: values.nodes === undefined ? whole("WIRE_NODES", process.env.WIRE_NODES, 2_000, 1) : whole("--nodes", values.nodes, 2_000, 1),
     // At least one sequential call.
@@ -193,14 +188,4 @@ function markdown(report: Report): string {
   return lines.join("\n");
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`wire benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark("wire benchmark", main);
