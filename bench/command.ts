@@ -1,14 +1,28 @@
 /**
  * What the benchmarks share as commands: a usage mistake is one line naming the command and exit 2,
  * as in every command of the project (test/unit/config/usage-exit-codes.test.ts); any other failure
- * exits 1 with its stack.
+ * exits 1 with its stack. Reports go to `--report-dir`, resolved from the repository root.
  */
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+
+const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 
 export class UsageError extends Error {}
 
-/** What node:util's parseArgs threw (an unknown option, a missing value), as a usage mistake of `command`. */
-export function usageErrorOf(command: string, error: unknown): UsageError {
-  return new UsageError(`${command}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+/** `options` parsed from `args` (default the process's); what parseArgs refuses (an unknown option, a missing value) is a usage mistake of `command`. */
+export function parsedOptions<const T extends NonNullable<ParseArgsConfig["options"]>>(command: string, options: T, args?: string[]) {
+  try {
+    return parseArgs({ options, ...(args ? { args } : {}) }).values;
+  } catch (error) {
+    throw new UsageError(`${command}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
+/** Where `--report-dir` (default reports/) is, from the repository root whatever the working directory. */
+export function reportDirOf(option: string | undefined): string {
+  return resolve(REPO_ROOT, option ?? "reports");
 }
 
 /** Runs a benchmark's `main` and exits: 0 when it ends, 2 on a usage mistake, 1 on any other failure. */

@@ -26,9 +26,7 @@
 import { cpus, loadavg } from "node:os";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdir, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { join } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { Invocations } from "../lib/app/invocation";
 import { Leadership } from "../lib/app/leadership";
@@ -47,11 +45,10 @@ import { LOCAL_AWS, startDynamoDbLocal } from "../dev/local/services";
 import { silentLogger } from "../lib/ports/logger";
 import { systemClock } from "../lib/ports/clock";
 import type { Metrics } from "../lib/ports/metrics";
-import { runBenchmark, UsageError, usageErrorOf, wholeNumber } from "./command";
+import { parsedOptions, reportDirOf, runBenchmark, UsageError, wholeNumber } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
-const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 /** EventBridge's rate(1 minute) for the leaseKeeper function; also how far ahead it arms ticks (KEEPER_RATE_SECONDS). */
 const KEEPER_SCHEDULE_MS = APP_DEFAULTS.keeperRateSeconds * 1000;
 /** Both functions' Lambda timeout (serverless.yml): an invocation's remainingMs counts down from it. */
@@ -89,20 +86,14 @@ interface Options {
 }
 
 function options(args: string[]): Options | undefined {
-  const flags = { profiles: { type: "string" }, runs: { type: "string" }, "idle-ms": { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } as const;
-  let values;
-  try {
-    values = parseArgs({ args, options: flags }).values;
-  } catch (error) {
-    throw usageErrorOf("bench:failover", error);
-  }
+  const values = parsedOptions("bench:failover", { profiles: { type: "string" }, runs: { type: "string" }, "idle-ms": { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } }, args);
   if (values.help) return undefined;
   const whole = (flag: string, text: string | undefined, fallback: number) => wholeNumber("bench:failover", flag, text, fallback);
   return {
     profiles: chosenProfiles(values.profiles),
     runs: whole("--runs", values.runs, 5),
     idleWindowMs: whole("--idle-ms", values["idle-ms"], 120_000),
-    reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
+    reportDir: reportDirOf(values["report-dir"]),
     args,
   };
 }

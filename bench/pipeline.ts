@@ -15,15 +15,13 @@
 import { readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { join } from "node:path";
 import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile } from "./measure";
-import { runBenchmark, UsageError, usageErrorOf } from "./command";
+import { parsedOptions, reportDirOf, runBenchmark, UsageError } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -35,7 +33,6 @@ const PRICES = {
   dynamoDbPerMillionReads: 0.125,
 } as const;
 
-const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
 const CONCURRENCY_LEVELS = list(process.env.BENCH_CONCURRENCY, [2, 5, 10]);
 const DEFAULT_CONCURRENCY = Number(process.env.BENCH_DEFAULT_CONCURRENCY ?? 10);
@@ -60,19 +57,18 @@ interface Options {
 }
 
 function options(): Options | undefined {
-  let values;
-  try {
-    values = parseArgs({
-      options: { sizes: { type: "string" }, only: { type: "string" }, "report-dir": { type: "string" }, "markdown-only": { type: "boolean" }, help: { type: "boolean" } },
-    }).values;
-  } catch (error) {
-    throw usageErrorOf("bench", error);
-  }
+  const values = parsedOptions("bench", {
+    sizes: { type: "string" },
+    only: { type: "string" },
+    "report-dir": { type: "string" },
+    "markdown-only": { type: "boolean" },
+    help: { type: "boolean" },
+  });
   if (values.help) return undefined;
   return {
     sizes: values.sizes === undefined ? sizesFrom("BENCH_SIZES", process.env.BENCH_SIZES) : sizesFrom("--sizes", values.sizes),
     only: values.only?.split(","),
-    reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
+    reportDir: reportDirOf(values["report-dir"]),
     markdownOnly: values["markdown-only"] ?? false,
   };
 }

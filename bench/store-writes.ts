@@ -17,10 +17,8 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { HttpRequest, HttpResponse } from "@smithy/core/transport";
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { Readable } from "node:stream";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { AdmissionRegistry } from "../lib/admission/registry";
 import type { HostClaim } from "../lib/admission/claim";
 import { DynamoDbAdmissionStore } from "../lib/dynamodb/admission-store";
@@ -32,11 +30,10 @@ import type { Metrics } from "../lib/ports/metrics";
 import { createAdmissionTable } from "../dev/local/resources";
 import { LOCAL_AWS, startDynamoDbLocal, type RunningDynamoDb } from "../dev/local/services";
 import { cpuSeconds, median, procStat, round2 } from "./measure";
-import { runBenchmark, usageErrorOf, wholeNumber } from "./command";
+import { parsedOptions, reportDirOf, runBenchmark, wholeNumber } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
-const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const SITE = "bench";
 const TERM = 1;
 const TABLE = "store-writes-admission";
@@ -92,15 +89,10 @@ interface Options {
 }
 
 function options(): Options | undefined {
-  let values;
-  try {
-    values = parseArgs({ options: { hosts: { type: "string" }, rounds: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } }).values;
-  } catch (error) {
-    throw usageErrorOf("bench:store-writes", error);
-  }
+  const values = parsedOptions("bench:store-writes", { hosts: { type: "string" }, rounds: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } });
   if (values.help) return undefined;
   const whole = (flag: string, text: string | undefined, fallback: number) => wholeNumber("bench:store-writes", flag, text, fallback);
-  return { hosts: whole("--hosts", values.hosts, 2000), rounds: whole("--rounds", values.rounds, 3), reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports") };
+  return { hosts: whole("--hosts", values.hosts, 2000), rounds: whole("--rounds", values.rounds, 3), reportDir: reportDirOf(values["report-dir"]) };
 }
 
 /** Runs `work` over `items`, `atOnce` at a time, and returns the CPU it cost per item, in ms. */

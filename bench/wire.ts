@@ -7,18 +7,15 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { join } from "node:path";
 import { connect, type NatsConnection } from "nats";
 import { BroadcastDiscoverer } from "../lib/nats/discovery";
 import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
 import { median, round2 } from "./measure";
-import { runBenchmark, usageErrorOf, wholeNumber } from "./command";
+import { parsedOptions, reportDirOf, runBenchmark, wholeNumber } from "./command";
 
-const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const DISCOVERY_RUNS = 5;
 /** Sequential calls are an eighth of each concurrency level's: 500 of the default 4,000. */
 const SEQUENTIAL_SHARE = 8;
@@ -46,19 +43,14 @@ interface Options {
 }
 
 function options(): Options | undefined {
-  let values;
-  try {
-    values = parseArgs({ options: { nodes: { type: "string" }, calls: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } } }).values;
-  } catch (error) {
-    throw usageErrorOf("bench:wire", error);
-  }
+  const values = parsedOptions("bench:wire", { nodes: { type: "string" }, calls: { type: "string" }, "report-dir": { type: "string" }, help: { type: "boolean" } });
   if (values.help) return undefined;
   const whole = (name: string, text: string | undefined, fallback: number, least: number) => wholeNumber("bench:wire", name, text, fallback, least);
   return {
     nodes: values.nodes === undefined ? whole("WIRE_NODES", process.env.WIRE_NODES, 2_000, 1) : whole("--nodes", values.nodes, 2_000, 1),
     // At least one sequential call.
     calls: whole("--calls", values.calls, 4_000, SEQUENTIAL_SHARE),
-    reportDir: resolve(REPO_ROOT, values["report-dir"] ?? "reports"),
+    reportDir: reportDirOf(values["report-dir"]),
   };
 }
 
