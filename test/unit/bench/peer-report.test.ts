@@ -81,6 +81,20 @@ describe("bench:peer report, findings", () => {
     expect(text).toContain("simulator-1000, compiled helper: Go 20 ms per host (2 cores busy), ours 12.5 (1.9 cores); 2x needs ours at 10 or less, 2.5 ms less per host");
   });
 
+  it("says how much of that need the work both sides share leaves to the provisioner and the stand-ins, and what ours costs without DynamoDB Local", () => {
+    // Act
+    const text = markdown(report(1.22, 1.5));
+
+    // Assert: bash + jq, ours' helper, fleet and nats-server 18.5 + 1.2 + 0.6 = 20.3, so 26.9 - 20.3 = 6.6 is left
+    // for 6 + 3.8 + 0.6 = 10.4; without DynamoDB Local 30.7 - 3.8 = 26.9, and 35 / 26.9 = 1.3.
+    expect(text).toContain(
+      "Ours' helper, fleet and nats-server take 20.3 of it, which leaves 6.6 for the provisioner and the stand-ins for AWS, against 10.4 today (provisioner 6, DynamoDB Local 3.8, fauxqs and the benchmark 0.6); without DynamoDB Local on the box (as on AWS) ours would cost 26.9, Go's CPU per host over 1.3",
+    );
+    // Compiled: 2 + 1 + 0.5 = 3.5 shared, 10 - 3.5 = 6.5 left for 5 + 3.5 + 0.5 = 9; 12.5 - 3.5 = 9, and 20 / 9 = 2.22.
+    expect(text).toContain("take 3.5 of it, which leaves 6.5 for the provisioner and the stand-ins for AWS, against 9 today");
+    expect(text).toContain("ours would cost 9, Go's CPU per host over 2.22");
+  });
+
   it("says nothing of what a goal would take once both are met", () => {
     // Act
     const text = markdown(report(1.35, 2.1));
