@@ -296,9 +296,10 @@ function findings(report: Report): string[] {
 /**
  * What an unmet goal would take. Where both sides keep the machine's cores busy, hosts/min is the
  * cores over the whole run's CPU per host, so a ratio of rates is close to the inverse ratio of
- * those CPU costs: the goal names a CPU cost per host for ours. The helper, the fleet and the
- * broker do the same work for either side, so what is left of that cost is the room for the
- * provisioner and the stand-ins for AWS's services, which on AWS are not on the box.
+ * those CPU costs: the goal names a CPU cost per host for ours. The helper and the fleet are the
+ * same programs on both sides and ours already asks far less of the broker than Go does, so what
+ * is left of that cost is the room for the provisioner and the stand-ins for AWS's services, which
+ * on AWS are not on the box.
  */
 function goalGapFinding(report: Report, goRuns: RunResult[], oursRuns: RunResult[]): string[] {
   const gaps: string[] = [];
