@@ -1,6 +1,6 @@
 /**
- * Measuring helpers the benchmarks share: a process's CPU and memory from /proc, percentiles, and
- * a V8 CPU profile's top self time.
+ * Measuring helpers the benchmarks share: a process's CPU and memory from /proc, percentiles, a
+ * V8 CPU profile's top self time, and timed round trips.
  */
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -130,4 +130,32 @@ export function summariseProfile(profile: CpuProfile, count: number): ProfileEnt
       self_ms: Math.round(entry.us / 1000),
       self_percent: Math.round((entry.us / Math.max(1, totalUs)) * 1000) / 10,
     }));
+}
+
+export interface RoundTrips {
+  calls: number;
+  seconds: number;
+  perSecond: number;
+  failures: number;
+}
+
+/**
+ * `calls` calls of `call` (given 0, 1, ...) with `inFlight` at a time, 1 being one after another,
+ * timed. A failed call is counted and the next made, so one slow or lost reply does not end the
+ * measurement; each call is bounded by its own timeout.
+ */
+export async function roundTrips(call: (index: number) => Promise<unknown>, calls: number, inFlight: number): Promise<RoundTrips> {
+  let next = 0;
+  let failures = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < calls) {
+        const index = next++;
+        await call(index).catch(() => (failures += 1));
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return { calls, seconds, perSecond: calls / seconds, failures };
 }

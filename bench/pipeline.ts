@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { Session } from "node:inspector/promises";
 import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
-import { startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
+import { HELPERS, startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile } from "./measure";
 import { parsedOptions, reportDirOf, runBenchmark, UsageError } from "./command";
 
@@ -33,12 +33,6 @@ const PRICES = {
   dynamoDbPerMillionReads: 0.125,
 } as const;
 
-const list = (text: string | undefined, fallback: number[]) => (text ? text.split(",").map(Number) : fallback);
-const CONCURRENCY_LEVELS = list(process.env.BENCH_CONCURRENCY, [2, 5, 10]);
-const DEFAULT_CONCURRENCY = Number(process.env.BENCH_DEFAULT_CONCURRENCY ?? 10);
-const SKIP_FAILOVER = process.env.BENCH_SKIP_FAILOVER === "true";
-const SKIP_PROFILE = process.env.BENCH_SKIP_PROFILE === "true";
-
 const USAGE = `Usage: npm run bench -- [--sizes <n,n>] [--only <run,...>] [--report-dir <dir>] [--markdown-only]
 
 Runs the whole pipeline on the local stack: a run with the bash helper at each size (default
@@ -47,6 +41,17 @@ level, one with each other helper and a CPU-profiled one; and a failover run wit
 deployment. --only keeps the runs named, by their label in the report (bash-100, inline-1000,
 failover-300, ...). Writes <dir>/bench.json and <dir>/bench.md (default reports/); --markdown-only
 rewrites <dir>/bench.md from <dir>/bench.json and runs nothing.
+
+Settings (environment, defaults in brackets; all are checked before anything starts):
+  BENCH_CONCURRENCY [2,5,10]      the concurrency levels of the side runs
+  BENCH_DEFAULT_CONCURRENCY [10]  the concurrency of every other run
+  BENCH_HELPERS [inline,node]     the other helpers' runs (empty for none)
+  BENCH_SKIP_PROFILE, BENCH_SKIP_FAILOVER [false]   true leaves that run out
+  BENCH_FAILOVER_NODES [300], BENCH_KILL_AFTER_MS [5000]   the failover run's size and crash time
+  BENCH_TIMEOUT_SMALL_S [120], BENCH_TIMEOUT_1000_S [240], BENCH_TIMEOUT_LARGE_S [240],
+  BENCH_TIMEOUT_SIDE_S [120], BENCH_TIMEOUT_PROFILE_S [90], BENCH_TIMEOUT_FAILOVER_S [240]
+                                  each run's time limit: up to 100, 1,000 and more nodes; the
+                                  side, profiled and failover runs
 `;
 
 interface Options {
@@ -54,8 +59,22 @@ interface Options {
   only: string[] | undefined;
   reportDir: string;
   markdownOnly: boolean;
+  settings: Settings;
 }
 
+/** What the BENCH_* environment variables set (USAGE lists them). */
+interface Settings {
+  concurrencyLevels: number[];
+  defaultConcurrency: number;
+  helpers: HelperChoice[];
+  skipProfile: boolean;
+  skipFailover: boolean;
+  failoverNodes: number;
+  killLeaderAfterMs: number;
+  timeoutMs: { small: number; thousand: number; large: number; side: number; profile: number; failover: number };
+}
+
+/** The options and settings; every mistake in them is named in the one usage error, so one run finds them all. */
 function options(): Options | undefined {
   const values = parsedOptions("bench", {
     sizes: { type: "string" },
@@ -65,20 +84,95 @@ function options(): Options | undefined {
     help: { type: "boolean" },
   });
   if (values.help) return undefined;
-  return {
-    sizes: values.sizes === undefined ? sizesFrom("BENCH_SIZES", process.env.BENCH_SIZES) : sizesFrom("--sizes", values.sizes),
+  const read = settingsReader(process.env);
+  const chosen = {
+    sizes: values.sizes === undefined ? read.wholeList("BENCH_SIZES", DEFAULT_SIZES) : read.wholeList("--sizes", DEFAULT_SIZES, values.sizes),
     only: values.only?.split(","),
     reportDir: reportDirOf(values["report-dir"]),
     markdownOnly: values["markdown-only"] ?? false,
+    settings: settings(read),
+  };
+  if (read.problems.length > 0) throw new UsageError(`bench: ${read.problems.join("; ")}`);
+  return chosen;
+}
+
+function settings(read: SettingsReader): Settings {
+  return {
+    concurrencyLevels: read.wholeList("BENCH_CONCURRENCY", [2, 5, 10]),
+    defaultConcurrency: read.whole("BENCH_DEFAULT_CONCURRENCY", 10, 1),
+    helpers: read.helpers("BENCH_HELPERS", ["inline", "node"]),
+    skipProfile: read.flag("BENCH_SKIP_PROFILE"),
+    skipFailover: read.flag("BENCH_SKIP_FAILOVER"),
+    failoverNodes: read.whole("BENCH_FAILOVER_NODES", 300, 1),
+    // 0 crashes the leader at the run's first poll (dev/local/run.ts), right after it starts.
+    killLeaderAfterMs: read.whole("BENCH_KILL_AFTER_MS", 5_000, 0),
+    timeoutMs: {
+      small: read.seconds("BENCH_TIMEOUT_SMALL_S", 120),
+      thousand: read.seconds("BENCH_TIMEOUT_1000_S", 240),
+      large: read.seconds("BENCH_TIMEOUT_LARGE_S", 240),
+      side: read.seconds("BENCH_TIMEOUT_SIDE_S", 120),
+      profile: read.seconds("BENCH_TIMEOUT_PROFILE_S", 90),
+      failover: read.seconds("BENCH_TIMEOUT_FAILOVER_S", 240),
+    },
   };
 }
 
-/** Node counts separated by commas; unset (the environment variable), the default matrix's. */
-function sizesFrom(name: string, text: string | undefined): number[] {
-  if (text === undefined || text === "") return [100, 1_000, 5_000];
-  const sizes = text.split(",").map(Number);
-  if (!sizes.every((size) => Number.isInteger(size) && size >= 1)) throw new UsageError(`bench: ${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
-  return sizes;
+type SettingsReader = ReturnType<typeof settingsReader>;
+
+const DEFAULT_SIZES = [100, 1_000, 5_000];
+
+/** The other helpers a run can take: bash is every other run's. */
+const OTHER_HELPERS = ["inline", ...Object.keys(HELPERS).filter((name) => name !== "bash")] as HelperChoice[];
+
+/**
+ * Reads settings from `env`, an unset (or empty) one at its default; a wrong one is noted in
+ * `problems` with what it takes, and read as its default, so the reading goes on to the next.
+ */
+function settingsReader(env: NodeJS.ProcessEnv) {
+  const problems: string[] = [];
+  const isWhole = (value: number, least: number) => Number.isInteger(value) && value >= least;
+  const given = (name: string) => (env[name] === "" ? undefined : env[name]);
+  return {
+    problems,
+    whole(name: string, fallback: number, least: number): number {
+      const text = given(name);
+      if (text === undefined) return fallback;
+      if (isWhole(Number(text), least)) return Number(text);
+      problems.push(`${name} must be a whole number of at least ${least}, not ${text}`);
+      return fallback;
+    },
+    /** Whole numbers of at least 1 separated by commas; `text` when it is an option's, not `env`'s. */
+    wholeList(name: string, fallback: number[], text = given(name)): number[] {
+      if (text === undefined || text === "") return fallback;
+      const values = text.split(",").map(Number);
+      if (values.every((value) => isWhole(value, 1))) return values;
+      problems.push(`${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
+      return fallback;
+    },
+    seconds(name: string, fallback: number): number {
+      const text = given(name);
+      const seconds = text === undefined ? fallback : Number(text);
+      if (Number.isFinite(seconds) && seconds > 0) return seconds * 1000;
+      problems.push(`${name} must be a number of seconds above 0, not ${text}`);
+      return fallback * 1000;
+    },
+    flag(name: string): boolean {
+      const text = given(name);
+      if (text === undefined || text === "false") return false;
+      if (text === "true") return true;
+      problems.push(`${name} must be true or false, not ${text}`);
+      return false;
+    },
+    /** Helper names separated by commas; set but empty, no helper (unlike the other settings, empty is not unset). */
+    helpers(name: string, fallback: HelperChoice[]): HelperChoice[] {
+      const text = env[name];
+      if (text === undefined) return fallback;
+      const names = text.split(",").filter(Boolean);
+      if (names.every((helper) => (OTHER_HELPERS as string[]).includes(helper))) return names as HelperChoice[];
+      problems.push(`${name} takes names from ${OTHER_HELPERS.join(", ")} (empty for none), not ${text}`);
+      return fallback;
+    },
+  };
 }
 
 /** The runs `only` names, in the matrix's order; a name that is no run of it is a usage mistake, found before anything starts. */
@@ -589,34 +683,27 @@ function findings(results: RunResult[]): string[] {
  * when measured, the pipeline's reference) the other concurrency levels, the other helpers, the
  * profiled run and the failover run.
  */
-function runMatrix(sizes: number[]): RunSpec[] {
+function runMatrix(sizes: number[], settings: Settings): RunSpec[] {
   const bash: HelperChoice = "bash";
-  const seconds = (name: string, fallback: number) => Number(process.env[name] ?? fallback) * 1000;
-  const run = (label: string, nodes: number, timeoutMs: number, extra: Partial<RunSpec> = {}): RunSpec => ({
+  const { timeoutMs } = settings;
+  const run = (label: string, nodes: number, runTimeoutMs: number, extra: Partial<RunSpec> = {}): RunSpec => ({
     label,
     nodes,
     helper: bash,
-    maxConcurrency: DEFAULT_CONCURRENCY,
+    maxConcurrency: settings.defaultConcurrency,
     workers: 10,
-    timeoutMs,
+    timeoutMs: runTimeoutMs,
     ...extra,
   });
-  const runs = sizes.map((nodes) =>
-    run(`bash-${nodes}`, nodes, nodes <= 100 ? seconds("BENCH_TIMEOUT_SMALL_S", 120) : nodes <= 1_000 ? seconds("BENCH_TIMEOUT_1000_S", 240) : seconds("BENCH_TIMEOUT_LARGE_S", 240)),
-  );
+  const runs = sizes.map((nodes) => run(`bash-${nodes}`, nodes, nodes <= 100 ? timeoutMs.small : nodes <= 1_000 ? timeoutMs.thousand : timeoutMs.large));
   const scaleSize = sizes.includes(1_000) ? 1_000 : (sizes[0] ?? 100);
-  const sideTimeoutMs = seconds("BENCH_TIMEOUT_SIDE_S", 120);
-  for (const level of CONCURRENCY_LEVELS.filter((level) => level !== DEFAULT_CONCURRENCY)) {
-    runs.push(run(`bash-${scaleSize}-c${level}`, scaleSize, sideTimeoutMs, { maxConcurrency: level }));
+  for (const level of settings.concurrencyLevels.filter((level) => level !== settings.defaultConcurrency)) {
+    runs.push(run(`bash-${scaleSize}-c${level}`, scaleSize, timeoutMs.side, { maxConcurrency: level }));
   }
-  for (const helper of (process.env.BENCH_HELPERS ?? "inline,node").split(",").filter(Boolean) as HelperChoice[]) {
-    runs.push(run(`${helperName(helper)}-${scaleSize}`, scaleSize, sideTimeoutMs, { helper }));
-  }
-  if (!SKIP_PROFILE) runs.push(run(`profiled-bash-${scaleSize}`, scaleSize, seconds("BENCH_TIMEOUT_PROFILE_S", 90), { profile: true }));
-  if (!SKIP_FAILOVER) {
-    const nodes = Number(process.env.BENCH_FAILOVER_NODES ?? 300);
-    const killLeaderAfterMs = Number(process.env.BENCH_KILL_AFTER_MS ?? 5_000);
-    runs.push(run(`failover-${nodes}`, nodes, seconds("BENCH_TIMEOUT_FAILOVER_S", 240), { standby: true, killLeaderAfterMs }));
+  for (const helper of settings.helpers) runs.push(run(`${helperName(helper)}-${scaleSize}`, scaleSize, timeoutMs.side, { helper }));
+  if (!settings.skipProfile) runs.push(run(`profiled-bash-${scaleSize}`, scaleSize, timeoutMs.profile, { profile: true }));
+  if (!settings.skipFailover) {
+    runs.push(run(`failover-${settings.failoverNodes}`, settings.failoverNodes, timeoutMs.failover, { standby: true, killLeaderAfterMs: settings.killLeaderAfterMs }));
   }
   return runs;
 }
@@ -625,6 +712,33 @@ function runMatrix(sizes: number[]): RunSpec[] {
 function referenceSize(results: RunResult[]): number | undefined {
   const sizes = results.filter((r) => /^bash-\d+$/.test(r.label)).map((r) => r.nodes);
   return sizes.includes(1_000) ? 1_000 : sizes[0];
+}
+
+/**
+ * The report `--markdown-only` rewrites bench.md from. A file missing, not JSON or not a report
+ * is a usage mistake (exit 2), not a failed run: nothing ran, and the fix is the operator's (run
+ * the benchmark, or point --report-dir at its output). A run is trusted to hold what runOnce writes.
+ */
+function recordedReport(jsonPath: string): { generated: string; wall_seconds?: number; runs: RunResult[] } {
+  let text: string;
+  try {
+    text = readFileSync(jsonPath, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    throw new UsageError(`bench: --markdown-only reads ${jsonPath}, which does not exist: run \`npm run bench\` with the same --report-dir first`, { cause: error });
+  }
+  let recorded: unknown;
+  try {
+    recorded = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`bench: ${jsonPath} is not JSON (${error instanceof Error ? error.message : String(error)}): \`npm run bench\` writes it`, { cause: error });
+  }
+  const report = recorded as { generated?: unknown; runs?: unknown };
+  const isRun = (run: unknown) => typeof (run as { label?: unknown } | null)?.label === "string";
+  if (typeof report?.generated !== "string" || !Array.isArray(report.runs) || !report.runs.every(isRun)) {
+    throw new UsageError(`bench: ${jsonPath} is not a bench report (no "generated" time, or no "runs" with labels): \`npm run bench\` writes it`);
+  }
+  return recorded as { generated: string; wall_seconds?: number; runs: RunResult[] };
 }
 
 async function main(): Promise<void> {
@@ -636,12 +750,12 @@ async function main(): Promise<void> {
   const jsonPath = join(chosen.reportDir, "bench.json");
   const markdownPath = join(chosen.reportDir, "bench.md");
   if (chosen.markdownOnly) {
-    const recorded = JSON.parse(readFileSync(jsonPath, "utf8")) as { generated: string; wall_seconds?: number; runs: RunResult[] };
+    const recorded = recordedReport(jsonPath);
     await writeFile(markdownPath, markdown(recorded.runs, recorded.generated, recorded.wall_seconds ?? 0));
     process.stdout.write(`rewrote ${markdownPath} from ${jsonPath}\n`);
     return;
   }
-  const runs = chosenRuns(runMatrix(chosen.sizes), chosen.only);
+  const runs = chosenRuns(runMatrix(chosen.sizes, chosen.settings), chosen.only);
   const started = Date.now();
   const results: RunResult[] = [];
   for (const spec of runs) results.push(await runOnce(spec));

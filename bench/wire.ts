@@ -13,7 +13,7 @@ import { BroadcastDiscoverer } from "../lib/nats/discovery";
 import { NatsChoriaRpc } from "../lib/nats/rpc-client";
 import { startNats } from "../dev/local/services";
 import { startFleet } from "../dev/simulator";
-import { median, round2 } from "./measure";
+import { median, round2, roundTrips, type RoundTrips } from "./measure";
 import { parsedOptions, reportDirOf, runBenchmark, wholeNumber } from "./command";
 
 const DISCOVERY_RUNS = 5;
@@ -62,8 +62,8 @@ interface Report {
   fleetStartMs: number;
   discovery: { runs: Array<{ ms: number; found: number }>; medianMs: number; note: string };
   inventory: {
-    sequential: { calls: number; seconds: number; perSecond: number };
-    concurrent: Array<{ inFlight: number; calls: number; seconds: number; perSecond: number; failures: number }>;
+    sequential: RoundTrips;
+    concurrent: Array<{ inFlight: number } & RoundTrips>;
   };
 }
 
@@ -78,34 +78,19 @@ async function measureDiscovery(nc: NatsConnection): Promise<Report["discovery"]
   return { runs, medianMs: median(runs.map((run) => run.ms)) ?? NaN, note: "includes the 300 ms quiet window after the last reply" };
 }
 
-/** Round trips of rpcutil#inventory across the fleet: `calls`/8 in turn, then `calls` at each concurrency level. */
+/**
+ * Round trips of rpcutil#inventory across the fleet: `calls`/8 in turn, then `calls` at each
+ * concurrency level; in every row a failed call (its 4 s timeout) is counted and the loop goes on.
+ */
 async function measureInventory(nc: NatsConnection, identities: readonly string[], calls: number): Promise<Report["inventory"]> {
   const rpc = new NatsChoriaRpc(nc, client);
   const inventory = (index: number) =>
     rpc.call({ identity: identities[index % identities.length] as string, agent: "rpcutil", action: "inventory", data: {}, timeoutMs: 4_000 });
 
-  const sequentialCalls = Math.floor(calls / SEQUENTIAL_SHARE);
-  const sequentialStarted = performance.now();
-  for (let index = 0; index < sequentialCalls; index++) await inventory(index);
-  const sequentialSeconds = (performance.now() - sequentialStarted) / 1000;
-
+  const sequential = await roundTrips(inventory, Math.floor(calls / SEQUENTIAL_SHARE), 1);
   const concurrent: Report["inventory"]["concurrent"] = [];
-  for (const inFlight of CONCURRENCY) {
-    let next = 0;
-    let failures = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: inFlight }, async () => {
-        while (next < calls) {
-          const index = next++;
-          await inventory(index).catch(() => (failures += 1));
-        }
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
-    concurrent.push({ inFlight, calls, seconds, perSecond: calls / seconds, failures });
-  }
-  return { sequential: { calls: sequentialCalls, seconds: sequentialSeconds, perSecond: sequentialCalls / sequentialSeconds }, concurrent };
+  for (const inFlight of CONCURRENCY) concurrent.push({ inFlight, ...(await roundTrips(inventory, calls, inFlight)) });
+  return { sequential, concurrent };
 }
 
 async function measure(chosen: Options): Promise<Report> {
@@ -173,7 +158,7 @@ function markdown(report: Report): string {
     "",
     "| mode | calls | round trips / s | failures |",
     "|---|---|---|---|",
-    `| sequential | ${report.inventory.sequential.calls} | ${report.inventory.sequential.perSecond.toFixed(0)} | 0 |`,
+    `| sequential | ${report.inventory.sequential.calls} | ${report.inventory.sequential.perSecond.toFixed(0)} | ${report.inventory.sequential.failures} |`,
     ...report.inventory.concurrent.map((level) => `| ${level.inFlight} in flight | ${level.calls} | ${level.perSecond.toFixed(0)} | ${level.failures} |`),
     "",
   ];

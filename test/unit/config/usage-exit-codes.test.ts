@@ -5,9 +5,11 @@
  * argument parser throw exited 1 with a stack trace, after loading everything.
  */
 import { execFile } from "node:child_process";
-import { resolve } from "node:path";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
 const USAGE_ERROR = 2;
@@ -75,5 +77,64 @@ describe("a usage mistake exits 2 in every command", () => {
     // Assert
     expect(stdout).toMatch(/^Usage: npm run local:services -- \[options\]/);
     expect(stdout).toContain("--nats-port N");
+  }, 90_000);
+});
+
+describe("npm run bench names what is wrong with its inputs in one line, before anything starts", () => {
+  const reportDirs: string[] = [];
+  const reportDir = async (benchJson?: string) => {
+    const dir = await mkdtemp(join(tmpdir(), "bench-usage-"));
+    reportDirs.push(dir);
+    if (benchJson !== undefined) await writeFile(join(dir, "bench.json"), benchJson);
+    return dir;
+  };
+  afterAll(async () => {
+    await Promise.all(reportDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+  });
+
+  it("--markdown-only without a bench.json names the file and what writes it", async () => {
+    // Arrange
+    const dir = await reportDir();
+
+    // Act
+    const { code, stderr } = await outcomeOf(...tsx("bench/pipeline.ts", "--markdown-only", "--report-dir", dir));
+
+    // Assert: one line, no stack trace.
+    expect(code).toBe(USAGE_ERROR);
+    expect(stderr).toBe(`bench: --markdown-only reads ${join(dir, "bench.json")}, which does not exist: run \`npm run bench\` with the same --report-dir first\n`);
+  }, 90_000);
+
+  it.each([
+    ["not JSON", "{ runs: [", /is not JSON \(/],
+    ["JSON but not a bench report", JSON.stringify({ generatedAt: "2026-01-01T00:00:00Z", nodes: 2000 }), /is not a bench report \(/],
+  ])("--markdown-only with a bench.json that is %s names the file", async (_case, content, what) => {
+    // Arrange
+    const dir = await reportDir(content);
+
+    // Act
+    const { code, stderr } = await outcomeOf(...tsx("bench/pipeline.ts", "--markdown-only", "--report-dir", dir));
+
+    // Assert
+    expect(code).toBe(USAGE_ERROR);
+    expect(stderr.split("\n")).toHaveLength(2);
+    expect(stderr).toMatch(new RegExp(`^bench: ${join(dir, "bench.json").replaceAll(".", "\\.")} ${what.source}`));
+  }, 90_000);
+
+  it("bad BENCH_* settings are all named in one message", async () => {
+    // Arrange: `env` adds the settings to the bare environment outcomeOf gives. The --only mistake
+    // is checked after the settings (the matrix is built from them), so it is not in the message.
+    const settings = ["BENCH_DEFAULT_CONCURRENCY=ten", "BENCH_HELPERS=inline,perl", "BENCH_SKIP_PROFILE=yes"];
+    const [node, args] = tsx("bench/pipeline.ts", "--sizes", "100", "--only", "not-a-run");
+
+    // Act
+    const { code, stderr } = await outcomeOf("env", [...settings, node, ...args]);
+
+    // Assert: each setting with its value and what it takes, on the one line.
+    expect(code).toBe(USAGE_ERROR);
+    expect(stderr.split("\n")).toHaveLength(2);
+    expect(stderr).toMatch(/^bench: /);
+    expect(stderr).toContain("BENCH_DEFAULT_CONCURRENCY must be a whole number of at least 1, not ten");
+    expect(stderr).toContain("BENCH_HELPERS takes names from inline, node (empty for none), not inline,perl");
+    expect(stderr).toContain("BENCH_SKIP_PROFILE must be true or false, not yes");
   }, 90_000);
 });
