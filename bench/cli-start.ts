@@ -13,30 +13,17 @@ import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs, promisify } from "node:util";
+import { promisify } from "node:util";
 import { installPackedCli, startLocalServices } from "../dev/local/packed-cli";
+import { parsedOptions, runBenchmark, wholeNumber } from "./command";
 import { percentile } from "./measure";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const STATUS = ["status", "--site", "local", "--deployment", "local"];
 
-/** A usage mistake (an unknown option, a bad value): one line, exit 2, as in every command of the project. */
-function usageError(message: string): never {
-  process.stderr.write(`cli-start: ${message}\n`);
-  process.exit(2);
-}
-
-/** The number of timed runs of each way, from --runs (default 11). */
+/** The number of timed runs of each way, from --runs (default 11); read before the services start. */
 function parseRuns(): number {
-  let text: string | undefined;
-  try {
-    text = parseArgs({ options: { runs: { type: "string" } } }).values.runs;
-  } catch (error) {
-    usageError((error as Error).message);
-  }
-  const runs = Number(text ?? 11);
-  if (!Number.isInteger(runs) || runs < 1) usageError(`--runs must be a whole number of at least 1, not ${text}`);
-  return runs;
+  return wholeNumber("bench:cli", "--runs", parsedOptions("bench:cli", { runs: { type: "string" } }).runs, 11);
 }
 
 interface Way {
@@ -90,4 +77,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+runBenchmark("cli-start benchmark", main);

@@ -46,3 +46,17 @@ export function wholeNumber(command: string, name: string, text: string | undefi
   if (!Number.isInteger(value) || value < least) throw new UsageError(`${command}: ${name} must be a whole number of at least ${least}, not ${text}`);
   return value;
 }
+
+/**
+ * A number option that may have a fraction (`--max-start-load 1.5`, `--idle-minutes 0.5`), `fallback`
+ * when absent: at least `bound.least`, or more than `bound.above` where the bound itself means nothing.
+ */
+export function decimalNumber(command: string, name: string, text: string | undefined, fallback: number, bound: { least: number } | { above: number } = { least: 0 }): number {
+  // Number("") is 0: an empty value is a mistake, not zero.
+  const value = text === undefined ? fallback : text.trim() === "" ? Number.NaN : Number(text);
+  const within = "least" in bound ? value >= bound.least : value > bound.above;
+  if (!Number.isFinite(value) || !within) {
+    throw new UsageError(`${command}: ${name} must be a number ${"least" in bound ? `of at least ${bound.least}` : `above ${bound.above}`}, not ${text}`);
+  }
+  return value;
+}

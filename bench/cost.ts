@@ -15,9 +15,9 @@ import { readFile, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { startLocalStack, type LocalStack } from "../dev/local/stack";
+import { decimalNumber, parsedOptions, runBenchmark, wholeNumber } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -196,28 +196,8 @@ function snapshot(stack: LocalStack, startedAt: number): Counts {
 
 const money = (value: number) => (value >= 0.01 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`);
 
-/** A usage mistake: one line, exit 2 (as every command of the project), before anything starts. */
-function usageError(message: string): never {
-  process.stderr.write(`bench:cost: ${message} (see npm run bench:cost -- --help)\n`);
-  process.exit(2);
-}
-
-function parseOptions() {
-  try {
-    return parseArgs({ options: { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" }, reprice: { type: "boolean" } } }).values;
-  } catch (error) {
-    usageError((error as Error).message);
-  }
-}
-
-function positiveOption(name: string, text: string | undefined, fallback: number): number {
-  const value = Number(text ?? fallback);
-  if (!Number.isFinite(value) || value <= 0) usageError(`--${name} must be a positive number, got "${text}"`);
-  return value;
-}
-
 async function main(): Promise<void> {
-  const values = parseOptions();
+  const values = parsedOptions("bench:cost", { nodes: { type: "string" }, "idle-minutes": { type: "string" }, help: { type: "boolean" }, "markdown-only": { type: "boolean" }, reprice: { type: "boolean" } });
   if (values.help) {
     process.stdout.write(
       "Usage: npm run bench:cost -- [--nodes 200] [--idle-minutes 3] [--markdown-only | --reprice]\nWrites reports/cost.json and reports/cost.md (--markdown-only: cost.md from cost.json; --reprice: cost.json's counts priced again with the price table, then cost.md).\n",
@@ -234,8 +214,8 @@ async function main(): Promise<void> {
     await writeFile(join(REPO_ROOT, "reports/cost.md"), markdown(report));
     return;
   }
-  const nodes = positiveOption("nodes", values.nodes, 200);
-  const idleMinutes = positiveOption("idle-minutes", values["idle-minutes"], 3);
+  const nodes = wholeNumber("bench:cost", "--nodes", values.nodes, 200);
+  const idleMinutes = decimalNumber("bench:cost", "--idle-minutes", values["idle-minutes"], 3, { above: 0 });
   const loadStart = loadavg()[0] ?? 0;
   // Lambda's SQS pollers long-poll 20 s; the emulator's default of 2 s would count ten times the idle receives.
   const stack = await startLocalStack({ nodes, deployments: ["leader", "standby"], helper: "bash", waitTimeSeconds: 20, renewEverywhere: true });
@@ -401,12 +381,4 @@ function markdown(r: Report): string {
 }
 
 // Run as a program only: test/unit/bench imports the arithmetic.
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main().then(
-    () => process.exit(0),
-    (error: unknown) => {
-      process.stderr.write(`cost benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) runBenchmark("cost benchmark", main);

@@ -8,35 +8,17 @@
  */
 import { spawn } from "node:child_process";
 import { cpus, loadavg } from "node:os";
-import { parseArgs } from "node:util";
 import { HELPERS } from "../dev/local/stack";
 import { ExecHelperRunner } from "../lib/helper/exec-runner";
+import { parsedOptions, runBenchmark, wholeNumber } from "./command";
 import { buildCompiledHelper } from "./compiled-helper";
 import { percentile } from "./measure";
 
-/** An unknown option is a usage mistake: one line, exit 2, as in every command of the project. */
-function parseOptions() {
-  try {
-    return parseArgs({ options: { runs: { type: "string" }, "heap-mb": { type: "string" } } }).values;
-  } catch (error) {
-    process.stderr.write(`helper-launch: ${(error as Error).message}\n`);
-    process.exit(2);
-  }
-}
-
-const values = parseOptions();
-const RUNS = Number(values.runs ?? 200);
-const HEAP_MB = Number(values["heap-mb"] ?? 150);
-
-/** Live objects the size of a provision container's heap (VmHWM 150-230 MB in bench:peer), kept reachable. */
-const ballast: number[][] = [];
-for (let i = 0; i < HEAP_MB; i++) ballast.push(Array.from({ length: 131_072 }, (_, j) => j));
-
 const request = { identity: "n1.example.net", csr: null, ed25519_pubkey: { directory: "/etc/choria" }, inventory: "{}", jwt: null };
 
-async function measure(name: string, command: string): Promise<Record<string, number | string | undefined>> {
+async function measure(name: string, command: string, runs: number): Promise<Record<string, number | string | undefined>> {
   const spawnMs: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
+  for (let i = 0; i < runs; i++) {
     const started = performance.now();
     const child = spawn(command, [], { stdio: ["pipe", "pipe", "pipe"], detached: true });
     spawnMs.push(performance.now() - started);
@@ -46,7 +28,7 @@ async function measure(name: string, command: string): Promise<Record<string, nu
   }
   const runner = new ExecHelperRunner({ command });
   const runMs: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
+  for (let i = 0; i < runs; i++) {
     const started = performance.now();
     await runner.run(request as never);
     runMs.push(performance.now() - started);
@@ -62,9 +44,19 @@ async function measure(name: string, command: string): Promise<Record<string, nu
   };
 }
 
-const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
-process.stdout.write(`Node ${process.version}, RSS ${rss} MB, ${RUNS} runs each, ${cpus().length} cores, load ${loadavg()[0]?.toFixed(2)} at start\n`);
-for (const [name, command] of [["bash + jq", HELPERS.bash], ["compiled", buildCompiledHelper()]] as const) {
-  process.stdout.write(`${JSON.stringify(await measure(name, command))}\n`);
+async function main(): Promise<void> {
+  const values = parsedOptions("helper-launch", { runs: { type: "string" }, "heap-mb": { type: "string" } });
+  const runs = wholeNumber("helper-launch", "--runs", values.runs, 200);
+  const heapMb = wholeNumber("helper-launch", "--heap-mb", values["heap-mb"], 150, 0);
+  // Live objects the size of a provision container's heap (VmHWM 150-230 MB in bench:peer), kept reachable to the end.
+  const ballast: number[][] = [];
+  for (let i = 0; i < heapMb; i++) ballast.push(Array.from({ length: 131_072 }, (_, j) => j));
+  const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
+  process.stdout.write(`Node ${process.version}, RSS ${rss} MB, ${runs} runs each, ${cpus().length} cores, load ${loadavg()[0]?.toFixed(2)} at start\n`);
+  for (const [name, command] of [["bash + jq", HELPERS.bash], ["compiled", buildCompiledHelper()]] as const) {
+    process.stdout.write(`${JSON.stringify(await measure(name, command, runs))}\n`);
+  }
+  process.stdout.write(`load ${loadavg()[0]?.toFixed(2)} at end; ballast ${ballast.length}\n`);
 }
-process.stdout.write(`load ${loadavg()[0]?.toFixed(2)} at end; ballast ${ballast.length}\n`);
+
+runBenchmark("helper-launch benchmark", main);

@@ -3,7 +3,7 @@
  * its default (the variables stay for scripts that set them). `--help` prints this and the run
  * starts nothing.
  */
-import { parseArgs } from "node:util";
+import { decimalNumber, parsedOptions, reportDirOf, UsageError, wholeNumber } from "./command";
 import type { HelperKind } from "./peer-summary";
 
 export interface OursSetting {
@@ -14,6 +14,8 @@ export interface OursSetting {
 export interface PeerOptions {
   help: boolean;
   markdownOnly: boolean;
+  /** Where peer.json, peer.md and pipeline-stages.md are read and written (--report-dir, default reports/). */
+  reportDir: string;
   sizes: number[];
   /** Go's `workers` in every Go run (its best in earlier sweeps: 256). */
   goWorkers: number;
@@ -35,27 +37,27 @@ export interface PeerOptions {
   maxSteal: number;
   /** Added to every DynamoDB request of ours (a delaying proxy in the benchmark's process). */
   storeDelayMs: number;
-  /** Only ours once on a fleet of this many nodes, merged into reports/peer.json as `no_cliff`. */
+  /** Only ours once on a fleet of this many nodes, merged into the recorded peer.json as `no_cliff`. */
   noCliffNodes: number | undefined;
-  /** Heading of this run's section in reports/pipeline-stages.md. */
+  /** Heading of this run's section in pipeline-stages.md. */
   label: string | undefined;
   /** Real go-choria servers per real-fleet run; 0: the real fleet is not run. */
   realFleetNodes: number;
   /** Runs per side on the real fleet, alternated. */
   realFleetRounds: number;
-  /** Only the real-fleet runs, merged into the recorded reports/peer.json. */
+  /** Only the real-fleet runs, merged into the recorded peer.json. */
   realFleetOnly: boolean;
 }
 
 export const PEER_USAGE = `Usage: npm run bench:peer -- [options]
 
 Runs the Go provisioner and this project side by side on fresh simulated fleets and writes
-reports/peer.json and reports/peer.md. Per fleet size, helper and config it runs alternated pairs
-(pair 1 Go then ours, pair 2 ours then Go, ...); a pair's ratio is ours' hosts/min over Go's and a
-fleet's figure is the median over its counted pairs (at least 3). Before each run it waits for the
-1-minute load to fall below --max-start-load; a pair with a run that started above it, or with CPU
-steal above --max-steal over a run, is refused and run again (at most 2 more times); a pair where a
-side did not restart every node is not counted.
+peer.json and peer.md in the report directory (--report-dir, default reports/). Per fleet size,
+helper and config it runs alternated pairs (pair 1 Go then ours, pair 2 ours then Go, ...); a pair's
+ratio is ours' hosts/min over Go's and a fleet's figure is the median over its counted pairs (at
+least 3). Before each run it waits for the 1-minute load to fall below --max-start-load; a pair with
+a run that started above it, or with CPU steal above --max-steal over a run, is refused and run
+again (at most 2 more times); a pair where a side did not restart every node is not counted.
 
 Options (environment variable in brackets):
   --sizes <n,n>             fleet sizes [PEER_SIZES, default 1000,5000]
@@ -72,118 +74,97 @@ Options (environment variable in brackets):
   --max-steal <pct>         CPU steal % over a run above which its pair is refused [PEER_MAX_STEAL, default 3]
   --store-delay-ms <ms>     added to every DynamoDB request of ours, by a proxy in the benchmark's process [default 0]
   --no-cliff <nodes>        only ours (default config, compiled helper) once on this many nodes; merged into the
-                            recorded reports/peer.json as no_cliff (admission timeline, longest gap)
-  --label <text>            heading of this run's per-stage section appended to reports/pipeline-stages.md [default the commit]
+                            recorded peer.json as no_cliff (admission timeline, longest gap)
+  --label <text>            heading of this run's per-stage section appended to pipeline-stages.md [default the commit]
   --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 50]
   --real-fleet-rounds <n>   runs per side on the real fleet [PEER_REAL_FLEET_ROUNDS, default 3]
-  --real-fleet-only         run only the real fleet and merge it into the recorded reports/peer.json
-  --markdown-only           rewrite reports/peer.md and the fleet summaries in reports/peer.json from its pairs, and exit
+  --real-fleet-only         run only the real fleet and merge it into the recorded peer.json
+  --markdown-only           rewrite peer.md and the fleet summaries in peer.json from its pairs, and exit
+  --report-dir <dir>        where peer.json and peer.md are written, pipeline-stages.md appended to, and the
+                            recorded peer.json read; relative to the repository root [default reports]
   --help                    print this and exit
 `;
 
-export class PeerOptionsError extends Error {}
+const COMMAND = "bench:peer";
 
-function numbers(text: string, name: string): number[] {
+/** Fleet sizes separated by commas, each a whole number of at least 1; `name` is where they came from. */
+function sizes(name: string, text: string | undefined): number[] {
+  if (text === undefined) return [1_000, 5_000];
   const values = text.split(",").map((part) => Number(part.trim()));
-  if (values.some((value) => !Number.isInteger(value) || value <= 0)) throw new PeerOptionsError(`${name} takes positive integers separated by commas, got "${text}"`);
+  if (values.some((value) => !Number.isInteger(value) || value < 1)) throw new UsageError(`${COMMAND}: ${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
   return values;
 }
 
-/** One `<concurrency>x<workers>` pair, both whole numbers of at least 1 (scripts/realfleet.ts takes one too, as --ours). */
-export function oursSetting(pair: string, option = "--ours"): OursSetting {
+/** One `<concurrency>x<workers>` pair, both whole numbers of at least 1; a malformed one is a usage mistake of `command` (scripts/realfleet.ts takes one too, as --ours). */
+export function oursSetting(command: string, option: string, pair: string): OursSetting {
   const [concurrency, workers] = pair.split("x").map(Number);
   if (!Number.isInteger(concurrency) || !Number.isInteger(workers) || concurrency === undefined || workers === undefined || concurrency < 1 || workers < 1) {
-    throw new PeerOptionsError(`${option} takes <concurrency>x<workers> such as 10x10, got "${pair}"`);
+    throw new UsageError(`${command}: ${option} takes <concurrency>x<workers> such as 10x10, not ${pair}`);
   }
   return { maxConcurrency: concurrency, workers };
 }
 
-function helpers(text: string): HelperKind[] {
-  const kinds = text.split(",").map((part) => part.trim());
-  for (const kind of kinds) if (kind !== "bash" && kind !== "compiled") throw new PeerOptionsError(`--helpers takes bash and/or compiled, got "${kind}"`);
+function helpers(name: string, text: string | undefined): HelperKind[] {
+  const kinds = (text ?? "bash,compiled").split(",").map((part) => part.trim());
+  for (const kind of kinds) if (kind !== "bash" && kind !== "compiled") throw new UsageError(`${COMMAND}: ${name} takes bash and/or compiled, not ${kind}`);
   return kinds as HelperKind[];
 }
 
-function positive(text: string, name: string): number {
-  const value = wholeNumber(text, name);
-  if (value === 0) throw new PeerOptionsError(`${name} takes a whole number > 0, got "${text}"`);
-  return value;
-}
+const FLAGS = {
+  help: { type: "boolean", short: "h" },
+  "markdown-only": { type: "boolean" },
+  "report-dir": { type: "string" },
+  sizes: { type: "string" },
+  pairs: { type: "string" },
+  "go-workers": { type: "string" },
+  tuned: { type: "string" },
+  helpers: { type: "string" },
+  "no-profile": { type: "boolean" },
+  "warm-up": { type: "string" },
+  timeout: { type: "string" },
+  "load-wait": { type: "string" },
+  "max-start-load": { type: "string" },
+  "max-steal": { type: "string" },
+  "store-delay-ms": { type: "string" },
+  "no-cliff": { type: "string" },
+  label: { type: "string" },
+  "real-fleet": { type: "string" },
+  "real-fleet-rounds": { type: "string" },
+  "real-fleet-only": { type: "boolean" },
+} as const;
 
-function wholeNumber(text: string, name: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new PeerOptionsError(`${name} takes a whole number >= 0, got "${text}"`);
-  return value;
-}
-
-function seconds(text: string, name: string): number {
-  return nonNegative(text, name, "seconds (a number >= 0)");
-}
-
-function nonNegative(text: string, name: string, what = "a number >= 0"): number {
-  const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || value < 0) throw new PeerOptionsError(`${name} takes ${what}, got "${text}"`);
-  return value;
-}
-
-function parseFlags(argv: readonly string[]) {
-  try {
-    return parseArgs({
-      args: [...argv],
-      options: {
-        help: { type: "boolean", short: "h" },
-        "markdown-only": { type: "boolean" },
-        sizes: { type: "string" },
-        pairs: { type: "string" },
-        "go-workers": { type: "string" },
-        tuned: { type: "string" },
-        helpers: { type: "string" },
-        "no-profile": { type: "boolean" },
-        "warm-up": { type: "string" },
-        timeout: { type: "string" },
-        "load-wait": { type: "string" },
-        "max-start-load": { type: "string" },
-        "max-steal": { type: "string" },
-        "store-delay-ms": { type: "string" },
-        "no-cliff": { type: "string" },
-        label: { type: "string" },
-        "real-fleet": { type: "string" },
-        "real-fleet-rounds": { type: "string" },
-        "real-fleet-only": { type: "boolean" },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (error) {
-    throw new PeerOptionsError(error instanceof Error ? error.message : String(error), { cause: error });
-  }
-}
-
+/** The options from `argv`, each flag falling back on its environment variable in `env`; a mistake in either is a UsageError naming it. */
 export function parsePeerOptions(argv: readonly string[], env: Record<string, string | undefined> = process.env): PeerOptions {
-  const parsed = parseFlags(argv);
-  const timeout = parsed.timeout ?? env.PEER_TIMEOUT_S;
+  const parsed = parsedOptions(COMMAND, FLAGS, [...argv]);
+  // The flag when given, else its variable: a mistake names the one the value came from.
+  const given = (flag: string, text: string | undefined, variable?: string): [string, string | undefined] =>
+    text !== undefined || variable === undefined ? [flag, text] : [variable, env[variable]];
+  const whole = (flag: string, text: string | undefined, variable: string | undefined, fallback: number, least = 1) => wholeNumber(COMMAND, ...given(flag, text, variable), fallback, least);
+  const decimal = (flag: string, text: string | undefined, variable: string, fallback: number) => decimalNumber(COMMAND, ...given(flag, text, variable), fallback);
+  const timeout = given("--timeout", parsed.timeout, "PEER_TIMEOUT_S");
   const options: PeerOptions = {
     help: parsed.help ?? false,
     markdownOnly: parsed["markdown-only"] ?? false,
-    sizes: numbers(parsed.sizes ?? env.PEER_SIZES ?? "1000,5000", "--sizes"),
-    pairs: positive(parsed.pairs ?? env.PEER_PAIRS ?? "3", "--pairs"),
-    goWorkers: positive(parsed["go-workers"] ?? env.PEER_GO_WORKERS ?? "256", "--go-workers"),
-    tuned: parsed.tuned === undefined ? undefined : oursSetting(parsed.tuned, "--tuned"),
-    helpers: helpers(parsed.helpers ?? env.PEER_HELPERS ?? "bash,compiled"),
+    reportDir: reportDirOf(parsed["report-dir"]),
+    sizes: sizes(...given("--sizes", parsed.sizes, "PEER_SIZES")),
+    pairs: whole("--pairs", parsed.pairs, "PEER_PAIRS", 3),
+    goWorkers: whole("--go-workers", parsed["go-workers"], "PEER_GO_WORKERS", 256),
+    tuned: parsed.tuned === undefined ? undefined : oursSetting(COMMAND, "--tuned", parsed.tuned),
+    helpers: helpers(...given("--helpers", parsed.helpers, "PEER_HELPERS")),
     profile: !(parsed["no-profile"] ?? env.PEER_PROFILE === "false"),
-    warmUpNodes: wholeNumber(parsed["warm-up"] ?? env.PEER_WARM_UP_NODES ?? "200", "--warm-up"),
-    timeoutS: timeout === undefined ? undefined : seconds(timeout, "--timeout"),
-    loadWaitS: seconds(parsed["load-wait"] ?? env.PEER_LOAD_WAIT_S ?? "120", "--load-wait"),
-    maxStartLoad: nonNegative(parsed["max-start-load"] ?? env.PEER_MAX_START_LOAD ?? "1.5", "--max-start-load"),
-    maxSteal: nonNegative(parsed["max-steal"] ?? env.PEER_MAX_STEAL ?? "3", "--max-steal", "a percentage >= 0"),
-    storeDelayMs: wholeNumber(parsed["store-delay-ms"] ?? "0", "--store-delay-ms"),
-    noCliffNodes: parsed["no-cliff"] === undefined ? undefined : positive(parsed["no-cliff"], "--no-cliff"),
+    warmUpNodes: whole("--warm-up", parsed["warm-up"], "PEER_WARM_UP_NODES", 200, 0),
+    timeoutS: timeout[1] === undefined ? undefined : decimalNumber(COMMAND, ...timeout, 0),
+    loadWaitS: decimal("--load-wait", parsed["load-wait"], "PEER_LOAD_WAIT_S", 120),
+    maxStartLoad: decimal("--max-start-load", parsed["max-start-load"], "PEER_MAX_START_LOAD", 1.5),
+    maxSteal: decimal("--max-steal", parsed["max-steal"], "PEER_MAX_STEAL", 3),
+    storeDelayMs: whole("--store-delay-ms", parsed["store-delay-ms"], undefined, 0, 0),
+    noCliffNodes: parsed["no-cliff"] === undefined ? undefined : whole("--no-cliff", parsed["no-cliff"], undefined, 0),
     label: parsed.label,
-    realFleetNodes: wholeNumber(parsed["real-fleet"] ?? env.PEER_REAL_FLEET_NODES ?? "50", "--real-fleet"),
-    realFleetRounds: positive(parsed["real-fleet-rounds"] ?? env.PEER_REAL_FLEET_ROUNDS ?? "3", "--real-fleet-rounds"),
+    realFleetNodes: whole("--real-fleet", parsed["real-fleet"], "PEER_REAL_FLEET_NODES", 50, 0),
+    realFleetRounds: whole("--real-fleet-rounds", parsed["real-fleet-rounds"], "PEER_REAL_FLEET_ROUNDS", 3),
     realFleetOnly: parsed["real-fleet-only"] ?? false,
   };
-  if (options.realFleetOnly && options.realFleetNodes === 0) throw new PeerOptionsError("--real-fleet-only needs --real-fleet above 0");
-  if (options.realFleetOnly && options.noCliffNodes !== undefined) throw new PeerOptionsError("--no-cliff and --real-fleet-only are separate runs: give one");
+  if (options.realFleetOnly && options.realFleetNodes === 0) throw new UsageError(`${COMMAND}: --real-fleet-only needs --real-fleet above 0`);
+  if (options.realFleetOnly && options.noCliffNodes !== undefined) throw new UsageError(`${COMMAND}: --no-cliff and --real-fleet-only are separate runs: give one`);
   return options;
 }

@@ -7,6 +7,7 @@
  *   npm run bench:peer -- --help       its options (bench/peer-options.ts); starts nothing
  *   npm run bench:peer -- --sizes 1000 --pairs 5 --tuned 20x20
  *   npm run bench:peer -- --no-cliff 5000 --store-delay-ms 600   (ours alone, merged into peer.json)
+ *   npm run bench:peer -- --markdown-only --report-dir <dir>     (peer.md again from <dir>/peer.json's pairs)
  *   CHORIA_PROVISIONER_BIN=/path/to/provisioner npm run bench:peer      (a Go binary built elsewhere)
  *
  * Every run gets its own nats-server and a fresh simulated fleet in a process of its own
@@ -32,11 +33,12 @@ import { ed25519SigningKey, generateEd25519Seed } from "../test/support/choria-n
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { startCountingProxy } from "../dev/local/request-counter";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
+import { runBenchmark } from "./command";
 import { buildCompiledHelper } from "./compiled-helper";
 import { bundleOurs } from "./ours-bundle";
 import { childPids, cpuSeconds, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
 import type { FleetReport } from "./peer-fleet";
-import { parsePeerOptions, PEER_USAGE, PeerOptionsError, type OursSetting, type PeerOptions } from "./peer-options";
+import { parsePeerOptions, PEER_USAGE, type OursSetting, type PeerOptions } from "./peer-options";
 import type { OursReport, OursSettings } from "./peer-ours";
 import { markdown, type NoCliff, type Report, type RunResult } from "./peer-report";
 import { runRealFleet, summariseRealFleet, type RealFleetReport, type RealFleetRun } from "./peer-realfleet";
@@ -47,18 +49,8 @@ import { breakdown, stagesTable, type StageBreakdown } from "./stages";
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
 const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
+/** Set first thing in main(): a usage mistake ends the run before anything starts. */
 let options: PeerOptions;
-try {
-  options = parsePeerOptions(process.argv.slice(2));
-} catch (error) {
-  if (!(error instanceof PeerOptionsError)) throw error;
-  process.stderr.write(`${error.message}\n\n${PEER_USAGE}`);
-  process.exit(2);
-}
-if (options.help) {
-  process.stdout.write(PEER_USAGE);
-  process.exit(0);
-}
 const CORES = cpus().length;
 /** The product's defaults: serverless.yml's provisionMaxConcurrency and the `workers` default. */
 const OURS_DEFAULT: OursSetting = { maxConcurrency: 10, workers: 10 };
@@ -621,9 +613,9 @@ run's start and the CPU steal over it are given: figures from a run that started
 gate (bench/peer.ts) describe a busy machine.
 `;
 
-/** Appends this benchmark's per-stage figures (every run of ours) to reports/pipeline-stages.md. */
+/** Appends this benchmark's per-stage figures (every run of ours) to pipeline-stages.md in the report directory. */
 async function appendStages(report: Report): Promise<void> {
-  const path = join(REPO_ROOT, "reports/pipeline-stages.md");
+  const path = join(options.reportDir, "pipeline-stages.md");
   const existing = existsSync(path) ? await readFile(path, "utf8") : STAGES_HEADER;
   const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).stdout.trim();
   // The reports this run has just written are not changes to what was measured.
@@ -658,6 +650,11 @@ async function withServices<T>(goBin: string | undefined, work: (shared: Shared)
 }
 
 async function main(): Promise<void> {
+  options = parsePeerOptions(process.argv.slice(2));
+  if (options.help) {
+    process.stdout.write(PEER_USAGE);
+    return;
+  }
   if (options.markdownOnly) return rewriteFromRecordedRuns();
   const started = Date.now();
   if (options.noCliffNodes !== undefined) return noCliff(options.noCliffNodes);
@@ -690,33 +687,34 @@ async function main(): Promise<void> {
   report.wall_seconds = (Date.now() - started) / 1000;
   await writeReport(report);
   await appendStages(report);
-  process.stdout.write(`\nwrote reports/peer.json, reports/peer.md and a section of reports/pipeline-stages.md (${report.wall_seconds.toFixed(0)} s)\n`);
+  process.stdout.write(`\nwrote peer.json, peer.md and a section of pipeline-stages.md in ${options.reportDir} (${report.wall_seconds.toFixed(0)} s)\n`);
   for (const { pairs: _pairs, ...f } of report.fleets) process.stdout.write(`${JSON.stringify(f)}\n`);
 }
 
 async function writeReport(report: Report): Promise<void> {
-  await mkdir(join(REPO_ROOT, "reports"), { recursive: true });
-  await writeFile(join(REPO_ROOT, "reports/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFile(join(REPO_ROOT, "reports/peer.md"), markdown(report));
+  await mkdir(options.reportDir, { recursive: true });
+  await writeFile(recordedReportPath(), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(options.reportDir, "peer.md"), markdown(report));
 }
 
-const readRecordedReport = async () => JSON.parse(await readFile(join(REPO_ROOT, "reports/peer.json"), "utf8")) as Report;
+const recordedReportPath = () => join(options.reportDir, "peer.json");
+const readRecordedReport = async () => JSON.parse(await readFile(recordedReportPath(), "utf8")) as Report;
 
 /** `--markdown-only`: peer.md, and the fleet summaries in peer.json, again from the recorded pairs. */
 async function rewriteFromRecordedRuns(): Promise<void> {
   const recorded = await readRecordedReport();
   if (!Array.isArray(recorded.fleets) || recorded.fleets.some((f) => !Array.isArray(f.pairs))) {
-    throw new Error("reports/peer.json predates the pairs (no `pairs` per fleet): run the benchmark to record a new one");
+    throw new Error(`${recordedReportPath()} predates the pairs (no \`pairs\` per fleet): run the benchmark to record a new one`);
   }
   await writeReport({ ...recorded, fleets: summarise(recorded.fleets.flatMap((f) => f.pairs)) });
-  process.stdout.write("rewrote reports/peer.md and the fleet summaries in reports/peer.json from its pairs\n");
+  process.stdout.write(`rewrote peer.md and the fleet summaries in peer.json from its pairs, in ${options.reportDir}\n`);
 }
 
 /** `--real-fleet-only`: the real fleet again, into the recorded report. */
 async function rerunRealFleet(goBin: string | undefined, started: number): Promise<void> {
   const report: Report = { ...(await readRecordedReport()), real_fleet: await realFleetComparison(goBin) };
   await writeReport(report);
-  process.stdout.write(`\nwrote the real fleet into reports/peer.json and reports/peer.md (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
+  process.stdout.write(`\nwrote the real fleet into peer.json and peer.md in ${options.reportDir} (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
 }
 
 /** The helpers asked for that this machine has: bash always, the compiled one if it builds. */
@@ -797,7 +795,7 @@ async function warmUp(shared: Shared, helper: HelperKind, sides: readonly Side[]
   }
 }
 
-/** `--no-cliff <nodes>`: ours alone (default config, compiled helper) once, merged into the recorded reports/peer.json. */
+/** `--no-cliff <nodes>`: ours alone (default config, compiled helper) once, merged into the recorded peer.json. */
 async function noCliff(nodes: number): Promise<void> {
   const run = await withServices(undefined, async (shared) => {
     if (!shared.helpers.compiled) throw new Error("--no-cliff runs the compiled helper, which is unavailable here");
@@ -818,10 +816,10 @@ async function noCliff(nodes: number): Promise<void> {
     steal_pct: run.steal_pct,
     admission_timeline: timeline,
   };
-  const recorded = existsSync(join(REPO_ROOT, "reports/peer.json")) ? await readRecordedReport() : undefined;
-  if (!recorded?.fleets?.every((f) => Array.isArray(f.pairs))) throw new Error("--no-cliff merges into a reports/peer.json with pairs: run the pairs first");
+  const recorded = existsSync(recordedReportPath()) ? await readRecordedReport() : undefined;
+  if (!recorded?.fleets?.every((f) => Array.isArray(f.pairs))) throw new Error(`--no-cliff merges into a ${recordedReportPath()} with pairs: run the pairs first`);
   await writeReport({ ...recorded, no_cliff: result });
-  process.stdout.write(`\nwrote no_cliff into reports/peer.json and reports/peer.md: ${JSON.stringify({ ...result, admission_timeline: undefined })}\n`);
+  process.stdout.write(`\nwrote no_cliff into peer.json and peer.md in ${options.reportDir}: ${JSON.stringify({ ...result, admission_timeline: undefined })}\n`);
 }
 
 /** Seconds from the first admitted second to the last, from the per-second timeline. */
@@ -831,10 +829,4 @@ function admissionSeconds(timeline: readonly number[]): number {
   return first < 0 ? 0 : last - first + 1;
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    process.stderr.write(`peer benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark("peer benchmark", main);

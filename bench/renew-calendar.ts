@@ -12,9 +12,10 @@
  */
 import { execFile } from "node:child_process";
 import { loadavg } from "node:os";
-import { parseArgs, promisify } from "node:util";
+import { promisify } from "node:util";
 import { parseConfig } from "../lib/config/config";
 import { RenewCalendar } from "../lib/config/renew-calendar";
+import { parsedOptions, runBenchmark, wholeNumber } from "./command";
 import { percentile } from "./measure";
 
 const CONFIG = {
@@ -69,23 +70,14 @@ function sampleHere(checked: boolean): Sample {
   return { firstLoadMs, loadMs: percentile(times.sort((a, b) => a - b), 50) ?? Number.NaN, renewMs };
 }
 
-function parseOptions() {
-  try {
-    return parseArgs({ options: { runs: { type: "string" }, one: { type: "string" } } }).values;
-  } catch (error) {
-    process.stderr.write(`renew-calendar: ${(error as Error).message}\n`);
-    process.exit(2);
-  }
-}
-
 async function main(): Promise<void> {
-  const options = parseOptions();
+  // --one (checked or not) is how this benchmark runs each of its fresh processes.
+  const options = parsedOptions("bench:calendar", { runs: { type: "string" }, one: { type: "string" } });
   if (options.one !== undefined) {
     process.stdout.write(`${JSON.stringify(sampleHere(options.one === "checked"))}\n`);
     return;
   }
-  const runs = Number(options.runs ?? 15);
-  if (!Number.isInteger(runs) || runs < 1) throw new Error("--runs must be a whole number of at least 1");
+  const runs = wholeNumber("bench:calendar", "--runs", options.runs, 15);
   const samples = { checked: [] as Sample[], unchecked: [] as Sample[] };
   // The two kinds take turns, so the machine's load falls on both alike.
   for (let run = 0; run < 2 * runs; run++) {
@@ -103,4 +95,4 @@ async function main(): Promise<void> {
   process.stdout.write(`load average ${loadavg()[0]?.toFixed(2)}\n`);
 }
 
-await main();
+runBenchmark("calendar benchmark", main);

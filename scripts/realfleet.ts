@@ -14,7 +14,8 @@ import { mkdtemp } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { fleetMemory } from "../dev/local/real-fleet";
-import { oursSetting, PeerOptionsError } from "../bench/peer-options";
+import { UsageError } from "../bench/command";
+import { oursSetting } from "../bench/peer-options";
 import { goProvisionerFiles, provisionedFleet, provisioningActions, waitForArrivals } from "../dev/local/real-fleet-stack";
 import type { FeatureName } from "../dev/local/stack";
 
@@ -82,9 +83,9 @@ if (!Number.isInteger(goWorkers) || goWorkers < 1) fail(`--go-workers must be a 
 if (values["go-workers"] !== undefined && goProvisioner === undefined) fail("--go-workers needs --go-provisioner");
 function oursSettingOption(text: string): { maxConcurrency: number; workers: number } {
   try {
-    return oursSetting(text);
+    return oursSetting("realfleet", "--ours", text);
   } catch (error) {
-    if (error instanceof PeerOptionsError) fail(error.message);
+    if (error instanceof UsageError) fail(error.message);
     throw error;
   }
 }

@@ -1,7 +1,11 @@
+import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parsePeerOptions, PeerOptionsError } from "../../../bench/peer-options";
+import { UsageError } from "../../../bench/command";
+import { parsePeerOptions } from "../../../bench/peer-options";
 import { median } from "../../../bench/measure";
 import { orderOf, pairOf, summarise, type Pair, type PairedRun } from "../../../bench/peer-summary";
+
+const ROOT = resolve(import.meta.dirname, "../../..");
 
 const run = (overrides: Partial<PairedRun> = {}): PairedRun => ({
   nodes: 1_000,
@@ -155,20 +159,37 @@ describe("bench:peer options", () => {
     });
   });
 
-  it("an unknown flag or a malformed value is a PeerOptionsError naming it", () => {
-    expect(() => parsePeerOptions(["--bogus"], {})).toThrow(PeerOptionsError);
-    expect(() => parsePeerOptions(["--ours", "10x10"], {})).toThrow(PeerOptionsError);
-    expect(() => parsePeerOptions(["--tuned", "20"], {})).toThrow('--tuned takes <concurrency>x<workers> such as 10x10, got "20"');
-    expect(() => parsePeerOptions(["--go-workers", "64,256"], {})).toThrow('--go-workers takes a whole number >= 0, got "64,256"');
-    expect(() => parsePeerOptions(["--pairs", "0"], {})).toThrow('--pairs takes a whole number > 0, got "0"');
-    expect(() => parsePeerOptions(["--max-steal=-1"], {})).toThrow('--max-steal takes a percentage >= 0, got "-1"');
-    expect(() => parsePeerOptions(["--max-start-load", ""], {})).toThrow('--max-start-load takes a number >= 0, got ""');
-    expect(() => parsePeerOptions(["--store-delay-ms", "1.5"], {})).toThrow('--store-delay-ms takes a whole number >= 0, got "1.5"');
-    expect(() => parsePeerOptions(["--no-cliff", "0"], {})).toThrow('--no-cliff takes a whole number > 0, got "0"');
-    expect(() => parsePeerOptions(["--helpers", "python"], {})).toThrow('--helpers takes bash and/or compiled, got "python"');
-    expect(() => parsePeerOptions(["--real-fleet", "2.5"], {})).toThrow('--real-fleet takes a whole number >= 0, got "2.5"');
-    expect(() => parsePeerOptions(["--real-fleet-rounds", "0"], {})).toThrow('--real-fleet-rounds takes a whole number > 0, got "0"');
-    expect(() => parsePeerOptions(["--real-fleet", "0", "--real-fleet-only"], {})).toThrow("--real-fleet-only needs --real-fleet above 0");
+  it("an unknown flag or a malformed value is a usage mistake of bench:peer naming it", () => {
+    expect(() => parsePeerOptions(["--bogus"], {})).toThrow(UsageError);
+    expect(() => parsePeerOptions(["--ours", "10x10"], {})).toThrow("bench:peer: Unknown option '--ours'");
+    expect(() => parsePeerOptions(["--sizes", "1000,many"], {})).toThrow("bench:peer: --sizes must be whole numbers of at least 1 separated by commas, not 1000,many");
+    expect(() => parsePeerOptions(["--tuned", "20"], {})).toThrow("bench:peer: --tuned takes <concurrency>x<workers> such as 10x10, not 20");
+    expect(() => parsePeerOptions(["--go-workers", "64,256"], {})).toThrow("bench:peer: --go-workers must be a whole number of at least 1, not 64,256");
+    expect(() => parsePeerOptions(["--pairs", "0"], {})).toThrow("bench:peer: --pairs must be a whole number of at least 1, not 0");
+    expect(() => parsePeerOptions(["--max-steal=-1"], {})).toThrow("bench:peer: --max-steal must be a number of at least 0, not -1");
+    expect(() => parsePeerOptions(["--max-start-load", ""], {})).toThrow("bench:peer: --max-start-load must be a number of at least 0, not ");
+    expect(() => parsePeerOptions(["--timeout", "soon"], {})).toThrow("bench:peer: --timeout must be a number of at least 0, not soon");
+    expect(() => parsePeerOptions(["--store-delay-ms", "1.5"], {})).toThrow("bench:peer: --store-delay-ms must be a whole number of at least 0, not 1.5");
+    expect(() => parsePeerOptions(["--no-cliff", "0"], {})).toThrow("bench:peer: --no-cliff must be a whole number of at least 1, not 0");
+    expect(() => parsePeerOptions(["--helpers", "python"], {})).toThrow("bench:peer: --helpers takes bash and/or compiled, not python");
+    expect(() => parsePeerOptions(["--real-fleet", "2.5"], {})).toThrow("bench:peer: --real-fleet must be a whole number of at least 0, not 2.5");
+    expect(() => parsePeerOptions(["--real-fleet-rounds", "0"], {})).toThrow("bench:peer: --real-fleet-rounds must be a whole number of at least 1, not 0");
+    expect(() => parsePeerOptions(["--real-fleet", "0", "--real-fleet-only"], {})).toThrow("bench:peer: --real-fleet-only needs --real-fleet above 0");
+  });
+
+  it("a malformed environment variable is a usage mistake naming the variable, not the flag it stands in for", () => {
+    expect(() => parsePeerOptions([], { PEER_PAIRS: "0" })).toThrow("bench:peer: PEER_PAIRS must be a whole number of at least 1, not 0");
+    expect(() => parsePeerOptions([], { PEER_SIZES: "1000,x" })).toThrow("bench:peer: PEER_SIZES must be whole numbers of at least 1 separated by commas, not 1000,x");
+    expect(() => parsePeerOptions([], { PEER_MAX_START_LOAD: "high" })).toThrow("bench:peer: PEER_MAX_START_LOAD must be a number of at least 0, not high");
+    expect(() => parsePeerOptions([], { PEER_TIMEOUT_S: "-1" })).toThrow("bench:peer: PEER_TIMEOUT_S must be a number of at least 0, not -1");
+    // The flag wins over a malformed variable.
+    expect(parsePeerOptions(["--pairs", "4"], { PEER_PAIRS: "0" }).pairs).toBe(4);
+  });
+
+  it("reads and writes its reports in reports/ unless --report-dir says where, from the repository root", () => {
+    expect(parsePeerOptions([], {}).reportDir).toBe(resolve(ROOT, "reports"));
+    expect(parsePeerOptions(["--report-dir", "/tmp/peer-copy"], {}).reportDir).toBe("/tmp/peer-copy");
+    expect(parsePeerOptions(["--report-dir", "elsewhere"], {}).reportDir).toBe(resolve(ROOT, "elsewhere"));
   });
 
   it("runs 3 rounds of 50 real servers unless told otherwise", () => {

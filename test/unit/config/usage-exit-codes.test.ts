@@ -44,18 +44,27 @@ describe("a usage mistake exits 2 in every command", () => {
     ["npm run bench, a bad size", tsx("bench/pipeline.ts", "--sizes", "100,many"), /^bench: --sizes must be whole numbers of at least 1 separated by commas, not 100,many$/],
     ["npm run bench, a run the matrix does not have", tsx("bench/pipeline.ts", "--sizes", "100", "--only", "bash-1000"), /^bench: --only bash-1000 names no run of this matrix \(bash-100, /],
     ["npm run bench:cost, an unknown option", tsx("bench/cost.ts", "--bogus"), /^bench:cost: Unknown option '--bogus'/],
+    ["npm run bench:cost, a bad value", tsx("bench/cost.ts", "--nodes", "0"), /^bench:cost: --nodes must be a whole number of at least 1, not 0$/],
+    ["npm run bench:cost, a bad fractional value", tsx("bench/cost.ts", "--idle-minutes", "0"), /^bench:cost: --idle-minutes must be a number above 0, not 0$/],
     ["npm run bench:failover, an unknown option", tsx("bench/failover.ts", "--bogus"), /^bench:failover: Unknown option '--bogus'/],
     ["npm run bench:failover, a bad value", tsx("bench/failover.ts", "--runs", "0"), /^bench:failover: --runs must be a whole number of at least 1, not 0$/],
     ["npm run bench:failover, an unknown profile", tsx("bench/failover.ts", "--profiles", "short,long"), /^bench:failover: --profiles takes names from default, short, not short,long$/],
-    ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^Unknown option '--bogus'/],
+    ["npm run bench:peer, an unknown option", tsx("bench/peer.ts", "--bogus"), /^bench:peer: Unknown option '--bogus'/],
+    ["npm run bench:peer, a bad value", tsx("bench/peer.ts", "--pairs", "0"), /^bench:peer: --pairs must be a whole number of at least 1, not 0$/],
+    ["npm run bench:peer, a bad fractional value", tsx("bench/peer.ts", "--max-start-load", "high"), /^bench:peer: --max-start-load must be a number of at least 0, not high$/],
     ["npm run bench:store-writes, an unknown option", tsx("bench/store-writes.ts", "--bogus"), /^bench:store-writes: Unknown option '--bogus'/],
     ["npm run bench:store-writes, a bad value", tsx("bench/store-writes.ts", "--hosts", "0"), /^bench:store-writes: --hosts must be a whole number of at least 1, not 0$/],
     ["npm run bench:wire, an unknown option", tsx("bench/wire.ts", "--bogus"), /^bench:wire: Unknown option '--bogus'/],
     ["npm run bench:wire, a bad value", tsx("bench/wire.ts", "--calls", "3"), /^bench:wire: --calls must be a whole number of at least 8, not 3$/],
-    ["npm run bench:cli, an unknown option", tsx("bench/cli-start.ts", "--bogus"), /^cli-start: Unknown option '--bogus'/],
+    ["npm run bench:cli, an unknown option", tsx("bench/cli-start.ts", "--bogus"), /^bench:cli: Unknown option '--bogus'/],
     // Checked before the services start: it used to be thrown, with a stack trace.
-    ["npm run bench:cli, a bad value", tsx("bench/cli-start.ts", "--runs", "0"), /^cli-start: --runs must be a whole number of at least 1, not 0$/],
+    ["npm run bench:cli, a bad value", tsx("bench/cli-start.ts", "--runs", "0"), /^bench:cli: --runs must be a whole number of at least 1, not 0$/],
+    ["npm run bench:calendar, an unknown option", tsx("bench/renew-calendar.ts", "--bogus"), /^bench:calendar: Unknown option '--bogus'/],
+    // It used to be thrown, with a stack trace and exit 1.
+    ["npm run bench:calendar, a bad value", tsx("bench/renew-calendar.ts", "--runs", "0"), /^bench:calendar: --runs must be a whole number of at least 1, not 0$/],
     ["bench/helper-launch.ts, an unknown option", tsx("bench/helper-launch.ts", "--bogus"), /^helper-launch: Unknown option '--bogus'/],
+    // It used to be taken as it came: no run at all, or NaN of them.
+    ["bench/helper-launch.ts, a bad value", tsx("bench/helper-launch.ts", "--runs", "0"), /^helper-launch: --runs must be a whole number of at least 1, not 0$/],
     ["npm run realfleet, an unknown option", tsx("scripts/realfleet.ts", "--bogus"), /^Unknown option '--bogus'/],
     ["scripts/soak.ts, an unknown option", tsx("scripts/soak.ts", "--bogus"), /^soak: Unknown option '--bogus'/],
     ["scripts/bundle-report.ts, an unknown option", tsx("scripts/bundle-report.ts", "--bogus"), /^bundle-report: Unknown option '--bogus'/],
@@ -68,6 +77,15 @@ describe("a usage mistake exits 2 in every command", () => {
     expect(code).toBe(USAGE_ERROR);
     expect(stderr.split("\n")[0]).toMatch(firstLine);
     expect(stderr).not.toMatch(/^\s+at /m);
+  }, 90_000);
+
+  it("npm run bench:peer: the one line is all a usage mistake prints (it used to print the usage text after it)", async () => {
+    // Act
+    const { code, stderr } = await outcomeOf(...tsx("bench/peer.ts", "--pairs", "0"));
+
+    // Assert
+    expect(code).toBe(USAGE_ERROR);
+    expect(stderr).toBe("bench:peer: --pairs must be a whole number of at least 1, not 0\n");
   }, 90_000);
 
   it("npm run local:services -- --help prints its options and succeeds, starting nothing", async () => {
