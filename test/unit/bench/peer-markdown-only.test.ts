@@ -59,7 +59,7 @@ describe("bench:peer --markdown-only", () => {
     expect(await readFile(join(ROOT, "reports/peer.md"), "utf8")).toBe(checkout.markdown);
   }, 90_000);
 
-  it("a report directory without peer.json is a failure, not a usage mistake: exit 1 with the stack", async () => {
+  it("a report directory without peer.json is a usage mistake: one line naming the file and what records it, exit 2", async () => {
     // Arrange
     reportDir = await mkdtemp(join(tmpdir(), "peer-markdown-only-"));
 
@@ -70,8 +70,26 @@ describe("bench:peer --markdown-only", () => {
     );
 
     // Assert
-    expect(failure?.code).toBe(1);
-    expect(failure?.stderr).toContain(`peer benchmark failed: Error: ENOENT: no such file or directory, open '${join(reportDir, "peer.json")}'`);
-    expect(failure?.stderr).toMatch(/^\s+at /m);
+    expect(failure?.code).toBe(2);
+    expect(failure?.stderr?.trim()).toBe(
+      `bench:peer: --markdown-only works on ${join(reportDir, "peer.json")}, which does not exist: run \`npm run bench:peer\` with the same --report-dir first`,
+    );
+  }, 90_000);
+
+  it("a peer.json that is not JSON, or has no pairs, is named the same way", async () => {
+    // Arrange
+    reportDir = await mkdtemp(join(tmpdir(), "peer-markdown-only-"));
+    await writeFile(join(reportDir, "peer.json"), "{ not json");
+    const notJson = await peer("--markdown-only", "--report-dir", reportDir).then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+    await writeFile(join(reportDir, "peer.json"), JSON.stringify({ fleets: [{ fleet: "simulator-1000" }] }));
+
+    // Act
+    const noPairs = await peer("--markdown-only", "--report-dir", reportDir).then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+
+    // Assert
+    expect(notJson?.code).toBe(2);
+    expect(notJson?.stderr).toMatch(/^bench:peer: --markdown-only works on .*peer\.json, which is not JSON \(/);
+    expect(noPairs?.code).toBe(2);
+    expect(noPairs?.stderr?.trim()).toContain("which has no pairs recorded per fleet: run `npm run bench:peer`");
   }, 90_000);
 });
