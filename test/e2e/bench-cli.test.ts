@@ -4,23 +4,16 @@
  * times `status` by each way of starting the CLI, and prints a line of figures for each way and
  * the machine's load. One timed run: what is checked is that each figure is there, not its size.
  */
-import { execFile } from "node:child_process";
-import { resolve } from "node:path";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { npmScript } from "../support/npm-script";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 const WAYS = ["installed bin: choria-provisioner (documented)", "npx choria-provisioner, in the install directory", "npx choria-provisioner, in the checkout"];
 const SECONDS = String.raw`\d+\.\d\d s`;
 
 describe("bench:cli", () => {
   it("prints the median, min, max and cold start of each way of running the installed CLI, and the load", async () => {
     // Act: execFile rejects on any exit code but 0.
-    const { stdout } = await promisify(execFile)("npm", ["run", "--silent", "bench:cli", "--", "--runs", "1"], {
-      cwd: ROOT,
-      env: { ...process.env, npm_config_update_notifier: "false" },
-      timeout: 240_000,
-    });
+    const { stdout } = await npmScript("bench:cli", ["--runs", "1"], { timeoutMs: 240_000 });
 
     // Assert
     expect(stdout).toMatch(/^choria-provisioner status against npm run local:services, 1 runs each \(node v\d+\.\d+\.\d+, \d+ cores\)$/m);

@@ -5,14 +5,10 @@
  * One failover on the short profile: a minute or two before the crash (a random phase of both
  * keepers' minute schedules), then under a minute to the takeover, so the run takes 2-3 minutes.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
-
-const ROOT = resolve(import.meta.dirname, "../../..");
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { npmScript, temporaryDirs } from "../../support/npm-script";
 
 /** The short profile as bench/failover.ts configures it (lease 25 s, renew 5 s, skew 2 s), with `rpc_ttl`'s default 30 s as the delivery horizon. */
 const SHORT = { leaseDurationMs: 25_000, keepIntervalMs: 5_000, skewBoundMs: 2_000, deliveryHorizonMs: 30_000 };
@@ -37,18 +33,15 @@ interface FailoverReport {
 }
 
 describe("bench:failover", () => {
-  let reportDir: string | undefined;
-  afterAll(async () => {
-    if (reportDir) await rm(reportDir, { recursive: true, force: true });
-  });
+  const temporaryDir = temporaryDirs("failover-");
 
   it("times a standby's takeover under a new term within the protocol's bound, and writes its report where told", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "failover-"));
+    const reportDir = await temporaryDir();
     const options = ["--profiles", "short", "--runs", "1", "--idle-ms", String(IDLE_WINDOW_MS), "--report-dir", reportDir];
 
     // Act
-    const { stdout } = await promisify(execFile)("npm", ["run", "--silent", "bench:failover", "--", ...options], { cwd: ROOT, timeout: 270_000 });
+    const { stdout } = await npmScript("bench:failover", options, { timeoutMs: 270_000 });
 
     // Assert: what it prints is the report it wrote, for the one profile and run asked for.
     const report = JSON.parse(stdout) as FailoverReport;

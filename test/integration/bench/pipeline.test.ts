@@ -5,14 +5,11 @@
  * The failover run is left out: its length is the lease's (about a minute from the crash to the
  * standby's claim), not the fleet's.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { npmScript, REPO_ROOT, temporaryDirs } from "../../support/npm-script";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
 const NUMBER = String.raw`\d+(\.\d+)?`;
 
 interface RecordedRun {
@@ -25,18 +22,10 @@ interface RecordedRun {
   dynamodb: { writes_per_host: number };
 }
 
-const bench = (...args: string[]) => promisify(execFile)("npm", ["run", "--silent", "bench", "--", ...args], { cwd: ROOT, timeout: 100_000 });
+const bench = (...args: string[]) => npmScript("bench", args, { timeoutMs: 100_000 });
 
 describe("npm run bench", () => {
-  const reportDirs: string[] = [];
-  const reportDir = async () => {
-    const dir = await mkdtemp(join(tmpdir(), "bench-pipeline-"));
-    reportDirs.push(dir);
-    return dir;
-  };
-  afterAll(async () => {
-    await Promise.all(reportDirs.map((dir) => rm(dir, { recursive: true, force: true })));
-  });
+  const reportDir = temporaryDirs("bench-pipeline-");
 
   it("runs only the run named, at the size given, and writes its figures and findings where told", async () => {
     // Arrange
@@ -72,7 +61,7 @@ describe("npm run bench", () => {
   it("--markdown-only rewrites bench.md from the bench.json in the report directory, running nothing", async () => {
     // Arrange: the committed runs under a date of our own, so the report can only have come from this copy.
     const dir = await reportDir();
-    const committed = JSON.parse(await readFile(join(ROOT, "reports/bench.json"), "utf8")) as { generated: string; runs: RecordedRun[] };
+    const committed = JSON.parse(await readFile(join(REPO_ROOT, "reports/bench.json"), "utf8")) as { generated: string; runs: RecordedRun[] };
     await writeFile(join(dir, "bench.json"), JSON.stringify({ ...committed, generated: "2000-01-02T03:04:05.000Z" }));
 
     // Act
@@ -84,6 +73,6 @@ describe("npm run bench", () => {
     expect(report).toMatch(/^Generated 2000-01-02T03:04:05\.000Z by /m);
     for (const run of committed.runs) expect(report).toMatch(new RegExp(String.raw`^\| ${run.label} \| ${run.nodes} \| `, "m"));
     expect(report).toMatch(/^## Findings$/m);
-    expect(await readFile(join(ROOT, "reports/bench.md"), "utf8")).not.toContain("2000-01-02T03:04:05.000Z");
+    expect(await readFile(join(REPO_ROOT, "reports/bench.md"), "utf8")).not.toContain("2000-01-02T03:04:05.000Z");
   }, 60_000);
 });

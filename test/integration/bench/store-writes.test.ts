@@ -3,27 +3,21 @@
  * takes hosts through the product's five writes and the two joined alternatives against DynamoDB
  * Local, and reports a CPU figure for each, for DynamoDB Local and for the client.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { npmScript, temporaryDirs } from "../../support/npm-script";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
 
 describe("bench:store-writes", () => {
-  let reportDir: string | undefined;
-  afterAll(async () => {
-    if (reportDir) await rm(reportDir, { recursive: true, force: true });
-  });
+  const temporaryDir = temporaryDirs("store-writes-");
 
   it("reports the CPU of each of a host's writes and of each joined alternative, and writes its report where told", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "store-writes-"));
+    const reportDir = await temporaryDir();
 
     // Act
-    const { stdout } = await promisify(execFile)("npm", ["run", "--silent", "bench:store-writes", "--", "--hosts", "30", "--rounds", "1", "--report-dir", reportDir], { cwd: ROOT, timeout: 180_000 });
+    const { stdout } = await npmScript("bench:store-writes", ["--hosts", "30", "--rounds", "1", "--report-dir", reportDir], { timeoutMs: 180_000 });
 
     // Assert: every row has figures, and the JSON holds each one as a number.
     const figures = String.raw`\| \d+(\.\d+)? \| \d+(\.\d+)? \| \d+(\.\d+)? \|`;

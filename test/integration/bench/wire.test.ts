@@ -3,14 +3,11 @@
  * simulated fleet, broadcast discovery timed, then rpcutil#inventory round trips one after another
  * and at each concurrency level; it prints a figure for each and writes its report where told.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { npmScript, temporaryDirs } from "../../support/npm-script";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
 const NODES = 50;
 const CALLS = 80;
 
@@ -26,20 +23,14 @@ interface WireReport {
 }
 
 describe("bench:wire", () => {
-  let reportDir: string | undefined;
-  afterAll(async () => {
-    if (reportDir) await rm(reportDir, { recursive: true, force: true });
-  });
+  const temporaryDir = temporaryDirs("wire-");
 
   it("times discovery and inventory round trips over the fleet it is given, and writes its report where told", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "wire-"));
+    const reportDir = await temporaryDir();
 
     // Act
-    const { stdout } = await promisify(execFile)("npm", ["run", "--silent", "bench:wire", "--", "--nodes", String(NODES), "--calls", String(CALLS), "--report-dir", reportDir], {
-      cwd: ROOT,
-      timeout: 120_000,
-    });
+    const { stdout } = await npmScript("bench:wire", ["--nodes", String(NODES), "--calls", String(CALLS), "--report-dir", reportDir], { timeoutMs: 120_000 });
 
     // Assert: what it prints, each section with figures.
     expect(stdout).toMatch(new RegExp(`^One nats-server and ${NODES} simulated provisioning-mode nodes .*; fleet start \\d+ ms\\.$`, "m"));

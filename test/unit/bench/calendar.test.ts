@@ -2,17 +2,13 @@
  * `npm run bench:calendar` (docs/renewal.md, "Checked at load") runs as documented and prints its
  * figures: the load with the maintenance-window check and without it, each a median of fresh processes.
  */
-import { execFile } from "node:child_process";
-import { resolve } from "node:path";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-
-const ROOT = resolve(__dirname, "..", "..", "..");
+import { failureOf, npmScript } from "../../support/npm-script";
 
 describe("bench:calendar", () => {
   it("prints the first and later loads with renewal's window check and without it, and the machine's load", async () => {
     // Act
-    const { stdout } = await promisify(execFile)("npm", ["run", "--silent", "bench:calendar", "--", "--runs", "1"], { cwd: ROOT, timeout: 120_000 });
+    const { stdout } = await npmScript("bench:calendar", ["--runs", "1"], { timeoutMs: 120_000 });
 
     // Assert
     const figure = String.raw`first load \d+(\.\d+)? ms, later loads \d+(\.\d+)? ms, renew's first allowedAt/nextAllowed \d+(\.\d+)? ms \(medians\)`;
@@ -23,10 +19,7 @@ describe("bench:calendar", () => {
 
   it("refuses a run count that is not a whole number of at least 1, saying so", async () => {
     // Act
-    const failure = await promisify(execFile)("npm", ["run", "--silent", "bench:calendar", "--", "--runs", "0"], { cwd: ROOT, timeout: 60_000 }).then(
-      () => undefined,
-      (error: { code?: number; stderr?: string }) => error,
-    );
+    const failure = await failureOf("bench:calendar", ["--runs", "0"], { timeoutMs: 60_000 });
 
     // Assert
     expect(failure?.code).not.toBe(0);

@@ -4,21 +4,18 @@
  * the checkout's reports/ are never rewritten: peer.md and the fleet summaries in peer.json come
  * again from the copy's pairs. Starts no service and needs no Go: it only reads and writes the report.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { afterEach, describe, expect, it } from "vitest";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
 import type { Report } from "../../../bench/peer-report";
+import { failureOf, npmScript, REPO_ROOT, temporaryDirs } from "../../support/npm-script";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
-const RECORDED = join(ROOT, "reports/peer.json");
+const RECORDED = join(REPO_ROOT, "reports/peer.json");
 /** What the copy's bash + jq pairs of its first fleet are set to: their median is 0.73, their spread 0.61-0.97. */
 const RATIOS = [0.61, 0.97, 0.73];
 
-const peer = (...args: string[]) =>
-  promisify(execFile)("npm", ["run", "--silent", "bench:peer", "--", ...args], { cwd: ROOT, env: { ...process.env, npm_config_update_notifier: "false" }, timeout: 60_000 });
+const peer = (...args: string[]) => npmScript("bench:peer", args, { timeoutMs: 60_000 });
+const peerFailure = (...args: string[]) => failureOf("bench:peer", args, { timeoutMs: 60_000 });
 
 /** The recorded report with the first fleet's bash + jq default pairs given RATIOS, counted; its stored summary is left as recorded, stale. */
 function withRatios(recorded: Report): Report {
@@ -34,15 +31,12 @@ function withRatios(recorded: Report): Report {
 }
 
 describe("bench:peer --markdown-only", () => {
-  let reportDir: string | undefined;
-  afterEach(async () => {
-    if (reportDir) await rm(reportDir, { recursive: true, force: true });
-  });
+  const temporaryDir = temporaryDirs("peer-markdown-only-");
 
   it("rewrites peer.md and peer.json's fleet summaries in --report-dir from that copy's pairs, and leaves reports/ alone", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "peer-markdown-only-"));
-    const checkout = { json: await readFile(RECORDED, "utf8"), markdown: await readFile(join(ROOT, "reports/peer.md"), "utf8") };
+    const reportDir = await temporaryDir();
+    const checkout = { json: await readFile(RECORDED, "utf8"), markdown: await readFile(join(REPO_ROOT, "reports/peer.md"), "utf8") };
     const copy = withRatios(JSON.parse(checkout.json) as Report);
     await writeFile(join(reportDir, "peer.json"), JSON.stringify(copy));
     const fleet = copy.fleets[0]?.fleet;
@@ -56,18 +50,15 @@ describe("bench:peer --markdown-only", () => {
     const rewritten = JSON.parse(await readFile(join(reportDir, "peer.json"), "utf8")) as Report;
     expect(rewritten.fleets[0]).toMatchObject({ fleet, median_ratio_hosts_per_min: 0.73, spread: { bash: { median: 0.73, min: 0.61, max: 0.97, counted: 3 } } });
     expect(await readFile(RECORDED, "utf8")).toBe(checkout.json);
-    expect(await readFile(join(ROOT, "reports/peer.md"), "utf8")).toBe(checkout.markdown);
+    expect(await readFile(join(REPO_ROOT, "reports/peer.md"), "utf8")).toBe(checkout.markdown);
   }, 90_000);
 
   it("a report directory without peer.json is a usage mistake: one line naming the file and what records it, exit 2", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "peer-markdown-only-"));
+    const reportDir = await temporaryDir();
 
     // Act
-    const failure = await peer("--markdown-only", "--report-dir", reportDir).then(
-      () => undefined,
-      (error: { code?: number; stderr?: string }) => error,
-    );
+    const failure = await peerFailure("--markdown-only", "--report-dir", reportDir);
 
     // Assert
     expect(failure?.code).toBe(2);
@@ -78,13 +69,13 @@ describe("bench:peer --markdown-only", () => {
 
   it("a peer.json that is not JSON, or has no pairs, is named the same way", async () => {
     // Arrange
-    reportDir = await mkdtemp(join(tmpdir(), "peer-markdown-only-"));
+    const reportDir = await temporaryDir();
     await writeFile(join(reportDir, "peer.json"), "{ not json");
-    const notJson = await peer("--markdown-only", "--report-dir", reportDir).then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+    const notJson = await peerFailure("--markdown-only", "--report-dir", reportDir);
     await writeFile(join(reportDir, "peer.json"), JSON.stringify({ fleets: [{ fleet: "simulator-1000" }] }));
 
     // Act
-    const noPairs = await peer("--markdown-only", "--report-dir", reportDir).then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+    const noPairs = await peerFailure("--markdown-only", "--report-dir", reportDir);
 
     // Assert
     expect(notJson?.code).toBe(2);
