@@ -47,6 +47,8 @@ export interface PeerOptions {
   realFleetRounds: number;
   /** Only the real-fleet runs, merged into the recorded peer.json. */
   realFleetOnly: boolean;
+  /** Both sides' processes on one CPU, the stand-ins for AWS's services (and the benchmark) on another. */
+  standInsApart: boolean;
 }
 
 export const PEER_USAGE = `Usage: npm run bench:peer -- [options]
@@ -79,6 +81,9 @@ Options (environment variable in brackets):
   --real-fleet <nodes>      real go-choria servers per run on the real fleet (root, Go), 0 to skip [PEER_REAL_FLEET_NODES, default 50]
   --real-fleet-rounds <n>   runs per side on the real fleet [PEER_REAL_FLEET_ROUNDS, default 3]
   --real-fleet-only         run only the real fleet and merge it into the recorded peer.json
+  --stand-ins-apart         both sides' processes (provisioner, helpers, fleet, nats-server) on CPU 0, and DynamoDB
+                            Local, fauxqs and the benchmark on CPU 1, as on AWS where those services are not on
+                            the provisioner's machine; the simulator pairs only (with --real-fleet 0)
   --markdown-only           rewrite peer.md and the fleet summaries in peer.json from its pairs, and exit
   --report-dir <dir>        where peer.json and peer.md are written, pipeline-stages.md appended to, and the
                             recorded peer.json read; relative to the repository root [default reports]
@@ -131,6 +136,7 @@ const FLAGS = {
   "real-fleet": { type: "string" },
   "real-fleet-rounds": { type: "string" },
   "real-fleet-only": { type: "boolean" },
+  "stand-ins-apart": { type: "boolean" },
 } as const;
 
 /** The options from `argv`, each flag falling back on its environment variable in `env`; a mistake in either is a UsageError naming it. */
@@ -163,8 +169,12 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     realFleetNodes: whole("--real-fleet", parsed["real-fleet"], "PEER_REAL_FLEET_NODES", 50, 0),
     realFleetRounds: whole("--real-fleet-rounds", parsed["real-fleet-rounds"], "PEER_REAL_FLEET_ROUNDS", 3),
     realFleetOnly: parsed["real-fleet-only"] ?? false,
+    standInsApart: parsed["stand-ins-apart"] ?? false,
   };
   if (options.realFleetOnly && options.realFleetNodes === 0) throw new UsageError(`${COMMAND}: --real-fleet-only needs --real-fleet above 0`);
   if (options.realFleetOnly && options.noCliffNodes !== undefined) throw new UsageError(`${COMMAND}: --no-cliff and --real-fleet-only are separate runs: give one`);
+  if (options.standInsApart && (options.realFleetNodes > 0 || options.noCliffNodes !== undefined)) {
+    throw new UsageError(`${COMMAND}: --stand-ins-apart pins the simulator pairs only: give --real-fleet 0 and no --no-cliff`);
+  }
   return options;
 }

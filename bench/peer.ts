@@ -52,6 +52,13 @@ const REPO_ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 /** Set first thing in main(): a usage mistake ends the run before anything starts. */
 let options: PeerOptions;
 const CORES = cpus().length;
+/**
+ * With --stand-ins-apart, both sides' processes run on PEERS_CPU, and this process, with fauxqs in
+ * it and DynamoDB Local started from it, on STAND_INS_CPU: on AWS those services are not on the
+ * provisioner's machine.
+ */
+const PEERS_CPU = "0";
+const STAND_INS_CPU = "1";
 /** The product's defaults: serverless.yml's provisionMaxConcurrency and the `workers` default. */
 const OURS_DEFAULT: OursSetting = { maxConcurrency: 10, workers: 10 };
 /** A pair slot refused by a gate is run again at most this many more times. */
@@ -81,11 +88,13 @@ interface Child {
   exited: Promise<number | null>;
 }
 
-function spawnChild(command: string, args: string[], env: Record<string, string>, options: { ipc?: boolean; cwd?: string } = {}): Child {
-  const child = spawn(command, args, {
-    cwd: options.cwd ?? REPO_ROOT,
+function spawnChild(command: string, args: string[], env: Record<string, string>, spawnOptions: { ipc?: boolean; cwd?: string } = {}): Child {
+  // taskset execs the command in its own process: the pid is the command's.
+  const [file, argv] = options.standInsApart ? ["taskset", ["-c", PEERS_CPU, command, ...args]] : [command, args];
+  const child = spawn(file, argv, {
+    cwd: spawnOptions.cwd ?? REPO_ROOT,
     env: { ...process.env, ...env },
-    stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
+    stdio: spawnOptions.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
   });
   if (child.pid === undefined) throw new Error(`could not start ${command}`);
   const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
@@ -206,6 +215,7 @@ async function runOnce(spec: RunSpec, shared: Shared): Promise<RunResult> {
   try {
     const nats: RunningNats = await startNats();
     cleanup.push(() => nats.stop());
+    if (options.standInsApart && nats.pid !== undefined) pin(nats.pid, PEERS_CPU);
     const context: RunContext = { spec, shared, helperCommand, workDir, seed, nats, cleanup };
     const { fleet, progress } = await startPeerFleet(context);
     const othersCpuSince = otherProcessesCpu(fleet.pid, nats.pid, shared.dynamoDb.pid);
@@ -635,6 +645,12 @@ async function appendStages(report: Report): Promise<void> {
   await writeFile(path, `${existing.trimEnd()}\n${lines.join("\n")}\n`);
 }
 
+/** Moves `pid`, every thread it has, to `cpu`; what it starts from then on inherits that. */
+function pin(pid: number, cpu: string): void {
+  const result = spawnSync("taskset", ["-a", "-p", "-c", cpu, String(pid)], { encoding: "utf8" });
+  if (result.status !== 0) throw new Error(`cannot pin process ${pid} to CPU ${cpu}: taskset ${result.error?.message ?? result.stderr.trim()}`);
+}
+
 /** DynamoDB Local, the store-delay proxy when asked for, and the helpers; `work` runs with them and they stop after. */
 async function withServices<T>(goBin: string | undefined, work: (shared: Shared) => Promise<T>): Promise<T> {
   const dynamoDb = await startDynamoDbLocal();
@@ -656,6 +672,10 @@ async function main(): Promise<void> {
     return;
   }
   if (options.markdownOnly) return rewriteFromRecordedRuns();
+  if (options.standInsApart) {
+    if (CORES < 2) throw new UsageError(`bench:peer: --stand-ins-apart needs 2 CPUs, this machine has ${CORES}`);
+    pin(process.pid, STAND_INS_CPU);
+  }
   const started = Date.now();
   if (options.noCliffNodes !== undefined) return noCliff(options.noCliffNodes);
   const go = goProvisioner();
@@ -679,6 +699,7 @@ async function main(): Promise<void> {
       load_wait_s: options.loadWaitS,
       warm_up_nodes: options.warmUpNodes,
       store_delay_ms: options.storeDelayMs,
+      stand_ins_apart: options.standInsApart,
     },
     real_fleet: await realFleetComparison(go.bin),
     fleets: summarise(pairs),

@@ -95,6 +95,23 @@ describe("bench:peer report, findings", () => {
     expect(text).toContain("ours would cost 9, Go's CPU per host over 2.22");
   });
 
+  it("says where the processes ran: on every CPU, or both sides on CPU 0 and the stand-ins on CPU 1", () => {
+    // Arrange
+    const shared = report(1.22, 1.5);
+    const apart: Report = { ...shared, settings: { ...shared.settings, stand_ins_apart: true } };
+
+    // Act
+    const [sharedText, apartText] = [markdown(shared), markdown(apart)];
+
+    // Assert
+    expect(sharedText).toContain("- **CPUs**: every process on any of the 2 CPUs, the stand-ins for AWS's services (DynamoDB Local, fauxqs) included.");
+    expect(apartText).toContain("on 2 CPU(s) (test CPU), both sides on CPU 0 and the stand-ins for AWS's services on CPU 1, Node v22;");
+    expect(apartText).toContain("- **CPUs**: both sides' processes (provisioner, helpers, fleet, nats-server) on CPU 0; DynamoDB Local, fauxqs and the benchmark on CPU 1");
+    // What a goal would take is read from cores both sides share alike, which they do not here.
+    expect(sharedText).toContain("What the goals not met would take");
+    expect(apartText).not.toContain("What the goals not met would take");
+  });
+
   it("says nothing of what a goal would take once both are met", () => {
     // Act
     const text = markdown(report(1.35, 2.1));

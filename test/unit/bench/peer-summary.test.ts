@@ -192,6 +192,14 @@ describe("bench:peer options", () => {
     expect(parsePeerOptions(["--report-dir", "elsewhere"], {}).reportDir).toBe(resolve(ROOT, "elsewhere"));
   });
 
+  it("keeps every process on every CPU unless --stand-ins-apart, which pins the simulator pairs only", () => {
+    expect(parsePeerOptions([], {}).standInsApart).toBe(false);
+    expect(parsePeerOptions(["--stand-ins-apart", "--real-fleet", "0"], {}).standInsApart).toBe(true);
+    const onlyPairs = "bench:peer: --stand-ins-apart pins the simulator pairs only: give --real-fleet 0 and no --no-cliff";
+    expect(() => parsePeerOptions(["--stand-ins-apart"], {})).toThrow(onlyPairs);
+    expect(() => parsePeerOptions(["--stand-ins-apart", "--real-fleet", "0", "--no-cliff", "5000"], {})).toThrow(onlyPairs);
+  });
+
   it("runs 3 rounds of 50 real servers unless told otherwise", () => {
     expect(parsePeerOptions([], {})).toMatchObject({ realFleetNodes: 50, realFleetRounds: 3, realFleetOnly: false });
     expect(parsePeerOptions(["--real-fleet", "50", "--real-fleet-only"], { PEER_REAL_FLEET_ROUNDS: "2" })).toMatchObject({ realFleetNodes: 50, realFleetRounds: 2, realFleetOnly: true });
