@@ -96,14 +96,13 @@ describe("README.md", () => {
 
   it(`gives each measured figure in cells of at most ${MEASURED_CELL_MAX_CHARS} characters, with the report that holds the detail`, () => {
     const rows = measuredRows();
-    const reports = new Set(readdirSync(resolve(ROOT, "reports")).map((name) => `reports/${name}`));
 
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) {
       expect(row, row.join(" | ")).toHaveLength(3);
       for (const cell of row) expect(cell.length, cell).toBeLessThanOrEqual(MEASURED_CELL_MAX_CHARS);
       const report = /^\[[^\]]+\]\((reports\/[^)#]+\.md)\)$/.exec(row[2]!)?.[1];
-      expect(report && reports.has(report), `${row[0]}: "${row[2]}" links no report in reports/`).toBe(true);
+      expect(report !== undefined && existsSync(resolve(ROOT, report)), `${row[0]}: "${row[2]}" links no report in reports/`).toBe(true);
     }
   });
 });
