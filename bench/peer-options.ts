@@ -3,7 +3,7 @@
  * its default (the variables stay for scripts that set them). `--help` prints this and the run
  * starts nothing.
  */
-import { decimalNumber, parsedOptions, reportDirOf, UsageError, wholeNumber } from "./command";
+import { decimalNumber, parsedOptions, readWholeNumbers, reportDirOf, UsageError, valueOf, wholeNumber } from "./command";
 import type { HelperKind } from "./peer-summary";
 
 export interface OursSetting {
@@ -92,14 +92,6 @@ Options (environment variable in brackets):
 
 const COMMAND = "bench:peer";
 
-/** Fleet sizes separated by commas, each a whole number of at least 1; `name` is where they came from. */
-function sizes(name: string, text: string | undefined): number[] {
-  if (text === undefined) return [1_000, 5_000];
-  const values = text.split(",").map((part) => Number(part.trim()));
-  if (values.some((value) => !Number.isInteger(value) || value < 1)) throw new UsageError(`${COMMAND}: ${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
-  return values;
-}
-
 /** One `<concurrency>x<workers>` pair, both whole numbers of at least 1; a malformed one is a usage mistake of `command` (scripts/realfleet.ts takes one too, as --ours). */
 export function oursSetting(command: string, option: string, pair: string): OursSetting {
   const [concurrency, workers] = pair.split("x").map(Number);
@@ -152,7 +144,7 @@ export function parsePeerOptions(argv: readonly string[], env: Record<string, st
     help: parsed.help ?? false,
     markdownOnly: parsed["markdown-only"] ?? false,
     reportDir: reportDirOf(parsed["report-dir"]),
-    sizes: sizes(...given("--sizes", parsed.sizes, "PEER_SIZES")),
+    sizes: valueOf(COMMAND, readWholeNumbers(...given("--sizes", parsed.sizes, "PEER_SIZES"), [1_000, 5_000])),
     pairs: whole("--pairs", parsed.pairs, "PEER_PAIRS", 3),
     goWorkers: whole("--go-workers", parsed["go-workers"], "PEER_GO_WORKERS", 256),
     tuned: parsed.tuned === undefined ? undefined : oursSetting(COMMAND, "--tuned", parsed.tuned),

@@ -33,7 +33,7 @@ import { ed25519SigningKey, generateEd25519Seed } from "../test/support/choria-n
 import { startDynamoDbLocal, startNats, startSqs, type RunningDynamoDb, type RunningNats } from "../dev/local/services";
 import { startCountingProxy } from "../dev/local/request-counter";
 import { HELPERS, LOCAL_PROVISIONING_TOKEN } from "../dev/local/stack";
-import { runBenchmark, UsageError } from "./command";
+import { recordedJson, runBenchmark, UsageError } from "./command";
 import { buildCompiledHelper } from "./compiled-helper";
 import { bundleOurs } from "./ours-bundle";
 import { childPids, cpuSeconds, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile, type ProfileEntry } from "./measure";
@@ -720,42 +720,26 @@ async function writeReport(report: Report): Promise<void> {
 
 const recordedReportPath = () => join(options.reportDir, "peer.json");
 
-/**
- * The recorded report `option` works on, read before anything runs. Missing, not JSON or without
- * pairs is a usage mistake (exit 2), not a failed run: nothing ran, and the fix is the operator's
- * (record the pairs first, or point --report-dir at them).
- */
-async function readRecordedReport(option: string): Promise<Report> {
+/** The recorded report `option` works on, read before anything runs: missing, not JSON or without pairs is a usage mistake. */
+function readRecordedReport(option: string): Report {
   const path = recordedReportPath();
   const mistake = (what: string, cause?: unknown) =>
     new UsageError(`bench:peer: ${option} works on ${path}, which ${what}: run \`npm run bench:peer\` with the same --report-dir first`, { cause });
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") throw mistake("does not exist", error);
-    throw error;
-  }
-  let recorded: Report;
-  try {
-    recorded = JSON.parse(text) as Report;
-  } catch (error) {
-    throw mistake(`is not JSON (${error instanceof Error ? error.message : String(error)})`, error);
-  }
+  const recorded = recordedJson(path, (_what, detail, cause) => mistake(detail, cause)) as Report;
   if (!Array.isArray(recorded.fleets) || recorded.fleets.some((f) => !Array.isArray(f.pairs))) throw mistake("has no pairs recorded per fleet");
   return recorded;
 }
 
 /** `--markdown-only`: peer.md, and the fleet summaries in peer.json, again from the recorded pairs. */
 async function rewriteFromRecordedRuns(): Promise<void> {
-  const recorded = await readRecordedReport("--markdown-only");
+  const recorded = readRecordedReport("--markdown-only");
   await writeReport({ ...recorded, fleets: summarise(recorded.fleets.flatMap((f) => f.pairs)) });
   process.stdout.write(`rewrote peer.md and the fleet summaries in peer.json from its pairs, in ${options.reportDir}\n`);
 }
 
 /** `--real-fleet-only`: the real fleet again, into the recorded report. */
 async function rerunRealFleet(goBin: string | undefined, started: number): Promise<void> {
-  const report: Report = { ...(await readRecordedReport("--real-fleet-only")), real_fleet: await realFleetComparison(goBin) };
+  const report: Report = { ...readRecordedReport("--real-fleet-only"), real_fleet: await realFleetComparison(goBin) };
   await writeReport(report);
   process.stdout.write(`\nwrote the real fleet into peer.json and peer.md in ${options.reportDir} (${((Date.now() - started) / 1000).toFixed(0)} s): ${JSON.stringify(report.real_fleet.summary ?? report.real_fleet.reason)}\n`);
 }
@@ -840,7 +824,7 @@ async function warmUp(shared: Shared, helper: HelperKind, sides: readonly Side[]
 
 /** `--no-cliff <nodes>`: ours alone (default config, compiled helper) once, merged into the recorded peer.json. */
 async function noCliff(nodes: number): Promise<void> {
-  const recorded = await readRecordedReport("--no-cliff");
+  const recorded = readRecordedReport("--no-cliff");
   const run = await withServices(undefined, async (shared) => {
     if (!shared.helpers.compiled) throw new Error("--no-cliff runs the compiled helper, which is unavailable here");
     await warmUp(shared, "compiled", ["ours"]);

@@ -12,7 +12,6 @@
  * Everything except nats-server and DynamoDB Local (and the helper processes) runs in this one
  * process: the simulated fleet, fauxqs, the emulated Lambda runtime and every App.
  */
-import { readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
@@ -21,7 +20,7 @@ import { runLocal, type RunSummary } from "../dev/local/run";
 import { dynamoDbSplit } from "../dev/local/request-counter";
 import { HELPERS, startLocalStack, type HelperChoice, type LocalStack, type LocalStackOptions } from "../dev/local/stack";
 import { childPids, cpuSeconds, percentile, procMemory, procStat, round2, sumStats, summariseProfile, type CpuProfile } from "./measure";
-import { parsedOptions, reportDirOf, runBenchmark, UsageError } from "./command";
+import { parsedOptions, readWholeNumber, readWholeNumbers, recordedJson, reportDirOf, runBenchmark, UsageError, type Reading } from "./command";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -130,25 +129,17 @@ const OTHER_HELPERS = ["inline", ...Object.keys(HELPERS).filter((name) => name !
  */
 function settingsReader(env: NodeJS.ProcessEnv) {
   const problems: string[] = [];
-  const isWhole = (value: number, least: number) => Number.isInteger(value) && value >= least;
   const given = (name: string) => (env[name] === "" ? undefined : env[name]);
+  const noted = <T>(reading: Reading<T>, fallback: T): T => {
+    if ("value" in reading) return reading.value;
+    problems.push(reading.problem);
+    return fallback;
+  };
   return {
     problems,
-    whole(name: string, fallback: number, least: number): number {
-      const text = given(name);
-      if (text === undefined) return fallback;
-      if (isWhole(Number(text), least)) return Number(text);
-      problems.push(`${name} must be a whole number of at least ${least}, not ${text}`);
-      return fallback;
-    },
+    whole: (name: string, fallback: number, least: number): number => noted(readWholeNumber(name, given(name), fallback, least), fallback),
     /** Whole numbers of at least 1 separated by commas; `text` when it is an option's, not `env`'s. */
-    wholeList(name: string, fallback: number[], text = given(name)): number[] {
-      if (text === undefined || text === "") return fallback;
-      const values = text.split(",").map(Number);
-      if (values.every((value) => isWhole(value, 1))) return values;
-      problems.push(`${name} must be whole numbers of at least 1 separated by commas, not ${text}`);
-      return fallback;
-    },
+    wholeList: (name: string, fallback: number[], text = given(name)): number[] => noted(readWholeNumbers(name, text === "" ? undefined : text, fallback), fallback),
     seconds(name: string, fallback: number): number {
       const text = given(name);
       const seconds = text === undefined ? fallback : Number(text);
@@ -716,23 +707,14 @@ function referenceSize(results: RunResult[]): number | undefined {
 
 /**
  * The report `--markdown-only` rewrites bench.md from. A file missing, not JSON or not a report
- * is a usage mistake (exit 2), not a failed run: nothing ran, and the fix is the operator's (run
- * the benchmark, or point --report-dir at its output). A run is trusted to hold what runOnce writes.
+ * is a usage mistake (exit 2); a run is trusted to hold what runOnce writes.
  */
 function recordedReport(jsonPath: string): { generated: string; wall_seconds?: number; runs: RunResult[] } {
-  let text: string;
-  try {
-    text = readFileSync(jsonPath, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    throw new UsageError(`bench: --markdown-only reads ${jsonPath}, which does not exist: run \`npm run bench\` with the same --report-dir first`, { cause: error });
-  }
-  let recorded: unknown;
-  try {
-    recorded = JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(`bench: ${jsonPath} is not JSON (${error instanceof Error ? error.message : String(error)}): \`npm run bench\` writes it`, { cause: error });
-  }
+  const recorded = recordedJson(jsonPath, (what, detail, cause) =>
+    what === "missing"
+      ? new UsageError(`bench: --markdown-only reads ${jsonPath}, which ${detail}: run \`npm run bench\` with the same --report-dir first`, { cause })
+      : new UsageError(`bench: ${jsonPath} ${detail}: \`npm run bench\` writes it`, { cause }),
+  );
   const report = recorded as { generated?: unknown; runs?: unknown };
   const isRun = (run: unknown) => typeof (run as { label?: unknown } | null)?.label === "string";
   if (typeof report?.generated !== "string" || !Array.isArray(report.runs) || !report.runs.every(isRun)) {
