@@ -254,7 +254,7 @@ function cpuPerProcessTable(runs: readonly RunResult[]): string[] {
   for (const r of runs) {
     const per = (seconds: number) => (r.provisioned === 0 ? undefined : Math.round((seconds / r.provisioned) * 10_000) / 10);
     const parts = cpuParts(r);
-    const total = per(parts.reduce((sum, value) => sum + value, 0));
+    const total = per(wholeRunCpu(r));
     lines.push(
       `| ${r.side}${r.profile_top ? " (profiled)" : ""} | ${r.fleet} | ${r.helper} | ${r.config} | ${r.pair ?? "-"} | ${parts.map((value, i) => (i === 4 && r.side === "go" ? "-" : (per(value) ?? "-"))).join(" | ")} | ${total ?? "-"} |`,
     );
@@ -280,6 +280,11 @@ function profileSection(runs: readonly RunResult[]): string[] {
 
 const perHost = (r: RunResult, seconds: number) => (r.provisioned > 0 ? Math.round((seconds / r.provisioned) * 10_000) / 10 : 0);
 const mean = (values: number[]) => (values.length ? Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 10) / 10 : 0);
+const round = (value: number, scale = 10) => Math.round(value * scale) / scale;
+/** The mean over `runs` of the CPU ms per host that `seconds` picks from a run. */
+const meanPerHost = (runs: RunResult[], seconds: (r: RunResult) => number) => mean(runs.map((r) => perHost(r, seconds(r))));
+/** A run's CPU seconds, every process. */
+const wholeRunCpu = (r: RunResult) => cpuParts(r).reduce((sum, value) => sum + value, 0);
 
 /**
  * What the figures say, computed from the runs (so `--markdown-only` rewrites them from
@@ -329,13 +334,11 @@ function goalGapFinding(report: Report, goRuns: RunResult[], oursRuns: RunResult
 
 /** One goal's gap: the CPU per host ours would need, and how much of it the work both sides share leaves to the provisioner and the stand-ins. */
 function goalGap(go: RunResult[], ours: RunResult[], goal: number): string {
-  const part = (runs: RunResult[], seconds: (r: RunResult) => number) => mean(runs.map((r) => perHost(r, seconds(r))));
-  const whole = (r: RunResult) => cpuParts(r).reduce((sum, value) => sum + value, 0);
-  const coresBusy = (runs: RunResult[]) => mean(runs.map((r) => (whole(r) / r.provisioned) * (r.hosts_per_min / 60)));
-  const [goCost, oursCost] = [part(go, whole), part(ours, whole)];
+  const coresBusy = (runs: RunResult[]) => mean(runs.map((r) => (wholeRunCpu(r) / r.provisioned) * (r.hosts_per_min / 60)));
+  const [goCost, oursCost] = [meanPerHost(go, wholeRunCpu), meanPerHost(ours, wholeRunCpu)];
   const needed = round(goCost / goal);
-  const shared = part(ours, (r) => r.cpu_s.helpers_reaped + r.cpu_s.fleet + r.cpu_s.nats_server);
-  const [provisioner, dynamo, bench] = [part(ours, (r) => r.cpu_s.provisioner), part(ours, (r) => r.cpu_s.dynamodb_local), part(ours, (r) => r.cpu_s.benchmark_process)];
+  const shared = meanPerHost(ours, (r) => r.cpu_s.helpers_reaped + r.cpu_s.fleet + r.cpu_s.nats_server);
+  const [provisioner, dynamo, bench] = [meanPerHost(ours, (r) => r.cpu_s.provisioner), meanPerHost(ours, (r) => r.cpu_s.dynamodb_local), meanPerHost(ours, (r) => r.cpu_s.benchmark_process)];
   const withoutDynamo = round(oursCost - dynamo);
   return (
     `Go ${goCost} ms per host (${coresBusy(go)} cores busy), ours ${oursCost} (${coresBusy(ours)} cores); ${goal}x needs ours at ${needed} or less, ${round(oursCost - needed)} ms less per host. ` +
@@ -344,25 +347,22 @@ function goalGap(go: RunResult[], ours: RunResult[], goal: number): string {
   );
 }
 
-const round = (value: number, scale = 10) => Math.round(value * scale) / scale;
-
 /** CPU per host of a whole run, every process, over the first fleet's complete default runs. */
 function cpuFinding(report: Report, goAll: RunResult[], oursAll: RunResult[]): string[] {
   const fleet = report.fleets[0]?.fleet;
   const goRuns = goAll.filter((r) => r.fleet === fleet);
   const oursRuns = oursAll.filter((r) => r.fleet === fleet);
   if (goRuns.length === 0 || oursRuns.length === 0) return [];
-  const cost = (runs: RunResult[], part: (r: RunResult) => number) => mean(runs.map((r) => perHost(r, part(r))));
-  const go = { own: mean(goRuns.map((r) => r.cpu_ms_per_host)), helper: mean(goRuns.map((r) => r.helper_cpu_ms_per_host)), fleet: cost(goRuns, (r) => r.cpu_s.fleet), nats: cost(goRuns, (r) => r.cpu_s.nats_server) };
+  const go = { own: mean(goRuns.map((r) => r.cpu_ms_per_host)), helper: mean(goRuns.map((r) => r.helper_cpu_ms_per_host)), fleet: meanPerHost(goRuns, (r) => r.cpu_s.fleet), nats: meanPerHost(goRuns, (r) => r.cpu_s.nats_server) };
   const ours = {
     own: mean(oursRuns.map((r) => r.cpu_ms_per_host)),
     helper: mean(oursRuns.map((r) => r.helper_cpu_ms_per_host)),
-    fleet: cost(oursRuns, (r) => r.cpu_s.fleet),
-    nats: cost(oursRuns, (r) => r.cpu_s.nats_server),
-    dynamo: cost(oursRuns, (r) => r.cpu_s.dynamodb_local),
-    bench: cost(oursRuns, (r) => r.cpu_s.benchmark_process),
+    fleet: meanPerHost(oursRuns, (r) => r.cpu_s.fleet),
+    nats: meanPerHost(oursRuns, (r) => r.cpu_s.nats_server),
+    dynamo: meanPerHost(oursRuns, (r) => r.cpu_s.dynamodb_local),
+    bench: meanPerHost(oursRuns, (r) => r.cpu_s.benchmark_process),
   };
-  const total = (parts: Record<string, number>) => Math.round(Object.values(parts).reduce((a, b) => a + b, 0) * 10) / 10;
+  const total = (parts: Record<string, number>) => round(Object.values(parts).reduce((a, b) => a + b, 0));
   return [
     `**CPU per host of a whole run, every process** (mean over the complete ${fleet} runs of the pairs, ours at its default config, every helper run). Go's run costs ${total(go)} ms per host (provisioner ${go.own}, helper ${go.helper}, fleet ${go.fleet}, nats-server ${go.nats}); ours costs ${total(ours)} (provisioner ${ours.own}, helper ${ours.helper}, fleet ${ours.fleet}, nats-server ${ours.nats}, DynamoDB Local ${ours.dynamo}, fauxqs and the benchmark ${ours.bench}). Everything shares ${report.cpus} cores here; on AWS each Lambda container brings its own CPU and DynamoDB / SQS are not on the box.`,
     "",
